@@ -1,0 +1,359 @@
+// Grouping rank files into jobs and communicators, putting every timestamp of a job on one clock, and running the
+// verdict engine per communicator.
+#include "job_view.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+
+#include "ncclwatch/format.h"
+
+namespace ncw {
+
+namespace {
+
+// Larger communicators than this are taken for damage (the missing-rank list would be absurd).
+constexpr int32_t kMaxRanks = 1 << 20;
+
+std::string hex(uint64_t v) {
+    char buf[24];
+    snprintf(buf, sizeof buf, "0x%016llx", (unsigned long long)v);
+    return buf;
+}
+
+uint64_t clock_ns(clockid_t id) {
+    timespec ts{};
+    clock_gettime(id, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// The clock a job is analysed on: one boot's CLOCK_MONOTONIC, with `mono` and `real` naming the same instant ("now").
+struct Frame {
+    uint64_t boot = 0;
+    uint64_t mono = 0;
+    uint64_t real = 0;
+};
+
+// Offset that moves a file's monotonic timestamps onto the frame's clock. Exact (0) on the same boot; across boots
+// it goes through both realtime anchors, so it is as good as the hosts' clock synchronisation.
+int64_t offset_to(const HeaderInfo& h, const Frame& f) {
+    if (h.boot_id_hash != 0 && h.boot_id_hash == f.boot) return 0;
+    if (!h.start_real_ns || !f.real) return 0;
+    return int64_t((h.start_real_ns - h.start_mono_ns) - (f.real - f.mono));  // unsigned wrap, then signed
+}
+
+uint64_t shift(uint64_t t, int64_t d) {
+    if (!t || !d) return t;  // 0 means "never": keep it
+    if (d > 0) return t + uint64_t(d);
+    const uint64_t back = uint64_t(-(d + 1)) + 1;
+    return back >= t ? 1 : t - back;
+}
+
+// The latest moment the file shows the process alive: its heartbeat, or its last activity if later or no heartbeat.
+uint64_t last_seen(const FileSnapshot& f) {
+    uint64_t t = std::max(f.header.heartbeat_mono_ns, f.header.start_mono_ns);
+    for (const auto& c : f.comms) t = std::max({t, c.t_last_issue_ns, c.t_last_progress_ns});
+    return t;
+}
+
+uint64_t to_real(const HeaderInfo& h, uint64_t mono) {
+    if (!h.start_real_ns || mono < h.start_mono_ns) return 0;
+    return mono - h.start_mono_ns + h.start_real_ns;
+}
+
+void rebase(CommInfo& c, int64_t d) {
+    c.t_init_start_ns = shift(c.t_init_start_ns, d);
+    c.t_init_done_ns = shift(c.t_init_done_ns, d);
+    c.t_last_issue_ns = shift(c.t_last_issue_ns, d);
+    c.t_last_progress_ns = shift(c.t_last_progress_ns, d);
+    c.stall_since_ns = shift(c.stall_since_ns, d);
+    for (auto& s : c.recent) s.t_issue_ns = shift(s.t_issue_ns, d);
+}
+
+bool same_verdict(const verdict::Verdict& a, const verdict::Verdict& b) {
+    return a.kind == b.kind && a.comm_id == b.comm_id && a.seq == b.seq && a.culprits == b.culprits;
+}
+
+// One communicator while its ranks are being collected.
+struct Acc {
+    CommResult r;
+    uint32_t first_slot = UINT32_MAX;
+    std::vector<uint64_t> seen;  // per view rank: last sign of life, to pick between duplicates
+    bool nranks_conflict = false;
+};
+
+}  // namespace
+
+int verdict_importance(verdict::Kind k) noexcept {
+    switch (k) {
+        case verdict::Kind::Dead: return 0;
+        case verdict::Kind::NotJoined: return 1;
+        case verdict::Kind::Mismatch: return 2;
+        case verdict::Kind::AsyncError: return 3;
+        case verdict::Kind::GpuNotReached: return 4;
+        case verdict::Kind::StuckInNccl: return 5;
+        case verdict::Kind::Unknown: return 6;
+    }
+    return 7;
+}
+
+std::string format_ranks(const std::vector<int>& ranks) {
+    std::vector<int> r(ranks);
+    std::sort(r.begin(), r.end());
+    r.erase(std::unique(r.begin(), r.end()), r.end());
+    std::string out;
+    for (size_t i = 0; i < r.size();) {
+        size_t j = i;
+        while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+        if (!out.empty()) out += ',';
+        out += std::to_string(r[i]);
+        if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(r[j]);
+        i = j + 1;
+    }
+    return out;
+}
+
+FileSnapshot snapshot(const RankFile& file) noexcept {
+    FileSnapshot s;
+    try {
+        s.path = file.path();
+        if (!file.is_open()) {
+            s.error = file.error().empty() ? "not open" : file.error();
+            return s;
+        }
+        s.ok = true;
+        s.warnings = file.warnings();
+        s.header = file.header();
+        s.comms = file.comms();
+    } catch (...) {
+        s.ok = false;
+        s.error = "out of memory while reading";
+    }
+    return s;
+}
+
+FileSnapshot snapshot_path(const std::string& path) noexcept {
+    RankFile f;
+    f.open(path);
+    return snapshot(f);
+}
+
+std::vector<Analysis::VerdictRef> Analysis::all_verdicts() const {
+    std::vector<VerdictRef> out;
+    for (const auto& j : jobs)
+        for (const auto& c : j.comms)
+            for (const auto& v : c.verdicts) out.push_back({&j, &c, &v});
+    std::stable_sort(out.begin(), out.end(), [](const VerdictRef& a, const VerdictRef& b) {
+        return verdict_importance(a.verdict->kind) < verdict_importance(b.verdict->kind);
+    });
+    return out;
+}
+
+bool Analysis::found_problem() const {
+    for (const auto& j : jobs)
+        for (const auto& c : j.comms)
+            if (!c.verdicts.empty()) return true;
+    return false;
+}
+
+Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& opt) noexcept {
+    Analysis a;
+    try {
+        std::map<std::string, std::vector<const FileSnapshot*>> by_job;
+        for (const auto& f : files) {
+            FileSummary sum;
+            sum.path = f.path;
+            sum.ok = f.ok;
+            sum.error = f.error;
+            if (f.ok) {
+                sum.job_id = f.header.job_id;
+                sum.host = f.header.host;
+                sum.pid = f.header.pid;
+                sum.global_rank = f.header.global_rank;
+            }
+            a.files.push_back(std::move(sum));
+            if (!f.ok) {
+                a.warnings.push_back(f.path + ": " + f.error);
+                continue;
+            }
+            ++a.files_read;
+            for (const auto& w : f.warnings) a.warnings.push_back(f.path + ": " + w);
+            by_job[f.header.job_id].push_back(&f);
+        }
+
+        for (const auto& [job_id, job_files] : by_job) {
+            const std::string job_name = job_id.empty() ? "(no job id)" : job_id;
+            JobResult jr;
+            jr.job_id = job_id;
+            for (const auto* f : job_files) jr.files.push_back(f->path);
+
+            Frame frame;
+            LivenessContext ctx;
+            if (opt.live) {
+                frame.boot = this_boot_id_hash();
+                frame.mono = opt.now_mono_ns ? opt.now_mono_ns : clock_ns(CLOCK_MONOTONIC);
+                frame.real = opt.now_mono_ns ? opt.now_real_ns : clock_ns(CLOCK_REALTIME);
+                ctx = live_context(frame.mono, opt.stale_after_s);
+            } else {
+                // The newest sign of life in the job is "now": a dump copied the next morning still analyses as of
+                // the hang. Compared in wall-clock time, since the files may come from several hosts.
+                const FileSnapshot* ref = job_files.front();
+                uint64_t best = 0;
+                for (const auto* f : job_files) {
+                    const uint64_t r = to_real(f->header, last_seen(*f));
+                    if (r > best) best = r, ref = f;
+                }
+                frame.boot = ref->header.boot_id_hash;
+                frame.mono = last_seen(*ref);
+                frame.real = to_real(ref->header, frame.mono);
+                ctx.live = false;
+                ctx.now_mono_ns = frame.mono;
+                ctx.stale_after_s = opt.stale_after_s;
+            }
+            jr.now_mono_ns = frame.mono;
+            jr.now_real_ns = frame.real;
+
+            std::map<uint64_t, Acc> comms;
+            for (const auto* f : job_files) {
+                const int64_t d = offset_to(f->header, frame);
+                HeaderInfo h = f->header;
+                h.heartbeat_mono_ns = shift(h.heartbeat_mono_ns, d);
+                const uint64_t seen = shift(last_seen(*f), d);
+                for (const auto& c : f->comms) {
+                    if (c.state == uint32_t(disk::CommState::Free)) continue;  // slot claimed, not filled in yet
+                    if (c.comm_id == 0) {
+                        a.warnings.push_back(f->path + ": comm slot " + std::to_string(c.slot) +
+                                             " has no communicator id yet (" + disk::comm_state_name(c.state) +
+                                             "); skipped");
+                        continue;
+                    }
+                    if (c.nranks <= 0 || c.nranks > kMaxRanks || c.rank < 0 || c.rank >= c.nranks) {
+                        a.warnings.push_back(f->path + ": comm " + hex(c.comm_id) + " (slot " + std::to_string(c.slot) +
+                                             "): rank " + std::to_string(c.rank) + " of " + std::to_string(c.nranks) +
+                                             " is not known yet or out of range; skipped");
+                        continue;
+                    }
+                    CommInfo cc = c;
+                    rebase(cc, d);
+                    auto st = to_rank_comm_state(h, cc, f->path, ctx);
+
+                    auto& acc = comms[c.comm_id];
+                    if (acc.r.view.ranks.empty() && acc.r.view.nranks == 0) {
+                        acc.r.job_id = job_id;
+                        acc.r.comm_id = c.comm_id;
+                        acc.r.parent_id = c.parent_id;
+                        acc.r.view.comm_id = c.comm_id;
+                        acc.r.view.nranks = c.nranks;
+                    }
+                    acc.first_slot = std::min(acc.first_slot, c.slot);
+                    if (acc.r.name.empty()) acc.r.name = c.name;
+                    if (c.nranks != acc.r.view.nranks) {
+                        if (!acc.nranks_conflict)
+                            a.warnings.push_back("job " + job_name + ", comm " + hex(c.comm_id) +
+                                                 ": ranks disagree on the communicator size (" +
+                                                 std::to_string(acc.r.view.nranks) + " vs " + std::to_string(c.nranks) +
+                                                 " in " + f->path + "); using the larger");
+                        acc.nranks_conflict = true;
+                        acc.r.view.nranks = std::max(acc.r.view.nranks, c.nranks);
+                    }
+                    auto& ranks = acc.r.view.ranks;
+                    auto it = std::find_if(ranks.begin(), ranks.end(),
+                                           [&](const verdict::RankCommState& r) { return r.comm_rank == c.rank; });
+                    if (it == ranks.end()) {
+                        ranks.push_back(std::move(st));
+                        acc.seen.push_back(seen);
+                        continue;
+                    }
+                    // Two files claim one rank: a restarted process, or one file analysed twice. The newer wins.
+                    const size_t i = size_t(it - ranks.begin());
+                    const bool newer = seen > acc.seen[i];
+                    a.warnings.push_back("job " + job_name + ", comm " + hex(c.comm_id) + ": rank " +
+                                         std::to_string(c.rank) + " appears in " + it->file + " and " + f->path +
+                                         "; using " + (newer ? f->path : it->file) + " (newer)");
+                    if (newer) {
+                        *it = std::move(st);
+                        acc.seen[i] = seen;
+                    }
+                }
+            }
+
+            std::vector<Acc*> order;
+            for (auto& [id, acc] : comms) order.push_back(&acc);
+            std::stable_sort(order.begin(), order.end(),
+                             [](const Acc* x, const Acc* y) { return x->first_slot < y->first_slot; });
+            for (Acc* acc : order) {
+                CommResult& r = acc->r;
+                std::sort(r.view.ranks.begin(), r.view.ranks.end(),
+                          [](const verdict::RankCommState& x, const verdict::RankCommState& y) {
+                              return x.comm_rank < y.comm_rank;
+                          });
+                std::vector<bool> seen_rank(size_t(r.view.nranks), false);
+                for (const auto& s : r.view.ranks) seen_rank[size_t(s.comm_rank)] = true;
+                for (int i = 0; i < r.view.nranks; ++i)
+                    if (!seen_rank[size_t(i)]) r.missing.push_back(i);
+                if (!r.missing.empty())
+                    a.warnings.push_back("job " + job_name + ", comm " + hex(r.comm_id) + ": " +
+                                         (r.missing.size() == 1 ? "rank " : "ranks ") + format_ranks(r.missing) +
+                                         " of " + std::to_string(r.view.nranks) +
+                                         " not visible (no rank file here; normal when other nodes' files "
+                                         "were not gathered)");
+
+                if (opt.mismatches) r.verdicts = verdict::find_mismatches(r.view);
+                if (opt.stalls) {
+                    // diagnose_stall repeats the mismatch at the stalled seq: keep one copy, the stall's (it knows
+                    // who waits and for how long).
+                    for (auto& v : verdict::diagnose_stall(r.view, frame.mono, opt.timeout_s)) {
+                        auto dup = std::find_if(r.verdicts.begin(), r.verdicts.end(),
+                                                [&](const verdict::Verdict& x) { return same_verdict(x, v); });
+                        if (dup != r.verdicts.end())
+                            *dup = std::move(v);
+                        else
+                            r.verdicts.push_back(std::move(v));
+                    }
+                }
+                std::stable_sort(r.verdicts.begin(), r.verdicts.end(),
+                                 [](const verdict::Verdict& x, const verdict::Verdict& y) {
+                                     return verdict_importance(x.kind) < verdict_importance(y.kind);
+                                 });
+                jr.comms.push_back(std::move(r));
+            }
+            a.jobs.push_back(std::move(jr));
+        }
+    } catch (const std::exception& e) {
+        try {
+            a.warnings.push_back(std::string("analysis incomplete: ") + e.what());
+        } catch (...) {
+        }
+    } catch (...) {
+    }
+    return a;
+}
+
+Analysis analyze_paths(const std::vector<std::string>& paths, const AnalysisOptions& opt) noexcept {
+    try {
+        // The same file named twice (a folder and a file in it) is read once.
+        std::set<std::string> seen;
+        std::vector<FileSnapshot> snaps;
+        for (const auto& p : paths) {
+            std::error_code ec;
+            auto canon = std::filesystem::weakly_canonical(p, ec);
+            if (!seen.insert(ec ? p : canon.string()).second) continue;
+            snaps.push_back(snapshot_path(p));
+        }
+        return analyze(snaps, opt);
+    } catch (...) {
+        Analysis a;
+        try {
+            a.warnings.push_back("analysis failed: out of memory");
+        } catch (...) {
+        }
+        return a;
+    }
+}
+
+}  // namespace ncw

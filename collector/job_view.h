@@ -1,0 +1,96 @@
+// From a set of rank files to verdicts: groups the comm slots of every file by job and communicator, builds the
+// verdict engine's CommView per communicator, and runs the engine on each. Shared by the collector (offline, after the
+// fact) and the shim's watchdog (live, on the files of its node).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rank_file.h"
+#include "verdict.h"
+
+namespace ncw {
+
+// One file as read: the error, or the header and comm slots at the time of the snapshot.
+struct FileSnapshot {
+    std::string path;
+    bool ok = false;
+    std::string error;                  // why nothing could be read (when !ok)
+    std::vector<std::string> warnings;  // damage that still left something readable (truncation)
+    HeaderInfo header;
+    std::vector<CommInfo> comms;
+};
+
+FileSnapshot snapshot(const RankFile& file) noexcept;  // an unopened file gives its open() error
+FileSnapshot snapshot_path(const std::string& path) noexcept;
+
+struct AnalysisOptions {
+    // false (offline): "now" for each job is its newest sign of life (heartbeat), and files of other boots are put on
+    // that file's clock through their realtime anchors. true (live): now_mono_ns/now_real_ns are this machine's clocks
+    // (0 = read them here), files of other boots are rebased onto this boot's clock, and liveness uses kill(pid, 0)
+    // for processes of this host.
+    bool live = false;
+    uint64_t now_mono_ns = 0;
+    uint64_t now_real_ns = 0;
+    double timeout_s = 0;        // seconds without completion before an outstanding op counts as stalled
+    double stale_after_s = 5.0;  // heartbeat age after which a process counts as gone
+    bool mismatches = true;      // run verdict::find_mismatches
+    bool stalls = true;          // run verdict::diagnose_stall
+};
+
+struct CommResult {
+    std::string job_id;
+    uint64_t comm_id = 0;
+    uint64_t parent_id = 0;
+    std::string name;                        // ncclConfig_t::commName, from the first rank that has one
+    verdict::CommView view;                  // visible ranks, by comm rank; timestamps on the job's clock
+    std::vector<int> missing;                // comm ranks with no visible slot
+    std::vector<verdict::Verdict> verdicts;  // most important first
+};
+
+struct JobResult {
+    std::string job_id;
+    std::vector<std::string> files;  // readable files of this job
+    uint64_t now_mono_ns = 0;        // the "now" the stall test used, on the job's clock
+    uint64_t now_real_ns = 0;        // the same moment as wall-clock time (0 if unknown)
+    std::vector<CommResult> comms;   // in order of creation (comm slot index), then comm id
+};
+
+struct FileSummary {
+    std::string path;
+    bool ok = false;
+    std::string error;
+    std::string job_id;
+    std::string host;
+    int64_t pid = 0;
+    int32_t global_rank = -1;
+};
+
+struct Analysis {
+    std::vector<JobResult> jobs;  // by job id
+    std::vector<FileSummary> files;
+    std::vector<std::string> warnings;  // unreadable or damaged files, skipped slots, missing ranks
+    size_t files_read = 0;              // files that opened and validated
+
+    struct VerdictRef {
+        const JobResult* job;
+        const CommResult* comm;
+        const verdict::Verdict* verdict;
+    };
+    // Every verdict of every job, most important first (stable within one importance).
+    std::vector<VerdictRef> all_verdicts() const;
+    bool found_problem() const;
+};
+
+// Importance of a verdict kind, 0 = most important: DEAD, NOT_JOINED, MISMATCH, ASYNC_ERROR, GPU_NOT_REACHED,
+// STUCK_IN_NCCL, UNKNOWN.
+int verdict_importance(verdict::Kind k) noexcept;
+
+// "0-3,5,7-9"
+std::string format_ranks(const std::vector<int>& ranks);
+
+Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& opt) noexcept;
+Analysis analyze_paths(const std::vector<std::string>& paths, const AnalysisOptions& opt) noexcept;
+
+}  // namespace ncw

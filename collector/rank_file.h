@@ -1,0 +1,241 @@
+// Reading rank files (include/ncclwatch/format.h): the shim's watchdog reads its siblings' files while they run, the
+// collector reads them after the fact. The file is mapped read-only and validated once; every snapshot copies out of
+// the mapping into plain structs, following the writer's seqlock/stamp protocols, so a reader never sees a torn value
+// and never writes to the file.
+//
+// Nothing here throws or aborts: errors come back as strings. The shim calls this from its watchdog thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ncclwatch/hash.h"  // ncw::fnv1a64: one definition for the shim and the readers
+#include "verdict.h"
+
+namespace ncw {
+
+// fnv1a64 of /proc/sys/kernel/random/boot_id without surrounding whitespace (the 36-character UUID); 0 if
+// unreadable. This is the value the shim stores in FileHeader::boot_id_hash. Read once, then cached.
+uint64_t this_boot_id_hash() noexcept;
+
+// gethostname(), "" on failure.
+std::string this_hostname();
+
+// ---- Snapshots: plain copies of what the file says ----
+
+struct HeaderInfo {
+    // Layout, as the header declares it.
+    uint16_t major = 0;
+    uint16_t minor = 0;
+    uint32_t header_size = 0;
+    uint32_t comm_slot_size = 0;
+    uint32_t max_comms = 0;
+    uint32_t record_size = 0;
+    uint32_t ring_capacity = 0;
+    uint32_t bt_depth = 0;
+    uint64_t comm_table_offset = 0;
+    uint64_t ring_offset = 0;
+    uint64_t bt_offset = 0;
+    uint64_t file_size = 0;    // what the writer sized the file to
+    uint64_t actual_size = 0;  // bytes on disk when opened
+
+    // Who wrote it.
+    int64_t pid = 0;
+    int32_t global_rank = -1;
+    int32_t local_rank = -1;
+    int32_t world_size = -1;
+    int32_t local_world_size = -1;
+    std::string host;
+    std::string job_id;
+    uint64_t start_mono_ns = 0;
+    uint64_t start_real_ns = 0;
+    uint64_t boot_id_hash = 0;
+    int32_t nccl_version = 0;
+    int32_t cuda_driver_version = 0;
+
+    // Live state at the time of the snapshot.
+    uint64_t heartbeat_mono_ns = 0;
+    uint32_t process_state = 0;  // disk::ProcessState
+    uint32_t num_comms = 0;      // as written (may exceed what the file holds)
+    uint64_t write_ticket = 0;
+    uint64_t dump_request = 0;
+    uint64_t dumps_written = 0;
+    uint64_t reports_written = 0;
+};
+
+// One entry of CommSlot::recent that passed the seqlock check.
+struct SigInfo {
+    uint64_t seq = 0;
+    uint64_t count = 0;
+    uint64_t t_issue_ns = 0;
+    uint8_t op = 0;  // disk::OpType
+    uint8_t dtype = 0;
+    uint8_t flags = 0;
+    int32_t redop = 0;
+    int32_t root = -1;
+    uint32_t tid = 0;
+    uint64_t stream = 0;
+};
+
+struct CommInfo {
+    uint32_t slot = 0;   // index in the comm table
+    uint32_t state = 0;  // disk::CommState
+    uint32_t stall_flags = 0;
+    int32_t rank = -1;
+    int32_t nranks = 0;
+    int32_t cuda_dev = -1;
+    int32_t blocking = -1;
+    uint64_t comm_id = 0;
+    uint64_t parent_id = 0;
+    int32_t split_color = 0;
+    int32_t split_key = 0;
+    uint64_t comm_ptr = 0;
+    std::string pci_bus_id;
+    std::string name;
+    uint64_t t_init_start_ns = 0;
+    uint64_t t_init_done_ns = 0;
+
+    uint64_t coll_issued = 0;
+    uint64_t coll_returned = 0;
+    uint64_t coll_reached = 0;
+    uint64_t coll_completed = 0;
+    uint64_t ops_issued = 0;
+    uint64_t ops_completed = 0;
+    uint64_t t_last_issue_ns = 0;
+    uint64_t t_last_progress_ns = 0;
+    uint64_t p2p_sends = 0;
+    uint64_t p2p_recvs = 0;
+    int32_t async_error = 0;
+    uint32_t gpu_tracking = 0;
+    uint64_t stall_since_ns = 0;
+    uint64_t untracked_ops = 0;
+
+    std::vector<SigInfo> recent;  // ordered by seq
+};
+
+struct Record {
+    uint64_t ticket = 0;
+    uint64_t comm_id = 0;
+    uint64_t seq = 0;
+    uint64_t op_index = 0;
+    uint64_t count = 0;
+    uint64_t sendbuf = 0;
+    uint64_t recvbuf = 0;
+    uint64_t stream = 0;
+    uint64_t t_issue_ns = 0;
+    uint64_t t_return_ns = 0;
+    uint64_t t_reached_ns = 0;
+    uint64_t t_done_ns = 0;
+    uint32_t tid = 0;
+    uint32_t group_id = 0;
+    uint8_t op = 0;  // disk::OpType, always one this reader knows
+    uint8_t dtype = 0;
+    uint8_t flags = 0;  // disk::RecordFlags
+    int32_t peer_or_root = -1;
+    int32_t redop = 0;
+    int32_t result = -1;
+    uint16_t comm_slot = 0;
+};
+
+struct RecordSet {
+    std::vector<Record> records;  // valid records, ordered by ticket
+    uint64_t write_ticket = 0;    // as read at the start of the snapshot
+    uint64_t first_ticket = 0;    // the oldest ticket the ring could still hold
+    uint64_t dropped = 0;         // overwritten before they could be read (ring wrapped)
+    uint64_t torn = 0;            // being written during the read, or stamp inconsistent
+    uint64_t unknown_op = 0;      // op types this reader does not know (written by a newer minor): skipped
+    uint64_t cut = 0;             // slots beyond the end of a truncated file
+};
+
+// Op types this reader understands (collectives, p2p, lifecycle events).
+bool known_op(uint8_t op) noexcept;
+
+// ---- The reader ----
+
+class RankFile {
+public:
+    RankFile() = default;
+    ~RankFile();
+    RankFile(RankFile&& o) noexcept;
+    RankFile& operator=(RankFile&& o) noexcept;
+    RankFile(const RankFile&) = delete;
+    RankFile& operator=(const RankFile&) = delete;
+
+    // Maps `path` read-only and validates the header. false: nothing usable, error() says why. true: snapshots work;
+    // warnings() may still report damage (a truncated file reads as far as it goes).
+    bool open(const std::string& path) noexcept;
+    void close() noexcept;
+
+    bool is_open() const noexcept { return base_ != nullptr; }
+    const std::string& path() const noexcept { return path_; }
+    const std::string& error() const noexcept { return error_; }
+    const std::vector<std::string>& warnings() const noexcept { return warnings_; }
+    bool truncated() const noexcept { return truncated_; }
+
+    // Snapshots. Each re-reads the mapping, so a running writer's progress shows up; an unopened file gives empty
+    // results.
+    HeaderInfo header() const noexcept;
+    std::vector<CommInfo> comms() const noexcept;                 // slots in use that lie inside the file
+    RecordSet records(uint64_t since_ticket = 0) const noexcept;  // tickets >= since_ticket
+    // The frames recorded for `ticket` (trailing zeros trimmed); empty when there is no backtrace region, the slot
+    // has been reused since, or it lies past the end of the file.
+    std::vector<uint64_t> backtrace(uint64_t ticket) const noexcept;
+
+private:
+    bool validate() noexcept;
+    bool fail(std::string msg) noexcept;
+
+    std::string path_;
+    std::string error_;
+    std::vector<std::string> warnings_;
+    const unsigned char* base_ = nullptr;
+    size_t size_ = 0;
+    bool truncated_ = false;
+    // Validated layout, fixed at open.
+    uint64_t comm_table_offset_ = 0;
+    uint64_t ring_offset_ = 0;
+    uint64_t bt_offset_ = 0;
+    uint32_t comm_slot_size_ = 0;
+    uint32_t record_size_ = 0;
+    uint32_t max_comms_ = 0;
+    uint32_t ring_capacity_ = 0;
+    uint32_t bt_depth_ = 0;
+    uint32_t usable_comms_ = 0;  // slots wholly inside the file
+};
+
+// Asks the process that writes `path` for a dump: increments FileHeader::dump_request (the one field a reader may
+// write). false with *error on failure.
+bool request_dump(const std::string& path, std::string* error = nullptr) noexcept;
+
+// ---- Liveness and the verdict engine's input ----
+
+struct LivenessContext {
+    // true: reading live files (the shim, a live collector): same host and boot -> kill(pid, 0) is checked, and the
+    // heartbeat age is computed only for files of this boot. false: offline analysis: no kill(); the caller has put
+    // every timestamp on one clock (job_view rebases them), so ages always apply.
+    bool live = true;
+    uint64_t now_mono_ns = 0;  // "now" on this boot's CLOCK_MONOTONIC (live) or on the common clock (offline)
+    double stale_after_s = 5.0;
+    std::string host;           // this host, for the kill() check
+    uint64_t boot_id_hash = 0;  // this boot
+};
+
+// A context for reading live files on this machine: gethostname() and this boot's id.
+LivenessContext live_context(uint64_t now_mono_ns, double stale_after_s = 5.0);
+
+// One comm slot of one file, as the verdict engine wants it. alive = not exited cleanly, heartbeat younger than
+// stale_after_s (when the age can be computed; a heartbeat of 0 means the watchdog never ran: no age check) and, live
+// on this host and boot, kill(pid, 0) finds the process.
+verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c, const std::string& file,
+                                          const LivenessContext& ctx) noexcept;
+
+// ---- Finding files ----
+
+// The rank files (regular files named *.ncw) in `dir`, sorted; recursive descends into subfolders. Problems (no such
+// folder, permission denied) go to *errors when given.
+std::vector<std::string> list_rank_files(const std::string& dir, bool recursive = false,
+                                         std::vector<std::string>* errors = nullptr) noexcept;
+
+}  // namespace ncw

@@ -1,0 +1,36 @@
+// Rendering shared by the collector and the shim's reports and dumps: one JSON shape for a verdict, a header, a comm
+// slot and a record, and the small formatters they use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "job_view.h"
+#include "rank_file.h"
+#include "verdict.h"
+
+namespace ncw::report {
+
+using json = nlohmann::json;
+
+std::string hex(uint64_t v);   // 0x%016x
+std::string hexs(uint64_t v);  // 0x%x
+std::string wall_time(uint64_t real_ns);  // "2026-11-30 04:12:07.123 +0000"
+std::string nccl_version_str(int32_t code);
+const char* process_state_name(uint32_t s);
+const char* nccl_result_name(int32_t r);
+std::string flags_str(uint8_t f);
+std::string format_ranks(const std::vector<int>& ranks);  // "0-3,5"
+std::string dump_json(const json& j);  // pretty, invalid UTF-8 replaced
+json rel_ms_json(uint64_t t, uint64_t start);
+
+json op_json(const verdict::OpSig& s);
+json verdict_json(const verdict::Verdict& v, const std::string& job_id);
+json header_json(const HeaderInfo& h);
+json comm_json(const CommInfo& c, uint64_t start);
+json record_json(const Record& r, uint64_t start, const std::vector<uint64_t>& frames);
+
+}  // namespace ncw::report

@@ -1,0 +1,94 @@
+// The verdict engine: pure functions over the per-rank states of one communicator. No I/O, no clocks: the caller
+// passes `now`. The shim's watchdog (ranks of its node), the live collector and the offline analyser all call it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ncw::verdict {
+
+// One collective as a rank issued it (from CommSlot::recent or from the ring).
+struct OpSig {
+    uint64_t seq = 0;
+    uint8_t op = 0;  // disk::OpType
+    uint8_t dtype = 0;
+    int32_t redop = 0;
+    int32_t root = -1;
+    uint64_t count = 0;
+    uint64_t t_issue_ns = 0;
+    uint32_t tid = 0;
+    uint64_t stream = 0;
+};
+
+// What one rank's file says about one communicator.
+struct RankCommState {
+    int comm_rank = -1;
+    int global_rank = -1;
+    std::string host;
+    int64_t pid = 0;
+    std::string file;  // where this came from, for the evidence
+
+    // Liveness of the process.
+    bool alive = true;         // process exists (same host: kill(pid, 0)) and its heartbeat is fresh
+    bool exited_clean = false;  // the process ran its exit handlers (often exit code 0 after leaving a loop early)
+    double heartbeat_age_s = 0;
+
+    // Progress, as collective sequence numbers (0 = none yet).
+    uint64_t issued = 0;
+    uint64_t reached = 0;
+    uint64_t completed = 0;
+    bool gpu_tracking = false;  // reached/completed come from GPU events; otherwise completion means "call returned"
+    uint64_t t_last_issue_ns = 0;
+    uint64_t t_last_progress_ns = 0;
+    uint64_t stall_since_ns = 0;  // 0 = this rank is not stalled
+    int32_t async_error = 0;
+    uint32_t comm_state = 0;  // disk::CommState
+
+    std::vector<OpSig> recent;  // recent collective signatures, any order
+};
+
+struct CommView {
+    uint64_t comm_id = 0;
+    int nranks = 0;                   // size of the communicator
+    std::vector<RankCommState> ranks;  // the ranks that are visible (may be fewer than nranks)
+};
+
+enum class Kind {
+    NotJoined,      // rank(s) never issued the sequence number the others wait in
+    GpuNotReached,  // all issued it, but some rank's GPU has not reached it (busy with earlier work)
+    StuckInNccl,    // all reached it, none completed it
+    Mismatch,       // ranks disagree on op/dtype/count/root/redop at one sequence number
+    Dead,           // a rank's process is gone while others wait for it
+    AsyncError,     // NCCL reported an error on a rank
+    Unknown,        // a stall whose culprit is not visible from here (ranks missing)
+};
+
+const char* kind_name(Kind k);  // "NOT_JOINED", "GPU_NOT_REACHED", ...
+
+struct Verdict {
+    Kind kind = Kind::Unknown;
+    uint64_t comm_id = 0;
+    uint64_t seq = 0;            // the sequence number the verdict is about
+    std::vector<int> culprits;   // comm ranks named as the cause
+    std::vector<int> waiting;    // comm ranks waiting in `seq`
+    std::vector<int> missing;    // comm ranks not visible (no file)
+    OpSig op;                    // what `seq` is, as the waiting (or majority) ranks issued it
+    double stalled_for_s = 0;    // how long the oldest waiting rank has waited
+    std::string summary;         // one line in plain words
+    std::vector<std::string> evidence;  // one line per supporting fact
+};
+
+// A stall is present when some visible rank has issued a collective and its completion has not advanced for
+// `timeout_s`. Returns the verdicts explaining it (empty if nothing is stalled). Mismatches at the stalled sequence
+// number are reported too.
+std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, double timeout_s);
+
+// Compares the signatures of the ranks at each sequence number that at least two ranks recorded; reports every
+// sequence number where they disagree, naming the odd rank(s) out against the majority. Does not need a stall.
+std::vector<Verdict> find_mismatches(const CommView& view);
+
+// Human-readable names for the evidence.
+std::string describe_op(const OpSig& op);  // "AllReduce #42 (float32, 1048576 elements, sum, stream 0x..., tid 7)"
+
+}  // namespace ncw::verdict

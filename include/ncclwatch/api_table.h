@@ -1,0 +1,90 @@
+// The intercepted NCCL API, in one table. shim/wrappers.cpp expands it into the exported wrappers and
+// shim/resolver.cpp into the table of real function pointers; the version script lists the same names.
+// Signatures are nccl.h's (NCCL 2.28.9); ncclUniqueId is passed by value.
+//
+// Adding a function is one line in the right list:
+//   NCW_NCCL_OPS:      operations that take a sequence number. X(name, (params), (args), (OpDesc initializer))
+//   NCW_NCCL_HOOKED:   group and lifecycle calls with a hand-written hook ncw::hook::<name>(real, args...).
+//                      X(name, (params), (args))
+//   NCW_NCCL_INTERNAL: functions the shim calls itself but does not intercept or export. X(name)
+#pragma once
+
+#define NCW_NCCL_OPS(X)                                                                                              \
+    X(ncclAllReduce,                                                                                                 \
+      (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, \
+       cudaStream_t stream),                                                                                         \
+      (sendbuff, recvbuff, count, datatype, op, comm, stream),                                                      \
+      (AllReduce, sendbuff, recvbuff, count, datatype, op, -1, comm, stream))                                       \
+    X(ncclBroadcast,                                                                                                 \
+      (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,      \
+       cudaStream_t stream),                                                                                         \
+      (sendbuff, recvbuff, count, datatype, root, comm, stream),                                                    \
+      (Broadcast, sendbuff, recvbuff, count, datatype, -1, root, comm, stream))                                     \
+    X(ncclBcast, (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream), \
+      (buff, count, datatype, root, comm, stream), (Broadcast, buff, buff, count, datatype, -1, root, comm, stream)) \
+    X(ncclReduce,                                                                                                    \
+      (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,       \
+       ncclComm_t comm, cudaStream_t stream),                                                                        \
+      (sendbuff, recvbuff, count, datatype, op, root, comm, stream),                                                \
+      (Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream))                                        \
+    X(ncclAllGather,                                                                                                 \
+      (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,            \
+       cudaStream_t stream),                                                                                         \
+      (sendbuff, recvbuff, sendcount, datatype, comm, stream),                                                      \
+      (AllGather, sendbuff, recvbuff, sendcount, datatype, -1, -1, comm, stream))                                   \
+    X(ncclReduceScatter,                                                                                             \
+      (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,             \
+       ncclComm_t comm, cudaStream_t stream),                                                                        \
+      (sendbuff, recvbuff, recvcount, datatype, op, comm, stream),                                                  \
+      (ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, comm, stream))                               \
+    X(ncclAlltoAll,                                                                                                  \
+      (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,                \
+       cudaStream_t stream),                                                                                         \
+      (sendbuff, recvbuff, count, datatype, comm, stream),                                                          \
+      (AlltoAll, sendbuff, recvbuff, count, datatype, -1, -1, comm, stream))                                        \
+    X(ncclGather,                                                                                                    \
+      (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,      \
+       cudaStream_t stream),                                                                                         \
+      (sendbuff, recvbuff, count, datatype, root, comm, stream),                                                    \
+      (Gather, sendbuff, recvbuff, count, datatype, -1, root, comm, stream))                                        \
+    X(ncclScatter,                                                                                                   \
+      (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,      \
+       cudaStream_t stream),                                                                                         \
+      (sendbuff, recvbuff, count, datatype, root, comm, stream),                                                    \
+      (Scatter, sendbuff, recvbuff, count, datatype, -1, root, comm, stream))                                       \
+    X(ncclSend, (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,             \
+                 cudaStream_t stream),                                                                               \
+      (sendbuff, count, datatype, peer, comm, stream), (Send, sendbuff, nullptr, count, datatype, -1, peer, comm, stream)) \
+    X(ncclRecv, (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,                   \
+                 cudaStream_t stream),                                                                               \
+      (recvbuff, count, datatype, peer, comm, stream), (Recv, nullptr, recvbuff, count, datatype, -1, peer, comm, stream))
+
+#define NCW_NCCL_HOOKED(X)                                                                                           \
+    X(ncclGroupStart, (), ())                                                                                        \
+    X(ncclGroupEnd, (), ())                                                                                          \
+    X(ncclGetUniqueId, (ncclUniqueId * uniqueId), (uniqueId))                                                        \
+    X(ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank), (comm, nranks, commId, rank)) \
+    X(ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config), \
+      (comm, nranks, commId, rank, config))                                                                          \
+    X(ncclCommInitAll, (ncclComm_t * comm, int ndev, const int* devlist), (comm, ndev, devlist))                     \
+    X(ncclCommInitRankScalable,                                                                                      \
+      (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config),         \
+      (newcomm, nranks, myrank, nId, commIds, config))                                                               \
+    X(ncclCommSplit, (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config),              \
+      (comm, color, key, newcomm, config))                                                                           \
+    X(ncclCommShrink,                                                                                                \
+      (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config,    \
+       int shrinkFlags),                                                                                             \
+      (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags))                                     \
+    X(ncclCommFinalize, (ncclComm_t comm), (comm))                                                                   \
+    X(ncclCommDestroy, (ncclComm_t comm), (comm))                                                                    \
+    X(ncclCommAbort, (ncclComm_t comm), (comm))                                                                      \
+    X(ncclCommRevoke, (ncclComm_t comm, int revokeFlags), (comm, revokeFlags))                                       \
+    X(ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * asyncError), (comm, asyncError))
+
+#define NCW_NCCL_INTERNAL(X)                                                                                         \
+    X(ncclGetVersion)                                                                                                \
+    X(ncclCommCount)                                                                                                 \
+    X(ncclCommUserRank)                                                                                              \
+    X(ncclCommCuDevice)                                                                                              \
+    X(ncclGetErrorString)

@@ -1,0 +1,37 @@
+// Every NCCLWATCH_* environment variable, in one table: name, kind, default, accepted values, description.
+// The shim parses it (shim/config.cpp) and `ncclwatch-collector env` prints it. Adding a variable is one line here
+// plus its field in ncw::Config.
+//
+// X(FIELD, NAME, KIND, DEFAULT, ACCEPTED, DESCRIPTION)
+//   KIND: Bool, Int, Double, String, Enum. For Int/Double, ACCEPTED is "min..max". For Enum, "a|b|c".
+#pragma once
+
+#define NCW_CONFIG_TABLE(X)                                                                                          \
+    X(enable, "NCCLWATCH_ENABLE", Bool, "1", "0|1",                                                                   \
+      "0 makes the shim a pure pass-through: no thread, no file, no record")                                         \
+    X(dir, "NCCLWATCH_DIR", String, "${TMPDIR:-/tmp}/ncclwatch", "a writable folder",                                \
+      "Root folder for rank files and reports; each job gets its own subfolder")                                     \
+    X(job_id, "NCCLWATCH_JOB_ID", String, "(from the launcher)", "letters, digits, '.', '_', '-'",                    \
+      "Job folder name; default derived from SLURM/torchrun/OpenMPI variables so ranks of one job share it")         \
+    X(timeout_sec, "NCCLWATCH_TIMEOUT_SEC", Double, "60", "0.1..86400",                                               \
+      "Seconds without completion progress, with an operation outstanding, before a stall is reported")              \
+    X(poll_ms, "NCCLWATCH_POLL_MS", Int, "100", "10..5000",                                                          \
+      "Watchdog poll period; the verdict lands within one poll (plus the sibling read) of the timeout")             \
+    X(action, "NCCLWATCH_ACTION", Enum, "report", "report|abort|kill",                                                \
+      "After a stall report: nothing more, ncclCommAbort the stalled communicators, or SIGABRT this process")        \
+    X(ring_size, "NCCLWATCH_RING_SIZE", Int, "16384", "256..4194304",                                                 \
+      "Records in the per-process ring (rounded up to a power of two); 128 bytes each")                              \
+    X(gpu_events, "NCCLWATCH_GPU_EVENTS", Bool, "1", "0|1",                                                          \
+      "Track GPU completion with pooled CUDA events (needs libcuda.so.1); 0 = an op completes when its call returns") \
+    X(gpu_reached, "NCCLWATCH_GPU_REACHED", Bool, "1", "0|1",                                                        \
+      "Also record an event before each op to tell 'GPU busy with earlier work' from 'stuck in NCCL'")               \
+    X(backtrace, "NCCLWATCH_BACKTRACE", Bool, "0", "0|1",                                                            \
+      "Record the native call stack of each call (libunwind opened at run time), symbolised at dump time")           \
+    X(backtrace_depth, "NCCLWATCH_BACKTRACE_DEPTH", Int, "16", "1..32", "Frames kept per call with NCCLWATCH_BACKTRACE=1") \
+    X(dump_at_exit, "NCCLWATCH_DUMP_AT_EXIT", Bool, "0", "0|1", "Write a dump when the process exits normally")      \
+    X(mismatch_check, "NCCLWATCH_MISMATCH_CHECK", Bool, "1", "0|1",                                                  \
+      "Compare recent operation signatures with sibling ranks continuously and report a MISMATCH at once")           \
+    X(nccl_library, "NCCLWATCH_NCCL_LIBRARY", String, "", "a path to libnccl.so.2",                                   \
+      "Last resort for finding the real NCCL when neither RTLD_NEXT nor an already loaded libnccl.so.2 has it")       \
+    X(log_level, "NCCLWATCH_LOG_LEVEL", Enum, "info", "trace|debug|info|warn|error|off",                             \
+      "Verbosity of the shim's own messages on stderr")

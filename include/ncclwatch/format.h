@@ -1,0 +1,278 @@
+// The on-disk format of a rank file: the one definition that the shim (writer), a sibling rank's watchdog and the
+// collector (readers) share. A rank file is a shared file mapping that the shim writes in place, so it is readable
+// while the process runs, after it exits and after SIGKILL.
+//
+// Layout (all offsets are in the header, so a reader never assumes them):
+//   [FileHeader, kHeaderBytes] [CommSlot x max_comms] [OpRecord x ring_capacity] [uint64 frames x ring_capacity x
+//   bt_depth]
+//
+// Versioning: readers reject a newer major version; a newer minor version only appends fields at the end of a
+// structure (the sizes in the header tell a reader how far to step) or adds record op kinds, which readers skip.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace ncw::disk {
+
+inline constexpr char kMagic[8] = {'N', 'C', 'W', 'A', 'T', 'C', 'H', '1'};
+inline constexpr uint16_t kFormatMajor = 1;
+inline constexpr uint16_t kFormatMinor = 0;
+
+inline constexpr uint32_t kHeaderBytes = 4096;
+inline constexpr uint32_t kMaxComms = 64;
+inline constexpr uint32_t kRecentSigs = 64;  // per-comm window of collective signatures, indexed by seq % kRecentSigs
+inline constexpr uint32_t kDefaultRingCapacity = 16384;
+inline constexpr uint32_t kMinRingCapacity = 256;
+inline constexpr uint32_t kMaxRingCapacity = 1u << 22;
+inline constexpr uint32_t kMaxBacktraceDepth = 32;
+
+// Operation kinds. Values are part of the format: append only.
+enum class OpType : uint8_t {
+    None = 0,
+    AllReduce = 1,
+    Broadcast = 2,  // ncclBcast is recorded as Broadcast: NCCL treats them as the same operation
+    Reduce = 3,
+    AllGather = 4,
+    ReduceScatter = 5,
+    AlltoAll = 6,
+    Gather = 7,
+    Scatter = 8,
+    Send = 9,
+    Recv = 10,
+    // Lifecycle events: they take no sequence number and never take part in matching.
+    CommInit = 32,
+    CommSplit = 33,
+    CommShrink = 34,
+    CommFinalize = 35,
+    CommDestroy = 36,
+    CommAbort = 37,
+    CommRevoke = 38,
+    AsyncError = 39,
+};
+
+inline constexpr bool is_collective(OpType t) { return t >= OpType::AllReduce && t <= OpType::Scatter; }
+inline constexpr bool is_p2p(OpType t) { return t == OpType::Send || t == OpType::Recv; }
+inline constexpr bool is_rooted(OpType t) {
+    return t == OpType::Broadcast || t == OpType::Reduce || t == OpType::Gather || t == OpType::Scatter;
+}
+inline constexpr bool has_redop(OpType t) {
+    return t == OpType::AllReduce || t == OpType::Reduce || t == OpType::ReduceScatter;
+}
+
+// OpRecord::flags
+enum RecordFlags : uint8_t {
+    kFlagInGroup = 1u << 0,      // issued between ncclGroupStart/End: launched at the outermost ncclGroupEnd
+    kFlagCaptured = 1u << 1,     // stream was under CUDA graph capture: no event, completion not tracked
+    kFlagUntracked = 1u << 2,    // no GPU completion tracking for this op (no CUDA, pool exhausted, disabled)
+    kFlagDeferred = 1u << 3,     // nonblocking communicator returned ncclInProgress: event recorded later
+    kFlagNonBlocking = 1u << 4,  // communicator was created with config.blocking = 0
+    kFlagHasBacktrace = 1u << 5,
+};
+
+// Process state in FileHeader::process_state.
+enum class ProcessState : uint32_t { Running = 1, ExitedClean = 2, Forked = 3 };
+
+// Communicator state in CommSlot::state.
+enum class CommState : uint32_t { Free = 0, Initializing = 1, Active = 2, Finalized = 3, Destroyed = 4, Aborted = 5,
+                                  Revoked = 6, InitFailed = 7 };
+
+// CommSlot::stall_flags
+enum StallFlags : uint32_t { kStallActive = 1u << 0, kStallReported = 1u << 1, kMismatchReported = 1u << 2 };
+
+struct FileHeader {
+    char magic[8];
+    uint16_t major;
+    uint16_t minor;
+    uint32_t header_size;     // kHeaderBytes
+    uint32_t comm_slot_size;  // sizeof(CommSlot) as written
+    uint32_t max_comms;
+    uint32_t record_size;    // sizeof(OpRecord) as written
+    uint32_t ring_capacity;  // power of two
+    uint32_t bt_depth;       // frames per record in the backtrace region; 0 = no region
+    uint32_t reserved0;
+    uint64_t comm_table_offset;
+    uint64_t ring_offset;
+    uint64_t bt_offset;
+    uint64_t file_size;
+
+    // Who wrote this file.
+    int64_t pid;
+    int32_t global_rank;  // from the launcher's environment; -1 if unknown
+    int32_t local_rank;
+    int32_t world_size;
+    int32_t local_world_size;
+    char host[64];
+    char job_id[128];
+    uint64_t start_mono_ns;  // CLOCK_MONOTONIC at creation; every timestamp in the file is CLOCK_MONOTONIC
+    uint64_t start_real_ns;  // CLOCK_REALTIME at the same moment, to turn timestamps into wall-clock time
+    uint64_t boot_id_hash;   // same value for every process on one boot of one host: monotonic clocks compare
+    int32_t nccl_version;    // NCCL_VERSION_CODE of the running library, 0 until known
+    int32_t cuda_driver_version;
+
+    // Live state.
+    std::atomic<uint64_t> heartbeat_mono_ns;  // the watchdog writes it every poll: a stale one means a dead process
+    std::atomic<uint32_t> process_state;      // ProcessState
+    std::atomic<uint32_t> num_comms;          // comm slots in use (slots are never reused)
+    std::atomic<uint64_t> write_ticket;       // tickets handed out; record i lives in slot i % ring_capacity
+    std::atomic<uint64_t> dump_request;       // a sibling increments it to ask this process for a dump
+    std::atomic<uint64_t> dumps_written;
+    std::atomic<uint64_t> reports_written;
+};
+static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
+
+// One collective signature, for cross-rank matching without reading the ring. Seqlock: `seq` is set to 0 before the
+// fields change and to the sequence number after, so a reader that sees the same nonzero seq before and after its
+// copy has a consistent entry.
+struct OpSignature {
+    std::atomic<uint64_t> seq;
+    uint64_t count;
+    uint64_t t_issue_ns;
+    uint8_t op;  // OpType
+    uint8_t dtype;
+    uint8_t flags;
+    uint8_t reserved;
+    int32_t redop;  // ncclRedOp_t (may be a dynamic PreMulSum op)
+    int32_t root;   // -1 for unrooted ops
+    uint32_t tid;
+    uint64_t stream;
+};
+static_assert(sizeof(OpSignature) == 48);
+
+// Per communicator: identity and the progress block. Progress counters are collective sequence numbers (1-based;
+// 0 = none yet) except ops_* which count every operation (collectives and p2p) on the communicator.
+struct CommSlot {
+    std::atomic<uint32_t> state;  // CommState
+    std::atomic<uint32_t> stall_flags;
+    int32_t rank;  // rank in this communicator, -1 until known
+    int32_t nranks;
+    int32_t cuda_dev;
+    int32_t blocking;  // 1 blocking, 0 nonblocking, -1 default
+    uint64_t comm_id;    // agreed by every rank: hash of the ncclUniqueId or of (parent id, split counter, color)
+    uint64_t parent_id;  // 0 for a root communicator
+    int32_t split_color;
+    int32_t split_key;
+    uint64_t comm_ptr;  // the ncclComm_t in this process, for matching a stack or a debugger session
+    char pci_bus_id[32];
+    char name[64];  // ncclConfig_t::commName if given
+    uint64_t t_init_start_ns;
+    uint64_t t_init_done_ns;
+
+    std::atomic<uint64_t> coll_issued;     // last collective sequence number whose call was entered
+    std::atomic<uint64_t> coll_returned;   // ... whose call returned
+    std::atomic<uint64_t> coll_reached;    // ... that the GPU reached (all earlier work on its stream done)
+    std::atomic<uint64_t> coll_completed;  // ... that completed (on the GPU, or on return without CUDA)
+    std::atomic<uint64_t> ops_issued;
+    std::atomic<uint64_t> ops_completed;
+    std::atomic<uint64_t> t_last_issue_ns;
+    std::atomic<uint64_t> t_last_progress_ns;  // last time ops_completed advanced
+    std::atomic<uint64_t> p2p_sends;
+    std::atomic<uint64_t> p2p_recvs;
+    std::atomic<int32_t> async_error;  // last ncclResult_t seen from ncclCommGetAsyncError (0 = fine)
+    std::atomic<uint32_t> gpu_tracking;  // 1 if reached/completed come from GPU events
+    std::atomic<uint64_t> stall_since_ns;  // monotonic time the current stall began; 0 = none
+    std::atomic<uint64_t> untracked_ops;
+    uint64_t reserved[8];
+    OpSignature recent[kRecentSigs];
+};
+
+struct OpRecord {
+    std::atomic<uint64_t> stamp;  // 2*ticket+1 while written, 2*ticket+2 once the issue-time fields are complete
+    uint64_t comm_id;
+    uint64_t seq;       // collective sequence number, or p2p sequence number per (comm, peer, direction)
+    uint64_t op_index;  // per communicator, over every operation
+    uint64_t count;
+    uint64_t sendbuf;
+    uint64_t recvbuf;
+    uint64_t stream;
+    uint64_t t_issue_ns;
+    std::atomic<uint64_t> t_return_ns;
+    std::atomic<uint64_t> t_reached_ns;
+    std::atomic<uint64_t> t_done_ns;
+    uint32_t tid;
+    uint32_t group_id;  // 0 = not in a group
+    uint8_t op;         // OpType
+    uint8_t dtype;
+    uint8_t flags;  // RecordFlags
+    uint8_t reserved;
+    int32_t peer_or_root;  // root for rooted collectives, peer for p2p, -1 otherwise
+    int32_t redop;
+    std::atomic<int32_t> result;  // ncclResult_t; -1 until the call returned
+    uint16_t comm_slot;
+    uint16_t reserved2;
+    uint32_t reserved3;
+};
+static_assert(sizeof(OpRecord) == 128);
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process atomics must be lock-free");
+
+struct Layout {
+    uint64_t comm_table_offset;
+    uint64_t ring_offset;
+    uint64_t bt_offset;
+    uint64_t file_size;
+};
+
+inline constexpr uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+inline constexpr Layout compute_layout(uint32_t ring_capacity, uint32_t max_comms, uint32_t bt_depth) {
+    Layout l{};
+    l.comm_table_offset = kHeaderBytes;
+    l.ring_offset = align_up(l.comm_table_offset + uint64_t(max_comms) * sizeof(CommSlot), 4096);
+    l.bt_offset = align_up(l.ring_offset + uint64_t(ring_capacity) * sizeof(OpRecord), 4096);
+    l.file_size = align_up(l.bt_offset + uint64_t(ring_capacity) * bt_depth * sizeof(uint64_t), 4096);
+    return l;
+}
+
+inline constexpr bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+inline const char* op_name(uint8_t op) {
+    switch (OpType(op)) {
+    case OpType::None: return "None";
+    case OpType::AllReduce: return "AllReduce";
+    case OpType::Broadcast: return "Broadcast";
+    case OpType::Reduce: return "Reduce";
+    case OpType::AllGather: return "AllGather";
+    case OpType::ReduceScatter: return "ReduceScatter";
+    case OpType::AlltoAll: return "AlltoAll";
+    case OpType::Gather: return "Gather";
+    case OpType::Scatter: return "Scatter";
+    case OpType::Send: return "Send";
+    case OpType::Recv: return "Recv";
+    case OpType::CommInit: return "CommInit";
+    case OpType::CommSplit: return "CommSplit";
+    case OpType::CommShrink: return "CommShrink";
+    case OpType::CommFinalize: return "CommFinalize";
+    case OpType::CommDestroy: return "CommDestroy";
+    case OpType::CommAbort: return "CommAbort";
+    case OpType::CommRevoke: return "CommRevoke";
+    case OpType::AsyncError: return "AsyncError";
+    }
+    return "Unknown";
+}
+
+// Names follow nccl.h's ncclDataType_t values.
+inline const char* dtype_name(uint8_t dt) {
+    static const char* const names[] = {"int8",    "uint8",   "int32",    "uint32",     "int64",     "uint64",
+                                        "float16", "float32", "float64",  "bfloat16",   "float8e4m3", "float8e5m2"};
+    return dt < sizeof(names) / sizeof(names[0]) ? names[dt] : "unknown";
+}
+
+inline uint32_t dtype_size(uint8_t dt) {
+    static const uint8_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+    return dt < sizeof(sizes) ? sizes[dt] : 0;
+}
+
+inline const char* redop_name(int32_t op) {
+    static const char* const names[] = {"sum", "prod", "max", "min", "avg"};
+    return op >= 0 && op < 5 ? names[op] : "premulsum";
+}
+
+inline const char* comm_state_name(uint32_t s) {
+    static const char* const names[] = {"free",      "initializing", "active",  "finalized",
+                                        "destroyed", "aborted",      "revoked", "init-failed"};
+    return s < 8 ? names[s] : "unknown";
+}
+
+}  // namespace ncw::disk

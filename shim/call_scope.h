@@ -1,0 +1,58 @@
+// Per-thread bookkeeping around every wrapped call: the recursion guard (ncclBcast calls ncclBroadcast inside NCCL;
+// only the outermost call is recorded), errno preservation, and the ops of an open ncclGroupStart/End.
+#pragma once
+
+#include <nccl.h>
+
+#include <cerrno>
+#include <cstdint>
+
+#include "comm_registry.h"
+
+namespace ncw {
+
+struct GroupOp {
+    OpRef ref;
+    cudaStream_t stream;
+    DevicePool* pool;  // nullptr: completes on return
+};
+
+struct ThreadState {
+    int call_depth = 0;   // our wrappers on the stack of this thread
+    int group_depth = 0;  // open ncclGroupStart levels (the application's, not NCCL's internal ones)
+    uint32_t group_id = 0;
+    int group_n = 0;
+    bool group_overflow = false;
+    static constexpr int kMaxGroupOps = 256;
+    GroupOp group_ops[kMaxGroupOps];
+};
+
+ThreadState& thread_state();
+
+// Entered by every wrapper. nested() is true when another wrapper of ours is already on this thread's stack.
+class CallScope {
+public:
+    CallScope() : ts_(thread_state()), saved_errno_(errno) { nested_ = ts_.call_depth++ > 0; }
+    ~CallScope() { --ts_.call_depth; }
+    bool nested() const { return nested_; }
+    ThreadState& ts() { return ts_; }
+    // Our bookkeeping must not change what the host program sees in errno after the real call.
+    int saved_errno() const { return saved_errno_; }
+
+private:
+    ThreadState& ts_;
+    int saved_errno_;
+    bool nested_;
+};
+
+// Keeps errno as the real call left it while our post-processing runs.
+class ErrnoKeeper {
+public:
+    ErrnoKeeper() : e_(errno) {}
+    ~ErrnoKeeper() { errno = e_; }
+
+private:
+    int e_;
+};
+
+}  // namespace ncw

@@ -1,0 +1,38 @@
+#include "comm_registry.h"
+
+namespace ncw {
+
+bool CommRegistry::insert(ncclComm_t comm, CommRuntime* cr) {
+    uintptr_t key = reinterpret_cast<uintptr_t>(comm);
+    if (!key) return false;
+    size_t i = hash(key);
+    for (size_t n = 0; n < kCapacity; ++n, i = (i + 1) & (kCapacity - 1)) {
+        uintptr_t k = keys_[i].load(std::memory_order_acquire);
+        if (k == 0) {
+            if (keys_[i].compare_exchange_strong(k, key, std::memory_order_acq_rel)) {
+                values_[i].store(cr, std::memory_order_release);
+                return true;
+            }
+        }
+        if (k == key) {  // the pointer of a destroyed communicator, reused by NCCL
+            values_[i].store(cr, std::memory_order_release);
+            return true;
+        }
+    }
+    return false;
+}
+
+void CommRegistry::remove(ncclComm_t comm) {
+    uintptr_t key = reinterpret_cast<uintptr_t>(comm);
+    size_t i = hash(key);
+    for (size_t n = 0; n < kCapacity && key; ++n, i = (i + 1) & (kCapacity - 1)) {
+        uintptr_t k = keys_[i].load(std::memory_order_acquire);
+        if (k == key) {
+            values_[i].store(nullptr, std::memory_order_release);
+            return;
+        }
+        if (k == 0) return;
+    }
+}
+
+}  // namespace ncw

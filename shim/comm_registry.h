@@ -1,0 +1,86 @@
+// What the shim knows about each communicator in this process, and the lock-free map from ncclComm_t to it.
+// CommRuntime objects are never freed: a wrapper or one of our threads may still hold one while the communicator
+// is destroyed, and NCCL may hand the same pointer to a later communicator (the map entry is then replaced).
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "mpmc_queue.h"
+#include "ncclwatch/format.h"
+
+namespace ncw {
+
+struct DevicePool;
+
+// An operation that waits for a GPU event: enough to find its record and its progress counters again.
+struct OpRef {
+    struct CommRuntime* cr = nullptr;
+    uint64_t ticket = 0;    // ring ticket of the record
+    uint64_t coll_seq = 0;  // 0 for p2p
+    uint64_t op_index = 0;
+};
+
+// A nonblocking communicator's operation whose completion event must wait until NCCL has enqueued it.
+struct DeferredOp {
+    OpRef ref;
+    cudaStream_t stream = nullptr;
+};
+
+struct CommRuntime {
+    ncclComm_t comm = nullptr;
+    uint64_t comm_id = 0;
+    int rank = -1;
+    int nranks = 0;
+    int cuda_dev = -1;
+    bool nonblocking = false;
+    disk::CommSlot* slot = nullptr;  // nullptr when the file's comm table is full
+    uint16_t slot_index = 0xffff;
+    // GPU events for this communicator's device; nullptr without CUDA or until the device is known.
+    std::atomic<DevicePool*> pool{nullptr};
+
+    std::atomic<uint64_t> coll_seq{0};
+    std::atomic<uint64_t> op_index{0};
+    std::atomic<uint64_t> split_counter{0};
+    uint32_t peer_slots = 0;  // p2p sequence numbers per peer: send_seq[peer % peer_slots]
+    std::atomic<uint64_t>* send_seq = nullptr;
+    std::atomic<uint64_t>* recv_seq = nullptr;
+    std::atomic<bool> destroyed{false};
+    std::atomic<bool> identity_pending{false};  // rank/nranks not known yet (nonblocking split): the watchdog asks
+    MpmcQueue<DeferredOp> deferred{256};
+};
+
+class CommRegistry {
+public:
+    static constexpr size_t kCapacity = 4096;  // power of two; more live communicators than this are not tracked
+
+    bool insert(ncclComm_t comm, CommRuntime* cr);
+    CommRuntime* find(ncclComm_t comm) const {
+        uintptr_t key = reinterpret_cast<uintptr_t>(comm);
+        if (!key) return nullptr;
+        size_t i = hash(key);
+        for (size_t n = 0; n < kCapacity; ++n, i = (i + 1) & (kCapacity - 1)) {
+            uintptr_t k = keys_[i].load(std::memory_order_acquire);
+            if (k == key) return values_[i].load(std::memory_order_acquire);
+            if (k == 0) return nullptr;
+        }
+        return nullptr;
+    }
+    void remove(ncclComm_t comm);  // the key stays (a tombstone with no value) so probing still works
+
+    // Visits every live entry; for the watchdog.
+    template <typename F>
+    void for_each(F&& f) const {
+        for (size_t i = 0; i < kCapacity; ++i)
+            if (CommRuntime* cr = values_[i].load(std::memory_order_acquire)) f(*cr);
+    }
+
+private:
+    static size_t hash(uintptr_t k) { return (k >> 4) * 0x9E3779B97F4A7C15ull >> 52 & (kCapacity - 1); }
+    std::atomic<uintptr_t> keys_[kCapacity] = {};
+    std::atomic<CommRuntime*> values_[kCapacity] = {};
+};
+
+}  // namespace ncw

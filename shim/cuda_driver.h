@@ -1,0 +1,29 @@
+// The CUDA driver API, opened at run time: the shim has no DT_NEEDED on libcuda. It is used only when the host
+// program already loaded libcuda.so.1 (RTLD_NOLOAD): a process that does not use CUDA (the CPU tests, a fake NCCL)
+// gets CPU semantics, an operation completes when its call returns.
+#pragma once
+
+#include <cuda.h>
+
+namespace ncw {
+
+struct CudaDriver {
+    bool ok = false;
+    int driver_version = 0;
+    CUresult (*cuDeviceGet)(CUdevice*, int) = nullptr;
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
+    CUresult (*cuCtxPushCurrent)(CUcontext) = nullptr;
+    CUresult (*cuCtxPopCurrent)(CUcontext*) = nullptr;
+    CUresult (*cuCtxSetCurrent)(CUcontext) = nullptr;
+    CUresult (*cuEventCreate)(CUevent*, unsigned) = nullptr;
+    CUresult (*cuEventRecord)(CUevent, CUstream) = nullptr;
+    CUresult (*cuEventQuery)(CUevent) = nullptr;
+    CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+    CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*) = nullptr;
+    CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
+};
+
+// Loads once; `ok` is false when libcuda is not in the process or lacks a function we need.
+const CudaDriver& cuda_driver();
+
+}  // namespace ncw

@@ -1,0 +1,172 @@
+#include "dump_writer.h"
+
+#include <fmt/format.h>
+
+#include "backtrace.h"
+#include "clock.h"
+#include "completion_tracker.h"
+#include "log.h"
+#include "rank_file.h"
+#include "rank_file_writer.h"
+#include "report_json.h"
+#include "resolver.h"
+
+namespace ncw {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string now_wall() { return report::wall_time(now_real_ns()); }
+
+void log_verdicts(const CommResult* view) {
+    if (!view) return;
+    for (const verdict::Verdict& v : view->verdicts) {
+        log().error("  {}: {}", verdict::kind_name(v.kind), v.summary);
+        for (const std::string& e : v.evidence) log().error("      {}", e);
+    }
+}
+
+json verdicts_json(const CommResult* view) {
+    json out = json::array();
+    if (view)
+        for (const verdict::Verdict& v : view->verdicts) out.push_back(report::verdict_json(v, view->job_id));
+    return out;
+}
+
+}  // namespace
+
+json DumpWriter::process_json() const {
+    return json{{"global_rank", rt_.id.global_rank}, {"local_rank", rt_.id.local_rank},
+                {"world_size", rt_.id.world_size},   {"host", rt_.id.host},
+                {"pid", rt_.id.pid},                 {"job_id", rt_.id.job_id},
+                {"launcher", rt_.id.launcher},       {"rank_file", rt_.file.path}};
+}
+
+void DumpWriter::append_event(json event) {
+    event["time"] = now_wall();
+    events_.push_back(std::move(event));
+    json doc{{"schema", "ncclwatch.report/1"}, {"process", process_json()}, {"events", events_}};
+    std::string err = write_file_atomic(rt_.file.base_path + ".report.json", report::dump_json(doc));
+    if (!err.empty() && !write_failed_logged_) {
+        write_failed_logged_ = true;
+        log().error("cannot write the report file ({}); the report is on stderr only", err);
+    }
+    rt_.file.hdr->reports_written.fetch_add(1);
+}
+
+void DumpWriter::report_stall(const CommRuntime& cr, const CommResult* view, double stalled_for_s,
+                              bool tracker_stuck) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const disk::CommSlot& s = *cr.slot;
+    uint64_t waiting_in = s.coll_completed.load() + 1;
+    log().error("STALL on communicator {:#018x} ({} ranks; this process is rank {}): no completion for {:.1f} s "
+                "(NCCLWATCH_TIMEOUT_SEC={}); collectives issued #{}, GPU-reached #{}, completed #{}",
+                cr.comm_id, cr.nranks, cr.rank, stalled_for_s, rt_.cfg.timeout_sec, s.coll_issued.load(),
+                s.coll_reached.load(), s.coll_completed.load());
+    if (tracker_stuck)
+        log().error("  the GPU completion poller has not run for over 2 s (a CUDA query blocks?): GPU progress is "
+                    "unknown, the stall is reported from issue times");
+    if (!view || view->verdicts.empty())
+        log().error("  no verdict from the ranks visible in {}: the lagging rank is probably on another node "
+                    "(run ncclwatch-collector analyze over every node's folder)",
+                    rt_.file.job_dir);
+    log_verdicts(view);
+    append_event(json{{"type", "stall"},
+                      {"comm_id", report::hex(cr.comm_id)},
+                      {"waiting_in_seq", waiting_in},
+                      {"stalled_for_s", stalled_for_s},
+                      {"completion_poller_stuck", tracker_stuck},
+                      {"missing_ranks", view ? json(view->missing) : json::array()},
+                      {"verdicts", verdicts_json(view)}});
+}
+
+void DumpWriter::report_init_hang(const disk::CommSlot& slot, const CommResult* view, double waited_s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<int> entered;
+    if (view)
+        for (const verdict::RankCommState& r : view->view.ranks) entered.push_back(r.comm_rank);
+    log().error("INIT_HANG: communicator {:#018x} ({} ranks; this process is rank {}) has been initialising for "
+                "{:.1f} s; ranks seen entering init on this node: {}; not seen: {}",
+                slot.comm_id, slot.nranks, slot.rank, waited_s, report::format_ranks(entered),
+                view ? report::format_ranks(view->missing) : std::string("unknown"));
+    append_event(json{{"type", "init_hang"},
+                      {"comm_id", report::hex(slot.comm_id)},
+                      {"waited_s", waited_s},
+                      {"entered", entered},
+                      {"not_seen", view ? json(view->missing) : json(nullptr)}});
+}
+
+void DumpWriter::report_mismatch(const CommResult& view, const verdict::Verdict& v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    log().error("MISMATCH: {}", v.summary);
+    for (const std::string& e : v.evidence) log().error("      {}", e);
+    append_event(json{{"type", "mismatch"},
+                      {"comm_id", report::hex(view.comm_id)},
+                      {"verdicts", json::array({report::verdict_json(v, view.job_id)})}});
+}
+
+void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    log().warn("RECOVERED: communicator {:#018x} made progress again after {:.1f} s", cr.comm_id, waited_s);
+    append_event(json{{"type", "recovered"}, {"comm_id", report::hex(cr.comm_id)}, {"stalled_for_s", waited_s}});
+}
+
+void DumpWriter::write_dump(const char* reason) {
+    std::lock_guard<std::mutex> lock(mu_);
+    json env = json::object();
+    for (const auto& [k, v] : rt_.env) env[k] = v;
+    json doc{{"schema", "ncclwatch.dump/1"},
+             {"reason", reason},
+             {"time", now_wall()},
+             {"process", process_json()},
+             {"nccl_version", report::nccl_version_str(rt_.nccl_version)},
+             {"nccl_library", real_nccl_path()},
+             {"cuda_driver_version", rt_.file.hdr->cuda_driver_version},
+             {"gpu_completion", rt_.tracker ? "cuda-events" : "on-return"},
+             {"events_recorded", rt_.tracker ? rt_.tracker->events_recorded() : 0},
+             {"event_fallbacks", rt_.tracker ? rt_.tracker->fallbacks() : 0},
+             {"config",
+              {{"timeout_sec", rt_.cfg.timeout_sec},
+               {"action", action_name(rt_.cfg.action)},
+               {"ring_size", rt_.cfg.ring_size},
+               {"backtrace", rt_.cfg.backtrace}}},
+             {"environment", env}};
+    RankFile self;
+    if (rt_.file.file_backed && self.open(rt_.file.path)) {
+        HeaderInfo h = self.header();
+        doc["header"] = report::header_json(h);
+        json comms = json::array();
+        for (const CommInfo& c : self.comms()) comms.push_back(report::comm_json(c, h.start_mono_ns));
+        doc["comms"] = comms;
+        RecordSet rs = self.records();
+        json recs = json::array();
+        for (const Record& r : rs.records) {
+            json o = report::record_json(r, h.start_mono_ns, {});
+            if (r.flags & disk::kFlagHasBacktrace) {
+                json frames = json::array();
+                for (uint64_t a : self.backtrace(r.ticket)) frames.push_back(symbolize(a));
+                o["backtrace"] = frames;
+            }
+            recs.push_back(std::move(o));
+        }
+        doc["records"] = recs;
+        doc["records_dropped"] = rs.dropped;
+        doc["records_torn"] = rs.torn;
+    } else {
+        doc["records"] = nullptr;
+        doc["records_note"] = "no rank file (memory only): see the earlier error";
+    }
+    std::string err = write_file_atomic(rt_.file.base_path + ".dump.json", report::dump_json(doc));
+    if (!err.empty()) {
+        if (!write_failed_logged_) {
+            write_failed_logged_ = true;
+            log().error("cannot write the dump ({})", err);
+        }
+        return;
+    }
+    rt_.file.hdr->dumps_written.fetch_add(1);
+    log().info("dump written ({}): {}.dump.json", reason, rt_.file.base_path);
+}
+
+}  // namespace ncw

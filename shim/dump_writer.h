@@ -1,0 +1,36 @@
+// What the watchdog writes: the report (human text on stderr and <rank file>.report.json beside the rank file) and
+// the dump (<rank file>.dump.json: environment, versions, comm table, decoded records with symbolised stacks).
+// Files are written atomically (temporary file and rename), mode 0640; a full disk is logged once and skipped.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "job_view.h"
+#include "runtime.h"
+
+namespace ncw {
+
+class DumpWriter {
+public:
+    explicit DumpWriter(Runtime& rt) : rt_(rt) {}
+
+    void report_stall(const CommRuntime& cr, const CommResult* view, double stalled_for_s, bool tracker_stuck);
+    void report_init_hang(const disk::CommSlot& slot, const CommResult* view, double waited_s);
+    void report_mismatch(const CommResult& view, const verdict::Verdict& v);
+    void report_recovered(const CommRuntime& cr, double waited_s);
+    void write_dump(const char* reason);
+
+private:
+    void append_event(nlohmann::json event);
+    nlohmann::json process_json() const;
+
+    Runtime& rt_;
+    std::mutex mu_;  // the watchdog thread and the exit handler may both write
+    nlohmann::json events_ = nlohmann::json::array();
+    bool write_failed_logged_ = false;
+};
+
+}  // namespace ncw

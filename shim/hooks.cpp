@@ -1,0 +1,326 @@
+#include "hooks.h"
+
+#include <unistd.h>
+
+#include "clock.h"
+#include "comm_identity.h"
+#include "log.h"
+#include "ncclwatch/hash.h"
+#include "op_hook.h"
+#include "resolver.h"
+#include "runtime.h"
+
+namespace ncw {
+
+ThreadState& thread_state() {
+    static thread_local ThreadState ts;
+    return ts;
+}
+
+void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
+                           ncclResult_t r, uint64_t now) {
+    if (r == ncclInProgress && cr.nonblocking && pool) {
+        // Nothing may be on the stream yet: the event waits until ncclCommGetAsyncError reports success.
+        if (cr.deferred.try_push(DeferredOp{ref, stream})) return;
+    }
+    if (r != ncclSuccess && r != ncclInProgress) {
+        record_done(rt.file, ref, now);  // a failed call enqueued nothing: nothing to wait for
+        return;
+    }
+    if (pool) {
+        if (rt.tracker->record(pool, stream, &ref, 1, true)) return;
+        record_add_flags(rt.file, ref, disk::kFlagUntracked);
+    }
+    record_done(rt.file, ref, now);
+}
+
+void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool) {
+    if (ts.group_n < ThreadState::kMaxGroupOps) {
+        ts.group_ops[ts.group_n++] = GroupOp{ref, stream, pool};
+        return;
+    }
+    // A very large group (an all-to-all over many peers): keep the latest op per communicator and stream, which is
+    // what progress needs; earlier records of that pair then miss their GPU timestamps.
+    for (int i = ts.group_n - 1; i >= 0; --i) {
+        GroupOp& g = ts.group_ops[i];
+        if (g.ref.cr == ref.cr && g.stream == stream) {
+            record_done(rt.file, g.ref, now_mono_ns());
+            g = GroupOp{ref, stream, pool};
+            return;
+        }
+    }
+    record_add_flags(rt.file, ref, disk::kFlagUntracked);
+    record_done(rt.file, ref, now_mono_ns());
+    ts.group_overflow = true;
+}
+
+namespace {
+
+// One event per stream covers up to kMaxRefs ops of that stream; ops in a group are all launched together.
+template <typename F>
+void for_each_stream_chunk(ThreadState& ts, F&& f) {
+    bool handled[ThreadState::kMaxGroupOps] = {};
+    for (int i = 0; i < ts.group_n; ++i) {
+        if (handled[i]) continue;
+        OpRef refs[CompletionTracker::kMaxRefs];
+        int n = 0;
+        GroupOp& first = ts.group_ops[i];
+        for (int j = i; j < ts.group_n; ++j) {
+            GroupOp& g = ts.group_ops[j];
+            if (handled[j] || g.stream != first.stream || g.pool != first.pool) continue;
+            handled[j] = true;
+            refs[n++] = g.ref;
+            if (n == CompletionTracker::kMaxRefs) {
+                f(first, refs, n);
+                n = 0;
+            }
+        }
+        if (n) f(first, refs, n);
+    }
+}
+
+template <typename Call>
+ncclResult_t run_init(const CommInitInfo& info, ncclComm_t* out, Call&& call) {
+    Runtime* rt = start_runtime();
+    if (!rt) return call();
+    CommRuntime* cr = begin_comm(*rt, info);
+    ncclResult_t r = call();
+    ErrnoKeeper keep;
+    finish_comm(*rt, cr, out && (r == ncclSuccess || r == ncclInProgress) ? *out : nullptr, r);
+    return r;
+}
+
+void end_comm(ncclComm_t comm, disk::OpType event, disk::CommState state, ncclResult_t r, bool unregister) {
+    Runtime* rt = runtime();
+    if (!rt) return;
+    CommRuntime* cr = rt->comms.find(comm);
+    if (!cr) return;
+    record_event(rt->file, cr, cr->comm_id, event, r, cr->rank, now_mono_ns());
+    if (cr->slot) cr->slot->state.store(uint32_t(state), std::memory_order_release);
+    if (unregister) {
+        cr->destroyed.store(true, std::memory_order_release);
+        rt->comms.remove(comm);
+    }
+}
+
+}  // namespace
+
+namespace hook {
+
+ncclResult_t ncclGroupStart(CallScope& s) {
+    ThreadState& ts = s.ts();
+    if (ts.group_depth++ == 0) {
+        Runtime* rt = runtime();
+        ts.group_id = rt ? rt->group_counter.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+        ts.group_n = 0;
+        ts.group_overflow = false;
+    }
+    errno = s.saved_errno();
+    return NCW_CALL_REAL(ncclGroupStart);
+}
+
+ncclResult_t ncclGroupEnd(CallScope& s) {
+    ThreadState& ts = s.ts();
+    bool outermost = ts.group_depth == 1;
+    if (ts.group_depth > 0) --ts.group_depth;
+    Runtime* rt = runtime();
+    if (!outermost || !rt || ts.group_n == 0) {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclGroupEnd);
+    }
+    // Nothing is on any stream until the outermost ncclGroupEnd launches the group: "reached" is recorded now.
+    if (rt->tracker && rt->cfg.gpu_reached) {
+        for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n) {
+            if (g.pool) rt->tracker->record(g.pool, g.stream, refs, n, false);
+        });
+    }
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclGroupEnd);
+    ErrnoKeeper keep;
+    uint64_t now = now_mono_ns();
+    for (int i = 0; i < ts.group_n; ++i) record_return(rt->file, ts.group_ops[i].ref, r, now);
+    for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n) {
+        if (n == 1 || !g.pool || r != ncclSuccess) {
+            for (int i = 0; i < n; ++i) complete_after_return(*rt, *refs[i].cr, refs[i], g.stream, g.pool, r, now);
+            return;
+        }
+        if (rt->tracker->record(g.pool, g.stream, refs, n, true)) return;
+        for (int i = 0; i < n; ++i) {
+            record_add_flags(rt->file, refs[i], disk::kFlagUntracked);
+            record_done(rt->file, refs[i], now);
+        }
+    });
+    ts.group_n = 0;
+    return r;
+}
+
+ncclResult_t ncclGetUniqueId(CallScope& s, ncclUniqueId* uniqueId) {
+    errno = s.saved_errno();
+    return NCW_CALL_REAL(ncclGetUniqueId, uniqueId);
+}
+
+ncclResult_t ncclCommInitRank(CallScope& s, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+    CommInitInfo info;
+    info.comm_id = root_comm_id(commId);
+    info.rank = rank;
+    info.nranks = nranks;
+    return run_init(info, comm, [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommInitRank, comm, nranks, commId, rank);
+    });
+}
+
+ncclResult_t ncclCommInitRankConfig(CallScope& s, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+    CommInitInfo info;
+    info.comm_id = root_comm_id(commId);
+    info.rank = rank;
+    info.nranks = nranks;
+    info.config = config;
+    return run_init(info, comm, [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommInitRankConfig, comm, nranks, commId, rank, config);
+    });
+}
+
+ncclResult_t ncclCommInitRankScalable(CallScope& s, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+    CommInitInfo info;
+    info.comm_id = nId > 0 && commIds ? root_comm_id(commIds[0]) : 0;
+    info.rank = myrank;
+    info.nranks = nranks;
+    info.config = config;
+    return run_init(info, newcomm, [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
+    });
+}
+
+ncclResult_t ncclCommInitAll(CallScope& s, ncclComm_t* comm, int ndev, const int* devlist) {
+    Runtime* rt = start_runtime();
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommInitAll, comm, ndev, devlist);
+    if (!rt || r != ncclSuccess || !comm) return r;
+    ErrnoKeeper keep;
+    // All ranks live in this process, so a process-local identity is one every rank agrees on.
+    uint64_t parts[3] = {rt->initall_counter.fetch_add(1), uint64_t(getpid()), rt->file.hdr->boot_id_hash};
+    uint64_t id = fnv1a64(parts, sizeof(parts));
+    for (int i = 0; i < ndev; ++i) {
+        CommInitInfo info;
+        info.comm_id = id;
+        info.rank = i;
+        info.nranks = ndev;
+        finish_comm(*rt, begin_comm(*rt, info), comm[i], r);
+    }
+    return r;
+}
+
+ncclResult_t ncclCommSplit(CallScope& s, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config) {
+    Runtime* rt = runtime();
+    CommRuntime* parent = rt ? rt->comms.find(comm) : nullptr;
+    if (!parent) {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommSplit, comm, color, key, newcomm, config);
+    }
+    // Every member calls split on the parent in the same order, so the counter agrees across ranks.
+    uint64_t counter = parent->split_counter.fetch_add(1) + 1;
+    CommInitInfo info;
+    info.comm_id = child_comm_id(parent->comm_id, counter, color);
+    info.parent_id = parent->comm_id;
+    info.color = color;
+    info.key = key;
+    info.config = config;
+    info.event = disk::OpType::CommSplit;
+    auto call = [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommSplit, comm, color, key, newcomm, config);
+    };
+    if (color == NCCL_SPLIT_NOCOLOR) {
+        ncclResult_t r = call();
+        record_event(rt->file, parent, info.comm_id, disk::OpType::CommSplit, r, -1, now_mono_ns());
+        return r;
+    }
+    return run_init(info, newcomm, call);
+}
+
+ncclResult_t ncclCommShrink(CallScope& s, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+    Runtime* rt = runtime();
+    CommRuntime* parent = rt ? rt->comms.find(comm) : nullptr;
+    auto call = [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+    };
+    if (!parent) return call();
+    uint64_t counter = parent->split_counter.fetch_add(1) + 1;
+    CommInitInfo info;
+    info.comm_id = shrink_comm_id(parent->comm_id, counter, excludeRanksList, excludeRanksCount);
+    info.parent_id = parent->comm_id;
+    info.config = config;
+    info.event = disk::OpType::CommShrink;
+    return run_init(info, newcomm, call);
+}
+
+ncclResult_t ncclCommFinalize(CallScope& s, ncclComm_t comm) {
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommFinalize, comm);
+    ErrnoKeeper keep;
+    end_comm(comm, disk::OpType::CommFinalize, disk::CommState::Finalized, r, false);
+    return r;
+}
+
+ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
+    {
+        ErrnoKeeper keep;
+        // Before the call: once it returns, NCCL may hand the same pointer to a new communicator.
+        end_comm(comm, disk::OpType::CommDestroy, disk::CommState::Destroyed, ncclSuccess, true);
+    }
+    errno = s.saved_errno();
+    return NCW_CALL_REAL(ncclCommDestroy, comm);
+}
+
+ncclResult_t ncclCommAbort(CallScope& s, ncclComm_t comm) {
+    {
+        ErrnoKeeper keep;
+        end_comm(comm, disk::OpType::CommAbort, disk::CommState::Aborted, ncclSuccess, true);
+    }
+    errno = s.saved_errno();
+    return NCW_CALL_REAL(ncclCommAbort, comm);
+}
+
+ncclResult_t ncclCommRevoke(CallScope& s, ncclComm_t comm, int revokeFlags) {
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommRevoke, comm, revokeFlags);
+    ErrnoKeeper keep;
+    end_comm(comm, disk::OpType::CommRevoke, disk::CommState::Revoked, r, false);
+    return r;
+}
+
+ncclResult_t ncclCommGetAsyncError(CallScope& s, ncclComm_t comm, ncclResult_t* asyncError) {
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommGetAsyncError, comm, asyncError);
+    Runtime* rt = runtime();
+    if (!rt || r != ncclSuccess || !asyncError) return r;
+    ErrnoKeeper keep;
+    CommRuntime* cr = rt->comms.find(comm);
+    if (!cr) return r;
+    ncclResult_t e = *asyncError;
+    if (e == ncclSuccess) {
+        // A nonblocking communicator has now enqueued what it had in progress: its events can go on the stream.
+        DeferredOp op;
+        uint64_t now = now_mono_ns();
+        while (cr->deferred.try_pop(op))
+            complete_after_return(*rt, *cr, op.ref, op.stream, cr->pool.load(std::memory_order_relaxed), ncclSuccess,
+                                  now);
+    }
+    if (cr->slot && e != ncclInProgress) {
+        int32_t prev = cr->slot->async_error.exchange(int32_t(e), std::memory_order_relaxed);
+        if (prev != int32_t(e) && e != ncclSuccess)
+            record_event(rt->file, cr, cr->comm_id, disk::OpType::AsyncError, e, cr->rank, now_mono_ns());
+    }
+    return r;
+}
+
+}  // namespace hook
+}  // namespace ncw

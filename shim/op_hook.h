@@ -1,0 +1,51 @@
+// The hot path of every collective and p2p wrapper: record, forward exactly once, arrange completion tracking.
+#pragma once
+
+#include "call_scope.h"
+#include "clock.h"
+#include "recorder.h"
+#include "runtime.h"
+
+namespace ncw {
+
+void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool);
+void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
+                           ncclResult_t r, uint64_t now);
+
+template <typename Call>
+inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
+    Runtime* rt = runtime();
+    if (!rt) return call();
+    CommRuntime* cr = rt->comms.find(d.comm);
+    if (__builtin_expect(!cr, 0)) cr = d.comm ? adopt_unknown_comm(*rt, d.comm) : nullptr;
+    if (!cr) return call();
+    ThreadState& ts = scope.ts();
+    IssueOptions opt;
+    opt.backtrace = rt->backtrace;
+    bool in_group = ts.group_depth > 0;
+    if (in_group) {
+        opt.group_id = ts.group_id;
+        opt.flags |= disk::kFlagInGroup;
+    }
+    DevicePool* pool = rt->tracker ? cr->pool.load(std::memory_order_relaxed) : nullptr;
+    if (pool && rt->tracker->capturing(d.stream)) {
+        // Under graph capture nothing runs now; the op is marked and counts as done once captured.
+        pool = nullptr;
+        opt.flags |= disk::kFlagCaptured;
+    }
+    OpRef ref = record_issue(rt->file, *cr, d, opt, now_mono_ns());
+    if (in_group) {
+        group_add(*rt, ts, ref, d.stream, pool);
+    } else if (pool && rt->cfg.gpu_reached) {
+        rt->tracker->record(pool, d.stream, &ref, 1, false);
+    }
+    errno = scope.saved_errno();
+    ncclResult_t r = call();
+    ErrnoKeeper keep;
+    uint64_t now = now_mono_ns();
+    record_return(rt->file, ref, r, now);
+    if (!in_group) complete_after_return(*rt, *cr, ref, d.stream, pool, r, now);
+    return r;
+}
+
+}  // namespace ncw

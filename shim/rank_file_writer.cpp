@@ -1,0 +1,174 @@
+#include "rank_file_writer.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "clock.h"
+#include "log.h"
+#include "ncclwatch/hash.h"
+
+namespace ncw {
+
+uint64_t boot_id_hash() {
+    char buf[64] = {};
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) --n;
+    return fnv1a64(buf, size_t(n));
+}
+
+std::string make_dirs(const std::string& path, unsigned mode) {
+    std::string cur;
+    size_t pos = 0;
+    while (pos != std::string::npos) {
+        pos = path.find('/', pos + 1);
+        cur = path.substr(0, pos);
+        if (cur.empty()) continue;
+        if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return cur + ": " + strerror(errno);
+    }
+    struct stat st{};
+    if (stat(path.c_str(), &st) != 0) return path + ": " + strerror(errno);
+    if (!S_ISDIR(st.st_mode)) return path + ": not a folder";
+    if (access(path.c_str(), W_OK | X_OK) != 0) return path + ": " + strerror(errno);
+    return "";
+}
+
+std::string write_file_atomic(const std::string& path, const std::string& content) {
+    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0) return tmp + ": " + strerror(errno);
+    size_t off = 0;
+    while (off < content.size()) {
+        ssize_t n = write(fd, content.data() + off, content.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            std::string why = tmp + ": " + strerror(n < 0 ? errno : ENOSPC);
+            close(fd);
+            unlink(tmp.c_str());
+            return why;
+        }
+        off += size_t(n);
+    }
+    if (fsync(fd) != 0 && errno != EINVAL) {
+        std::string why = tmp + ": fsync: " + strerror(errno);
+        close(fd);
+        unlink(tmp.c_str());
+        return why;
+    }
+    close(fd);
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        std::string why = path + ": rename: " + strerror(errno);
+        unlink(tmp.c_str());
+        return why;
+    }
+    return "";
+}
+
+namespace {
+
+void fill_header(disk::FileHeader* h, const disk::Layout& l, const ProcessIdentity& id, uint32_t ring_capacity,
+                 uint32_t bt_depth) {
+    h->major = disk::kFormatMajor;
+    h->minor = disk::kFormatMinor;
+    h->header_size = disk::kHeaderBytes;
+    h->comm_slot_size = sizeof(disk::CommSlot);
+    h->max_comms = disk::kMaxComms;
+    h->record_size = sizeof(disk::OpRecord);
+    h->ring_capacity = ring_capacity;
+    h->bt_depth = bt_depth;
+    h->comm_table_offset = l.comm_table_offset;
+    h->ring_offset = l.ring_offset;
+    h->bt_offset = l.bt_offset;
+    h->file_size = l.file_size;
+    h->pid = id.pid;
+    h->global_rank = id.global_rank;
+    h->local_rank = id.local_rank;
+    h->world_size = id.world_size;
+    h->local_world_size = id.local_world_size;
+    snprintf(h->host, sizeof(h->host), "%s", id.host.c_str());
+    snprintf(h->job_id, sizeof(h->job_id), "%s", id.job_id.c_str());
+    h->start_mono_ns = now_mono_ns();
+    h->start_real_ns = now_real_ns();
+    h->boot_id_hash = boot_id_hash();
+    h->heartbeat_mono_ns.store(h->start_mono_ns);
+    h->process_state.store(uint32_t(disk::ProcessState::Running));
+    // The magic goes in last: a sibling that reads the file while it is being created sees no valid header yet.
+    std::atomic_thread_fence(std::memory_order_release);
+    memcpy(h->magic, disk::kMagic, sizeof(h->magic));
+}
+
+// Maps `size` bytes of `fd` after reserving its blocks: writing to a mapped page with no block behind it (full disk)
+// would raise SIGBUS in the training process, so the space is claimed up front where the error is a return code.
+uint8_t* map_file(int fd, size_t size, std::string& why) {
+    if (ftruncate(fd, off_t(size)) != 0) {
+        why = std::string("ftruncate: ") + strerror(errno);
+        return nullptr;
+    }
+    int rc = posix_fallocate(fd, 0, off_t(size));
+    if (rc != 0) {
+        why = std::string("reserving ") + std::to_string(size) + " bytes: " + strerror(rc);
+        return nullptr;
+    }
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        why = std::string("mmap: ") + strerror(errno);
+        return nullptr;
+    }
+    return static_cast<uint8_t*>(p);
+}
+
+}  // namespace
+
+RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdentity& id, uint32_t ring_capacity,
+                                uint32_t bt_depth) {
+    RankFileWriter w;
+    disk::Layout l = disk::compute_layout(ring_capacity, disk::kMaxComms, bt_depth);
+    w.size = l.file_size;
+    w.job_dir = root_dir + "/" + id.job_id;
+    std::string rank = id.global_rank >= 0 ? std::to_string(id.global_rank) : "x";
+    w.base_path = w.job_dir + "/rank" + rank + "-" + sanitize_component(id.host) + "-" + std::to_string(id.pid);
+    w.path = w.base_path + ".ncw";
+
+    std::string why = make_dirs(w.job_dir, 0750);
+    if (why.empty()) {
+        int fd = open(w.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+        if (fd < 0) {
+            why = w.path + ": " + strerror(errno);
+        } else {
+            w.base = map_file(fd, w.size, why);
+            close(fd);  // the mapping keeps the file
+            if (!w.base) {
+                why = w.path + ": " + why;
+                unlink(w.path.c_str());
+            }
+        }
+    }
+    if (w.base) {
+        w.file_backed = true;
+    } else {
+        log().error("cannot keep a rank file ({}); recording in memory only: a crash will not leave evidence. Set "
+                    "NCCLWATCH_DIR to a writable folder with {} KiB free",
+                    why, w.size / 1024);
+        void* p = mmap(nullptr, w.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return RankFileWriter{};
+        w.base = static_cast<uint8_t*>(p);
+    }
+    w.hdr = reinterpret_cast<disk::FileHeader*>(w.base);
+    w.comms = reinterpret_cast<disk::CommSlot*>(w.base + l.comm_table_offset);
+    w.ring = reinterpret_cast<disk::OpRecord*>(w.base + l.ring_offset);
+    w.frames = bt_depth ? reinterpret_cast<uint64_t*>(w.base + l.bt_offset) : nullptr;
+    w.ring_mask = ring_capacity - 1;
+    w.bt_depth = bt_depth;
+    fill_header(w.hdr, l, id, ring_capacity, bt_depth);
+    return w;
+}
+
+}  // namespace ncw

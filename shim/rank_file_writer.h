@@ -1,0 +1,42 @@
+// Creates this process's rank file in its job folder and maps it: the ring and the comm table live in the mapping,
+// so the page cache holds them whatever happens to the process. If the folder or the disk fails us, the same
+// structures live in anonymous memory instead (nothing survives a crash then, but the job is not harmed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ncclwatch/format.h"
+#include "process_identity.h"
+
+namespace ncw {
+
+struct RankFileWriter {
+    std::string job_dir;    // <root>/<job_id>
+    std::string base_path;  // <job_dir>/rank<R>-<host>-<pid>; files are base_path + ".ncw", ".report.json", ...
+    std::string path;       // base_path + ".ncw"
+    bool file_backed = false;
+    uint8_t* base = nullptr;
+    size_t size = 0;
+    disk::FileHeader* hdr = nullptr;
+    disk::CommSlot* comms = nullptr;
+    disk::OpRecord* ring = nullptr;
+    uint64_t* frames = nullptr;  // bt_depth frames per ring slot, or nullptr
+    uint32_t ring_mask = 0;
+    uint32_t bt_depth = 0;
+};
+
+// Never fails: on any error it logs once (naming the folder and the reason) and returns anonymous memory.
+RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdentity& id, uint32_t ring_capacity,
+                                uint32_t bt_depth);
+
+uint64_t boot_id_hash();
+
+// mkdir -p with the given mode; returns "" on success, else the reason.
+std::string make_dirs(const std::string& path, unsigned mode);
+
+// Writes `content` to `path` atomically (temporary file in the same folder, fsync, rename), mode 0640.
+// Returns "" on success, else the reason.
+std::string write_file_atomic(const std::string& path, const std::string& content);
+
+}  // namespace ncw

@@ -1,0 +1,176 @@
+#include "recorder.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace ncw {
+namespace {
+
+disk::OpRecord* begin_record(const RankFileWriter& f, uint64_t& ticket) {
+    ticket = f.hdr->write_ticket.fetch_add(1, std::memory_order_relaxed);
+    disk::OpRecord* rec = &f.ring[ticket & f.ring_mask];
+    rec->stamp.store(2 * ticket + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    return rec;
+}
+
+void end_record(disk::OpRecord* rec, uint64_t ticket) { rec->stamp.store(2 * ticket + 2, std::memory_order_release); }
+
+// The record of `ref`, unless the ring has wrapped over it since.
+disk::OpRecord* live_record(const RankFileWriter& f, const OpRef& ref) {
+    disk::OpRecord* rec = &f.ring[ref.ticket & f.ring_mask];
+    return rec->stamp.load(std::memory_order_acquire) == 2 * ref.ticket + 2 ? rec : nullptr;
+}
+
+void write_signature(disk::CommSlot* slot, uint64_t seq, const OpDesc& d, uint64_t now, uint32_t tid, uint8_t flags) {
+    disk::OpSignature& s = slot->recent[seq % disk::kRecentSigs];
+    s.seq.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    s.count = d.count;
+    s.t_issue_ns = now;
+    s.op = uint8_t(d.op);
+    s.dtype = uint8_t(d.dtype);
+    s.flags = flags;
+    s.redop = d.redop;
+    s.root = disk::is_rooted(d.op) ? d.root_or_peer : -1;
+    s.tid = tid;
+    s.stream = reinterpret_cast<uint64_t>(d.stream);
+    s.seq.store(seq, std::memory_order_release);
+}
+
+}  // namespace
+
+uint32_t current_tid() {
+    static thread_local uint32_t tid = uint32_t(syscall(SYS_gettid));
+    return tid;
+}
+
+OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, const IssueOptions& opt, uint64_t now) {
+    OpRef ref;
+    ref.cr = &cr;
+    ref.op_index = cr.op_index.fetch_add(1, std::memory_order_relaxed) + 1;
+    uint64_t seq;
+    if (disk::is_p2p(d.op)) {
+        uint32_t peer = uint32_t(d.root_or_peer) % (cr.peer_slots ? cr.peer_slots : 1);
+        auto* counters = d.op == disk::OpType::Send ? cr.send_seq : cr.recv_seq;
+        seq = counters ? counters[peer].fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+    } else {
+        seq = ref.coll_seq = cr.coll_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+    }
+    uint32_t tid = current_tid();
+
+    disk::OpRecord* rec = begin_record(f, ref.ticket);
+    rec->comm_id = cr.comm_id;
+    rec->seq = seq;
+    rec->op_index = ref.op_index;
+    rec->count = d.count;
+    rec->sendbuf = reinterpret_cast<uint64_t>(d.sendbuf);
+    rec->recvbuf = reinterpret_cast<uint64_t>(d.recvbuf);
+    rec->stream = reinterpret_cast<uint64_t>(d.stream);
+    rec->t_issue_ns = now;
+    rec->t_return_ns.store(0, std::memory_order_relaxed);
+    rec->t_reached_ns.store(0, std::memory_order_relaxed);
+    rec->t_done_ns.store(0, std::memory_order_relaxed);
+    rec->tid = tid;
+    rec->group_id = opt.group_id;
+    rec->op = uint8_t(d.op);
+    rec->dtype = uint8_t(d.dtype);
+    uint8_t flags = opt.flags | (cr.nonblocking ? disk::kFlagNonBlocking : 0);
+    if (opt.backtrace && f.frames) {
+        uint64_t* frames = f.frames + (ref.ticket & f.ring_mask) * f.bt_depth;
+        int n = opt.backtrace(reinterpret_cast<void**>(frames), int(f.bt_depth));
+        for (int i = n < 0 ? 0 : n; i < int(f.bt_depth); ++i) frames[i] = 0;
+        flags |= disk::kFlagHasBacktrace;
+    }
+    rec->flags = flags;
+    rec->peer_or_root = d.root_or_peer;
+    rec->redop = d.redop;
+    rec->result.store(-1, std::memory_order_relaxed);
+    rec->comm_slot = cr.slot_index;
+    end_record(rec, ref.ticket);
+
+    if (disk::CommSlot* s = cr.slot) {
+        // An operation issued into an idle communicator starts the stall clock now, not at the last completion.
+        if (s->ops_completed.load(std::memory_order_relaxed) + 1 >= ref.op_index)
+            s->t_last_progress_ns.store(now, std::memory_order_relaxed);
+        if (ref.coll_seq) {
+            write_signature(s, ref.coll_seq, d, now, tid, flags);
+            atomic_max(s->coll_issued, ref.coll_seq);
+        } else if (d.op == disk::OpType::Send) {
+            s->p2p_sends.fetch_add(1, std::memory_order_relaxed);
+        } else {
+            s->p2p_recvs.fetch_add(1, std::memory_order_relaxed);
+        }
+        s->t_last_issue_ns.store(now, std::memory_order_relaxed);
+        atomic_max(s->ops_issued, ref.op_index);
+    }
+    return ref;
+}
+
+void record_return(const RankFileWriter& f, const OpRef& ref, ncclResult_t result, uint64_t now) {
+    if (disk::OpRecord* rec = live_record(f, ref)) {
+        rec->t_return_ns.store(now, std::memory_order_relaxed);
+        rec->result.store(int32_t(result), std::memory_order_relaxed);
+    }
+    if (ref.coll_seq && ref.cr->slot) atomic_max(ref.cr->slot->coll_returned, ref.coll_seq);
+}
+
+void record_reached(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
+    if (disk::OpRecord* rec = live_record(f, ref)) rec->t_reached_ns.store(now, std::memory_order_relaxed);
+    if (ref.coll_seq && ref.cr->slot) atomic_max(ref.cr->slot->coll_reached, ref.coll_seq);
+}
+
+void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
+    if (disk::OpRecord* rec = live_record(f, ref)) {
+        uint64_t expected = 0;
+        rec->t_done_ns.compare_exchange_strong(expected, now, std::memory_order_relaxed);
+        expected = 0;  // a completed op was necessarily reached
+        rec->t_reached_ns.compare_exchange_strong(expected, now, std::memory_order_relaxed);
+    }
+    if (disk::CommSlot* s = ref.cr->slot) {
+        if (ref.coll_seq) {
+            atomic_max(s->coll_reached, ref.coll_seq);
+            atomic_max(s->coll_completed, ref.coll_seq);
+        }
+        atomic_max(s->ops_completed, ref.op_index);
+        s->t_last_progress_ns.store(now, std::memory_order_relaxed);
+    }
+}
+
+void record_add_flags(const RankFileWriter& f, const OpRef& ref, uint8_t flags) {
+    if (disk::OpRecord* rec = live_record(f, ref)) {
+        // A plain byte: only the issuing thread sets flags, before any reader needs them to be exact.
+        rec->flags = rec->flags | flags;
+    }
+    if ((flags & disk::kFlagUntracked) && ref.cr->slot)
+        ref.cr->slot->untracked_ops.fetch_add(1, std::memory_order_relaxed);
+}
+
+void record_event(const RankFileWriter& f, const CommRuntime* cr, uint64_t comm_id, disk::OpType op, int32_t result,
+                  int32_t arg, uint64_t now) {
+    uint64_t ticket;
+    disk::OpRecord* rec = begin_record(f, ticket);
+    rec->comm_id = comm_id;
+    rec->seq = 0;
+    rec->op_index = 0;
+    rec->count = 0;
+    rec->sendbuf = rec->recvbuf = rec->stream = 0;
+    rec->t_issue_ns = now;
+    rec->t_return_ns.store(now, std::memory_order_relaxed);
+    rec->t_reached_ns.store(0, std::memory_order_relaxed);
+    rec->t_done_ns.store(0, std::memory_order_relaxed);
+    rec->tid = current_tid();
+    rec->group_id = 0;
+    rec->op = uint8_t(op);
+    rec->dtype = 0;
+    rec->flags = 0;
+    rec->peer_or_root = arg;
+    rec->redop = -1;
+    rec->result.store(result, std::memory_order_relaxed);
+    rec->comm_slot = cr ? cr->slot_index : 0xffff;
+    end_record(rec, ticket);
+}
+
+}  // namespace ncw

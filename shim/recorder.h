@@ -1,0 +1,60 @@
+// The hot path's writes into the rank file: one ring record per operation, the communicator's progress block and
+// its window of recent signatures. Lock-free (atomics only), no allocation, no syscalls.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "comm_registry.h"
+#include "ncclwatch/format.h"
+#include "rank_file_writer.h"
+
+namespace ncw {
+
+// An operation as the wrapper saw it (from the api_table's OpDesc initializer).
+struct OpDesc {
+    disk::OpType op;
+    const void* sendbuf;
+    const void* recvbuf;
+    size_t count;
+    int dtype;
+    int redop;  // -1 if none
+    int root_or_peer;
+    ncclComm_t comm;
+    cudaStream_t stream;
+};
+
+inline void atomic_max(std::atomic<uint64_t>& a, uint64_t v) {
+    uint64_t cur = a.load(std::memory_order_relaxed);
+    while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+}
+
+uint32_t current_tid();  // cached per thread: gettid is a syscall
+
+using BacktraceFn = int (*)(void** frames, int depth);
+
+struct IssueOptions {
+    uint32_t group_id = 0;
+    uint8_t flags = 0;
+    BacktraceFn backtrace = nullptr;  // non-null with NCCLWATCH_BACKTRACE=1
+};
+
+// Claims a ticket, writes the record and advances the issued counters. Returns what later updates need.
+OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, const IssueOptions& opt, uint64_t now);
+
+// The call returned (result known).
+void record_return(const RankFileWriter& f, const OpRef& ref, ncclResult_t result, uint64_t now);
+// The GPU reached the operation / completed it (or, without GPU tracking, the call returned).
+void record_reached(const RankFileWriter& f, const OpRef& ref, uint64_t now);
+void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now);
+// Sets flags on a record after the fact (e.g. kFlagUntracked when no event could be had).
+void record_add_flags(const RankFileWriter& f, const OpRef& ref, uint8_t flags);
+
+// Lifecycle events (init, split, destroy, abort, async error): a record with no sequence number.
+void record_event(const RankFileWriter& f, const CommRuntime* cr, uint64_t comm_id, disk::OpType op, int32_t result,
+                  int32_t arg, uint64_t now);
+
+}  // namespace ncw

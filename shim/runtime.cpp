@@ -1,0 +1,213 @@
+#include "runtime.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "backtrace.h"
+#include "clock.h"
+#include "cuda_driver.h"
+#include "log.h"
+#include "ncclwatch/hash.h"
+#include "resolver.h"
+#include "watchdog.h"
+
+extern char** environ;
+
+namespace ncw {
+
+std::atomic<Runtime*> g_runtime{nullptr};
+
+namespace {
+
+std::mutex g_start_mu;
+bool g_start_attempted = false;
+
+void on_fork_child() {
+    // Threads do not survive fork and the mapping is shared with the parent's file: the child starts afresh at its
+    // own first communicator init, and until then passes every call through.
+    g_runtime.store(nullptr, std::memory_order_release);
+    new (&g_start_mu) std::mutex();
+    g_start_attempted = false;
+    watchdog_forget_after_fork();
+}
+
+void on_exit() {
+    Runtime* rt = runtime();
+    if (!rt) return;
+    watchdog_on_exit(*rt);
+    rt->file.hdr->process_state.store(uint32_t(disk::ProcessState::ExitedClean), std::memory_order_release);
+}
+
+std::string hostname() {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+    return buf;
+}
+
+}  // namespace
+
+Runtime* start_runtime() {
+    if (Runtime* rt = runtime()) return rt;
+    std::lock_guard<std::mutex> lock(g_start_mu);
+    if (Runtime* rt = runtime()) return rt;
+    if (g_start_attempted) return nullptr;
+    g_start_attempted = true;
+
+    std::vector<std::string> warnings;
+    Config cfg = parse_config([](const char* n) { return getenv(n); }, warnings);
+    set_log_level(cfg.log_level.c_str());
+    for (auto& w : warnings) log().warn("{}", w);
+    if (!cfg.enable) return nullptr;
+
+    auto* rt = new Runtime;  // never freed: see runtime.h
+    rt->cfg = cfg;
+    rt->id = detect_identity([](const char* n) { return getenv(n); }, cfg.job_id, hostname(), getpid(), getppid());
+    rt->file = create_rank_file(cfg.dir, rt->id, uint32_t(cfg.ring_size), cfg.backtrace ? cfg.backtrace_depth : 0);
+    if (!rt->file.base) {
+        log().error("no memory for the flight recorder; the shim passes calls through");
+        return nullptr;
+    }
+    rt->env = snapshot_env(environ);
+    NCW_CALL_REAL(ncclGetVersion, &rt->nccl_version);
+    rt->file.hdr->nccl_version = rt->nccl_version;
+    rt->tracker = CompletionTracker::create(cfg, &rt->file);
+    rt->file.hdr->cuda_driver_version = cuda_driver().driver_version;
+    if (cfg.backtrace) rt->backtrace = load_backtrace_fn();
+
+    static bool hooks_installed = false;
+    if (!hooks_installed) {
+        hooks_installed = true;
+        pthread_atfork(nullptr, nullptr, on_fork_child);
+        atexit(on_exit);
+    }
+    start_watchdog(*rt);
+    if (rt->tracker) std::thread([t = rt->tracker] { t->poll_forever(); }).detach();
+    log().info("recording to {} (rank {}, timeout {} s, GPU completion {}, NCCL {} from {})", rt->file.path,
+               rt->id.global_rank, cfg.timeout_sec, rt->tracker ? "tracked with CUDA events" : "on return",
+               rt->nccl_version, real_nccl_path());
+    g_runtime.store(rt, std::memory_order_release);
+    return rt;
+}
+
+namespace {
+
+void fill_device(Runtime& rt, CommRuntime& cr) {
+    int dev = -1;
+    if (NCW_CALL_REAL(ncclCommCuDevice, cr.comm, &dev) != ncclSuccess || dev < 0) return;
+    cr.cuda_dev = dev;
+    if (cr.slot) {
+        cr.slot->cuda_dev = dev;
+        const CudaDriver& cu = cuda_driver();
+        CUdevice d;
+        if (cu.ok && cu.cuDeviceGet(&d, dev) == CUDA_SUCCESS)
+            cu.cuDeviceGetPCIBusId(cr.slot->pci_bus_id, sizeof(cr.slot->pci_bus_id), d);
+    }
+    if (rt.tracker) {
+        cr.pool.store(rt.tracker->pool_for_device(dev), std::memory_order_release);
+        if (cr.slot) cr.slot->gpu_tracking.store(cr.pool.load() ? 1 : 0);
+    }
+}
+
+void alloc_peers(CommRuntime& cr, int nranks) {
+    // p2p sequence numbers per peer; a peer beyond the table shares a counter (modulo), which only blurs p2p
+    // matching for communicators of more than 64k ranks.
+    uint32_t n = nranks > 0 ? uint32_t(nranks) : 1024;
+    if (n > 65536) n = 65536;
+    cr.send_seq = new std::atomic<uint64_t>[n]();
+    cr.recv_seq = new std::atomic<uint64_t>[n]();
+    cr.peer_slots = n;
+}
+
+}  // namespace
+
+CommRuntime* begin_comm(Runtime& rt, const CommInitInfo& info) {
+    auto* cr = new CommRuntime;
+    cr->comm_id = info.comm_id;
+    cr->rank = info.rank;
+    cr->nranks = info.nranks;
+    cr->nonblocking = info.config && info.config->blocking == 0;
+    alloc_peers(*cr, info.nranks);
+    uint32_t idx = rt.next_slot.fetch_add(1);
+    uint64_t now = now_mono_ns();
+    if (idx < rt.file.hdr->max_comms) {
+        disk::CommSlot* s = &rt.file.comms[idx];
+        s->rank = info.rank;
+        s->nranks = info.nranks;
+        s->cuda_dev = -1;
+        s->blocking = info.config ? (info.config->blocking == 0 ? 0 : info.config->blocking == 1 ? 1 : -1) : -1;
+        s->comm_id = info.comm_id;
+        s->parent_id = info.parent_id;
+        s->split_color = info.color;
+        s->split_key = info.key;
+        if (info.config && info.config->commName) snprintf(s->name, sizeof(s->name), "%s", info.config->commName);
+        s->t_init_start_ns = now;
+        s->state.store(uint32_t(disk::CommState::Initializing), std::memory_order_release);
+        cr->slot = s;
+        cr->slot_index = uint16_t(idx);
+        rt.file.hdr->num_comms.store(idx + 1, std::memory_order_release);
+    } else {
+        NCW_LOG_ONCE(warn, "more than {} communicators: later ones are recorded in the ring only",
+                     rt.file.hdr->max_comms);
+    }
+    record_event(rt.file, cr, cr->comm_id, info.event, -1, info.rank, now);
+    return cr;
+}
+
+void finish_comm(Runtime& rt, CommRuntime* cr, ncclComm_t comm, ncclResult_t result) {
+    if (!cr) return;
+    uint64_t now = now_mono_ns();
+    bool ok = (result == ncclSuccess || result == ncclInProgress) && comm;
+    if (cr->slot) {
+        cr->slot->t_init_done_ns = now;
+        cr->slot->comm_ptr = reinterpret_cast<uint64_t>(comm);
+    }
+    if (!ok) {
+        if (cr->slot) cr->slot->state.store(uint32_t(disk::CommState::InitFailed), std::memory_order_release);
+        return;
+    }
+    cr->comm = comm;
+    // A nonblocking init is not done yet: the watchdog asks for rank, size and device once NCCL can answer.
+    if (result == ncclInProgress) cr->identity_pending.store(true, std::memory_order_release);
+    else refresh_comm_identity(rt, *cr);
+    rt.comms.insert(comm, cr);
+    if (cr->slot) cr->slot->state.store(uint32_t(disk::CommState::Active), std::memory_order_release);
+}
+
+void refresh_comm_identity(Runtime& rt, CommRuntime& cr) {
+    int rank = -1, count = 0;
+    if (NCW_CALL_REAL(ncclCommUserRank, cr.comm, &rank) != ncclSuccess ||
+        NCW_CALL_REAL(ncclCommCount, cr.comm, &count) != ncclSuccess) {
+        cr.identity_pending.store(true, std::memory_order_release);
+        return;
+    }
+    cr.rank = rank;
+    cr.nranks = count;
+    if (cr.slot) {
+        cr.slot->rank = rank;
+        cr.slot->nranks = count;
+    }
+    if (cr.cuda_dev < 0) fill_device(rt, cr);
+    cr.identity_pending.store(false, std::memory_order_release);
+}
+
+CommRuntime* adopt_unknown_comm(Runtime& rt, ncclComm_t comm) {
+    static std::mutex mu;  // the slow path, once per communicator: two threads must not adopt the same one twice
+    std::lock_guard<std::mutex> lock(mu);
+    if (CommRuntime* cr = rt.comms.find(comm)) return cr;
+    NCW_LOG_ONCE(warn, "an operation on a communicator created before ncclwatch saw it: its identity is local to this "
+                       "process and cannot be matched with other ranks");
+    CommInitInfo info;
+    uint64_t key[2] = {reinterpret_cast<uint64_t>(comm), uint64_t(getpid())};
+    info.comm_id = fnv1a64(key, sizeof(key));
+    CommRuntime* cr = begin_comm(rt, info);
+    finish_comm(rt, cr, comm, ncclSuccess);
+    refresh_comm_identity(rt, *cr);
+    return cr;
+}
+
+}  // namespace ncw

@@ -1,0 +1,255 @@
+#include "watchdog.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "clock.h"
+#include "dump_writer.h"
+#include "job_view.h"
+#include "log.h"
+#include "rank_file.h"
+#include "resolver.h"
+
+namespace ncw {
+namespace {
+
+std::atomic<bool> g_sigusr1{false};
+std::atomic<bool> g_started{false};
+
+void on_sigusr1(int) { g_sigusr1.store(true, std::memory_order_relaxed); }
+
+void install_sigusr1() {
+    // Only where nobody else handles SIGUSR1: its default action kills the process, a handler of the host program's
+    // is its own business.
+    struct sigaction old{};
+    if (sigaction(SIGUSR1, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;
+    struct sigaction sa{};
+    sa.sa_handler = on_sigusr1;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, nullptr);
+}
+
+struct CommWatch {
+    bool stall_reported = false;
+    uint64_t stall_since_ns = 0;
+    uint64_t progress_at_report = 0;
+    uint64_t last_mismatch_seq = 0;
+    bool init_reported = false;
+};
+
+class Watchdog {
+public:
+    explicit Watchdog(Runtime& rt) : rt_(rt), dumps_(rt) {}
+
+    void run() {
+        const uint64_t poll_ns = uint64_t(rt_.cfg.poll_ms) * 1000000ull;
+        const uint64_t timeout_ns = uint64_t(rt_.cfg.timeout_sec * 1e9);
+        uint64_t last_mismatch_check = 0;
+        uint64_t seen_requests = rt_.file.hdr->dump_request.load();
+        for (;;) {
+            uint64_t now = now_mono_ns();
+            rt_.file.hdr->heartbeat_mono_ns.store(now, std::memory_order_relaxed);
+            refresh_identities();
+
+            uint64_t req = rt_.file.hdr->dump_request.load(std::memory_order_relaxed);
+            if (req != seen_requests) {
+                seen_requests = req;
+                dumps_.write_dump("requested by a sibling rank");
+            }
+            if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1");
+
+            check_stalls(now, timeout_ns);
+            if (rt_.cfg.mismatch_check && now - last_mismatch_check >= 1000000000ull) {
+                last_mismatch_check = now;
+                check_mismatches();
+            }
+            std::this_thread::sleep_for(std::chrono::nanoseconds(poll_ns));
+        }
+    }
+
+    void on_exit() {
+        if (rt_.cfg.dump_at_exit) dumps_.write_dump("process exit");
+    }
+
+private:
+    void refresh_identities() {
+        rt_.comms.for_each([&](CommRuntime& cr) {
+            if (cr.identity_pending.load(std::memory_order_acquire)) refresh_comm_identity(rt_, cr);
+        });
+    }
+
+    // The files of this job's folder, as the other ranks on this node (or a shared filesystem) left them.
+    std::vector<FileSnapshot> sibling_snapshots() {
+        std::vector<FileSnapshot> out;
+        std::vector<std::string> paths = list_rank_files(rt_.file.job_dir);
+        if (!rt_.file.file_backed) paths.clear();
+        for (const std::string& p : paths) {
+            auto it = files_.find(p);
+            if (it == files_.end()) {
+                RankFile f;
+                if (!f.open(p)) continue;  // a file still being created, or not ours to read: try next time
+                it = files_.emplace(p, std::move(f)).first;
+            }
+            out.push_back(snapshot(it->second));
+        }
+        return out;
+    }
+
+    Analysis analyze_now(double timeout_s, bool stalls, bool mismatches) {
+        AnalysisOptions opt;
+        opt.live = true;
+        opt.timeout_s = timeout_s;
+        opt.stalls = stalls;
+        opt.mismatches = mismatches;
+        opt.stale_after_s = std::max(5.0, 3 * rt_.cfg.poll_ms / 1000.0);
+        return analyze(sibling_snapshots(), opt);
+    }
+
+    static const CommResult* find_comm(const Analysis& a, uint64_t comm_id, const std::string& job) {
+        for (const JobResult& j : a.jobs)
+            if (j.job_id == job)
+                for (const CommResult& c : j.comms)
+                    if (c.comm_id == comm_id) return &c;
+        return nullptr;
+    }
+
+    void check_stalls(uint64_t now, uint64_t timeout_ns) {
+        rt_.comms.for_each([&](CommRuntime& cr) {
+            disk::CommSlot* s = cr.slot;
+            if (!s || cr.destroyed.load()) return;
+            CommWatch& w = watch_[cr.comm_id];
+            uint64_t issued = s->ops_issued.load(std::memory_order_acquire);
+            uint64_t done = s->ops_completed.load(std::memory_order_acquire);
+            uint64_t since = s->t_last_progress_ns.load(std::memory_order_relaxed);
+            bool outstanding = issued > done;
+            if (w.stall_reported) {
+                if (!outstanding || done > w.progress_at_report) recovered(cr, w, now);
+                return;
+            }
+            if (outstanding && now > since && now - since >= timeout_ns) stalled(cr, w, since, now);
+        });
+        check_init_hangs(now, timeout_ns);
+    }
+
+    void check_init_hangs(uint64_t now, uint64_t timeout_ns) {
+        uint32_t n = std::min(rt_.file.hdr->num_comms.load(), rt_.file.hdr->max_comms);
+        for (uint32_t i = 0; i < n; ++i) {
+            disk::CommSlot& s = rt_.file.comms[i];
+            if (s.state.load() != uint32_t(disk::CommState::Initializing)) continue;
+            CommWatch& w = watch_[s.comm_id];
+            if (w.init_reported || now - s.t_init_start_ns < timeout_ns) continue;
+            w.init_reported = true;
+            Analysis a = analyze_now(rt_.cfg.timeout_sec, false, false);
+            const CommResult* c = find_comm(a, s.comm_id, rt_.id.job_id);
+            dumps_.report_init_hang(s, c, (now - s.t_init_start_ns) / 1e9);
+        }
+    }
+
+    void stalled(CommRuntime& cr, CommWatch& w, uint64_t since, uint64_t now) {
+        w.stall_reported = true;
+        w.stall_since_ns = since;
+        w.progress_at_report = cr.slot->ops_completed.load();
+        cr.slot->stall_since_ns.store(since, std::memory_order_relaxed);
+        cr.slot->stall_flags.fetch_or(disk::kStallActive | disk::kStallReported);
+        Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true);
+        const CommResult* c = find_comm(a, cr.comm_id, rt_.id.job_id);
+        bool tracker_stuck = rt_.tracker && now - rt_.tracker->last_poll_ns() > 2000000000ull;
+        dumps_.report_stall(cr, c, (now - since) / 1e9, tracker_stuck);
+        // Every rank of the communicator that this node can see writes its dump now, so the evidence is
+        // simultaneous; the lagging rank is usually not stalled itself and would not dump on its own.
+        if (c)
+            for (const verdict::RankCommState& r : c->view.ranks)
+                if (r.pid != rt_.id.pid) request_dump(r.file);
+        dumps_.write_dump("stall");
+        act_on_stall(cr);
+    }
+
+    void recovered(CommRuntime& cr, CommWatch& w, uint64_t now) {
+        double waited = (now - w.stall_since_ns) / 1e9;
+        w.stall_reported = false;
+        cr.slot->stall_since_ns.store(0, std::memory_order_relaxed);
+        cr.slot->stall_flags.fetch_and(~uint32_t(disk::kStallActive));
+        dumps_.report_recovered(cr, waited);
+    }
+
+    void act_on_stall(CommRuntime& cr) {
+        switch (rt_.cfg.action) {
+        case Action::Report: break;
+        case Action::Abort:
+            log().error("NCCLWATCH_ACTION=abort: aborting communicator {:#018x} so that the framework raises",
+                        cr.comm_id);
+            cr.destroyed.store(true);
+            rt_.comms.remove(cr.comm);
+            cr.slot->state.store(uint32_t(disk::CommState::Aborted));
+            NCW_CALL_REAL(ncclCommAbort, cr.comm);
+            break;
+        case Action::Kill:
+            log().error("NCCLWATCH_ACTION=kill: sending SIGABRT to this process after the dump");
+            kill(getpid(), SIGABRT);
+            break;
+        }
+    }
+
+    void check_mismatches() {
+        Analysis a = analyze_now(0, false, true);
+        for (const JobResult& j : a.jobs) {
+            if (j.job_id != rt_.id.job_id) continue;
+            for (const CommResult& c : j.comms) {
+                if (!rt_owns(c.comm_id)) continue;
+                CommWatch& w = watch_[c.comm_id];
+                for (const verdict::Verdict& v : c.verdicts) {
+                    if (v.kind != verdict::Kind::Mismatch || v.seq <= w.last_mismatch_seq) continue;
+                    w.last_mismatch_seq = v.seq;
+                    dumps_.report_mismatch(c, v);
+                }
+            }
+        }
+    }
+
+    bool rt_owns(uint64_t comm_id) {
+        bool found = false;
+        rt_.comms.for_each([&](CommRuntime& cr) { found = found || cr.comm_id == comm_id; });
+        return found;
+    }
+
+    Runtime& rt_;
+    DumpWriter dumps_;
+    std::map<std::string, RankFile> files_;
+    std::map<uint64_t, CommWatch> watch_;
+};
+
+Watchdog* g_watchdog = nullptr;
+
+}  // namespace
+
+void start_watchdog(Runtime& rt) {
+    if (g_started.exchange(true)) return;
+    install_sigusr1();
+    g_watchdog = new Watchdog(rt);  // never freed: the thread runs until the process ends
+    std::thread([w = g_watchdog] {
+        try {
+            w->run();
+        } catch (const std::exception& e) {
+            log().error("the watchdog stopped: {}", e.what());
+        } catch (...) {
+            log().error("the watchdog stopped");
+        }
+    }).detach();
+}
+
+void watchdog_forget_after_fork() {
+    g_started.store(false);
+    g_watchdog = nullptr;
+}
+
+void watchdog_on_exit(Runtime&) {
+    if (g_watchdog) g_watchdog->on_exit();
+}
+
+}  // namespace ncw

@@ -1,0 +1,18 @@
+#!/bin/bash
+# libncclwatch.so: no DT_NEEDED on NCCL, CUDA, spdlog, fmt or libunwind; exports exactly the API table's functions.
+set -u
+so=$1
+table=$2
+needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+echo "DT_NEEDED: $(echo $needed)"
+for bad in nccl cuda spdlog fmt unwind; do
+    if echo "$needed" | grep -qi "$bad"; then echo "FAIL: DT_NEEDED on $bad" >&2; exit 1; fi
+done
+exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TWDBRV]$/ {print $3}' | sort)
+want=$(grep -oE '^ *X\((nccl[A-Za-z]+),' "$table" | sed -E 's/^ *X\((nccl[A-Za-z]+),/\1/' | sort)
+if [ "$exported" != "$want" ]; then
+    echo "FAIL: exported symbols differ from the API table" >&2
+    diff <(echo "$want") <(echo "$exported") >&2
+    exit 1
+fi
+echo "ok: $(echo "$exported" | wc -l) NCCL entry points exported, nothing else"

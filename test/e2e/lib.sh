@@ -1,0 +1,58 @@
+# Shared by the end-to-end tests. Meson passes the paths of what they run:
+#   NCW_SHIM NCW_COLLECTOR FAKE_LAUNCH FAKE_RANK
+set -u
+WORK=$(mktemp -d /tmp/ncw-e2e-XXXXXX)
+export NCCLWATCH_DIR="$WORK/dumps"
+export FAKE_NCCL_TIMEOUT_SEC=${FAKE_NCCL_TIMEOUT_SEC:-60}
+unset NCCLWATCH_JOB_ID NCCLWATCH_ENABLE NCCLWATCH_ACTION
+LAUNCH_PID=""
+
+cleanup() {
+    # The launcher leads its own process group: the ranks go with it.
+    if [ -n "$LAUNCH_PID" ]; then kill -KILL -- "-$LAUNCH_PID" 2>/dev/null; wait "$LAUNCH_PID" 2>/dev/null; fi
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    for f in "$WORK"/launch.out "$WORK"/launch.err; do [ -f "$f" ] && { echo "--- $f" >&2; tail -40 "$f" >&2; }; done
+    exit 1
+}
+
+# Starts a job in the background under the shim: launch_job NPROC [fake_rank args...]
+launch_job() {
+    local n=$1
+    shift
+    LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc "$n" --timeout-sec 90 -- "$FAKE_RANK" "$@" \
+        >"$WORK/launch.out" 2>"$WORK/launch.err" &
+    LAUNCH_PID=$!
+}
+
+# Runs a job to its end: run_job NPROC [fake_rank args...]; sets JOB_RC.
+run_job() {
+    local n=$1
+    shift
+    LD_PRELOAD="$NCW_SHIM" "$FAKE_LAUNCH" --nproc "$n" --timeout-sec 90 -- "$FAKE_RANK" "$@" \
+        >"$WORK/launch.out" 2>"$WORK/launch.err"
+    JOB_RC=$?
+}
+
+# Waits for a condition, polling it: wait_for SECONDS COMMAND...
+wait_for() {
+    local limit=$1
+    shift
+    local deadline=$(($(date +%s%N) + limit * 1000000000))
+    until "$@"; do
+        [ "$(date +%s%N)" -lt "$deadline" ] || return 1
+        sleep 0.05
+    done
+}
+
+job_dir() { ls -d "$NCCLWATCH_DIR"/*/ 2>/dev/null | head -1; }
+count_files() { ls "$(job_dir)"/$1 2>/dev/null | wc -l; }
+has_files() { [ "$(count_files "$1")" -ge "$2" ]; }
+
+# jq is not assumed: python3 reads the JSON (the system one: a pyenv shim takes a second to start).
+PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+json_get() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {'d': d}))" "$@"; }

@@ -1,0 +1,30 @@
+#!/bin/bash
+# Rank 2 of 4 skips one all_reduce and stays alive outside NCCL: the others wait in the last all_reduce. Every
+# rank's file exists, and the report names rank 2 and the sequence number within the timeout plus one second.
+. "$(dirname "$0")/lib.sh"
+export NCCLWATCH_TIMEOUT_SEC=2
+launch_job 4 --steps 10 --skip-rank 2 --skip-step 5 --hold-ms 60000
+
+wait_for 30 has_files '*.report.json' 3 || fail "no report from the three waiting ranks"
+has_files '*.ncw' 4 || fail "not every rank has a rank file"
+for r in "$(job_dir)"/rank[013]-*.report.json; do
+    v=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]")
+    kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
+    culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
+    seq=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['seq']")
+    waited=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['stalled_for_s']")
+    [ "$kind" = NOT_JOINED ] || fail "$r: verdict $kind, want NOT_JOINED: $v"
+    [ "$culprits" = "[2]" ] || fail "$r: culprits $culprits, want [2]"
+    [ "$seq" = 10 ] || fail "$r: seq $seq, want 10"
+    "$PY" -c "import sys; sys.exit(0 if 2.0 <= $waited <= 3.0 else 1)" || fail "$r: reported after $waited s"
+done
+grep -q "NOT_JOINED.*rank 2 is behind: completed #9, never issued #10" "$WORK/launch.err" ||
+    fail "the stderr report does not name rank 2 in plain words"
+# The lagging rank is not stalled itself; a sibling asks it for its dump.
+wait_for 10 has_files 'rank2-*.dump.json' 1 || fail "rank 2 wrote no dump"
+
+"$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt"
+rc=$?
+[ $rc = 1 ] || fail "collector analyze exit $rc, want 1 (hang found)"
+grep -q "NOT_JOINED" "$WORK/analysis.txt" || fail "collector analyze does not say NOT_JOINED"
+echo "ok: rank 2 named NOT_JOINED at #10"

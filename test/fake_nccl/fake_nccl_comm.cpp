@@ -1,0 +1,499 @@
+#include "fake_nccl_comm.h"
+
+#include <sys/random.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ncw::fake {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::mutex g_last_error_mutex;
+char g_last_error[1024] = "";
+
+struct GroupState {
+    int depth = 0;
+    std::vector<Op> ops;
+    ncclResult_t error = ncclSuccess;  // first enqueue error inside the group, returned by the outermost end
+};
+thread_local GroupState t_group;
+
+// Every Comm ever created: they are never freed (see destroy_comm), and this keeps them reachable for LeakSanitizer.
+// Deliberately never destroyed itself.
+std::mutex g_comms_mutex;
+std::vector<Comm*>* g_comms = new std::vector<Comm*>;
+
+Clock::time_point deadline_from_now() {
+    return Clock::now() +
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(settings().timeout_sec));
+}
+
+std::string comm_label(const Comm* c) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "comm %p rank %d/%d", static_cast<const void*>(c), c->rank, c->nranks);
+    return buf;
+}
+
+// Puts the communicator into the error state that ncclCommGetAsyncError reports.
+ncclResult_t fail(Comm* c, const std::string& message) {
+    c->async_error.store(ncclSystemError);
+    return report(ncclSystemError, comm_label(c) + ": " + message);
+}
+
+// Polls `done` with sleeps that back off from 1 us to 1 ms. Fails promptly when the communicator is aborted locally,
+// and after the safety timeout; unless `recovery` (ncclCommShrink, which NCCL uses to recover from a failed rank),
+// also when it is revoked locally or a peer aborted it. `missing` describes, for the timeout message, what the wait
+// still lacks.
+template <typename Done, typename Missing>
+ncclResult_t wait_until(Comm* c, const char* what, Clock::time_point deadline, Done done, Missing missing,
+                        bool recovery = false) {
+    long sleep_ns = 1000;
+    for (;;) {
+        if (c->aborted.load(std::memory_order_acquire)) return fail(c, std::string(what) + ": communicator aborted");
+        if (!recovery && c->revoked.load(std::memory_order_acquire)) {
+            return report(ncclSystemError, comm_label(c) + ": " + what + ": communicator revoked");
+        }
+        // Completion wins over a peer's abort: a peer that finished this op and then aborted did not break it.
+        if (done()) return ncclSuccess;
+        if (!recovery && c->seg->aborted.load(std::memory_order_acquire) != 0) {
+            return fail(c, std::string(what) + ": a peer aborted the communicator");
+        }
+        if (Clock::now() > deadline) {
+            char secs[32];
+            std::snprintf(secs, sizeof secs, "%g", settings().timeout_sec);
+            return fail(c, std::string(what) + ": timed out after " + secs + " s (FAKE_NCCL_TIMEOUT_SEC) waiting for " +
+                               missing());
+        }
+        timespec ts{0, sleep_ns};
+        nanosleep(&ts, nullptr);
+        sleep_ns = std::min(sleep_ns * 2, 1000000L);
+    }
+}
+
+// Lists the ranks among `ranks` for which `counter(i) < target`.
+template <typename Counter>
+std::string lagging_ranks(const std::vector<int>& ranks, uint64_t target, Counter counter) {
+    std::string out;
+    int shown = 0;
+    for (int i : ranks) {
+        uint64_t v = counter(i);
+        if (v >= target) continue;
+        if (shown++ == 16) {
+            out += " ...";
+            break;
+        }
+        out += (out.empty() ? "rank " : ", rank ") + std::to_string(i) + " (at " + std::to_string(v) + ")";
+    }
+    return out.empty() ? std::string("nothing (raced)") : out;
+}
+
+std::vector<int> all_ranks(const Comm* c) {
+    std::vector<int> r(c->nranks);
+    for (int i = 0; i < c->nranks; ++i) r[i] = i;
+    return r;
+}
+
+void post(Op& op) {
+    Comm* c = op.comm;
+    Segment* s = c->seg;
+    switch (op.kind) {
+        case OpKind::Collective:
+            op.target = ++c->coll_seq;
+            s->ranks[c->rank].arrived.store(op.target, std::memory_order_release);
+            break;
+        case OpKind::Send:
+            op.target = s->pairs[c->rank][op.peer].sends.fetch_add(1, std::memory_order_acq_rel) + 1;
+            break;
+        case OpKind::Recv:
+            op.target = s->pairs[op.peer][c->rank].recvs.fetch_add(1, std::memory_order_acq_rel) + 1;
+            break;
+        case OpKind::Join:
+            op.target = 1;  // attaching already published joined = 1
+            break;
+    }
+}
+
+ncclResult_t wait_op(const Op& op, Clock::time_point deadline) {
+    Comm* c = op.comm;
+    Segment* s = c->seg;
+    std::string what = op.name;
+    switch (op.kind) {
+        case OpKind::Collective: {
+            what += " #" + std::to_string(op.target);
+            auto counter = [s](int i) { return s->ranks[i].arrived.load(std::memory_order_acquire); };
+            auto done = [&] {
+                for (int i = 0; i < c->nranks; ++i)
+                    if (counter(i) < op.target) return false;
+                return true;
+            };
+            return wait_until(c, what.c_str(), deadline, done,
+                              [&] { return lagging_ranks(all_ranks(c), op.target, counter); });
+        }
+        case OpKind::Send:
+        case OpKind::Recv: {
+            bool send = op.kind == OpKind::Send;
+            what += " #" + std::to_string(op.target) + (send ? " to rank " : " from rank ") + std::to_string(op.peer);
+            auto& pair = send ? s->pairs[c->rank][op.peer] : s->pairs[op.peer][c->rank];
+            auto& other = send ? pair.recvs : pair.sends;
+            return wait_until(
+                c, what.c_str(), deadline, [&] { return other.load(std::memory_order_acquire) >= op.target; },
+                [&] {
+                    return "rank " + std::to_string(op.peer) + " to post " + (send ? "receive #" : "send #") +
+                           std::to_string(op.target) + " (posted " + std::to_string(other.load()) + ")";
+                });
+        }
+        case OpKind::Join: {
+            auto counter = [s](int i) -> uint64_t { return s->ranks[i].joined.load(std::memory_order_acquire); };
+            auto done = [&] {
+                for (int i = 0; i < c->nranks; ++i)
+                    if (counter(i) == 0) return false;
+                return true;
+            };
+            ncclResult_t r = wait_until(c, what.c_str(), deadline, done,
+                                        [&] { return lagging_ranks(all_ranks(c), 1, counter) + " to join"; });
+            // Every rank has mapped the segment (they set `joined` after mmap) and nobody opens it by name again,
+            // so the name can go now: a job killed from here on (launcher included) leaves nothing in /dev/shm.
+            if (r == ncclSuccess) unlink_segment(c->shm_name);
+            return r;
+        }
+    }
+    return ncclInternalError;
+}
+
+// Simulates the GPU time of a completed operation (FAKE_NCCL_OP_DELAY_US).
+void op_delay() {
+    if (long us = settings().op_delay_us; us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+}
+
+// Deterministic child id: every member computes the same one from what they all know.
+ncclUniqueId derive_id(const ncclUniqueId& parent, uint64_t round, uint64_t salt) {
+    uint64_t x = hash_id(parent) ^ (round * 0x9e3779b97f4a7c15ull) ^ (salt * 0xc2b2ae3d27d4eb4full);
+    ncclUniqueId id{};
+    for (size_t off = 0; off < sizeof id.internal; off += 8) {
+        // splitmix64
+        x += 0x9e3779b97f4a7c15ull;
+        uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        std::memcpy(id.internal + off, &z, 8);
+    }
+    return id;
+}
+
+bool config_nonblocking(const ncclConfig_t* config, bool fallback) {
+    if (config == nullptr || config->blocking == NCCL_CONFIG_UNDEF_INT) return fallback;
+    return config->blocking == 0;
+}
+
+// Drops this rank from the segment's attach count; the last one out unlinks the segment (when the join never
+// completed: otherwise the name is gone already).
+void leave(Comm* c) {
+    if (!c->counted) return;
+    c->counted = false;
+    if (c->seg->attached.fetch_sub(1, std::memory_order_acq_rel) == 1) unlink_segment(c->shm_name);
+}
+
+// Creates the child of a split/shrink and waits for its members (blocking, also inside a group).
+ncclResult_t create_child(const Comm* parent, const ncclUniqueId& id, int nranks, int rank, const ncclConfig_t* config,
+                          ncclComm_t* newcomm) {
+    Comm* child = nullptr;
+    ncclResult_t r =
+        create_comm(id, nranks, rank, parent->device, config_nonblocking(config, parent->nonblocking), &child);
+    if (r != ncclSuccess) return r;
+    Op join{OpKind::Join, child, "CommInit(child)", -1, 0};
+    post(join);
+    r = wait_op(join, deadline_from_now());
+    *newcomm = to_handle(child);
+    return r;
+}
+
+}  // namespace
+
+const Settings& settings() {
+    static const Settings s = [] {
+        Settings v;
+        if (const char* e = std::getenv("FAKE_NCCL_TIMEOUT_SEC"); e != nullptr && *e != '\0') {
+            double t = std::strtod(e, nullptr);
+            if (t > 0) v.timeout_sec = t;
+        }
+        if (const char* e = std::getenv("FAKE_NCCL_OP_DELAY_US"); e != nullptr && *e != '\0') {
+            v.op_delay_us = std::max(0L, std::strtol(e, nullptr, 10));
+        }
+        return v;
+    }();
+    return s;
+}
+
+ncclResult_t report(ncclResult_t result, const std::string& message) {
+    {
+        std::lock_guard<std::mutex> lock(g_last_error_mutex);
+        std::snprintf(g_last_error, sizeof g_last_error, "%s", message.c_str());
+    }
+    std::fprintf(stderr, "fake-nccl: %s\n", message.c_str());
+    return result;
+}
+
+const char* last_error() { return g_last_error; }
+
+Comm* from_handle(ncclComm_t handle, const char* fn) {
+    auto* c = reinterpret_cast<Comm*>(handle);
+    if (c == nullptr) {
+        report(ncclInvalidArgument, std::string(fn) + ": comm is NULL");
+        return nullptr;
+    }
+    if (c->magic == kDeadCommMagic) {
+        report(ncclInvalidArgument, std::string(fn) + ": use of a destroyed communicator " + comm_label(c));
+        return nullptr;
+    }
+    if (c->magic != kCommMagic) {
+        report(ncclInvalidArgument, std::string(fn) + ": not a communicator");
+        return nullptr;
+    }
+    return c;
+}
+
+ncclResult_t new_unique_id(ncclUniqueId* id) {
+    size_t got = 0;
+    while (got < sizeof id->internal) {
+        ssize_t n = getrandom(id->internal + got, sizeof id->internal - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return report(ncclSystemError, std::string("getrandom: ") + std::strerror(errno));
+        got += static_cast<size_t>(n);
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t create_comm(const ncclUniqueId& id, int nranks, int rank, int device, bool nonblocking, Comm** out) {
+    std::string name = segment_name(id);
+    std::string error;
+    Segment* seg = open_segment(name, nranks, settings().timeout_sec, error);
+    if (seg == nullptr) return report(ncclSystemError, "CommInit rank " + std::to_string(rank) + ": " + error);
+    if (seg->ranks[rank].joined.exchange(1, std::memory_order_acq_rel) != 0) {
+        unmap_segment(seg);
+        return report(ncclInvalidUsage, "CommInit: rank " + std::to_string(rank) + " joined " + name + " twice");
+    }
+    seg->attached.fetch_add(1, std::memory_order_acq_rel);
+    auto* c = new Comm;
+    c->seg = seg;
+    c->shm_name = std::move(name);
+    c->id = id;
+    c->nranks = nranks;
+    c->rank = rank;
+    c->device = device;
+    c->nonblocking = nonblocking;
+    c->counted = true;
+    {
+        std::lock_guard<std::mutex> lock(g_comms_mutex);
+        g_comms->push_back(c);
+    }
+    *out = c;
+    return ncclSuccess;
+}
+
+ncclResult_t init_rank(const ncclUniqueId& id, int nranks, int rank, bool nonblocking, ncclComm_t* out) {
+    Comm* c = nullptr;
+    ncclResult_t r = create_comm(id, nranks, rank, 0, nonblocking, &c);
+    if (r != ncclSuccess) return group_error(r);
+    *out = to_handle(c);
+    return submit(Op{OpKind::Join, c, "CommInitRank", -1, 0});
+}
+
+ncclResult_t init_all(ncclComm_t* comms, int ndev, const int* devlist) {
+    ncclUniqueId id;
+    if (ncclResult_t r = new_unique_id(&id); r != ncclSuccess) return r;
+    for (int i = 0; i < ndev; ++i) {
+        Comm* c = nullptr;
+        ncclResult_t r = create_comm(id, ndev, i, devlist != nullptr ? devlist[i] : i, false, &c);
+        if (r != ncclSuccess) {
+            for (int j = 0; j < i; ++j) destroy_comm(reinterpret_cast<Comm*>(comms[j]));
+            return r;
+        }
+        comms[i] = to_handle(c);
+    }
+    // Every rank attached above, so the join is already complete (and the name no longer needed, see wait_op).
+    unlink_segment(reinterpret_cast<Comm*>(comms[0])->shm_name);
+    return ncclSuccess;
+}
+
+ncclResult_t submit(Op op) {
+    Comm* c = op.comm;
+    if (c->revoked.load()) {
+        return group_error(report(ncclInvalidUsage, comm_label(c) + ": " + op.name + " on a revoked communicator"));
+    }
+    if (c->aborted.load() || c->async_error.load() != ncclSuccess) {
+        return group_error(
+            report(ncclSystemError, comm_label(c) + ": " + op.name + " on a communicator in error state"));
+    }
+    if (t_group.depth > 0) {
+        t_group.ops.push_back(op);
+        return ncclSuccess;
+    }
+    post(op);
+    ncclResult_t r = wait_op(op, deadline_from_now());
+    if (r == ncclSuccess && op.kind != OpKind::Join) op_delay();
+    return r;
+}
+
+ncclResult_t group_start() {
+    ++t_group.depth;
+    return ncclSuccess;
+}
+
+ncclResult_t group_end() {
+    if (t_group.depth == 0) return report(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+    if (--t_group.depth > 0) return ncclSuccess;
+    std::vector<Op> ops;
+    ops.swap(t_group.ops);
+    ncclResult_t error = t_group.error;
+    t_group.error = ncclSuccess;
+    if (error != ncclSuccess) return error;  // nothing of a broken group is posted: its peers will block, as with NCCL
+
+    // Post everything first, across all communicators, so that one thread can drive several ranks (ncclCommInitAll
+    // with nccl-tests -g) and a send/recv ring inside one group cannot deadlock.
+    for (Op& op : ops) post(op);
+    Clock::time_point deadline = deadline_from_now();
+    ncclResult_t result = ncclSuccess;
+    bool any_work = false;
+    for (const Op& op : ops) {
+        ncclResult_t r = wait_op(op, deadline);
+        if (r != ncclSuccess && result == ncclSuccess) result = r;
+        any_work |= op.kind != OpKind::Join;
+    }
+    if (result == ncclSuccess && any_work) op_delay();  // one delay per group: its operations run as one launch
+    return result;
+}
+
+ncclResult_t group_simulate_end() {
+    if (t_group.depth == 0) return report(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
+    if (--t_group.depth == 0) {
+        t_group.ops.clear();
+        t_group.error = ncclSuccess;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t group_error(ncclResult_t r) {
+    if (r != ncclSuccess && t_group.depth > 0 && t_group.error == ncclSuccess) t_group.error = r;
+    return r;
+}
+
+ncclResult_t split(Comm* parent, int color, int key, const ncclConfig_t* config, ncclComm_t* newcomm) {
+    *newcomm = nullptr;
+    Segment* s = parent->seg;
+    RankSlot& me = s->ranks[parent->rank];
+    uint64_t round = ++parent->xchg_seq;
+    me.xchg_color.store(color, std::memory_order_relaxed);
+    me.xchg_key.store(key, std::memory_order_relaxed);
+    me.xchg_posted.store(round, std::memory_order_release);
+
+    std::vector<int> everyone = all_ranks(parent);
+    auto posted = [s](int i) { return s->ranks[i].xchg_posted.load(std::memory_order_acquire); };
+    auto read = [s](int i) { return s->ranks[i].xchg_read.load(std::memory_order_acquire); };
+    auto all_at = [&](auto counter) {
+        return [&, counter] {
+            for (int i : everyone)
+                if (counter(i) < round) return false;
+            return true;
+        };
+    };
+    Clock::time_point deadline = deadline_from_now();
+    ncclResult_t r = wait_until(parent, "CommSplit", deadline, all_at(posted),
+                                [&] { return lagging_ranks(everyone, round, posted); });
+    if (r != ncclSuccess) return r;
+
+    // Members of our color, ordered by (key, parent rank) as NCCL does.
+    std::vector<std::pair<int, int>> members;
+    for (int i : everyone) {
+        if (s->ranks[i].xchg_color.load(std::memory_order_relaxed) == color) {
+            members.emplace_back(s->ranks[i].xchg_key.load(std::memory_order_relaxed), i);
+        }
+    }
+    // A second barrier: nobody may publish the next round's color/key before everyone has read this round's.
+    me.xchg_read.store(round, std::memory_order_release);
+    r = wait_until(parent, "CommSplit", deadline, all_at(read), [&] { return lagging_ranks(everyone, round, read); });
+    if (r != ncclSuccess) return r;
+
+    if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+    std::sort(members.begin(), members.end());
+    int new_rank = 0;
+    while (members[new_rank].second != parent->rank) ++new_rank;
+    ncclUniqueId child = derive_id(parent->id, round, static_cast<uint32_t>(color));
+    return create_child(parent, child, static_cast<int>(members.size()), new_rank, config, newcomm);
+}
+
+ncclResult_t shrink(Comm* parent, const int* exclude, int exclude_count, const ncclConfig_t* config,
+                    ncclComm_t* newcomm) {
+    *newcomm = nullptr;
+    std::vector<bool> excluded(parent->nranks, false);
+    for (int i = 0; i < exclude_count; ++i) {
+        if (exclude[i] < 0 || exclude[i] >= parent->nranks) {
+            return report(ncclInvalidArgument,
+                          "CommShrink: excluded rank " + std::to_string(exclude[i]) + " out of range");
+        }
+        excluded[exclude[i]] = true;
+    }
+    if (excluded[parent->rank]) return report(ncclInvalidArgument, "CommShrink: called by an excluded rank");
+    std::vector<int> survivors;
+    int new_rank = 0;
+    for (int i = 0; i < parent->nranks; ++i) {
+        if (excluded[i]) continue;
+        if (i == parent->rank) new_rank = static_cast<int>(survivors.size());
+        survivors.push_back(i);
+    }
+
+    Segment* s = parent->seg;
+    uint64_t round = ++parent->xchg_seq;
+    s->ranks[parent->rank].xchg_posted.store(round, std::memory_order_release);
+    auto posted = [s](int i) { return s->ranks[i].xchg_posted.load(std::memory_order_acquire); };
+    // The parent may be in error, revoked or aborted by the failed peer: only a local abort stops the exchange.
+    ncclResult_t r = wait_until(
+        parent, "CommShrink", deadline_from_now(),
+        [&] {
+            for (int i : survivors)
+                if (posted(i) < round) return false;
+            return true;
+        },
+        [&] { return lagging_ranks(survivors, round, posted); }, /*recovery=*/true);
+    if (r != ncclSuccess) return r;
+    ncclUniqueId child = derive_id(parent->id, round, 0x5348524b00000000ull);  // "SHRK": apart from split colors
+    return create_child(parent, child, static_cast<int>(survivors.size()), new_rank, config, newcomm);
+}
+
+ncclResult_t abort_comm(Comm* c) {
+    if (c->aborted.exchange(true)) return ncclSuccess;
+    c->async_error.store(ncclSystemError);
+    c->seg->aborted.store(1, std::memory_order_release);
+    leave(c);
+    // The mapping and the object stay: another thread may still be inside an operation on this communicator.
+    return ncclSuccess;
+}
+
+ncclResult_t revoke_comm(Comm* c) {
+    c->revoked.store(true, std::memory_order_release);
+    return ncclSuccess;
+}
+
+ncclResult_t destroy_comm(Comm* c) {
+    leave(c);
+    if (!c->aborted.load()) {
+        unmap_segment(c->seg);
+        c->seg = nullptr;
+    }
+    // Never freed: a later use of the handle then reports "destroyed communicator" instead of reading freed memory.
+    c->magic = kDeadCommMagic;
+    return ncclSuccess;
+}
+
+}  // namespace ncw::fake

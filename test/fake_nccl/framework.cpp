@@ -1,0 +1,259 @@
+// libfakeframework.so: a training-like scenario that plays the part of libtorch_cuda. It links libnccl.so.2 and makes
+// every NCCL call itself, so a preloaded shim sees the calls come from a library that was loaded RTLD_LOCAL.
+//
+// Exit codes of fw_run: 0 done, 2 usage or environment error, 3 an NCCL call failed; --exit-code for --exit-rank.
+#include <nccl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "fw_options.h"
+
+namespace ncw::fw {
+namespace {
+
+constexpr int kUsageError = 2;
+constexpr int kNcclError = 3;
+
+int env_int(const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// Rank 0 creates the unique id and publishes it atomically (write a temporary file, then rename); the others poll.
+bool exchange_id(int rank, int world, ncclUniqueId& id, std::string& error) {
+    const char* path = std::getenv("FAKE_NCCL_ID_FILE");
+    if (path == nullptr || *path == '\0') {
+        if (world != 1) {
+            error = "FAKE_NCCL_ID_FILE is not set (run under fake_launch)";
+            return false;
+        }
+    }
+    if (rank == 0) {
+        if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
+            error = std::string("ncclGetUniqueId: ") + ncclGetErrorString(r);
+            return false;
+        }
+        if (path == nullptr || *path == '\0') return true;  // a lone rank keeps its id
+        std::string tmp = std::string(path) + ".tmp." + std::to_string(getpid());
+        {
+            std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+            out.write(id.internal, sizeof id.internal);
+            if (!out.flush()) {
+                error = "cannot write " + tmp;
+                return false;
+            }
+        }
+        if (std::rename(tmp.c_str(), path) != 0) {
+            error = "cannot rename " + tmp + " to " + path;
+            return false;
+        }
+        return true;
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+        std::ifstream in(path, std::ios::binary);
+        if (in && in.read(id.internal, sizeof id.internal)) return true;
+        if (std::chrono::steady_clock::now() > deadline) {
+            error = std::string("no unique id in ") + path + " after 60 s";
+            return false;
+        }
+        sleep_ms(10);
+    }
+}
+
+class Scenario {
+public:
+    Scenario(const Options& o, int rank, int world) : o_(o), rank_(rank), world_(world) {}
+
+    int run() {
+        ncclUniqueId id;
+        std::string error;
+        if (!exchange_id(rank_, world_, id, error)) {
+            std::fprintf(stderr, "fake-framework: rank %d: %s\n", rank_, error.c_str());
+            return kUsageError;
+        }
+        if (o_.nonblocking) {
+            ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+            config.blocking = 0;
+            if (!check(ncclCommInitRankConfig(&world_comm_, world_, id, rank_, &config), "ncclCommInitRankConfig") ||
+                !settle(world_comm_, "ncclCommInitRankConfig")) {
+                return kNcclError;
+            }
+        } else if (!check(ncclCommInitRank(&world_comm_, world_, id, rank_), "ncclCommInitRank")) {
+            return kNcclError;
+        }
+        // Init is collective, so every rank has read the id by now: remove the file, so that a job whose launcher
+        // is killed leaves nothing behind.
+        if (const char* path = std::getenv("FAKE_NCCL_ID_FILE"); rank_ == 0 && path != nullptr && *path != '\0') {
+            std::remove(path);
+        }
+        if (o_.split) {
+            if (!check(ncclCommSplit(world_comm_, rank_ % 2, rank_, &sub_comm_, nullptr), "ncclCommSplit") ||
+                !settle_all("ncclCommSplit")) {
+                return kNcclError;
+            }
+        }
+        for (step_ = 0; step_ < o_.steps; ++step_) {
+            if (!run_step()) return kNcclError;
+        }
+        step_ = -1;
+        if (o_.hold_ms > 0) sleep_ms(o_.hold_ms);
+        if (!teardown()) return kNcclError;
+        std::printf("rank %d done steps=%d\n", rank_, o_.steps);
+        std::fflush(stdout);
+        return 0;
+    }
+
+private:
+    bool at(int rank, int step) const { return rank == rank_ && step == step_; }
+
+    bool check(ncclResult_t r, const char* what) {
+        if (r == ncclSuccess) return true;
+        std::fprintf(stderr, "fake-framework: rank %d step %d: %s failed: %s (%s)\n", rank_, step_, what,
+                     ncclGetErrorString(r), ncclGetLastError(world_comm_));
+        return false;
+    }
+
+    // With --nonblocking, poll the communicator until the last operation settles, as PyTorch does.
+    bool settle(ncclComm_t comm, const char* what) {
+        if (!o_.nonblocking || comm == nullptr) return true;
+        ncclResult_t state = ncclInProgress;
+        do {
+            if (!check(ncclCommGetAsyncError(comm, &state), "ncclCommGetAsyncError")) return false;
+        } while (state == ncclInProgress);
+        return check(state, what);
+    }
+
+    bool settle_all(const char* what) { return settle(world_comm_, what) && settle(sub_comm_, what); }
+
+    // Device-like addresses: the fake library never dereferences buffers, and nor may a shim.
+    void* buf(int which) const {
+        return reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + uintptr_t(rank_) * 0x100000000 +
+                                       uintptr_t(which) * 0x10000000);
+    }
+
+    bool broadcast(int root) {
+        const char* name = o_.bcast_legacy ? "ncclBcast" : "ncclBroadcast";
+        ncclResult_t r = o_.bcast_legacy
+                             ? ncclBcast(buf(0), o_.count, ncclFloat32, root, world_comm_, nullptr)
+                             : ncclBroadcast(buf(0), buf(0), o_.count, ncclFloat32, root, world_comm_, nullptr);
+        return check(r, name) && settle(world_comm_, name);
+    }
+
+    bool all_reduce(ncclComm_t comm, size_t count, ncclDataType_t dtype) {
+        return check(ncclAllReduce(buf(0), buf(1), count, dtype, ncclSum, comm, nullptr), "ncclAllReduce");
+    }
+
+    // The step's main collective on the world communicator, as this rank issues it.
+    bool main_collective() {
+        if (at(o_.skip_rank, o_.skip_step)) return true;
+        if (at(o_.mismatch_rank, o_.mismatch_step)) {
+            switch (o_.mismatch_kind) {
+                case MismatchKind::Count: return all_reduce(world_comm_, o_.count / 2, ncclFloat32);
+                case MismatchKind::Dtype: return all_reduce(world_comm_, o_.count, ncclFloat16);
+                case MismatchKind::Op:
+                    return check(ncclBroadcast(buf(0), buf(1), o_.count, ncclFloat32, 0, world_comm_, nullptr),
+                                 "ncclBroadcast");
+                case MismatchKind::Root:
+                case MismatchKind::None: break;  // root mismatches happen in the broadcast
+            }
+        }
+        if (!all_reduce(world_comm_, o_.count, ncclFloat32)) return false;
+        if (at(o_.extra_rank, o_.extra_step)) return all_reduce(world_comm_, o_.count, ncclFloat32);
+        return true;
+    }
+
+    bool run_step() {
+        if (at(o_.die_rank, o_.die_step)) {
+            std::fflush(nullptr);
+            kill(getpid(), SIGKILL);
+        }
+        if (at(o_.exit_rank, o_.exit_step)) {
+            std::fflush(nullptr);
+            std::exit(o_.exit_code);
+        }
+        if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);
+
+        if (o_.group && !check(ncclGroupStart(), "ncclGroupStart")) return false;
+        if (!main_collective()) return false;
+        if (o_.group) {
+            int next = (rank_ + 1) % world_;
+            int prev = (rank_ + world_ - 1) % world_;
+            if (!check(ncclSend(buf(2), o_.count, ncclFloat32, next, world_comm_, nullptr), "ncclSend") ||
+                !check(ncclRecv(buf(3), o_.count, ncclFloat32, prev, world_comm_, nullptr), "ncclRecv")) {
+                return false;
+            }
+        }
+        if (o_.split && !all_reduce(sub_comm_, o_.count, ncclFloat32)) return false;
+        if (o_.group && !check(ncclGroupEnd(), "ncclGroupEnd")) return false;
+        if (!settle_all("step")) return false;
+
+        bool root_mismatch = o_.mismatch_kind == MismatchKind::Root && step_ == o_.mismatch_step;
+        if ((o_.bcast_every > 0 && step_ % o_.bcast_every == 0) || root_mismatch) {
+            int root = root_mismatch && rank_ == o_.mismatch_rank ? 1 % world_ : 0;
+            if (!broadcast(root)) return false;
+        }
+        return true;
+    }
+
+    bool teardown() {
+        for (ncclComm_t comm : {sub_comm_, world_comm_}) {
+            if (comm == nullptr) continue;
+            switch (o_.teardown) {
+                case Teardown::Finalize:
+                    if (!check(ncclCommFinalize(comm), "ncclCommFinalize")) return false;
+                    [[fallthrough]];
+                case Teardown::Destroy:
+                    if (!check(ncclCommDestroy(comm), "ncclCommDestroy")) return false;
+                    break;
+                case Teardown::Abort:
+                    if (!check(ncclCommAbort(comm), "ncclCommAbort")) return false;
+                    break;
+                case Teardown::None: break;
+            }
+        }
+        return true;
+    }
+
+    const Options& o_;
+    int rank_;
+    int world_;
+    int step_ = -1;
+    ncclComm_t world_comm_ = nullptr;
+    ncclComm_t sub_comm_ = nullptr;
+};
+
+}  // namespace
+}  // namespace ncw::fw
+
+extern "C" __attribute__((visibility("default"))) int fw_run(int argc, char** argv) {
+    using namespace ncw::fw;
+    Options options;
+    std::string error;
+    if (!parse_options(argc, argv, options, error)) {
+        std::fprintf(stderr, "fake-framework: %s\n%s", error.c_str(), usage_text());
+        return kUsageError;
+    }
+    int rank = env_int("RANK", 0);
+    int world = env_int("WORLD_SIZE", 1);
+    if (world < 1 || rank < 0 || rank >= world) {
+        std::fprintf(stderr, "fake-framework: bad RANK=%d / WORLD_SIZE=%d\n", rank, world);
+        return kUsageError;
+    }
+    if (options.never_nccl) {
+        std::printf("rank %d done steps=0\n", rank);
+        std::fflush(stdout);
+        return 0;
+    }
+    return Scenario(options, rank, world).run();
+}

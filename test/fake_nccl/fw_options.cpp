@@ -1,0 +1,170 @@
+#include "fw_options.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <utility>
+
+namespace ncw::fw {
+
+namespace {
+
+bool to_long(const std::string& text, long min, long& out) {
+    errno = 0;
+    char* end = nullptr;
+    long v = std::strtol(text.c_str(), &end, 10);
+    if (errno != 0 || end == text.c_str() || *end != '\0' || v < min) return false;
+    out = v;
+    return true;
+}
+
+}  // namespace
+
+const char* usage_text() {
+    return "options (all optional):\n"
+           "  --steps N               training steps (default 20); each is one float32 sum all_reduce on the world\n"
+           "  --count C               elements per all_reduce (default 1048576)\n"
+           "  --bcast-every K         broadcast from root 0 on steps where step % K == 0 (default 0: never)\n"
+           "  --bcast-legacy          use ncclBcast instead of ncclBroadcast\n"
+           "  --skip-rank R --skip-step S           rank R does not issue its all_reduce of step S\n"
+           "  --mismatch-rank R --mismatch-step S --mismatch-kind count|dtype|op|root\n"
+           "                          count: half the count; dtype: float16; op: broadcast instead of all_reduce;\n"
+           "                          root: step S is a broadcast step for all and rank R uses root 1 (not 0)\n"
+           "  --extra-rank R --extra-step S         rank R issues one extra all_reduce at step S\n"
+           "  --exit-rank R --exit-step S [--exit-code X]   rank R calls exit(X) (default 1) before step S\n"
+           "  --die-rank R --die-step S             rank R SIGKILLs itself before step S\n"
+           "  --sleep-rank R --sleep-step S --sleep-ms M    rank R sleeps M ms before step S's collectives\n"
+           "  --split                 also ncclCommSplit(color = rank % 2); one all_reduce on it every step\n"
+           "  --group                 each step's all_reduce(s) and a ring send/recv in one group\n"
+           "  --nonblocking           init with config.blocking = 0; poll ncclCommGetAsyncError after each op\n"
+           "  --hold-ms M             sleep M ms after the last step, before the teardown\n"
+           "  --teardown destroy|finalize|abort|none   how the comms end (default destroy; finalize = finalize\n"
+           "                          then destroy; none = exit without touching them)\n"
+           "  --never-nccl            make no NCCL call at all\n";
+}
+
+bool parse_options(int argc, char** argv, Options& o, std::string& error) {
+    struct IntOption {
+        const char* name;
+        int* target;
+        long min;
+    };
+    const IntOption ints[] = {
+        {"--steps", &o.steps, 0},
+        {"--bcast-every", &o.bcast_every, 0},
+        {"--skip-rank", &o.skip_rank, -1},
+        {"--skip-step", &o.skip_step, -1},
+        {"--mismatch-rank", &o.mismatch_rank, -1},
+        {"--mismatch-step", &o.mismatch_step, -1},
+        {"--extra-rank", &o.extra_rank, -1},
+        {"--extra-step", &o.extra_step, -1},
+        {"--exit-rank", &o.exit_rank, -1},
+        {"--exit-step", &o.exit_step, -1},
+        {"--exit-code", &o.exit_code, 0},
+        {"--die-rank", &o.die_rank, -1},
+        {"--die-step", &o.die_step, -1},
+        {"--sleep-rank", &o.sleep_rank, -1},
+        {"--sleep-step", &o.sleep_step, -1},
+        {"--sleep-ms", &o.sleep_ms, 0},
+        {"--hold-ms", &o.hold_ms, 0},
+    };
+    const std::pair<const char*, bool*> flags[] = {
+        {"--split", &o.split},
+        {"--group", &o.group},
+        {"--bcast-legacy", &o.bcast_legacy},
+        {"--never-nccl", &o.never_nccl},
+        {"--nonblocking", &o.nonblocking},
+    };
+
+    for (int i = 1; i < argc; ++i) {
+        std::string arg = argv[i];
+        std::string value;
+        bool inline_value = false;
+        if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = arg.substr(eq + 1);
+            arg.resize(eq);
+            inline_value = true;
+        }
+        bool matched = false;
+        for (const auto& [name, target] : flags) {
+            if (arg == name) {
+                if (inline_value) {
+                    error = arg + " takes no value";
+                    return false;
+                }
+                *target = true;
+                matched = true;
+            }
+        }
+        if (matched) continue;
+
+        auto take_value = [&]() -> bool {
+            if (inline_value) return true;
+            if (i + 1 >= argc) {
+                error = arg + " needs a value";
+                return false;
+            }
+            value = argv[++i];
+            return true;
+        };
+        for (const IntOption& opt : ints) {
+            if (arg != opt.name) continue;
+            long v = 0;
+            if (!take_value()) return false;
+            if (!to_long(value, opt.min, v) || v > 1000000000L) {
+                error = "bad value for " + arg + ": '" + value + "'";
+                return false;
+            }
+            *opt.target = static_cast<int>(v);
+            matched = true;
+        }
+        if (matched) continue;
+
+        if (arg == "--count") {
+            long v = 0;
+            if (!take_value()) return false;
+            if (!to_long(value, 0, v)) {
+                error = "bad value for --count: '" + value + "'";
+                return false;
+            }
+            o.count = static_cast<size_t>(v);
+        } else if (arg == "--mismatch-kind") {
+            if (!take_value()) return false;
+            if (value == "count") {
+                o.mismatch_kind = MismatchKind::Count;
+            } else if (value == "dtype") {
+                o.mismatch_kind = MismatchKind::Dtype;
+            } else if (value == "op") {
+                o.mismatch_kind = MismatchKind::Op;
+            } else if (value == "root") {
+                o.mismatch_kind = MismatchKind::Root;
+            } else {
+                error = "bad value for --mismatch-kind: '" + value + "' (count|dtype|op|root)";
+                return false;
+            }
+        } else if (arg == "--teardown") {
+            if (!take_value()) return false;
+            if (value == "destroy") {
+                o.teardown = Teardown::Destroy;
+            } else if (value == "finalize") {
+                o.teardown = Teardown::Finalize;
+            } else if (value == "abort") {
+                o.teardown = Teardown::Abort;
+            } else if (value == "none") {
+                o.teardown = Teardown::None;
+            } else {
+                error = "bad value for --teardown: '" + value + "' (destroy|finalize|abort|none)";
+                return false;
+            }
+        } else {
+            error = "unknown option '" + std::string(argv[i]) + "'";
+            return false;
+        }
+    }
+    if (o.mismatch_rank >= 0 && o.mismatch_kind == MismatchKind::None) {
+        error = "--mismatch-rank needs --mismatch-kind";
+        return false;
+    }
+    return true;
+}
+
+}  // namespace ncw::fw

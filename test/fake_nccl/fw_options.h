@@ -1,0 +1,40 @@
+// The command line of the fake training framework (fw_run). A rank option of -1 means "no rank".
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace ncw::fw {
+
+enum class MismatchKind { None, Count, Dtype, Op, Root };
+enum class Teardown { Destroy, Finalize, Abort, None };
+
+struct Options {
+    int steps = 20;
+    size_t count = 1048576;
+    int bcast_every = 0;  // broadcast from root 0 on the steps where step % K == 0; 0: never
+
+    int skip_rank = -1, skip_step = -1;
+    int mismatch_rank = -1, mismatch_step = -1;
+    MismatchKind mismatch_kind = MismatchKind::None;
+    int extra_rank = -1, extra_step = -1;
+    int exit_rank = -1, exit_step = -1, exit_code = 1;
+    int die_rank = -1, die_step = -1;
+    int sleep_rank = -1, sleep_step = -1, sleep_ms = 0;
+
+    bool split = false;
+    bool group = false;
+    bool bcast_legacy = false;
+    bool never_nccl = false;
+    bool nonblocking = false;
+    int hold_ms = 0;
+    Teardown teardown = Teardown::Destroy;
+};
+
+// Parses argv[1..]. Returns false and sets `error` on an unknown option or a bad value.
+bool parse_options(int argc, char** argv, Options& options, std::string& error);
+
+// One line per option, for --help and usage errors.
+const char* usage_text();
+
+}  // namespace ncw::fw

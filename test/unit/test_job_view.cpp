@@ -1,0 +1,318 @@
+// The job view: rank files grouped into jobs and communicators, fed to the verdict engine.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "job_view.h"
+#include "ncclwatch/format.h"
+#include "rank_file.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ncw;
+using disk::OpType;
+
+constexpr uint64_t kSec = 1'000000000ull;
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        std::string tmpl = (fs::temp_directory_path() / "ncw_job_view_XXXXXX").string();
+        REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+        path = tmpl;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+// What one process's file says about its one comm rank.
+struct RankSpec {
+    std::string job = "job-1";
+    std::string host = "node-a";
+    uint64_t boot = 0xB007;
+    int64_t pid = 100;
+    int global_rank = 0;
+    uint64_t comm_id = 0xC0;
+    int rank = 0;
+    int nranks = 2;
+    uint64_t issued = 0;
+    uint64_t completed = 0;
+    uint64_t start_mono = 1000 * kSec;
+    uint64_t start_real = 1'700'000'000 * kSec;
+    uint64_t heartbeat = 1100 * kSec;  // on this file's monotonic clock
+    uint64_t last_issue = 0;
+    uint64_t last_progress = 0;
+    uint32_t process_state = uint32_t(disk::ProcessState::Running);
+    uint64_t odd_count_at = 0;  // seq whose count differs (0 = none)
+};
+
+// A minimal valid rank file holding one comm slot.
+void write_rank(const std::string& path, const RankSpec& s) {
+    const auto l = disk::compute_layout(disk::kMinRingCapacity, 2, 0);
+    std::vector<uint64_t> words(l.file_size / 8, 0);
+    auto* base = reinterpret_cast<unsigned char*>(words.data());
+    auto* h = new (base) disk::FileHeader{};
+    std::memcpy(h->magic, disk::kMagic, 8);
+    h->major = disk::kFormatMajor;
+    h->minor = disk::kFormatMinor;
+    h->header_size = disk::kHeaderBytes;
+    h->comm_slot_size = sizeof(disk::CommSlot);
+    h->max_comms = 2;
+    h->record_size = sizeof(disk::OpRecord);
+    h->ring_capacity = disk::kMinRingCapacity;
+    h->comm_table_offset = l.comm_table_offset;
+    h->ring_offset = l.ring_offset;
+    h->bt_offset = l.bt_offset;
+    h->file_size = l.file_size;
+    h->pid = s.pid;
+    h->global_rank = s.global_rank;
+    std::snprintf(h->host, sizeof h->host, "%s", s.host.c_str());
+    std::snprintf(h->job_id, sizeof h->job_id, "%s", s.job.c_str());
+    h->start_mono_ns = s.start_mono;
+    h->start_real_ns = s.start_real;
+    h->boot_id_hash = s.boot;
+    h->heartbeat_mono_ns = s.heartbeat;
+    h->process_state = s.process_state;
+    h->num_comms = 1;
+
+    auto* c = new (base + l.comm_table_offset) disk::CommSlot{};
+    c->state = uint32_t(disk::CommState::Active);
+    c->rank = s.rank;
+    c->nranks = s.nranks;
+    c->comm_id = s.comm_id;
+    c->gpu_tracking = 1;
+    c->coll_issued = s.issued;
+    c->coll_returned = s.issued;
+    c->coll_reached = s.issued;
+    c->coll_completed = s.completed;
+    c->ops_issued = s.issued;
+    c->ops_completed = s.completed;
+    c->t_last_issue_ns = s.last_issue;
+    c->t_last_progress_ns = s.last_progress;
+    for (uint64_t q = 1; q <= s.issued; ++q) {
+        auto& e = c->recent[q % disk::kRecentSigs];
+        e.count = q == s.odd_count_at ? 999 : 1024;
+        e.t_issue_ns = s.start_mono + q * kSec;
+        e.op = uint8_t(OpType::AllReduce);
+        e.dtype = 7;
+        e.root = -1;
+        e.seq = q;
+    }
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(words.data()), std::streamsize(l.file_size));
+}
+
+// Rank 0 waits in #5 since t=96 s; rank 1 completed #4 and never issued #5. Both heartbeat at t=100 s.
+std::pair<RankSpec, RankSpec> two_ranks_one_missing_op() {
+    RankSpec r0;
+    r0.rank = 0;
+    r0.global_rank = 0;
+    r0.pid = 100;
+    r0.issued = 5;
+    r0.completed = 4;
+    r0.last_issue = 1096 * kSec;
+    r0.last_progress = 1095 * kSec;
+    RankSpec r1 = r0;
+    r1.rank = 1;
+    r1.global_rank = 1;
+    r1.pid = 101;
+    r1.issued = 4;
+    r1.completed = 4;
+    r1.last_issue = 1094 * kSec;
+    r1.last_progress = 1095 * kSec;
+    return {r0, r1};
+}
+
+const verdict::Verdict* find_kind(const CommResult& c, verdict::Kind k) {
+    for (const auto& v : c.verdicts)
+        if (v.kind == k) return &v;
+    return nullptr;
+}
+
+bool has_warning(const Analysis& a, const std::string& needle) {
+    for (const auto& w : a.warnings)
+        if (w.find(needle) != std::string::npos) return true;
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("a rank that never issued #5 is NOT_JOINED", "[job_view]") {
+    TempDir dir;
+    auto [r0, r1] = two_ranks_one_missing_op();
+    write_rank(dir.file("r0.ncw"), r0);
+    write_rank(dir.file("r1.ncw"), r1);
+
+    AnalysisOptions opt;  // offline, timeout 0
+    const Analysis a = analyze_paths({dir.file("r0.ncw"), dir.file("r1.ncw")}, opt);
+    CHECK(a.files_read == 2);
+    REQUIRE(a.jobs.size() == 1);
+    const JobResult& j = a.jobs[0];
+    CHECK(j.job_id == "job-1");
+    CHECK(j.now_mono_ns == 1100 * kSec);  // the newest heartbeat
+    CHECK(j.now_real_ns == 1'700'000'100 * kSec);
+    REQUIRE(j.comms.size() == 1);
+    const CommResult& c = j.comms[0];
+    CHECK(c.comm_id == 0xC0);
+    CHECK(c.view.nranks == 2);
+    REQUIRE(c.view.ranks.size() == 2);
+    CHECK(c.view.ranks[0].comm_rank == 0);
+    CHECK(c.view.ranks[1].comm_rank == 1);
+    CHECK(c.view.ranks[1].alive);
+    CHECK(c.missing.empty());
+
+    const verdict::Verdict* v = find_kind(c, verdict::Kind::NotJoined);
+    REQUIRE(v != nullptr);
+    CHECK(v->seq == 5);
+    CHECK(v->culprits == std::vector<int>{1});
+    CHECK(v->waiting == std::vector<int>{0});
+    CHECK(a.found_problem());
+    REQUIRE_FALSE(a.all_verdicts().empty());
+    CHECK(a.all_verdicts().front().verdict->kind == verdict::Kind::NotJoined);
+
+    // The same files with a timeout longer than the wait: nothing stalled yet.
+    opt.timeout_s = 10;
+    CHECK_FALSE(analyze_paths({dir.file("r0.ncw"), dir.file("r1.ncw")}, opt).found_problem());
+}
+
+TEST_CASE("a rank whose heartbeat stopped is DEAD, and DEAD comes first", "[job_view]") {
+    TempDir dir;
+    auto [r0, r1] = two_ranks_one_missing_op();
+    r1.heartbeat = 1090 * kSec;  // 10 s older than rank 0's
+    write_rank(dir.file("r0.ncw"), r0);
+    write_rank(dir.file("r1.ncw"), r1);
+    const Analysis a = analyze_paths({dir.path.string() + "/r0.ncw", dir.path.string() + "/r1.ncw"}, {});
+    REQUIRE(a.jobs.size() == 1);
+    const CommResult& c = a.jobs[0].comms.at(0);
+    CHECK_FALSE(c.view.ranks.at(1).alive);
+    CHECK(c.view.ranks.at(1).heartbeat_age_s == Approx(10.0));
+    const verdict::Verdict* v = find_kind(c, verdict::Kind::Dead);
+    REQUIRE(v != nullptr);
+    CHECK(v->culprits == std::vector<int>{1});
+    CHECK(a.all_verdicts().front().verdict->kind == verdict::Kind::Dead);
+}
+
+TEST_CASE("files of another boot are put on the job's clock", "[job_view]") {
+    TempDir dir;
+    auto [r0, r1] = two_ranks_one_missing_op();
+    // Rank 1 on another host whose monotonic clock started elsewhere; same wall-clock moments.
+    r1.host = "node-b";
+    r1.boot = 0xB008;
+    const uint64_t shift = 5000 * kSec;
+    r1.start_mono += shift;
+    r1.heartbeat += shift;
+    r1.last_issue += shift;
+    r1.last_progress += shift;
+    write_rank(dir.file("r0.ncw"), r0);
+    write_rank(dir.file("r1.ncw"), r1);
+    const Analysis a = analyze_paths({dir.file("r0.ncw"), dir.file("r1.ncw")}, {});
+    const CommResult& c = a.jobs.at(0).comms.at(0);
+    CHECK(c.view.ranks.at(1).alive);
+    CHECK(c.view.ranks.at(1).heartbeat_age_s == Approx(0.0));
+    CHECK(c.view.ranks.at(1).t_last_progress_ns == 1095 * kSec);
+    REQUIRE(find_kind(c, verdict::Kind::NotJoined) != nullptr);
+    CHECK(find_kind(c, verdict::Kind::Dead) == nullptr);
+}
+
+TEST_CASE("different job ids are different jobs; missing ranks are listed", "[job_view]") {
+    TempDir dir;
+    RankSpec a0;
+    a0.job = "alpha";
+    a0.nranks = 4;
+    a0.issued = a0.completed = 3;
+    RankSpec a1 = a0;
+    a1.rank = 2;
+    a1.pid = 102;
+    RankSpec b0 = a0;
+    b0.job = "beta";
+    b0.nranks = 1;
+    write_rank(dir.file("a0.ncw"), a0);
+    write_rank(dir.file("a1.ncw"), a1);
+    write_rank(dir.file("b0.ncw"), b0);
+    const Analysis a = analyze_paths(list_rank_files(dir.path.string()), {});
+    REQUIRE(a.jobs.size() == 2);
+    CHECK(a.jobs[0].job_id == "alpha");
+    CHECK(a.jobs[1].job_id == "beta");
+    const CommResult& c = a.jobs[0].comms.at(0);
+    CHECK(c.view.ranks.size() == 2);
+    CHECK(c.missing == std::vector<int>{1, 3});
+    CHECK(has_warning(a, "ranks 1,3 of 4 not visible"));
+    CHECK(a.jobs[1].comms.at(0).missing.empty());
+    CHECK_FALSE(a.found_problem());
+}
+
+TEST_CASE("a MISMATCH names the odd rank", "[job_view]") {
+    TempDir dir;
+    for (int r = 0; r < 3; ++r) {
+        RankSpec s;
+        s.rank = s.global_rank = r;
+        s.pid = 100 + r;
+        s.nranks = 3;
+        s.issued = s.completed = 6;
+        s.odd_count_at = r == 2 ? 4 : 0;
+        write_rank(dir.file("r" + std::to_string(r) + ".ncw"), s);
+    }
+    const Analysis a = analyze_paths(list_rank_files(dir.path.string()), {});
+    const CommResult& c = a.jobs.at(0).comms.at(0);
+    const verdict::Verdict* v = find_kind(c, verdict::Kind::Mismatch);
+    REQUIRE(v != nullptr);
+    CHECK(v->seq == 4);
+    CHECK(v->culprits == std::vector<int>{2});
+    CHECK(c.verdicts.size() == 1);
+}
+
+TEST_CASE("unreadable files become warnings; duplicates are read once", "[job_view]") {
+    TempDir dir;
+    auto [r0, r1] = two_ranks_one_missing_op();
+    write_rank(dir.file("r0.ncw"), r0);
+    write_rank(dir.file("r1.ncw"), r1);
+    std::ofstream(dir.file("junk.ncw")) << "not a rank file at all";
+    const Analysis a = analyze_paths(
+        {dir.file("r0.ncw"), dir.file("r1.ncw"), dir.path.string() + "/./r1.ncw", dir.file("junk.ncw")}, {});
+    CHECK(a.files.size() == 3);
+    CHECK(a.files_read == 2);
+    CHECK(has_warning(a, "junk.ncw: not an ncclwatch rank file"));
+    CHECK(a.jobs.at(0).comms.at(0).view.ranks.size() == 2);
+
+    // A copy under another name claims the same rank: one is kept, with a warning.
+    fs::copy_file(dir.file("r1.ncw"), dir.file("r1-copy.ncw"));
+    const Analysis b = analyze_paths(list_rank_files(dir.path.string()), {});
+    CHECK(b.jobs.at(0).comms.at(0).view.ranks.size() == 2);
+    CHECK(has_warning(b, "rank 1 appears in"));
+}
+
+TEST_CASE("snapshots feed analyze() directly; live mode sees this process alive", "[job_view]") {
+    TempDir dir;
+    auto [r0, r1] = two_ranks_one_missing_op();
+    r0.pid = getpid();
+    r0.host = this_hostname();
+    r0.boot = this_boot_id_hash();
+    r0.heartbeat = 0;  // watchdog never ran: no age check
+    write_rank(dir.file("r0.ncw"), r0);
+    RankFile f;
+    REQUIRE(f.open(dir.file("r0.ncw")));
+    AnalysisOptions opt;
+    opt.live = true;
+    opt.timeout_s = 1e9;
+    const Analysis a = analyze({snapshot(f)}, opt);
+    const CommResult& c = a.jobs.at(0).comms.at(0);
+    CHECK(c.view.ranks.at(0).alive);
+    CHECK(c.missing == std::vector<int>{1});
+    CHECK_FALSE(a.found_problem());
+    CHECK(format_ranks({7, 1, 2, 3, 5, 9, 8, 11, 12}) == "1-3,5,7-9,11,12");
+    CHECK(format_ranks({}) == "");
+    CHECK(verdict_importance(verdict::Kind::Dead) < verdict_importance(verdict::Kind::NotJoined));
+    CHECK(verdict_importance(verdict::Kind::NotJoined) < verdict_importance(verdict::Kind::Mismatch));
+    CHECK(verdict_importance(verdict::Kind::Mismatch) < verdict_importance(verdict::Kind::GpuNotReached));
+    CHECK(verdict_importance(verdict::Kind::GpuNotReached) < verdict_importance(verdict::Kind::StuckInNccl));
+}

@@ -1,0 +1,63 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "process_identity.h"
+
+using namespace ncw;
+
+namespace {
+
+ProcessIdentity detect(std::map<std::string, std::string> env, std::string override_id = "") {
+    return detect_identity(
+        [&](const char* n) -> const char* {
+            auto it = env.find(n);
+            return it == env.end() ? nullptr : it->second.c_str();
+        },
+        override_id, "node7", 1234, 1000);
+}
+
+}  // namespace
+
+TEST_CASE("torchrun ranks of one launch share a job folder; a restart gets its own") {
+    auto a = detect({{"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"}, {"TORCHELASTIC_RUN_ID", "none"},
+                     {"TORCHELASTIC_RESTART_COUNT", "0"}});
+    CHECK(a.global_rank == 3);
+    CHECK(a.local_rank == 1);
+    CHECK(a.world_size == 8);
+    CHECK(a.launcher == "torchrun");
+    CHECK(a.job_id == "torchrun-node7-1000-attempt0");
+    auto b = detect({{"RANK", "3"}, {"TORCHELASTIC_RUN_ID", "none"}, {"TORCHELASTIC_RESTART_COUNT", "1"}});
+    CHECK(b.job_id != a.job_id);
+    auto c = detect({{"RANK", "0"}, {"TORCHELASTIC_RUN_ID", "abc123"}});
+    CHECK(c.job_id == "torchrun-abc123-attempt0");
+}
+
+TEST_CASE("slurm, openmpi, none and an override") {
+    CHECK(detect({{"SLURM_PROCID", "5"}, {"SLURM_JOB_ID", "991"}, {"SLURM_STEP_ID", "2"}}).job_id == "slurm-991.2");
+    auto m = detect({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"PMIX_NAMESPACE", "prterun@1"}});
+    CHECK(m.global_rank == 2);
+    CHECK(m.job_id == "mpi-prterun_1");
+    auto solo = detect({});
+    CHECK(solo.global_rank == -1);
+    CHECK(solo.job_id == "solo-node7-1234");
+    CHECK(detect({{"RANK", "1"}}, "../../etc").job_id == ".._.._etc");
+}
+
+TEST_CASE("the environment snapshot keeps what matters and redacts secrets") {
+    char e1[] = "NCCL_DEBUG=INFO";
+    char e2[] = "HOME=/root";
+    char e3[] = "NCCL_IB_TOKEN=hunter2";
+    char e4[] = "TORCH_NCCL_ASYNC_ERROR_HANDLING=1";
+    char e5[] = "CUDA_VISIBLE_DEVICES=0,1";
+    char e6[] = "NCCLWATCH_API_KEY=x";
+    char* envp[] = {e1, e2, e3, e4, e5, e6, nullptr};
+    EnvList env = snapshot_env(envp);
+    std::map<std::string, std::string> m(env.begin(), env.end());
+    CHECK(m.count("HOME") == 0);
+    CHECK(m["NCCL_DEBUG"] == "INFO");
+    CHECK(m["NCCL_IB_TOKEN"] == "<redacted>");
+    CHECK(m["NCCLWATCH_API_KEY"] == "<redacted>");
+    CHECK(m["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1");
+    CHECK(m["CUDA_VISIBLE_DEVICES"] == "0,1");
+}

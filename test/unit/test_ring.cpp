@@ -1,0 +1,165 @@
+// The ring under concurrent writers (two threads issue on one communicator, like torch's main and autograd
+// threads) and a concurrent reader in the role of a sibling process.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <set>
+#include <thread>
+
+#include "rank_file.h"
+#include "rank_file_writer.h"
+#include "recorder.h"
+
+using namespace ncw;
+
+namespace {
+
+std::string temp_root() {
+    char tmpl[] = "/tmp/ncw-ring-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    return tmpl;
+}
+
+ProcessIdentity test_identity() {
+    ProcessIdentity id;
+    id.global_rank = 0;
+    id.host = "testhost";
+    id.pid = getpid();
+    id.job_id = "ringtest";
+    return id;
+}
+
+CommRuntime* make_comm(RankFileWriter& f, uint64_t comm_id) {
+    auto* cr = new CommRuntime;
+    cr->comm_id = comm_id;
+    cr->rank = 0;
+    cr->nranks = 2;
+    cr->slot = &f.comms[0];
+    cr->slot_index = 0;
+    cr->slot->comm_id = comm_id;
+    cr->slot->nranks = 2;
+    cr->slot->state.store(uint32_t(disk::CommState::Active));
+    cr->send_seq = new std::atomic<uint64_t>[2]();
+    cr->recv_seq = new std::atomic<uint64_t>[2]();
+    cr->peer_slots = 2;
+    f.hdr->num_comms.store(1);
+    return cr;
+}
+
+constexpr uint64_t kMarker = 0x5a5a5a5a12345678ull;
+
+OpDesc desc_for(uint64_t value) {
+    return OpDesc{disk::OpType::AllReduce, reinterpret_cast<const void*>(value ^ kMarker), nullptr, size_t(value), 7,
+                  0, -1, nullptr, reinterpret_cast<cudaStream_t>(value)};
+}
+
+}  // namespace
+
+TEST_CASE("records survive concurrent writers and a concurrent reader") {
+    std::string root = temp_root();
+    RankFileWriter f = create_rank_file(root, test_identity(), 1024, 0);
+    REQUIRE(f.file_backed);
+    CommRuntime* cr = make_comm(f, 0xabcdef);
+
+    constexpr int kThreads = 4;
+    constexpr uint64_t kPerThread = 20000;
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> reads{0}, bad{0};
+    std::thread reader([&] {
+        RankFile rf;
+        REQUIRE(rf.open(f.path));
+        while (!stop.load()) {
+            RecordSet rs = rf.records();
+            for (const Record& r : rs.records) {
+                // Every field written at issue time must come from the same write.
+                if (r.sendbuf != (r.count ^ kMarker) || r.stream != r.count || r.comm_id != 0xabcdef) bad++;
+            }
+            reads++;
+        }
+    });
+    std::vector<std::thread> writers;
+    for (int t = 0; t < kThreads; ++t)
+        writers.emplace_back([&, t] {
+            for (uint64_t i = 0; i < kPerThread; ++i) {
+                OpRef ref = record_issue(f, *cr, desc_for((uint64_t(t) << 32) | i), IssueOptions{}, 1000 + i);
+                record_return(f, ref, ncclSuccess, 2000 + i);
+                record_done(f, ref, 3000 + i);
+            }
+        });
+    for (auto& w : writers) w.join();
+    // Wait for at least one full read after the writers finished, not for a fixed time.
+    uint64_t target = reads.load() + 2;
+    while (reads.load() < target) std::this_thread::yield();
+    stop = true;
+    reader.join();
+
+    CHECK(bad.load() == 0);
+    RankFile rf;
+    REQUIRE(rf.open(f.path));
+    RecordSet rs = rf.records();
+    CHECK(rs.records.size() == 1024);
+    CHECK(rs.dropped == kThreads * kPerThread - 1024);
+    CHECK(rs.torn == 0);
+    // Sequence numbers are unique across threads and contiguous.
+    std::set<uint64_t> seqs;
+    for (const Record& r : rs.records) seqs.insert(r.seq);
+    CHECK(seqs.size() == 1024);
+    CHECK(*seqs.rbegin() == kThreads * kPerThread);
+    CHECK(f.comms[0].coll_issued.load() == kThreads * kPerThread);
+    CHECK(f.comms[0].coll_completed.load() == kThreads * kPerThread);
+    CHECK(f.comms[0].ops_completed.load() == kThreads * kPerThread);
+}
+
+TEST_CASE("p2p sequence numbers count per peer and direction") {
+    std::string root = temp_root();
+    RankFileWriter f = create_rank_file(root, test_identity(), 256, 0);
+    CommRuntime* cr = make_comm(f, 0x77);
+    auto p2p = [&](disk::OpType op, int peer) {
+        OpDesc d{op, nullptr, nullptr, 16, 7, -1, peer, nullptr, nullptr};
+        return record_issue(f, *cr, d, IssueOptions{}, 1);
+    };
+    p2p(disk::OpType::Send, 1);
+    p2p(disk::OpType::Send, 1);
+    p2p(disk::OpType::Recv, 1);
+    OpRef last = p2p(disk::OpType::Send, 1);
+    CHECK(last.coll_seq == 0);
+    CHECK(last.op_index == 4);
+    RankFile rf;
+    REQUIRE(rf.open(f.path));
+    auto recs = rf.records().records;
+    REQUIRE(recs.size() == 4);
+    CHECK(recs[0].seq == 1);
+    CHECK(recs[1].seq == 2);
+    CHECK(recs[2].seq == 1);  // first recv from peer 1
+    CHECK(recs[3].seq == 3);
+    CHECK(f.comms[0].coll_issued.load() == 0);
+    CHECK(f.comms[0].ops_issued.load() == 4);
+}
+
+TEST_CASE("signatures of recent collectives are readable by a sibling") {
+    std::string root = temp_root();
+    RankFileWriter f = create_rank_file(root, test_identity(), 256, 0);
+    CommRuntime* cr = make_comm(f, 0x99);
+    for (uint64_t i = 1; i <= 100; ++i) record_issue(f, *cr, desc_for(i * 10), IssueOptions{}, i);
+    RankFile rf;
+    REQUIRE(rf.open(f.path));
+    auto comms = rf.comms();
+    REQUIRE(comms.size() == 1);
+    REQUIRE(comms[0].recent.size() == disk::kRecentSigs);
+    CHECK(comms[0].recent.back().seq == 100);
+    CHECK(comms[0].recent.back().count == 1000);
+    CHECK(comms[0].recent.front().seq == 100 - disk::kRecentSigs + 1);
+}
+
+TEST_CASE("an unusable folder falls back to memory without failing") {
+    RankFileWriter f = create_rank_file("/proc/forbidden/ncclwatch", test_identity(), 256, 0);
+    CHECK_FALSE(f.file_backed);
+    REQUIRE(f.hdr != nullptr);
+    CommRuntime* cr = make_comm(f, 0x1);
+    OpRef ref = record_issue(f, *cr, desc_for(1), IssueOptions{}, 1);
+    record_done(f, ref, 2);
+    CHECK(f.comms[0].coll_completed.load() == 1);
+}
