@@ -143,6 +143,16 @@ std::optional<double> wait_seconds(const RankCommState& r, uint64_t now_ns) {
     return *t < now_ns ? ns_to_s(now_ns - *t) : 0.0;
 }
 
+// Seconds without completion progress for a rank whose GPU is still busy before its oldest incomplete collective.
+// Such a rank is not waiting inside NCCL, but if it stays there past the timeout it is a stall of its own (its
+// GPU is stuck or very slow), even when no other rank waits for it (a one-rank communicator).
+std::optional<double> busy_seconds(const RankCommState& r, uint64_t now_ns) {
+    if (!r.alive || !gpu_behind(r)) return std::nullopt;
+    const auto t = wait_start(r);
+    if (!t) return std::nullopt;
+    return *t < now_ns ? ns_to_s(now_ns - *t) : 0.0;
+}
+
 // One line of state per rank, shared by every stall verdict.
 std::string rank_state_line(const RankCommState& r, uint64_t now_ns, uint64_t W) {
     std::string line = rank_id(r) + fmt::format(": issued #{}", r.issued);
@@ -341,8 +351,13 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
 
     // W: the oldest sequence number that a rank has waited in for at least the timeout.
     uint64_t W = 0;
+    double busy_for = 0;
     for (const auto& r : view.ranks) {
-        const auto w = wait_seconds(r, now_ns);
+        auto w = wait_seconds(r, now_ns);
+        if (const auto b = busy_seconds(r, now_ns); b && *b >= timeout_s) {
+            w = b;
+            busy_for = std::max(busy_for, *b);
+        }
         if (w && *w >= timeout_s && (W == 0 || r.completed + 1 < W)) W = r.completed + 1;
     }
     if (W == 0) return {};
@@ -356,6 +371,7 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
         waiting.push_back(r.comm_rank);
         if (const auto w = wait_seconds(r, now_ns)) stalled_for = std::max(stalled_for, *w);
     }
+    if (waiting.empty()) stalled_for = busy_for;
 
     Verdict base;
     base.comm_id = view.comm_id;

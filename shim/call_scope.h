@@ -23,11 +23,15 @@ struct ThreadState {
     uint32_t group_id = 0;
     int group_n = 0;
     bool group_overflow = false;
+    uint32_t tid = 0;  // gettid(), cached: it is a syscall
     static constexpr int kMaxGroupOps = 256;
-    GroupOp group_ops[kMaxGroupOps];
+    GroupOp* group_ops = nullptr;  // allocated at this thread's first group; never freed (a few KiB per thread)
 };
 
-ThreadState& thread_state();
+// Small and initial-exec: one TLS access per call without __tls_get_addr, and small enough for the static TLS
+// surplus should the library ever be dlopened rather than preloaded.
+extern thread_local ThreadState tl_state __attribute__((tls_model("initial-exec")));
+inline ThreadState& thread_state() { return tl_state; }
 
 // Entered by every wrapper. nested() is true when another wrapper of ours is already on this thread's stack.
 class CallScope {
@@ -36,6 +40,7 @@ public:
     ~CallScope() { --ts_.call_depth; }
     bool nested() const { return nested_; }
     ThreadState& ts() { return ts_; }
+    uint32_t tid();
     // Our bookkeeping must not change what the host program sees in errno after the real call.
     int saved_errno() const { return saved_errno_; }
 

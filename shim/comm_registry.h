@@ -41,6 +41,8 @@ struct CommRuntime {
     // GPU events for this communicator's device; nullptr without CUDA or until the device is known.
     std::atomic<DevicePool*> pool{nullptr};
 
+    // Sequence counters for a communicator without a comm slot (the file's table is full); otherwise the slot's
+    // coll_issued / ops_issued are the counters.
     std::atomic<uint64_t> coll_seq{0};
     std::atomic<uint64_t> op_index{0};
     std::atomic<uint64_t> split_counter{0};

@@ -3,6 +3,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "clock.h"
 #include "cuda_driver.h"
@@ -24,6 +25,7 @@ namespace {
 struct Pending {
     CUevent ev = nullptr;
     DevicePool* pool = nullptr;
+    cudaStream_t stream = nullptr;
     bool done = false;  // completion event (else "reached")
     int n = 0;
     OpRef refs[CompletionTracker::kMaxRefs];
@@ -98,6 +100,7 @@ bool CompletionTracker::record(DevicePool* pool, cudaStream_t stream, const OpRe
         return false;
     }
     p.pool = pool;
+    p.stream = stream;
     p.done = done;
     p.n = n < kMaxRefs ? n : kMaxRefs;
     for (int i = 0; i < p.n; ++i) p.refs[i] = refs[i];
@@ -119,32 +122,61 @@ void CompletionTracker::poll_forever() {
     cu.cuThreadExchangeStreamCaptureMode(&mode);
     std::deque<Pending> pending;
     CUcontext current = nullptr;
+    auto query = [&](Pending& p) {
+        if (p.pool->ctx != current && cu.cuCtxSetCurrent(p.pool->ctx) == CUDA_SUCCESS) current = p.pool->ctx;
+        return cu.cuEventQuery(p.ev);
+    };
+    std::vector<uint8_t> state;  // per pending entry: 0 unknown, 1 complete, 2 failed
     for (;;) {
         last_poll_ns_.store(now_mono_ns(), std::memory_order_relaxed);
         Pending p;
         while (impl_->queue.try_pop(p)) pending.push_back(p);
-        for (auto it = pending.begin(); it != pending.end();) {
-            if (it->pool->ctx != current && cu.cuCtxSetCurrent(it->pool->ctx) == CUDA_SUCCESS) current = it->pool->ctx;
-            CUresult r = cu.cuEventQuery(it->ev);
-            if (r == CUDA_ERROR_NOT_READY) {
-                ++it;
+        state.assign(pending.size(), 0);
+        // Events on one stream complete in order: if a stream's newest event is done, so are all before it, and
+        // one query serves them all. Otherwise walk that stream from its oldest until one is not done yet. This
+        // keeps our driver calls (which share locks with the training thread's launches) to about one per stream.
+        for (size_t i = pending.size(); i-- > 0;) {
+            if (state[i]) continue;
+            const Pending& newest = pending[i];
+            auto same = [&](size_t j) { return pending[j].pool == newest.pool && pending[j].stream == newest.stream; };
+            CUresult r = query(pending[i]);
+            if (r == CUDA_SUCCESS) {
+                for (size_t j = 0; j <= i; ++j)
+                    if (!state[j] && same(j)) state[j] = 1;
                 continue;
             }
-            if (r == CUDA_SUCCESS) {
-                uint64_t now = now_mono_ns();
-                for (int i = 0; i < it->n; ++i) {
-                    if (it->done) record_done(*file_, it->refs[i], now);
-                    else record_reached(*file_, it->refs[i], now);
+            for (size_t j = 0; j <= i; ++j) {
+                if (state[j] || !same(j)) continue;
+                CUresult rj = j == i ? r : query(pending[j]);
+                if (rj == CUDA_ERROR_NOT_READY) {
+                    // Not done: neither is anything later on this stream.
+                    for (size_t k = j; k <= i; ++k)
+                        if (!state[k] && same(k)) state[k] = 3;
+                    break;
                 }
-                it->pool->free.try_push(it->ev);
-            } else {
-                // A dead context or a sticky error: the ops stay incomplete, and the watchdog will say so.
-                NCW_LOG_ONCE(warn, "cuEventQuery failed ({}): GPU completion tracking is unreliable from here on",
-                             int(r));
+                state[j] = rj == CUDA_SUCCESS ? 1 : 2;
             }
-            it = pending.erase(it);
         }
-        std::this_thread::sleep_for(std::chrono::microseconds(pending.empty() ? 5000 : 1000));
+        uint64_t now = now_mono_ns();
+        std::deque<Pending> still;
+        for (size_t i = 0; i < pending.size(); ++i) {
+            Pending& e = pending[i];
+            if (state[i] == 1) {
+                for (int k = 0; k < e.n; ++k) {
+                    if (e.done) record_done(*file_, e.refs[k], now);
+                    else record_reached(*file_, e.refs[k], now);
+                }
+                e.pool->free.try_push(e.ev);
+            } else if (state[i] == 2) {
+                // A dead context or a sticky error: the ops stay incomplete, and the watchdog will say so.
+                NCW_LOG_ONCE(warn, "cuEventQuery failed: GPU completion tracking is unreliable from here on");
+            } else {
+                still.push_back(e);
+            }
+        }
+        pending.swap(still);
+        // Completion times are kept to a few milliseconds; stalls are judged in seconds.
+        std::this_thread::sleep_for(std::chrono::milliseconds(pending.empty() ? 20 : 5));
     }
 }
 

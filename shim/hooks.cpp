@@ -1,6 +1,9 @@
 #include "hooks.h"
 
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <new>
 
 #include "clock.h"
 #include "comm_identity.h"
@@ -12,9 +15,11 @@
 
 namespace ncw {
 
-ThreadState& thread_state() {
-    static thread_local ThreadState ts;
-    return ts;
+thread_local ThreadState tl_state __attribute__((tls_model("initial-exec")));
+
+uint32_t CallScope::tid() {
+    if (__builtin_expect(ts_.tid == 0, 0)) ts_.tid = uint32_t(syscall(SYS_gettid));
+    return ts_.tid;
 }
 
 void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
@@ -35,13 +40,14 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
 }
 
 void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool) {
-    if (ts.group_n < ThreadState::kMaxGroupOps) {
+    if (!ts.group_ops) ts.group_ops = new (std::nothrow) GroupOp[ThreadState::kMaxGroupOps];
+    if (ts.group_ops && ts.group_n < ThreadState::kMaxGroupOps) {
         ts.group_ops[ts.group_n++] = GroupOp{ref, stream, pool};
         return;
     }
     // A very large group (an all-to-all over many peers): keep the latest op per communicator and stream, which is
     // what progress needs; earlier records of that pair then miss their GPU timestamps.
-    for (int i = ts.group_n - 1; i >= 0; --i) {
+    for (int i = ts.group_n - 1; ts.group_ops && i >= 0; --i) {
         GroupOp& g = ts.group_ops[i];
         if (g.ref.cr == ref.cr && g.stream == stream) {
             record_done(rt.file, g.ref, now_mono_ns());

@@ -21,6 +21,7 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     if (!cr) return call();
     ThreadState& ts = scope.ts();
     IssueOptions opt;
+    opt.tid = scope.tid();
     opt.backtrace = rt->backtrace;
     bool in_group = ts.group_depth > 0;
     if (in_group) {

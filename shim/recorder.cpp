@@ -42,25 +42,22 @@ void write_signature(disk::CommSlot* slot, uint64_t seq, const OpDesc& d, uint64
 
 }  // namespace
 
-uint32_t current_tid() {
-    static thread_local uint32_t tid = uint32_t(syscall(SYS_gettid));
-    return tid;
-}
-
 OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, const IssueOptions& opt, uint64_t now) {
     OpRef ref;
     ref.cr = &cr;
-    ref.op_index = cr.op_index.fetch_add(1, std::memory_order_relaxed) + 1;
+    disk::CommSlot* s = cr.slot;
+    // The counters that hand out sequence numbers live in the progress block itself, so "last issued" needs no
+    // second atomic: the allocation is the publication.
+    ref.op_index = (s ? s->ops_issued : cr.op_index).fetch_add(1, std::memory_order_acq_rel) + 1;
     uint64_t seq;
     if (disk::is_p2p(d.op)) {
         uint32_t peer = uint32_t(d.root_or_peer) % (cr.peer_slots ? cr.peer_slots : 1);
         auto* counters = d.op == disk::OpType::Send ? cr.send_seq : cr.recv_seq;
         seq = counters ? counters[peer].fetch_add(1, std::memory_order_relaxed) + 1 : 0;
     } else {
-        seq = ref.coll_seq = cr.coll_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+        seq = ref.coll_seq = (s ? s->coll_issued : cr.coll_seq).fetch_add(1, std::memory_order_acq_rel) + 1;
     }
-    uint32_t tid = current_tid();
-
+    uint32_t tid = opt.tid;
     disk::OpRecord* rec = begin_record(f, ref.ticket);
     rec->comm_id = cr.comm_id;
     rec->seq = seq;
@@ -91,20 +88,14 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
     rec->comm_slot = cr.slot_index;
     end_record(rec, ref.ticket);
 
-    if (disk::CommSlot* s = cr.slot) {
+    if (s) {
         // An operation issued into an idle communicator starts the stall clock now, not at the last completion.
         if (s->ops_completed.load(std::memory_order_relaxed) + 1 >= ref.op_index)
             s->t_last_progress_ns.store(now, std::memory_order_relaxed);
-        if (ref.coll_seq) {
-            write_signature(s, ref.coll_seq, d, now, tid, flags);
-            atomic_max(s->coll_issued, ref.coll_seq);
-        } else if (d.op == disk::OpType::Send) {
-            s->p2p_sends.fetch_add(1, std::memory_order_relaxed);
-        } else {
-            s->p2p_recvs.fetch_add(1, std::memory_order_relaxed);
-        }
+        if (ref.coll_seq) write_signature(s, ref.coll_seq, d, now, tid, flags);
+        else if (d.op == disk::OpType::Send) s->p2p_sends.fetch_add(1, std::memory_order_relaxed);
+        else s->p2p_recvs.fetch_add(1, std::memory_order_relaxed);
         s->t_last_issue_ns.store(now, std::memory_order_relaxed);
-        atomic_max(s->ops_issued, ref.op_index);
     }
     return ref;
 }
@@ -124,10 +115,10 @@ void record_reached(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
 
 void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
     if (disk::OpRecord* rec = live_record(f, ref)) {
-        uint64_t expected = 0;
-        rec->t_done_ns.compare_exchange_strong(expected, now, std::memory_order_relaxed);
-        expected = 0;  // a completed op was necessarily reached
-        rec->t_reached_ns.compare_exchange_strong(expected, now, std::memory_order_relaxed);
+        // One completer per op; "reached" may race with the poller's own, and either time is right.
+        rec->t_done_ns.store(now, std::memory_order_relaxed);
+        if (rec->t_reached_ns.load(std::memory_order_relaxed) == 0)
+            rec->t_reached_ns.store(now, std::memory_order_relaxed);  // a completed op was necessarily reached
     }
     if (disk::CommSlot* s = ref.cr->slot) {
         if (ref.coll_seq) {
@@ -161,7 +152,7 @@ void record_event(const RankFileWriter& f, const CommRuntime* cr, uint64_t comm_
     rec->t_return_ns.store(now, std::memory_order_relaxed);
     rec->t_reached_ns.store(0, std::memory_order_relaxed);
     rec->t_done_ns.store(0, std::memory_order_relaxed);
-    rec->tid = current_tid();
+    rec->tid = uint32_t(syscall(SYS_gettid));  // lifecycle events are rare
     rec->group_id = 0;
     rec->op = uint8_t(op);
     rec->dtype = 0;

@@ -32,11 +32,10 @@ inline void atomic_max(std::atomic<uint64_t>& a, uint64_t v) {
     }
 }
 
-uint32_t current_tid();  // cached per thread: gettid is a syscall
-
 using BacktraceFn = int (*)(void** frames, int depth);
 
 struct IssueOptions {
+    uint32_t tid = 0;  // the caller's, cached per thread (gettid is a syscall)
     uint32_t group_id = 0;
     uint8_t flags = 0;
     BacktraceFn backtrace = nullptr;  // non-null with NCCLWATCH_BACKTRACE=1

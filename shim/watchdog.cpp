@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -36,6 +37,7 @@ void install_sigusr1() {
 }
 
 struct CommWatch {
+    CommRuntime* cr = nullptr;
     bool stall_reported = false;
     uint64_t stall_since_ns = 0;
     uint64_t progress_at_report = 0;
@@ -53,6 +55,8 @@ public:
         uint64_t last_mismatch_check = 0;
         uint64_t seen_requests = rt_.file.hdr->dump_request.load();
         for (;;) {
+            std::unique_lock<std::timed_mutex> lock(mu_);
+            refresh_tsc_anchor();
             uint64_t now = now_mono_ns();
             rt_.file.hdr->heartbeat_mono_ns.store(now, std::memory_order_relaxed);
             refresh_identities();
@@ -69,11 +73,21 @@ public:
                 last_mismatch_check = now;
                 check_mismatches();
             }
+            lock.unlock();
             std::this_thread::sleep_for(std::chrono::nanoseconds(poll_ns));
         }
     }
 
+    // At exit, on the exiting thread: a stall that ended since the last poll is recorded as recovered (the last
+    // poll may be up to a poll period old), then the dump if asked. Waits briefly for the watchdog's current poll,
+    // never indefinitely.
     void on_exit() {
+        std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
+        if (!lock.try_lock_for(std::chrono::milliseconds(500))) return;
+        uint64_t now = now_mono_ns();
+        for (auto& [id, w] : watch_)
+            if (w.stall_reported && w.cr && w.cr->slot->ops_completed.load() > w.progress_at_report)
+                recovered(*w.cr, w, now);
         if (rt_.cfg.dump_at_exit) dumps_.write_dump("process exit");
     }
 
@@ -124,6 +138,7 @@ private:
             disk::CommSlot* s = cr.slot;
             if (!s || cr.destroyed.load()) return;
             CommWatch& w = watch_[cr.comm_id];
+            w.cr = &cr;
             uint64_t issued = s->ops_issued.load(std::memory_order_acquire);
             uint64_t done = s->ops_completed.load(std::memory_order_acquire);
             uint64_t since = s->t_last_progress_ns.load(std::memory_order_relaxed);
@@ -134,7 +149,17 @@ private:
             }
             if (outstanding && now > since && now - since >= timeout_ns) stalled(cr, w, since, now);
         });
+        check_recovered_after_destroy(now);
         check_init_hangs(now, timeout_ns);
+    }
+
+    // A communicator destroyed while its stall was reported (PyTorch tears down right after the last step) still
+    // gets its "recovered" if it completed work before it went.
+    void check_recovered_after_destroy(uint64_t now) {
+        for (auto& [id, w] : watch_)
+            if (w.stall_reported && w.cr && w.cr->destroyed.load() &&
+                w.cr->slot->ops_completed.load() > w.progress_at_report)
+                recovered(*w.cr, w, now);
     }
 
     void check_init_hangs(uint64_t now, uint64_t timeout_ns) {
@@ -219,6 +244,7 @@ private:
     }
 
     Runtime& rt_;
+    std::timed_mutex mu_;  // the watchdog's state, shared with the exit handler
     DumpWriter dumps_;
     std::map<std::string, RankFile> files_;
     std::map<uint64_t, CommWatch> watch_;

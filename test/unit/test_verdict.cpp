@@ -217,6 +217,23 @@ TEST_CASE("verdict: a rank's GPU has not reached the op", "[verdict]") {
     CHECK(contains(vs[0].summary, "rank 1's GPU has not reached #42 (busy with earlier work on its stream)"));
 }
 
+TEST_CASE("verdict: a lone rank's GPU stays busy before its collective past the timeout", "[verdict]") {
+    // A one-rank communicator (or a rank whose peers are elsewhere): nobody waits inside NCCL, but the op has not
+    // been reached for longer than the timeout.
+    auto r0 = waiting(0, 44, 12.0, 84);
+    r0.reached = 44;
+    auto vs = diagnose_stall(view(1, {r0}), kNow, kTimeout);
+    REQUIRE(vs.size() == 1);
+    CHECK(vs[0].kind == Kind::GpuNotReached);
+    CHECK(vs[0].seq == 45);
+    CHECK(vs[0].culprits == Ranks{0});
+    CHECK(vs[0].stalled_for_s >= 12.0);
+    // Below the timeout it is only busy.
+    auto r1 = waiting(0, 44, 1.0, 84);
+    r1.reached = 44;
+    CHECK(diagnose_stall(view(1, {r1}), kNow, kTimeout).empty());
+}
+
 TEST_CASE("verdict: every rank inside the op, none completes", "[verdict]") {
     SECTION("all ranks visible: stuck inside NCCL") {
         auto vs = diagnose_stall(
