@@ -41,15 +41,19 @@ int main(int argc, char** argv) {
     bool cuda = false;
     int batches = 60, calls = 2000;
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--cuda")) cuda = true;
-        else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--cuda"))
+            cuda = true;
+        else if (!strcmp(argv[i], "--batches") && i + 1 < argc)
+            batches = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
+            calls = atoi(argv[++i]);
     }
     Cudart cu;
     cudaStream_t stream = nullptr;
     void* buf = reinterpret_cast<void*>(0x1000);
     if (cuda) {
-        if (!load_cudart(cu) || cu.set_device(0) != 0 || cu.stream_create(&stream) != 0 || cu.malloc_fn(&buf, 64) != 0) {
+        if (!load_cudart(cu) || cu.set_device(0) != 0 || cu.stream_create(&stream) != 0 ||
+            cu.malloc_fn(&buf, 64) != 0) {
             fprintf(stderr, "call_cost: CUDA unavailable\n");
             return 2;
         }
@@ -77,9 +81,9 @@ int main(int argc, char** argv) {
         if (b >= 5) per_call.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / calls);  // warm
     }
     std::sort(per_call.begin(), per_call.end());
-    printf("nccl %d %s: median %.1f ns/call, p10 %.1f, p90 %.1f (%d batches of %d)\n", version,
-           cuda ? "GPU" : "fake", per_call[per_call.size() / 2], per_call[per_call.size() / 10],
-           per_call[per_call.size() * 9 / 10], batches, calls);
+    printf("nccl %d %s: median %.1f ns/call, p10 %.1f, p90 %.1f (%d batches of %d)\n", version, cuda ? "GPU" : "fake",
+           per_call[per_call.size() / 2], per_call[per_call.size() / 10], per_call[per_call.size() * 9 / 10], batches,
+           calls);
     ncclCommDestroy(comm);
     return 0;
 }

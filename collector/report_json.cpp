@@ -34,9 +34,9 @@ std::string nccl_version_str(int32_t code) {
 
 const char* process_state_name(uint32_t s) {
     switch (disk::ProcessState(s)) {
-    case disk::ProcessState::Running: return "running";
-    case disk::ProcessState::ExitedClean: return "exited cleanly";
-    case disk::ProcessState::Forked: return "forked child";
+        case disk::ProcessState::Running: return "running";
+        case disk::ProcessState::ExitedClean: return "exited cleanly";
+        case disk::ProcessState::Forked: return "forked child";
     }
     return "unknown";
 }
@@ -51,9 +51,8 @@ const char* nccl_result_name(int32_t r) {
 
 std::string flags_str(uint8_t f) {
     static const std::pair<uint8_t, const char*> names[] = {
-        {disk::kFlagInGroup, "group"},         {disk::kFlagCaptured, "captured"},
-        {disk::kFlagUntracked, "untracked"},   {disk::kFlagDeferred, "deferred"},
-        {disk::kFlagNonBlocking, "nonblocking"}, {disk::kFlagHasBacktrace, "bt"}};
+        {disk::kFlagInGroup, "group"},     {disk::kFlagCaptured, "captured"},       {disk::kFlagUntracked, "untracked"},
+        {disk::kFlagDeferred, "deferred"}, {disk::kFlagNonBlocking, "nonblocking"}, {disk::kFlagHasBacktrace, "bt"}};
     std::string out;
     for (const auto& [bit, name] : names)
         if (f & bit) out += (out.empty() ? "" : ",") + std::string(name);

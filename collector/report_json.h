@@ -3,10 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "job_view.h"
 #include "rank_file.h"
@@ -16,15 +15,15 @@ namespace ncw::report {
 
 using json = nlohmann::json;
 
-std::string hex(uint64_t v);   // 0x%016x
-std::string hexs(uint64_t v);  // 0x%x
+std::string hex(uint64_t v);              // 0x%016x
+std::string hexs(uint64_t v);             // 0x%x
 std::string wall_time(uint64_t real_ns);  // "2026-11-30 04:12:07.123 +0000"
 std::string nccl_version_str(int32_t code);
 const char* process_state_name(uint32_t s);
 const char* nccl_result_name(int32_t r);
 std::string flags_str(uint8_t f);
 std::string format_ranks(const std::vector<int>& ranks);  // "0-3,5"
-std::string dump_json(const json& j);  // pretty, invalid UTF-8 replaced
+std::string dump_json(const json& j);                     // pretty, invalid UTF-8 replaced
 json rel_ms_json(uint64_t t, uint64_t start);
 
 json op_json(const verdict::OpSig& s);

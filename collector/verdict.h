@@ -30,7 +30,7 @@ struct RankCommState {
     std::string file;  // where this came from, for the evidence
 
     // Liveness of the process.
-    bool alive = true;         // process exists (same host: kill(pid, 0)) and its heartbeat is fresh
+    bool alive = true;          // process exists (same host: kill(pid, 0)) and its heartbeat is fresh
     bool exited_clean = false;  // the process ran its exit handlers (often exit code 0 after leaving a loop early)
     double heartbeat_age_s = 0;
 
@@ -50,7 +50,7 @@ struct RankCommState {
 
 struct CommView {
     uint64_t comm_id = 0;
-    int nranks = 0;                   // size of the communicator
+    int nranks = 0;                    // size of the communicator
     std::vector<RankCommState> ranks;  // the ranks that are visible (may be fewer than nranks)
 };
 
@@ -69,13 +69,13 @@ const char* kind_name(Kind k);  // "NOT_JOINED", "GPU_NOT_REACHED", ...
 struct Verdict {
     Kind kind = Kind::Unknown;
     uint64_t comm_id = 0;
-    uint64_t seq = 0;            // the sequence number the verdict is about
-    std::vector<int> culprits;   // comm ranks named as the cause
-    std::vector<int> waiting;    // comm ranks waiting in `seq`
-    std::vector<int> missing;    // comm ranks not visible (no file)
-    OpSig op;                    // what `seq` is, as the waiting (or majority) ranks issued it
-    double stalled_for_s = 0;    // how long the oldest waiting rank has waited
-    std::string summary;         // one line in plain words
+    uint64_t seq = 0;                   // the sequence number the verdict is about
+    std::vector<int> culprits;          // comm ranks named as the cause
+    std::vector<int> waiting;           // comm ranks waiting in `seq`
+    std::vector<int> missing;           // comm ranks not visible (no file)
+    OpSig op;                           // what `seq` is, as the waiting (or majority) ranks issued it
+    double stalled_for_s = 0;           // how long the oldest waiting rank has waited
+    std::string summary;                // one line in plain words
     std::vector<std::string> evidence;  // one line per supporting fact
 };
 

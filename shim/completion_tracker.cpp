@@ -163,8 +163,10 @@ void CompletionTracker::poll_forever() {
             Pending& e = pending[i];
             if (state[i] == 1) {
                 for (int k = 0; k < e.n; ++k) {
-                    if (e.done) record_done(*file_, e.refs[k], now);
-                    else record_reached(*file_, e.refs[k], now);
+                    if (e.done)
+                        record_done(*file_, e.refs[k], now);
+                    else
+                        record_reached(*file_, e.refs[k], now);
                 }
                 e.pool->free.try_push(e.ev);
             } else if (state[i] == 2) {

@@ -80,11 +80,11 @@ void parse_one(const Entry& e, const char* value, Field& field, std::vector<std:
     std::string s;
     bool ok = true;
     switch (e.kind) {
-    case Kind::Bool: ok = parse_bool(value, b); break;
-    case Kind::Int: ok = parse_number(e, value, true, d); break;
-    case Kind::Double: ok = parse_number(e, value, false, d); break;
-    case Kind::Enum: ok = parse_enum(e, value, s); break;
-    case Kind::String: s = value; break;
+        case Kind::Bool: ok = parse_bool(value, b); break;
+        case Kind::Int: ok = parse_number(e, value, true, d); break;
+        case Kind::Double: ok = parse_number(e, value, false, d); break;
+        case Kind::Enum: ok = parse_enum(e, value, s); break;
+        case Kind::String: s = value; break;
     }
     if (!ok) {
         warnings.push_back(bad_value(e, value));
@@ -117,9 +117,9 @@ Config parse_config(const GetEnv& getenv_fn, std::vector<std::string>& warnings)
 
 const char* action_name(Action a) {
     switch (a) {
-    case Action::Report: return "report";
-    case Action::Abort: return "abort";
-    case Action::Kill: return "kill";
+        case Action::Report: return "report";
+        case Action::Abort: return "abort";
+        case Action::Kill: return "kill";
     }
     return "report";
 }

@@ -11,7 +11,7 @@ enum class Action { Report, Abort, Kill };
 
 struct Config {
     bool enable = true;
-    std::string dir;  // resolved: NCCLWATCH_DIR or ${TMPDIR:-/tmp}/ncclwatch
+    std::string dir;     // resolved: NCCLWATCH_DIR or ${TMPDIR:-/tmp}/ncclwatch
     std::string job_id;  // empty = derive from the launcher
     double timeout_sec = 60;
     int poll_ms = 100;

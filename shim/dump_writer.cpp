@@ -37,10 +37,14 @@ json verdicts_json(const CommResult* view) {
 }  // namespace
 
 json DumpWriter::process_json() const {
-    return json{{"global_rank", rt_.id.global_rank}, {"local_rank", rt_.id.local_rank},
-                {"world_size", rt_.id.world_size},   {"host", rt_.id.host},
-                {"pid", rt_.id.pid},                 {"job_id", rt_.id.job_id},
-                {"launcher", rt_.id.launcher},       {"rank_file", rt_.file.path}};
+    return json{{"global_rank", rt_.id.global_rank},
+                {"local_rank", rt_.id.local_rank},
+                {"world_size", rt_.id.world_size},
+                {"host", rt_.id.host},
+                {"pid", rt_.id.pid},
+                {"job_id", rt_.id.job_id},
+                {"launcher", rt_.id.launcher},
+                {"rank_file", rt_.file.path}};
 }
 
 void DumpWriter::append_event(json event) {
@@ -55,22 +59,24 @@ void DumpWriter::append_event(json event) {
     rt_.file.hdr->reports_written.fetch_add(1);
 }
 
-void DumpWriter::report_stall(const CommRuntime& cr, const CommResult* view, double stalled_for_s,
-                              bool tracker_stuck) {
+void DumpWriter::report_stall(const CommRuntime& cr, const CommResult* view, double stalled_for_s, bool tracker_stuck) {
     std::lock_guard<std::mutex> lock(mu_);
     const disk::CommSlot& s = *cr.slot;
     uint64_t waiting_in = s.coll_completed.load() + 1;
-    log().error("STALL on communicator {:#018x} ({} ranks; this process is rank {}): no completion for {:.1f} s "
-                "(NCCLWATCH_TIMEOUT_SEC={}); collectives issued #{}, GPU-reached #{}, completed #{}",
-                cr.comm_id, cr.nranks, cr.rank, stalled_for_s, rt_.cfg.timeout_sec, s.coll_issued.load(),
-                s.coll_reached.load(), s.coll_completed.load());
+    log().error(
+        "STALL on communicator {:#018x} ({} ranks; this process is rank {}): no completion for {:.1f} s "
+        "(NCCLWATCH_TIMEOUT_SEC={}); collectives issued #{}, GPU-reached #{}, completed #{}",
+        cr.comm_id, cr.nranks, cr.rank, stalled_for_s, rt_.cfg.timeout_sec, s.coll_issued.load(), s.coll_reached.load(),
+        s.coll_completed.load());
     if (tracker_stuck)
-        log().error("  the GPU completion poller has not run for over 2 s (a CUDA query blocks?): GPU progress is "
-                    "unknown, the stall is reported from issue times");
+        log().error(
+            "  the GPU completion poller has not run for over 2 s (a CUDA query blocks?): GPU progress is "
+            "unknown, the stall is reported from issue times");
     if (!view || view->verdicts.empty())
-        log().error("  no verdict from the ranks visible in {}: the lagging rank is probably on another node "
-                    "(run ncclwatch-collector analyze over every node's folder)",
-                    rt_.file.job_dir);
+        log().error(
+            "  no verdict from the ranks visible in {}: the lagging rank is probably on another node "
+            "(run ncclwatch-collector analyze over every node's folder)",
+            rt_.file.job_dir);
     log_verdicts(view);
     append_event(json{{"type", "stall"},
                       {"comm_id", report::hex(cr.comm_id)},
@@ -86,10 +92,11 @@ void DumpWriter::report_init_hang(const disk::CommSlot& slot, const CommResult* 
     std::vector<int> entered;
     if (view)
         for (const verdict::RankCommState& r : view->view.ranks) entered.push_back(r.comm_rank);
-    log().error("INIT_HANG: communicator {:#018x} ({} ranks; this process is rank {}) has been initialising for "
-                "{:.1f} s; ranks seen entering init on this node: {}; not seen: {}",
-                slot.comm_id, slot.nranks, slot.rank, waited_s, report::format_ranks(entered),
-                view ? report::format_ranks(view->missing) : std::string("unknown"));
+    log().error(
+        "INIT_HANG: communicator {:#018x} ({} ranks; this process is rank {}) has been initialising for "
+        "{:.1f} s; ranks seen entering init on this node: {}; not seen: {}",
+        slot.comm_id, slot.nranks, slot.rank, waited_s, report::format_ranks(entered),
+        view ? report::format_ranks(view->missing) : std::string("unknown"));
     append_event(json{{"type", "init_hang"},
                       {"comm_id", report::hex(slot.comm_id)},
                       {"waited_s", waited_s},

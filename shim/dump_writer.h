@@ -4,9 +4,8 @@
 #pragma once
 
 #include <mutex>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "job_view.h"
 #include "runtime.h"

@@ -12,11 +12,10 @@ spdlog::logger& log();
 void set_log_level(const char* level);  // trace|debug|info|warn|error|off
 
 // Log a message at most once per call site: our own failures are reported once and then swallowed.
-#define NCW_LOG_ONCE(level, ...)                                       \
-    do {                                                               \
-        static std::atomic<bool> ncw_logged_once_{false};              \
-        if (!ncw_logged_once_.exchange(true, std::memory_order_relaxed)) \
-            ::ncw::log().level(__VA_ARGS__);                           \
+#define NCW_LOG_ONCE(level, ...)                                                                          \
+    do {                                                                                                  \
+        static std::atomic<bool> ncw_logged_once_{false};                                                 \
+        if (!ncw_logged_once_.exchange(true, std::memory_order_relaxed)) ::ncw::log().level(__VA_ARGS__); \
     } while (0)
 
 }  // namespace ncw

@@ -41,10 +41,11 @@ ProcessIdentity detect_identity(const GetEnv& getenv_fn, const std::string& job_
     id.host = host;
     id.pid = pid;
     id.global_rank = env_int(getenv_fn, {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK", "PMIX_RANK"});
-    id.local_rank = env_int(getenv_fn, {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"});
+    id.local_rank =
+        env_int(getenv_fn, {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"});
     id.world_size = env_int(getenv_fn, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"});
-    id.local_world_size =
-        env_int(getenv_fn, {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS"});
+    id.local_world_size = env_int(
+        getenv_fn, {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE", "MPI_LOCALNRANKS"});
 
     std::string run_id = env_str(getenv_fn, "TORCHELASTIC_RUN_ID");
     std::string restart = env_str(getenv_fn, "TORCHELASTIC_RESTART_COUNT");
@@ -85,21 +86,31 @@ bool is_secret_name(const std::string& name) {
 }
 
 EnvList snapshot_env(char** envp) {
-    static const char* const exact[] = {"RANK",          "LOCAL_RANK",     "WORLD_SIZE",  "LOCAL_WORLD_SIZE",
-                                        "GROUP_RANK",    "ROLE_RANK",      "MASTER_ADDR", "MASTER_PORT",
-                                        "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_LAUNCH_BLOCKING",
-                                        "TORCH_DISTRIBUTED_DEBUG", "LD_PRELOAD", "HOSTNAME"};
-    static const char* const prefixes[] = {"NCCL_",   "TORCH_NCCL_", "NCCLWATCH_", "TORCHELASTIC_", "OMPI_COMM_WORLD_",
-                                           "SLURM_JOB", "SLURM_PROC", "SLURM_LOCAL", "SLURM_NTASKS", "SLURM_STEP",
-                                           "PMI_",    "PMIX_RANK"};
+    static const char* const exact[] = {"RANK",
+                                        "LOCAL_RANK",
+                                        "WORLD_SIZE",
+                                        "LOCAL_WORLD_SIZE",
+                                        "GROUP_RANK",
+                                        "ROLE_RANK",
+                                        "MASTER_ADDR",
+                                        "MASTER_PORT",
+                                        "CUDA_VISIBLE_DEVICES",
+                                        "CUDA_DEVICE_ORDER",
+                                        "CUDA_LAUNCH_BLOCKING",
+                                        "TORCH_DISTRIBUTED_DEBUG",
+                                        "LD_PRELOAD",
+                                        "HOSTNAME"};
+    static const char* const prefixes[] = {
+        "NCCL_",       "TORCH_NCCL_",  "NCCLWATCH_", "TORCHELASTIC_", "OMPI_COMM_WORLD_", "SLURM_JOB", "SLURM_PROC",
+        "SLURM_LOCAL", "SLURM_NTASKS", "SLURM_STEP", "PMI_",          "PMIX_RANK"};
     EnvList out;
     for (char** e = envp; e && *e; ++e) {
         const char* eq = strchr(*e, '=');
         if (!eq) continue;
         std::string name(*e, eq - *e);
-        bool keep = std::any_of(std::begin(exact), std::end(exact), [&](const char* x) { return name == x; }) ||
-                    std::any_of(std::begin(prefixes), std::end(prefixes),
-                                [&](const char* p) { return starts_with(name, p); });
+        bool keep =
+            std::any_of(std::begin(exact), std::end(exact), [&](const char* x) { return name == x; }) ||
+            std::any_of(std::begin(prefixes), std::end(prefixes), [&](const char* p) { return starts_with(name, p); });
         if (!keep) continue;
         out.emplace_back(name, is_secret_name(name) ? "<redacted>" : std::string(eq + 1));
     }

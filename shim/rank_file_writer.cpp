@@ -34,7 +34,7 @@ std::string make_dirs(const std::string& path, unsigned mode) {
         if (cur.empty()) continue;
         if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return cur + ": " + strerror(errno);
     }
-    struct stat st{};
+    struct stat st {};
     if (stat(path.c_str(), &st) != 0) return path + ": " + strerror(errno);
     if (!S_ISDIR(st.st_mode)) return path + ": not a folder";
     if (access(path.c_str(), W_OK | X_OK) != 0) return path + ": " + strerror(errno);
@@ -154,9 +154,10 @@ RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdenti
     if (w.base) {
         w.file_backed = true;
     } else {
-        log().error("cannot keep a rank file ({}); recording in memory only: a crash will not leave evidence. Set "
-                    "NCCLWATCH_DIR to a writable folder with {} KiB free",
-                    why, w.size / 1024);
+        log().error(
+            "cannot keep a rank file ({}); recording in memory only: a crash will not leave evidence. Set "
+            "NCCLWATCH_DIR to a writable folder with {} KiB free",
+            why, w.size / 1024);
         void* p = mmap(nullptr, w.size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) return RankFileWriter{};
         w.base = static_cast<uint8_t*>(p);

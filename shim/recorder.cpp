@@ -92,9 +92,12 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
         // An operation issued into an idle communicator starts the stall clock now, not at the last completion.
         if (s->ops_completed.load(std::memory_order_relaxed) + 1 >= ref.op_index)
             s->t_last_progress_ns.store(now, std::memory_order_relaxed);
-        if (ref.coll_seq) write_signature(s, ref.coll_seq, d, now, tid, flags);
-        else if (d.op == disk::OpType::Send) s->p2p_sends.fetch_add(1, std::memory_order_relaxed);
-        else s->p2p_recvs.fetch_add(1, std::memory_order_relaxed);
+        if (ref.coll_seq)
+            write_signature(s, ref.coll_seq, d, now, tid, flags);
+        else if (d.op == disk::OpType::Send)
+            s->p2p_sends.fetch_add(1, std::memory_order_relaxed);
+        else
+            s->p2p_recvs.fetch_add(1, std::memory_order_relaxed);
         s->t_last_issue_ns.store(now, std::memory_order_relaxed);
     }
     return ref;

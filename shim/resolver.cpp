@@ -60,9 +60,10 @@ void* resolve_slow(RealFn& fn) {
     }
     if (!p) {
         if (!fn.miss_logged.exchange(true))
-            log().error("the real {} was not found (RTLD_NEXT, loaded libnccl.so.2, NCCLWATCH_NCCL_LIBRARY); the call "
-                        "returns ncclSystemError",
-                        fn.name);
+            log().error(
+                "the real {} was not found (RTLD_NEXT, loaded libnccl.so.2, NCCLWATCH_NCCL_LIBRARY); the call "
+                "returns ncclSystemError",
+                fn.name);
         return nullptr;
     }
     remember_path(p);

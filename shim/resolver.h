@@ -52,8 +52,10 @@ inline auto call_real(RealFn& fn, Args... args) -> decltype(std::declval<Fn>()(a
     using R = decltype(std::declval<Fn>()(args...));
     Fn f = real_fn<Fn>(fn);
     if (__builtin_expect(f == nullptr, 0)) {
-        if constexpr (std::is_same_v<R, ncclResult_t>) return ncclSystemError;
-        else return "unknown (ncclwatch: real ncclGetErrorString not found)";
+        if constexpr (std::is_same_v<R, ncclResult_t>)
+            return ncclSystemError;
+        else
+            return "unknown (ncclwatch: real ncclGetErrorString not found)";
     }
     return f(args...);
 }

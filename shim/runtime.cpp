@@ -172,8 +172,10 @@ void finish_comm(Runtime& rt, CommRuntime* cr, ncclComm_t comm, ncclResult_t res
     }
     cr->comm = comm;
     // A nonblocking init is not done yet: the watchdog asks for rank, size and device once NCCL can answer.
-    if (result == ncclInProgress) cr->identity_pending.store(true, std::memory_order_release);
-    else refresh_comm_identity(rt, *cr);
+    if (result == ncclInProgress)
+        cr->identity_pending.store(true, std::memory_order_release);
+    else
+        refresh_comm_identity(rt, *cr);
     rt.comms.insert(comm, cr);
     if (cr->slot) cr->slot->state.store(uint32_t(disk::CommState::Active), std::memory_order_release);
 }
@@ -199,8 +201,9 @@ CommRuntime* adopt_unknown_comm(Runtime& rt, ncclComm_t comm) {
     static std::mutex mu;  // the slow path, once per communicator: two threads must not adopt the same one twice
     std::lock_guard<std::mutex> lock(mu);
     if (CommRuntime* cr = rt.comms.find(comm)) return cr;
-    NCW_LOG_ONCE(warn, "an operation on a communicator created before ncclwatch saw it: its identity is local to this "
-                       "process and cannot be matched with other ranks");
+    NCW_LOG_ONCE(warn,
+                 "an operation on a communicator created before ncclwatch saw it: its identity is local to this "
+                 "process and cannot be matched with other ranks");
     CommInitInfo info;
     uint64_t key[2] = {reinterpret_cast<uint64_t>(comm), uint64_t(getpid())};
     info.comm_id = fnv1a64(key, sizeof(key));

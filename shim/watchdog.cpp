@@ -27,9 +27,9 @@ void on_sigusr1(int) { g_sigusr1.store(true, std::memory_order_relaxed); }
 void install_sigusr1() {
     // Only where nobody else handles SIGUSR1: its default action kills the process, a handler of the host program's
     // is its own business.
-    struct sigaction old{};
+    struct sigaction old {};
     if (sigaction(SIGUSR1, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_handler = on_sigusr1;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
@@ -205,19 +205,19 @@ private:
 
     void act_on_stall(CommRuntime& cr) {
         switch (rt_.cfg.action) {
-        case Action::Report: break;
-        case Action::Abort:
-            log().error("NCCLWATCH_ACTION=abort: aborting communicator {:#018x} so that the framework raises",
-                        cr.comm_id);
-            cr.destroyed.store(true);
-            rt_.comms.remove(cr.comm);
-            cr.slot->state.store(uint32_t(disk::CommState::Aborted));
-            NCW_CALL_REAL(ncclCommAbort, cr.comm);
-            break;
-        case Action::Kill:
-            log().error("NCCLWATCH_ACTION=kill: sending SIGABRT to this process after the dump");
-            kill(getpid(), SIGABRT);
-            break;
+            case Action::Report: break;
+            case Action::Abort:
+                log().error("NCCLWATCH_ACTION=abort: aborting communicator {:#018x} so that the framework raises",
+                            cr.comm_id);
+                cr.destroyed.store(true);
+                rt_.comms.remove(cr.comm);
+                cr.slot->state.store(uint32_t(disk::CommState::Aborted));
+                NCW_CALL_REAL(ncclCommAbort, cr.comm);
+                break;
+            case Action::Kill:
+                log().error("NCCLWATCH_ACTION=kill: sending SIGABRT to this process after the dump");
+                kill(getpid(), SIGABRT);
+                break;
         }
     }
 

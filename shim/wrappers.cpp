@@ -12,21 +12,22 @@
 #define NCW_EXPORT extern "C" __attribute__((visibility("default")))
 #define NCW_UNPACK(...) __VA_ARGS__
 #define NCW_COMMA_ARGS(...) __VA_OPT__(, ) __VA_ARGS__
-#define NCW_DESC(type, ...) ::ncw::OpDesc{::ncw::disk::OpType::type, __VA_ARGS__}
+#define NCW_DESC(type, ...) \
+    ::ncw::OpDesc { ::ncw::disk::OpType::type, __VA_ARGS__ }
 
-#define NCW_OP_WRAPPER(name, params, args, desc)                                              \
-    NCW_EXPORT ncclResult_t name params {                                                     \
-        ::ncw::CallScope scope;                                                               \
-        auto call = [&]() -> ncclResult_t { return NCW_CALL_REAL(name, NCW_UNPACK args); };   \
-        if (scope.nested()) return call();                                                    \
-        return ::ncw::run_op(scope, NCW_DESC desc, call);                                     \
+#define NCW_OP_WRAPPER(name, params, args, desc)                                            \
+    NCW_EXPORT ncclResult_t name params {                                                   \
+        ::ncw::CallScope scope;                                                             \
+        auto call = [&]() -> ncclResult_t { return NCW_CALL_REAL(name, NCW_UNPACK args); }; \
+        if (scope.nested()) return call();                                                  \
+        return ::ncw::run_op(scope, NCW_DESC desc, call);                                   \
     }
 
-#define NCW_HOOKED_WRAPPER(name, params, args)                                                \
-    NCW_EXPORT ncclResult_t name params {                                                     \
-        ::ncw::CallScope scope;                                                               \
+#define NCW_HOOKED_WRAPPER(name, params, args)                                                                 \
+    NCW_EXPORT ncclResult_t name params {                                                                      \
+        ::ncw::CallScope scope;                                                                                \
         if (scope.nested()) return ::ncw::call_real<decltype(&::name)>(::ncw::real::name NCW_COMMA_ARGS args); \
-        return ::ncw::hook::name(scope NCW_COMMA_ARGS args);                                  \
+        return ::ncw::hook::name(scope NCW_COMMA_ARGS args);                                                   \
     }
 
 NCW_NCCL_OPS(NCW_OP_WRAPPER)

@@ -8,6 +8,7 @@
 //                      X(name, (params), (args))
 //   NCW_NCCL_INTERNAL: functions the shim calls itself but does not intercept or export. X(name)
 #pragma once
+// clang-format off
 
 #define NCW_NCCL_OPS(X)                                                                                              \
     X(ncclAllReduce,                                                                                                 \
@@ -88,3 +89,4 @@
     X(ncclCommUserRank)                                                                                              \
     X(ncclCommCuDevice)                                                                                              \
     X(ncclGetErrorString)
+// clang-format on

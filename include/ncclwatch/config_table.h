@@ -5,6 +5,7 @@
 // X(FIELD, NAME, KIND, DEFAULT, ACCEPTED, DESCRIPTION)
 //   KIND: Bool, Int, Double, String, Enum. For Int/Double, ACCEPTED is "min..max". For Enum, "a|b|c".
 #pragma once
+// clang-format off
 
 #define NCW_CONFIG_TABLE(X)                                                                                          \
     X(enable, "NCCLWATCH_ENABLE", Bool, "1", "0|1",                                                                   \
@@ -35,3 +36,4 @@
       "Last resort for finding the real NCCL when neither RTLD_NEXT nor an already loaded libnccl.so.2 has it")       \
     X(log_level, "NCCLWATCH_LOG_LEVEL", Enum, "info", "trace|debug|info|warn|error|off",                             \
       "Verbosity of the shim's own messages on stderr")
+// clang-format on

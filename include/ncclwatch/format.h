@@ -76,8 +76,16 @@ enum RecordFlags : uint8_t {
 enum class ProcessState : uint32_t { Running = 1, ExitedClean = 2, Forked = 3 };
 
 // Communicator state in CommSlot::state.
-enum class CommState : uint32_t { Free = 0, Initializing = 1, Active = 2, Finalized = 3, Destroyed = 4, Aborted = 5,
-                                  Revoked = 6, InitFailed = 7 };
+enum class CommState : uint32_t {
+    Free = 0,
+    Initializing = 1,
+    Active = 2,
+    Finalized = 3,
+    Destroyed = 4,
+    Aborted = 5,
+    Revoked = 6,
+    InitFailed = 7
+};
 
 // CommSlot::stall_flags
 enum StallFlags : uint32_t { kStallActive = 1u << 0, kStallReported = 1u << 1, kMismatchReported = 1u << 2 };
@@ -149,7 +157,7 @@ struct CommSlot {
     int32_t rank;  // rank in this communicator, -1 until known
     int32_t nranks;
     int32_t cuda_dev;
-    int32_t blocking;  // 1 blocking, 0 nonblocking, -1 default
+    int32_t blocking;    // 1 blocking, 0 nonblocking, -1 default
     uint64_t comm_id;    // agreed by every rank: hash of the ncclUniqueId or of (parent id, split counter, color)
     uint64_t parent_id;  // 0 for a root communicator
     int32_t split_color;
@@ -170,8 +178,8 @@ struct CommSlot {
     std::atomic<uint64_t> t_last_progress_ns;  // last time ops_completed advanced
     std::atomic<uint64_t> p2p_sends;
     std::atomic<uint64_t> p2p_recvs;
-    std::atomic<int32_t> async_error;  // last ncclResult_t seen from ncclCommGetAsyncError (0 = fine)
-    std::atomic<uint32_t> gpu_tracking;  // 1 if reached/completed come from GPU events
+    std::atomic<int32_t> async_error;      // last ncclResult_t seen from ncclCommGetAsyncError (0 = fine)
+    std::atomic<uint32_t> gpu_tracking;    // 1 if reached/completed come from GPU events
     std::atomic<uint64_t> stall_since_ns;  // monotonic time the current stall began; 0 = none
     std::atomic<uint64_t> untracked_ops;
     uint64_t reserved[8];
@@ -229,33 +237,33 @@ inline constexpr bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 inline const char* op_name(uint8_t op) {
     switch (OpType(op)) {
-    case OpType::None: return "None";
-    case OpType::AllReduce: return "AllReduce";
-    case OpType::Broadcast: return "Broadcast";
-    case OpType::Reduce: return "Reduce";
-    case OpType::AllGather: return "AllGather";
-    case OpType::ReduceScatter: return "ReduceScatter";
-    case OpType::AlltoAll: return "AlltoAll";
-    case OpType::Gather: return "Gather";
-    case OpType::Scatter: return "Scatter";
-    case OpType::Send: return "Send";
-    case OpType::Recv: return "Recv";
-    case OpType::CommInit: return "CommInit";
-    case OpType::CommSplit: return "CommSplit";
-    case OpType::CommShrink: return "CommShrink";
-    case OpType::CommFinalize: return "CommFinalize";
-    case OpType::CommDestroy: return "CommDestroy";
-    case OpType::CommAbort: return "CommAbort";
-    case OpType::CommRevoke: return "CommRevoke";
-    case OpType::AsyncError: return "AsyncError";
+        case OpType::None: return "None";
+        case OpType::AllReduce: return "AllReduce";
+        case OpType::Broadcast: return "Broadcast";
+        case OpType::Reduce: return "Reduce";
+        case OpType::AllGather: return "AllGather";
+        case OpType::ReduceScatter: return "ReduceScatter";
+        case OpType::AlltoAll: return "AlltoAll";
+        case OpType::Gather: return "Gather";
+        case OpType::Scatter: return "Scatter";
+        case OpType::Send: return "Send";
+        case OpType::Recv: return "Recv";
+        case OpType::CommInit: return "CommInit";
+        case OpType::CommSplit: return "CommSplit";
+        case OpType::CommShrink: return "CommShrink";
+        case OpType::CommFinalize: return "CommFinalize";
+        case OpType::CommDestroy: return "CommDestroy";
+        case OpType::CommAbort: return "CommAbort";
+        case OpType::CommRevoke: return "CommRevoke";
+        case OpType::AsyncError: return "AsyncError";
     }
     return "Unknown";
 }
 
 // Names follow nccl.h's ncclDataType_t values.
 inline const char* dtype_name(uint8_t dt) {
-    static const char* const names[] = {"int8",    "uint8",   "int32",    "uint32",     "int64",     "uint64",
-                                        "float16", "float32", "float64",  "bfloat16",   "float8e4m3", "float8e5m2"};
+    static const char* const names[] = {"int8",    "uint8",   "int32",   "uint32",   "int64",      "uint64",
+                                        "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
     return dt < sizeof(names) / sizeof(names[0]) ? names[dt] : "unknown";
 }
 

@@ -25,4 +25,15 @@ n_done=$(json_get "$WORK/dump.json" "len([r for r in d['records']['items'] if r[
 [ "$n_done" = 52 ] || fail "completed records: $n_done, want 52"
 grouped=$(json_get "$WORK/dump.json" "len(set(r['group_id'] for r in d['records']['items'] if r['group_id']))")
 [ "$grouped" = 12 ] || fail "group launches: $grouped, want 12"
-echo "ok: clean job, 52 operations recorded and completed, no report"
+
+# A nonblocking communicator (ncclCommInitRankConfig with blocking = 0, polled with ncclCommGetAsyncError like
+# PyTorch does), with groups.
+rm -rf "$NCCLWATCH_DIR"
+run_job 2 --steps 6 --nonblocking --group
+[ "$JOB_RC" = 0 ] || fail "nonblocking job failed under the shim (rc $JOB_RC)"
+[ "$(count_files '*.report.json')" = 0 ] || fail "a clean nonblocking job produced a report"
+f=$(ls "$(job_dir)"/rank1-*.ncw)
+"$NCW_COLLECTOR" dump --json "$f" >"$WORK/dump.json" || fail "collector dump failed"
+n=$(json_get "$WORK/dump.json" "len([r for r in d['records']['items'] if r['op'] in ('AllReduce','Send','Recv') and r['done_ms'] is not None and 'nonblocking' in r['flags']])")
+[ "$n" = 18 ] || fail "nonblocking records completed: $n, want 18"
+echo "ok: clean job, 52 operations recorded and completed, no report; nonblocking job likewise"

@@ -1,7 +1,10 @@
 #!/bin/bash
 # The shim inside torch and NCCL on one GPU (device machine). Takes a carried build in .carry/ (libncclwatch.so,
-# ncclwatch-collector, call_cost_gpu), writes a log and the evidence to $OUT.
-#   bash test/gpu/run_issue2.sh
+# ncclwatch-collector, call_cost_gpu, clock_cost), writes a log and the evidence to $OUT.
+# Here: meson setup build-release -Dbuildtype=release -Dtests=false && ninja -C build-release &&
+#   mkdir -p .carry && cp build-release/shim/libncclwatch.so build-release/collector/ncclwatch-collector \
+#   build-release/bench/call_cost_gpu build-release/bench/clock_cost .carry/
+# Device tool: run(command="bash test/gpu/run_issue2.sh 2>&1 | tee $OUT/run.log", carry=[".carry"])
 set -u
 OUT=${OUT:-/tmp/ncw-gpu-out}
 mkdir -p "$OUT"
@@ -56,12 +59,38 @@ for c in d["comms"]:
 PYEOF
 grep "recording to" "$W/ddp.log" | head -2
 
-section "DDP step time, alternated without / with the shim (3 pairs, 500 steps)"
-for i in 1 2 3; do
-    torchrun --standalone --nproc_per_node=1 examples/ddp_train.py --steps 500 2>&1 | grep "steps in" | sed 's/^/without: /'
+section "clock cost on this machine"
+grep -o -w 'constant_tsc\|nonstop_tsc' /proc/cpuinfo | sort | uniq -c
+cat /sys/devices/system/clocksource/clocksource0/current_clocksource
+"$C/clock_cost"
+
+section "NCCLWATCH_BACKTRACE=1 and a dump at exit (50 steps)"
+NCCLWATCH_BACKTRACE=1 NCCLWATCH_DUMP_AT_EXIT=1 NCCLWATCH_DIR=$W/bt LD_PRELOAD=$SHIM torchrun --standalone \
+    --nproc_per_node=1 examples/ddp_train.py --steps 50 2>&1 | grep -v "dump written" | tail -3
+d=$(ls "$W"/bt/*/*.dump.json | head -1)
+$PY -c "
+import json; d=json.load(open('$d'))
+rs=[r for r in d['records'] if r['op']=='AllReduce' and r.get('backtrace')]
+print(len(rs), 'AllReduce records with a stack; the last one:')
+for f in rs[-1]['backtrace'][:8]: print('   ', f)"
+
+section "DDP step time, alternated without / with the shim (9 pairs, 500 steps)"
+for i in 1 2 3 4 5 6 7 8 9; do
+    torchrun --standalone --nproc_per_node=1 examples/ddp_train.py --steps 500 2>&1 | grep "steps in" |
+        sed 's/^/without: /' | tee -a "$W/steps.txt"
     NCCLWATCH_DIR=$W/steps LD_PRELOAD=$SHIM torchrun --standalone --nproc_per_node=1 examples/ddp_train.py --steps 500 \
-        2>&1 | grep "steps in" | sed 's/^/with:    /'
+        2>&1 | grep "steps in" | sed 's/^/with:    /' | tee -a "$W/steps.txt"
 done
+$PY - "$W/steps.txt" <<'PYEOF'
+import re, sys, statistics
+w, wo = [], []
+for line in open(sys.argv[1]):
+    ms = float(re.search(r"\(([0-9.]+) ms/step\)", line).group(1))
+    (w if line.startswith("with:") else wo).append(ms)
+ratios = [a / b for a, b in zip(w, wo)]
+print(f"median ms/step without {statistics.median(wo):.4f}, with {statistics.median(w):.4f}; "
+      f"median of pair ratios {statistics.median(ratios):.4f} (pairs: {', '.join(f'{r:.3f}' for r in ratios)})")
+PYEOF
 
 section "GPU busy for 8 s before an all_reduce (timeout 3 s): GPU_NOT_REACHED, then recovered"
 NCCLWATCH_TIMEOUT_SEC=3 NCCLWATCH_DIR=$W/busy LD_PRELOAD=$SHIM torchrun --standalone --nproc_per_node=1 \

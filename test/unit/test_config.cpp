@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <map>
 
 #include "config.h"

@@ -1,6 +1,5 @@
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <thread>
 #include <vector>
 

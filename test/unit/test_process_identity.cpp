@@ -1,5 +1,4 @@
 #include <catch2/catch.hpp>
-
 #include <map>
 
 #include "process_identity.h"
@@ -20,7 +19,10 @@ ProcessIdentity detect(std::map<std::string, std::string> env, std::string overr
 }  // namespace
 
 TEST_CASE("torchrun ranks of one launch share a job folder; a restart gets its own") {
-    auto a = detect({{"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"}, {"TORCHELASTIC_RUN_ID", "none"},
+    auto a = detect({{"RANK", "3"},
+                     {"LOCAL_RANK", "1"},
+                     {"WORLD_SIZE", "8"},
+                     {"TORCHELASTIC_RUN_ID", "none"},
                      {"TORCHELASTIC_RESTART_COUNT", "0"}});
     CHECK(a.global_rank == 3);
     CHECK(a.local_rank == 1);

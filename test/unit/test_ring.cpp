@@ -1,10 +1,9 @@
 // The ring under concurrent writers (two threads issue on one communicator, like torch's main and autograd
 // threads) and a concurrent reader in the role of a sibling process.
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -52,8 +51,15 @@ CommRuntime* make_comm(RankFileWriter& f, uint64_t comm_id) {
 constexpr uint64_t kMarker = 0x5a5a5a5a12345678ull;
 
 OpDesc desc_for(uint64_t value) {
-    return OpDesc{disk::OpType::AllReduce, reinterpret_cast<const void*>(value ^ kMarker), nullptr, size_t(value), 7,
-                  0, -1, nullptr, reinterpret_cast<cudaStream_t>(value)};
+    return OpDesc{disk::OpType::AllReduce,
+                  reinterpret_cast<const void*>(value ^ kMarker),
+                  nullptr,
+                  size_t(value),
+                  7,
+                  0,
+                  -1,
+                  nullptr,
+                  reinterpret_cast<cudaStream_t>(value)};
 }
 
 }  // namespace

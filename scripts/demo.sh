@@ -1,0 +1,29 @@
+#!/bin/bash
+# The main job on its embedded default. On a machine with a GPU and PyTorch: torchrun of examples/ddp_train.py
+# under the shim. Elsewhere: a simulated 4-rank job over the test NCCL on CPU in which rank 2 skips one all_reduce
+# and then stays busy; the shim names it within the timeout, and the collector reads the dump folder.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
+    so=${NCCLWATCH_SO:-build/shim/libncclwatch.so}
+    [ -f "$so" ] || bash scripts/setup.sh
+    export NCCL_NVLS_ENABLE=0 NCCLWATCH_DIR=${NCCLWATCH_DIR:-/tmp/ncclwatch-demo}
+    LD_PRELOAD=$PWD/$so torchrun --standalone --nproc_per_node="$(nvidia-smi -L | wc -l)" examples/ddp_train.py
+    exit $?
+fi
+
+bash scripts/setup.sh || exit 1
+export NCCLWATCH_DIR=${NCCLWATCH_DIR:-$(mktemp -d /tmp/ncclwatch-demo-XXXXXX)}
+export NCCLWATCH_TIMEOUT_SEC=${NCCLWATCH_TIMEOUT_SEC:-3} FAKE_NCCL_TIMEOUT_SEC=12
+echo "demo: 4 ranks over the test NCCL; rank 2 skips the all_reduce of step 5, then stays busy outside NCCL."
+echo "demo: NCCLWATCH_TIMEOUT_SEC=$NCCLWATCH_TIMEOUT_SEC, dumps in $NCCLWATCH_DIR"
+echo
+LD_PRELOAD=$PWD/build/shim/libncclwatch.so build/test/fake_nccl/fake_launch --nproc 4 --timeout-sec 60 -- \
+    build/test/fake_nccl/fake_rank --steps 10 --skip-rank 2 --skip-step 5 --hold-ms 8000 2>&1 |
+    grep -v "dump written\|fake-nccl\|fake-framework"
+echo
+echo "demo: ncclwatch-collector analyze $NCCLWATCH_DIR"
+build/collector/ncclwatch-collector analyze "$NCCLWATCH_DIR"
+rc=$?
+[ "$rc" = 1 ] && exit 0  # 1 = a hang was found, which is what this demo shows
+exit "$rc"
