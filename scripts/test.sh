@@ -11,7 +11,7 @@ meson test -C build --print-errorlogs --num-processes 2 || status=1
 # The sanitizer build runs the unit tests and the test NCCL; the LD_PRELOAD tests are left out (the sanitizer
 # runtime must come first in the process, which a preloaded shim in someone else's program cannot arrange).
 if [ ! -f build-asan/build.ninja ]; then
-    meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -De2e=false -Dbench=false \
+    meson setup build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -De2e=false -Dbench=false \
         -Dnccl_headers="${NCCL_HEADERS:-/usr/local/cuda/include}" >/dev/null || exit 1
 fi
 ninja -C build-asan >/dev/null || exit 1

@@ -38,8 +38,10 @@ extern std::atomic<const TscAnchor*> g_tsc_anchor;
 inline uint64_t now_mono_ns() {
     const TscAnchor* a = g_tsc_anchor.load(std::memory_order_acquire);
     if (__builtin_expect(a == nullptr, 0)) return clock_mono_ns();
-    uint64_t d = __rdtsc() - a->tsc;
-    return a->mono_ns + uint64_t((unsigned __int128)d * a->mult >> 32);
+    // rdtsc is not ordered with the load above: a read an instant before a fresh anchor would be negative.
+    int64_t d = int64_t(__rdtsc() - a->tsc);
+    if (d < 0) d = 0;
+    return a->mono_ns + uint64_t((unsigned __int128)uint64_t(d) * a->mult >> 32);
 }
 
 // The watchdog calls this about once a second: it measures the TSC rate against CLOCK_MONOTONIC over the interval

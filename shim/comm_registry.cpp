@@ -19,6 +19,16 @@ bool CommRegistry::insert(ncclComm_t comm, CommRuntime* cr) {
             return true;
         }
     }
+    // Every key is taken: reuse a tombstone (a destroyed communicator's key). A lookup of that old pointer could
+    // only come from a use after destroy, which NCCL itself does not allow.
+    for (size_t n = 0; n < kCapacity; ++n) {
+        uintptr_t k = keys_[n].load(std::memory_order_acquire);
+        if (k && !values_[n].load(std::memory_order_acquire) &&
+            keys_[n].compare_exchange_strong(k, key, std::memory_order_acq_rel)) {
+            values_[n].store(cr, std::memory_order_release);
+            return true;
+        }
+    }
     return false;
 }
 

@@ -50,6 +50,7 @@ struct CommRuntime {
     std::atomic<uint64_t>* send_seq = nullptr;
     std::atomic<uint64_t>* recv_seq = nullptr;
     std::atomic<bool> destroyed{false};
+    std::atomic<uint64_t> failed_ops{0};        // calls that returned an error: a stall ending this way did not recover
     std::atomic<bool> identity_pending{false};  // rank/nranks not known yet (nonblocking split): the watchdog asks
     MpmcQueue<DeferredOp> deferred{256};
 };

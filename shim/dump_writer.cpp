@@ -113,10 +113,18 @@ void DumpWriter::report_mismatch(const CommResult& view, const verdict::Verdict&
                       {"verdicts", json::array({report::verdict_json(v, view.job_id)})}});
 }
 
-void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s) {
+void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool by_error) {
     std::lock_guard<std::mutex> lock(mu_);
-    log().warn("RECOVERED: communicator {:#018x} made progress again after {:.1f} s", cr.comm_id, waited_s);
-    append_event(json{{"type", "recovered"}, {"comm_id", report::hex(cr.comm_id)}, {"stalled_for_s", waited_s}});
+    if (by_error)
+        log().error(
+            "ENDED: the stalled operation on communicator {:#018x} returned an error after {:.1f} s (the "
+            "communicator was aborted or revoked here or on a peer)",
+            cr.comm_id, waited_s);
+    else
+        log().warn("RECOVERED: communicator {:#018x} made progress again after {:.1f} s", cr.comm_id, waited_s);
+    append_event(json{{"type", by_error ? "ended_by_error" : "recovered"},
+                      {"comm_id", report::hex(cr.comm_id)},
+                      {"stalled_for_s", waited_s}});
 }
 
 void DumpWriter::write_dump(const char* reason) {

@@ -19,7 +19,7 @@ public:
     void report_stall(const CommRuntime& cr, const CommResult* view, double stalled_for_s, bool tracker_stuck);
     void report_init_hang(const disk::CommSlot& slot, const CommResult* view, double waited_s);
     void report_mismatch(const CommResult& view, const verdict::Verdict& v);
-    void report_recovered(const CommRuntime& cr, double waited_s);
+    void report_recovered(const CommRuntime& cr, double waited_s, bool by_error);
     void write_dump(const char* reason);
 
 private:

@@ -24,17 +24,25 @@ uint32_t CallScope::tid() {
 
 void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
                            ncclResult_t r, uint64_t now) {
-    if (r == ncclInProgress && cr.nonblocking && pool) {
-        // Nothing may be on the stream yet: the event waits until ncclCommGetAsyncError reports success.
+    if (r == ncclInProgress && pool) {
+        // A nonblocking communicator (by config, inherited from a split parent, or NCCL_COMM_BLOCKING=0): nothing
+        // may be on the stream yet, so the event waits until ncclCommGetAsyncError reports success.
         if (cr.deferred.try_push(DeferredOp{ref, stream})) return;
+        record_add_flags(rt.file, ref, disk::kFlagUntracked);
+        record_done(rt.file, ref, now, false);
+        return;
     }
     if (r != ncclSuccess && r != ncclInProgress) {
+        cr.failed_ops.fetch_add(1, std::memory_order_relaxed);
         record_done(rt.file, ref, now);  // a failed call enqueued nothing: nothing to wait for
         return;
     }
     if (pool) {
         if (rt.tracker->record(pool, stream, &ref, 1, true)) return;
+        // No event to be had (pool or queue exhausted): counted, but it proves no GPU progress.
         record_add_flags(rt.file, ref, disk::kFlagUntracked);
+        record_done(rt.file, ref, now, false);
+        return;
     }
     record_done(rt.file, ref, now);
 }
@@ -50,13 +58,14 @@ void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stre
     for (int i = ts.group_n - 1; ts.group_ops && i >= 0; --i) {
         GroupOp& g = ts.group_ops[i];
         if (g.ref.cr == ref.cr && g.stream == stream) {
-            record_done(rt.file, g.ref, now_mono_ns());
+            record_add_flags(rt.file, g.ref, disk::kFlagUntracked);
+            record_done(rt.file, g.ref, now_mono_ns(), false);
             g = GroupOp{ref, stream, pool};
             return;
         }
     }
     record_add_flags(rt.file, ref, disk::kFlagUntracked);
-    record_done(rt.file, ref, now_mono_ns());
+    record_done(rt.file, ref, now_mono_ns(), false);
     ts.group_overflow = true;
 }
 
@@ -85,14 +94,27 @@ void for_each_stream_chunk(ThreadState& ts, F&& f) {
     }
 }
 
+// Our bookkeeping around an init: whatever it throws (out of memory) is logged and swallowed, and the real call
+// runs exactly once either way.
 template <typename Call>
 ncclResult_t run_init(const CommInitInfo& info, ncclComm_t* out, Call&& call) {
     Runtime* rt = start_runtime();
-    if (!rt) return call();
-    CommRuntime* cr = begin_comm(*rt, info);
+    CommRuntime* cr = nullptr;
+    if (rt) {
+        try {
+            cr = begin_comm(*rt, info);
+        } catch (...) {
+            NCW_LOG_ONCE(error, "could not record a communicator init (out of memory?)");
+        }
+    }
     ncclResult_t r = call();
+    if (!cr) return r;
     ErrnoKeeper keep;
-    finish_comm(*rt, cr, out && (r == ncclSuccess || r == ncclInProgress) ? *out : nullptr, r);
+    try {
+        finish_comm(*rt, cr, out && (r == ncclSuccess || r == ncclInProgress) ? *out : nullptr, r);
+    } catch (...) {
+        NCW_LOG_ONCE(error, "could not record a communicator init (out of memory?)");
+    }
     return r;
 }
 
@@ -132,7 +154,12 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
     Runtime* rt = runtime();
     if (!outermost || !rt || ts.group_n == 0) {
         errno = s.saved_errno();
-        return NCW_CALL_REAL(ncclGroupEnd);
+        ncclResult_t r = NCW_CALL_REAL(ncclGroupEnd);
+        if (outermost && rt && r == ncclSuccess) {
+            ErrnoKeeper keep;
+            refresh_pending_identities(*rt);  // inits inside the group are done now
+        }
+        return r;
     }
     // Nothing is on any stream until the outermost ncclGroupEnd launches the group: "reached" is recorded now.
     if (rt->tracker && rt->cfg.gpu_reached) {
@@ -153,10 +180,32 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
         if (rt->tracker->record(g.pool, g.stream, refs, n, true)) return;
         for (int i = 0; i < n; ++i) {
             record_add_flags(rt->file, refs[i], disk::kFlagUntracked);
-            record_done(rt->file, refs[i], now);
+            record_done(rt->file, refs[i], now, false);
         }
     });
     ts.group_n = 0;
+    return r;
+}
+
+// Ends the group like ncclGroupEnd but launches nothing: the queued ops count as done (they will never run) and are
+// marked untracked, so they neither stall nor prove progress.
+ncclResult_t ncclGroupSimulateEnd(CallScope& s, ncclSimInfo_t* simInfo) {
+    ThreadState& ts = s.ts();
+    bool outermost = ts.group_depth == 1;
+    if (ts.group_depth > 0) --ts.group_depth;
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclGroupSimulateEnd, simInfo);
+    Runtime* rt = runtime();
+    if (outermost && rt) {
+        ErrnoKeeper keep;
+        uint64_t now = now_mono_ns();
+        for (int i = 0; i < ts.group_n; ++i) {
+            record_add_flags(rt->file, ts.group_ops[i].ref, disk::kFlagUntracked);
+            record_return(rt->file, ts.group_ops[i].ref, r, now);
+            record_done(rt->file, ts.group_ops[i].ref, now, false);
+        }
+        ts.group_n = 0;
+    }
     return r;
 }
 
@@ -211,12 +260,16 @@ ncclResult_t ncclCommInitAll(CallScope& s, ncclComm_t* comm, int ndev, const int
     // All ranks live in this process, so a process-local identity is one every rank agrees on.
     uint64_t parts[3] = {rt->initall_counter.fetch_add(1), uint64_t(getpid()), rt->file.hdr->boot_id_hash};
     uint64_t id = fnv1a64(parts, sizeof(parts));
-    for (int i = 0; i < ndev; ++i) {
-        CommInitInfo info;
-        info.comm_id = id;
-        info.rank = i;
-        info.nranks = ndev;
-        finish_comm(*rt, begin_comm(*rt, info), comm[i], r);
+    try {
+        for (int i = 0; i < ndev; ++i) {
+            CommInitInfo info;
+            info.comm_id = id;
+            info.rank = i;
+            info.nranks = ndev;
+            finish_comm(*rt, begin_comm(*rt, info), comm[i], r);
+        }
+    } catch (...) {
+        NCW_LOG_ONCE(error, "could not record a communicator init (out of memory?)");
     }
     return r;
 }
@@ -312,6 +365,7 @@ ncclResult_t ncclCommGetAsyncError(CallScope& s, ncclComm_t comm, ncclResult_t* 
     CommRuntime* cr = rt->comms.find(comm);
     if (!cr) return r;
     ncclResult_t e = *asyncError;
+    if (e == ncclSuccess && cr->identity_pending.load(std::memory_order_acquire)) refresh_comm_identity(*rt, *cr);
     if (e == ncclSuccess) {
         // A nonblocking communicator has now enqueued what it had in progress: its events can go on the stream.
         DeferredOp op;

@@ -10,6 +10,7 @@ namespace ncw::hook {
 
 ncclResult_t ncclGroupStart(CallScope& s);
 ncclResult_t ncclGroupEnd(CallScope& s);
+ncclResult_t ncclGroupSimulateEnd(CallScope& s, ncclSimInfo_t* simInfo);
 ncclResult_t ncclGetUniqueId(CallScope& s, ncclUniqueId* uniqueId);
 ncclResult_t ncclCommInitRank(CallScope& s, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
 ncclResult_t ncclCommInitRankConfig(CallScope& s, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,

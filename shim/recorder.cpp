@@ -8,6 +8,10 @@
 namespace ncw {
 namespace {
 
+// Handles from ncclRedOpCreatePreMulSum are mangled per communicator and differ across ranks: all of them are
+// recorded as one value (ncclNumOps, shown as "premulsum") so that ranks compare equal.
+int32_t normalized_redop(int32_t op) { return op >= int32_t(ncclNumOps) ? int32_t(ncclNumOps) : op; }
+
 disk::OpRecord* begin_record(const RankFileWriter& f, uint64_t& ticket) {
     ticket = f.hdr->write_ticket.fetch_add(1, std::memory_order_relaxed);
     disk::OpRecord* rec = &f.ring[ticket & f.ring_mask];
@@ -33,7 +37,7 @@ void write_signature(disk::CommSlot* slot, uint64_t seq, const OpDesc& d, uint64
     s.op = uint8_t(d.op);
     s.dtype = uint8_t(d.dtype);
     s.flags = flags;
-    s.redop = d.redop;
+    s.redop = normalized_redop(d.redop);
     s.root = disk::is_rooted(d.op) ? d.root_or_peer : -1;
     s.tid = tid;
     s.stream = reinterpret_cast<uint64_t>(d.stream);
@@ -83,7 +87,7 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
     }
     rec->flags = flags;
     rec->peer_or_root = d.root_or_peer;
-    rec->redop = d.redop;
+    rec->redop = normalized_redop(d.redop);
     rec->result.store(-1, std::memory_order_relaxed);
     rec->comm_slot = cr.slot_index;
     end_record(rec, ref.ticket);
@@ -116,7 +120,7 @@ void record_reached(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
     if (ref.coll_seq && ref.cr->slot) atomic_max(ref.cr->slot->coll_reached, ref.coll_seq);
 }
 
-void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
+void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress) {
     if (disk::OpRecord* rec = live_record(f, ref)) {
         // One completer per op; "reached" may race with the poller's own, and either time is right.
         rec->t_done_ns.store(now, std::memory_order_relaxed);
@@ -128,8 +132,10 @@ void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
             atomic_max(s->coll_reached, ref.coll_seq);
             atomic_max(s->coll_completed, ref.coll_seq);
         }
-        atomic_max(s->ops_completed, ref.op_index);
-        s->t_last_progress_ns.store(now, std::memory_order_relaxed);
+        // A count, not a maximum: an op completed out of order (another stream, a fallback) must not hide an
+        // earlier one that is stuck.
+        s->ops_completed.fetch_add(1, std::memory_order_acq_rel);
+        if (progress) s->t_last_progress_ns.store(now, std::memory_order_relaxed);
     }
 }
 

@@ -32,8 +32,9 @@ void* lookup_in(void* handle, const char* name) {
     return p && !is_ours(p) ? p : nullptr;
 }
 
-std::mutex g_path_mu;
-std::string g_path;
+// Leaked on purpose: the watchdog may ask for the path (in a dump) while static destructors run at exit.
+std::mutex& g_path_mu = *new std::mutex;
+std::string& g_path = *new std::string;
 
 void remember_path(void* p) {
     Dl_info info{};
@@ -44,7 +45,7 @@ void remember_path(void* p) {
 
 }  // namespace
 
-void* resolve_slow(RealFn& fn) {
+void* resolve_slow(RealFn& fn, bool quiet) {
     void* p = dlsym(RTLD_NEXT, fn.name);
     if (p && is_ours(p)) p = nullptr;
     if (!p) {
@@ -59,7 +60,7 @@ void* resolve_slow(RealFn& fn) {
         }
     }
     if (!p) {
-        if (!fn.miss_logged.exchange(true))
+        if (!quiet && !fn.miss_logged.exchange(true))
             log().error(
                 "the real {} was not found (RTLD_NEXT, loaded libnccl.so.2, NCCLWATCH_NCCL_LIBRARY); the call "
                 "returns ncclSystemError",

@@ -21,7 +21,12 @@ struct RealFn {
     std::atomic<bool> miss_logged{false};
 };
 
-void* resolve_slow(RealFn& fn);
+void* resolve_slow(RealFn& fn, bool quiet = false);
+
+// Whether the running NCCL has this function (no message when it has not).
+inline bool real_available(RealFn& fn) {
+    return fn.ptr.load(std::memory_order_acquire) != nullptr || resolve_slow(fn, true) != nullptr;
+}
 
 template <typename Fn>
 inline Fn real_fn(RealFn& fn) {

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "backtrace.h"
+#include "call_scope.h"
 #include "clock.h"
 #include "cuda_driver.h"
 #include "log.h"
@@ -21,6 +22,7 @@ extern char** environ;
 namespace ncw {
 
 std::atomic<Runtime*> g_runtime{nullptr};
+Runtime* start_runtime_locked();
 
 namespace {
 
@@ -53,6 +55,17 @@ std::string hostname() {
 
 Runtime* start_runtime() {
     if (Runtime* rt = runtime()) return rt;
+    try {
+        return start_runtime_locked();
+    } catch (const std::exception& e) {
+        NCW_LOG_ONCE(error, "could not start ({}); the shim passes calls through", e.what());
+    } catch (...) {
+        NCW_LOG_ONCE(error, "could not start; the shim passes calls through");
+    }
+    return nullptr;
+}
+
+Runtime* start_runtime_locked() {
     std::lock_guard<std::mutex> lock(g_start_mu);
     if (Runtime* rt = runtime()) return rt;
     if (g_start_attempted) return nullptr;
@@ -86,7 +99,16 @@ Runtime* start_runtime() {
         atexit(on_exit);
     }
     start_watchdog(*rt);
-    if (rt->tracker) std::thread([t = rt->tracker] { t->poll_forever(); }).detach();
+    if (rt->tracker) {
+        std::thread([t = rt->tracker] {
+            try {
+                t->poll_forever();
+            } catch (...) {
+                // Without the poller, completion stops advancing and the watchdog reports it as a stuck poller.
+                NCW_LOG_ONCE(error, "the GPU completion poller stopped");
+            }
+        }).detach();
+    }
     log().info("recording to {} (rank {}, timeout {} s, GPU completion {}, NCCL {} from {})", rt->file.path,
                rt->id.global_rank, cfg.timeout_sec, rt->tracker ? "tracked with CUDA events" : "on return",
                rt->nccl_version, real_nccl_path());
@@ -125,12 +147,31 @@ void alloc_peers(CommRuntime& cr, int nranks) {
 
 }  // namespace
 
+namespace {
+
+// A field of the caller's ncclConfig_t, only if the struct is initialised (magic) and as large as that field needs:
+// a program built against an older nccl.h passes a smaller struct.
+template <typename T>
+bool config_field(const ncclConfig_t* c, const T ncclConfig_t::*field, T& out) {
+    if (!c || c->magic != 0xcafebeef) return false;
+    size_t end = size_t(reinterpret_cast<const char*>(&(c->*field)) - reinterpret_cast<const char*>(c)) + sizeof(T);
+    if (c->size < end) return false;
+    out = c->*field;
+    return true;
+}
+
+}  // namespace
+
 CommRuntime* begin_comm(Runtime& rt, const CommInitInfo& info) {
     auto* cr = new CommRuntime;
     cr->comm_id = info.comm_id;
     cr->rank = info.rank;
     cr->nranks = info.nranks;
-    cr->nonblocking = info.config && info.config->blocking == 0;
+    int blocking = -1;
+    const char* name = nullptr;
+    config_field(info.config, &ncclConfig_t::blocking, blocking);
+    config_field(info.config, &ncclConfig_t::commName, name);
+    cr->nonblocking = blocking == 0;
     alloc_peers(*cr, info.nranks);
     uint32_t idx = rt.next_slot.fetch_add(1);
     uint64_t now = now_mono_ns();
@@ -139,17 +180,20 @@ CommRuntime* begin_comm(Runtime& rt, const CommInitInfo& info) {
         s->rank = info.rank;
         s->nranks = info.nranks;
         s->cuda_dev = -1;
-        s->blocking = info.config ? (info.config->blocking == 0 ? 0 : info.config->blocking == 1 ? 1 : -1) : -1;
+        s->blocking = blocking == 0 || blocking == 1 ? blocking : -1;
         s->comm_id = info.comm_id;
         s->parent_id = info.parent_id;
         s->split_color = info.color;
         s->split_key = info.key;
-        if (info.config && info.config->commName) snprintf(s->name, sizeof(s->name), "%s", info.config->commName);
+        if (name) snprintf(s->name, sizeof(s->name), "%s", name);
         s->t_init_start_ns = now;
         s->state.store(uint32_t(disk::CommState::Initializing), std::memory_order_release);
         cr->slot = s;
         cr->slot_index = uint16_t(idx);
-        rt.file.hdr->num_comms.store(idx + 1, std::memory_order_release);
+        // Two threads may init communicators at once (one per GPU): the count only grows.
+        uint32_t n = rt.file.hdr->num_comms.load(std::memory_order_relaxed);
+        while (n < idx + 1 && !rt.file.hdr->num_comms.compare_exchange_weak(n, idx + 1, std::memory_order_release)) {
+        }
     } else {
         NCW_LOG_ONCE(warn, "more than {} communicators: later ones are recorded in the ring only",
                      rt.file.hdr->max_comms);
@@ -171,11 +215,15 @@ void finish_comm(Runtime& rt, CommRuntime* cr, ncclComm_t comm, ncclResult_t res
         return;
     }
     cr->comm = comm;
-    // A nonblocking init is not done yet: the watchdog asks for rank, size and device once NCCL can answer.
-    if (result == ncclInProgress)
+    // A nonblocking init, or one inside ncclGroupStart/End, is not done yet (NCCL fills in rank, size and device
+    // at the group's end): asked again on this thread at the outermost ncclGroupEnd or when
+    // ncclCommGetAsyncError reports success. Never from our threads, which would race the host's destroy.
+    if (result == ncclInProgress || thread_state().group_depth > 0) {
         cr->identity_pending.store(true, std::memory_order_release);
-    else
+        rt.pending_identities.fetch_add(1, std::memory_order_relaxed);
+    } else {
         refresh_comm_identity(rt, *cr);
+    }
     rt.comms.insert(comm, cr);
     if (cr->slot) cr->slot->state.store(uint32_t(disk::CommState::Active), std::memory_order_release);
 }
@@ -184,7 +232,8 @@ void refresh_comm_identity(Runtime& rt, CommRuntime& cr) {
     int rank = -1, count = 0;
     if (NCW_CALL_REAL(ncclCommUserRank, cr.comm, &rank) != ncclSuccess ||
         NCW_CALL_REAL(ncclCommCount, cr.comm, &count) != ncclSuccess) {
-        cr.identity_pending.store(true, std::memory_order_release);
+        if (!cr.identity_pending.exchange(true, std::memory_order_acq_rel))
+            rt.pending_identities.fetch_add(1, std::memory_order_relaxed);
         return;
     }
     cr.rank = rank;
@@ -194,23 +243,43 @@ void refresh_comm_identity(Runtime& rt, CommRuntime& cr) {
         cr.slot->nranks = count;
     }
     if (cr.cuda_dev < 0) fill_device(rt, cr);
-    cr.identity_pending.store(false, std::memory_order_release);
+    if (cr.identity_pending.exchange(false, std::memory_order_acq_rel))
+        rt.pending_identities.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void refresh_pending_identities(Runtime& rt) {
+    if (rt.pending_identities.load(std::memory_order_relaxed) <= 0) return;
+    rt.comms.for_each([&](CommRuntime& cr) {
+        if (cr.identity_pending.load(std::memory_order_acquire)) refresh_comm_identity(rt, cr);
+    });
 }
 
 CommRuntime* adopt_unknown_comm(Runtime& rt, ncclComm_t comm) {
-    static std::mutex mu;  // the slow path, once per communicator: two threads must not adopt the same one twice
+    static std::atomic<bool> registry_full{false};
+    if (registry_full.load(std::memory_order_relaxed)) return nullptr;  // then ops on unknown comms pass through
+    static std::mutex& mu = *new std::mutex;  // the slow path, once per communicator; leaked: used at exit too
     std::lock_guard<std::mutex> lock(mu);
     if (CommRuntime* cr = rt.comms.find(comm)) return cr;
-    NCW_LOG_ONCE(warn,
-                 "an operation on a communicator created before ncclwatch saw it: its identity is local to this "
-                 "process and cannot be matched with other ranks");
-    CommInitInfo info;
-    uint64_t key[2] = {reinterpret_cast<uint64_t>(comm), uint64_t(getpid())};
-    info.comm_id = fnv1a64(key, sizeof(key));
-    CommRuntime* cr = begin_comm(rt, info);
-    finish_comm(rt, cr, comm, ncclSuccess);
-    refresh_comm_identity(rt, *cr);
-    return cr;
+    try {
+        NCW_LOG_ONCE(warn,
+                     "an operation on a communicator created before ncclwatch saw it: its identity is local to this "
+                     "process and cannot be matched with other ranks");
+        CommInitInfo info;
+        uint64_t key[2] = {reinterpret_cast<uint64_t>(comm), uint64_t(getpid())};
+        info.comm_id = fnv1a64(key, sizeof(key));
+        CommRuntime* cr = begin_comm(rt, info);
+        finish_comm(rt, cr, comm, ncclSuccess);
+        if (rt.comms.find(comm) != cr) {
+            registry_full.store(true);
+            NCW_LOG_ONCE(error, "more than {} live communicators: operations on later ones pass through unrecorded",
+                         CommRegistry::kCapacity);
+            return nullptr;
+        }
+        return cr;
+    } catch (...) {
+        NCW_LOG_ONCE(error, "could not start recording a communicator (out of memory?): its calls pass through");
+        return nullptr;
+    }
 }
 
 }  // namespace ncw

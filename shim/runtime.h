@@ -28,6 +28,7 @@ struct Runtime {
     BacktraceFn backtrace = nullptr;
     std::atomic<uint32_t> group_counter{0};
     std::atomic<uint64_t> initall_counter{0};
+    std::atomic<int> pending_identities{0};  // communicators whose rank/size/device NCCL could not tell yet
     int nccl_version = 0;
 };
 
@@ -57,7 +58,9 @@ void finish_comm(Runtime& rt, CommRuntime* cr, ncclComm_t comm, ncclResult_t res
 // For a communicator created before the shim could see it (the slow path, once per communicator).
 CommRuntime* adopt_unknown_comm(Runtime& rt, ncclComm_t comm);
 
-// Fills what a nonblocking init could not tell at once (rank, size, device); the watchdog calls it.
+// Fills what a nonblocking or grouped init could not tell at once (rank, size, device). Called on the host's
+// threads only (outermost ncclGroupEnd, ncclCommGetAsyncError reporting success).
 void refresh_comm_identity(Runtime& rt, CommRuntime& cr);
+void refresh_pending_identities(Runtime& rt);
 
 }  // namespace ncw

@@ -41,6 +41,7 @@ struct CommWatch {
     bool stall_reported = false;
     uint64_t stall_since_ns = 0;
     uint64_t progress_at_report = 0;
+    uint64_t failed_at_report = 0;
     uint64_t last_mismatch_seq = 0;
     bool init_reported = false;
 };
@@ -59,7 +60,6 @@ public:
             refresh_tsc_anchor();
             uint64_t now = now_mono_ns();
             rt_.file.hdr->heartbeat_mono_ns.store(now, std::memory_order_relaxed);
-            refresh_identities();
 
             uint64_t req = rt_.file.hdr->dump_request.load(std::memory_order_relaxed);
             if (req != seen_requests) {
@@ -92,18 +92,16 @@ public:
     }
 
 private:
-    void refresh_identities() {
-        rt_.comms.for_each([&](CommRuntime& cr) {
-            if (cr.identity_pending.load(std::memory_order_acquire)) refresh_comm_identity(rt_, cr);
-        });
-    }
-
     // The files of this job's folder, as the other ranks on this node (or a shared filesystem) left them.
     std::vector<FileSnapshot> sibling_snapshots() {
         std::vector<FileSnapshot> out;
         std::vector<std::string> paths = list_rank_files(rt_.file.job_dir);
         if (!rt_.file.file_backed) paths.clear();
+        // Only this host's ranks (file names carry the host): on a shared filesystem every rank reading every
+        // other rank's file each second would be N^2 network reads. The whole job is the collector's business.
+        const std::string host_tag = "-" + sanitize_component(rt_.id.host) + "-";
         for (const std::string& p : paths) {
+            if (p.find(host_tag, p.rfind('/')) == std::string::npos) continue;
             auto it = files_.find(p);
             if (it == files_.end()) {
                 RankFile f;
@@ -168,7 +166,7 @@ private:
             disk::CommSlot& s = rt_.file.comms[i];
             if (s.state.load() != uint32_t(disk::CommState::Initializing)) continue;
             CommWatch& w = watch_[s.comm_id];
-            if (w.init_reported || now - s.t_init_start_ns < timeout_ns) continue;
+            if (w.init_reported || now < s.t_init_start_ns || now - s.t_init_start_ns < timeout_ns) continue;
             w.init_reported = true;
             Analysis a = analyze_now(rt_.cfg.timeout_sec, false, false);
             const CommResult* c = find_comm(a, s.comm_id, rt_.id.job_id);
@@ -180,11 +178,13 @@ private:
         w.stall_reported = true;
         w.stall_since_ns = since;
         w.progress_at_report = cr.slot->ops_completed.load();
+        w.failed_at_report = cr.failed_ops.load();
         cr.slot->stall_since_ns.store(since, std::memory_order_relaxed);
         cr.slot->stall_flags.fetch_or(disk::kStallActive | disk::kStallReported);
         Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true);
         const CommResult* c = find_comm(a, cr.comm_id, rt_.id.job_id);
-        bool tracker_stuck = rt_.tracker && now - rt_.tracker->last_poll_ns() > 2000000000ull;
+        uint64_t last_poll = rt_.tracker ? rt_.tracker->last_poll_ns() : 0;
+        bool tracker_stuck = rt_.tracker && last_poll < now && now - last_poll > 2000000000ull;
         dumps_.report_stall(cr, c, (now - since) / 1e9, tracker_stuck);
         // Every rank of the communicator that this node can see writes its dump now, so the evidence is
         // simultaneous; the lagging rank is usually not stalled itself and would not dump on its own.
@@ -192,7 +192,7 @@ private:
             for (const verdict::RankCommState& r : c->view.ranks)
                 if (r.pid != rt_.id.pid) request_dump(r.file);
         dumps_.write_dump("stall");
-        act_on_stall(cr);
+        act_on_stall(cr, w);
     }
 
     void recovered(CommRuntime& cr, CommWatch& w, uint64_t now) {
@@ -200,19 +200,32 @@ private:
         w.stall_reported = false;
         cr.slot->stall_since_ns.store(0, std::memory_order_relaxed);
         cr.slot->stall_flags.fetch_and(~uint32_t(disk::kStallActive));
-        dumps_.report_recovered(cr, waited);
+        // Released by an error (an abort here or on a peer, a timeout in NCCL) is an end, not a recovery.
+        dumps_.report_recovered(cr, waited, cr.failed_ops.load() > w.failed_at_report);
     }
 
-    void act_on_stall(CommRuntime& cr) {
+    void act_on_stall(CommRuntime& cr, CommWatch& w) {
         switch (rt_.cfg.action) {
             case Action::Report: break;
             case Action::Abort:
-                log().error("NCCLWATCH_ACTION=abort: aborting communicator {:#018x} so that the framework raises",
-                            cr.comm_id);
-                cr.destroyed.store(true);
-                rt_.comms.remove(cr.comm);
-                cr.slot->state.store(uint32_t(disk::CommState::Aborted));
-                NCW_CALL_REAL(ncclCommAbort, cr.comm);
+                // The ops the abort releases fail: that is not the stall recovering.
+                w.stall_reported = false;
+                // ncclCommRevoke (NCCL 2.28.7+) makes the stuck operations fail without freeing the communicator,
+                // which the framework still holds and will abort itself; ncclCommAbort from our thread would free
+                // it under the framework's feet. Abort is the fallback for an older NCCL.
+                if (rt_.nccl_version >= 22807 && real_available(real::ncclCommRevoke)) {
+                    log().error("NCCLWATCH_ACTION=abort: revoking communicator {:#018x} so that the framework raises",
+                                cr.comm_id);
+                    cr.slot->state.store(uint32_t(disk::CommState::Revoked));
+                    NCW_CALL_REAL(ncclCommRevoke, cr.comm, NCCL_REVOKE_DEFAULT);
+                } else {
+                    log().error("NCCLWATCH_ACTION=abort: aborting communicator {:#018x} so that the framework raises",
+                                cr.comm_id);
+                    cr.destroyed.store(true);
+                    rt_.comms.remove(cr.comm);
+                    cr.slot->state.store(uint32_t(disk::CommState::Aborted));
+                    NCW_CALL_REAL(ncclCommAbort, cr.comm);
+                }
                 break;
             case Action::Kill:
                 log().error("NCCLWATCH_ACTION=kill: sending SIGABRT to this process after the dump");

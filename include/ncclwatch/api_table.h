@@ -63,6 +63,7 @@
 #define NCW_NCCL_HOOKED(X)                                                                                           \
     X(ncclGroupStart, (), ())                                                                                        \
     X(ncclGroupEnd, (), ())                                                                                          \
+    X(ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo), (simInfo))                                                    \
     X(ncclGetUniqueId, (ncclUniqueId * uniqueId), (uniqueId))                                                        \
     X(ncclCommInitRank, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank), (comm, nranks, commId, rank)) \
     X(ncclCommInitRankConfig, (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config), \
