@@ -48,7 +48,11 @@ struct CommWatch {
 
 class Watchdog {
 public:
-    explicit Watchdog(Runtime& rt) : rt_(rt), dumps_(rt) {}
+    explicit Watchdog(Runtime& rt) : rt_(rt), dumps_(rt) {
+        host_tag_ = "-";
+        host_tag_ += sanitize_component(rt.id.host);
+        host_tag_ += "-";
+    }
 
     void run() {
         const uint64_t poll_ns = uint64_t(rt_.cfg.poll_ms) * 1000000ull;
@@ -99,9 +103,8 @@ private:
         if (!rt_.file.file_backed) paths.clear();
         // Only this host's ranks (file names carry the host): on a shared filesystem every rank reading every
         // other rank's file each second would be N^2 network reads. The whole job is the collector's business.
-        const std::string host_tag = "-" + sanitize_component(rt_.id.host) + "-";
         for (const std::string& p : paths) {
-            if (p.find(host_tag, p.rfind('/')) == std::string::npos) continue;
+            if (p.find(host_tag_, p.rfind('/')) == std::string::npos) continue;
             auto it = files_.find(p);
             if (it == files_.end()) {
                 RankFile f;
@@ -259,6 +262,7 @@ private:
     Runtime& rt_;
     std::timed_mutex mu_;  // the watchdog's state, shared with the exit handler
     DumpWriter dumps_;
+    std::string host_tag_;  // "-<host>-": the part of a rank file's name that says it is from this host
     std::map<std::string, RankFile> files_;
     std::map<uint64_t, CommWatch> watch_;
 };

@@ -55,10 +55,12 @@
       (Scatter, sendbuff, recvbuff, count, datatype, -1, root, comm, stream))                                       \
     X(ncclSend, (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,             \
                  cudaStream_t stream),                                                                               \
-      (sendbuff, count, datatype, peer, comm, stream), (Send, sendbuff, nullptr, count, datatype, -1, peer, comm, stream)) \
+      (sendbuff, count, datatype, peer, comm, stream),                                                              \
+      (Send, sendbuff, nullptr, count, datatype, -1, peer, comm, stream))                                           \
     X(ncclRecv, (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,                   \
                  cudaStream_t stream),                                                                               \
-      (recvbuff, count, datatype, peer, comm, stream), (Recv, nullptr, recvbuff, count, datatype, -1, peer, comm, stream))
+      (recvbuff, count, datatype, peer, comm, stream),                                                              \
+      (Recv, nullptr, recvbuff, count, datatype, -1, peer, comm, stream))
 
 #define NCW_NCCL_HOOKED(X)                                                                                           \
     X(ncclGroupStart, (), ())                                                                                        \

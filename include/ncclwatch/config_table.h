@@ -19,7 +19,8 @@
     X(poll_ms, "NCCLWATCH_POLL_MS", Int, "100", "10..5000",                                                          \
       "Watchdog poll period; the verdict lands within one poll (plus the sibling read) of the timeout")             \
     X(action, "NCCLWATCH_ACTION", Enum, "report", "report|abort|kill",                                                \
-      "After a stall report: nothing more, ncclCommAbort the stalled communicators, or SIGABRT this process")        \
+      "After a stall report: nothing more; abort: the stuck ops fail so the framework raises (ncclCommRevoke, "     \
+      "or ncclCommAbort before NCCL 2.28.7); kill: SIGABRT this process")        \
     X(ring_size, "NCCLWATCH_RING_SIZE", Int, "16384", "256..4194304",                                                 \
       "Records in the per-process ring (rounded up to a power of two); 128 bytes each")                              \
     X(gpu_events, "NCCLWATCH_GPU_EVENTS", Bool, "1", "0|1",                                                          \
@@ -28,7 +29,8 @@
       "Also record an event before each op to tell 'GPU busy with earlier work' from 'stuck in NCCL'")               \
     X(backtrace, "NCCLWATCH_BACKTRACE", Bool, "0", "0|1",                                                            \
       "Record the native call stack of each call (libunwind opened at run time), symbolised at dump time")           \
-    X(backtrace_depth, "NCCLWATCH_BACKTRACE_DEPTH", Int, "16", "1..32", "Frames kept per call with NCCLWATCH_BACKTRACE=1") \
+    X(backtrace_depth, "NCCLWATCH_BACKTRACE_DEPTH", Int, "16", "1..32",                                              \
+      "Frames kept per call with NCCLWATCH_BACKTRACE=1")                                                             \
     X(dump_at_exit, "NCCLWATCH_DUMP_AT_EXIT", Bool, "0", "0|1", "Write a dump when the process exits normally")      \
     X(mismatch_check, "NCCLWATCH_MISMATCH_CHECK", Bool, "1", "0|1",                                                  \
       "Compare recent operation signatures with sibling ranks continuously and report a MISMATCH at once")           \
