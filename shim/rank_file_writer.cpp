@@ -10,20 +10,9 @@
 
 #include "clock.h"
 #include "log.h"
-#include "ncclwatch/hash.h"
+#include "rank_file.h"  // this_boot_id_hash: the readers compare with the same value
 
 namespace ncw {
-
-uint64_t boot_id_hash() {
-    char buf[64] = {};
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) --n;
-    return fnv1a64(buf, size_t(n));
-}
 
 std::string make_dirs(const std::string& path, unsigned mode) {
     std::string cur;
@@ -97,7 +86,7 @@ void fill_header(disk::FileHeader* h, const disk::Layout& l, const ProcessIdenti
     snprintf(h->job_id, sizeof(h->job_id), "%s", id.job_id.c_str());
     h->start_mono_ns = now_mono_ns();
     h->start_real_ns = now_real_ns();
-    h->boot_id_hash = boot_id_hash();
+    h->boot_id_hash = this_boot_id_hash();
     h->heartbeat_mono_ns.store(h->start_mono_ns);
     h->process_state.store(uint32_t(disk::ProcessState::Running));
     // The magic goes in last: a sibling that reads the file while it is being created sees no valid header yet.

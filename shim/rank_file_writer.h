@@ -30,8 +30,6 @@ struct RankFileWriter {
 RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdentity& id, uint32_t ring_capacity,
                                 uint32_t bt_depth);
 
-uint64_t boot_id_hash();
-
 // mkdir -p with the given mode; returns "" on success, else the reason.
 std::string make_dirs(const std::string& path, unsigned mode);
 

@@ -12,6 +12,7 @@
 #include "job_view.h"
 #include "ncclwatch/format.h"
 #include "rank_file.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -20,20 +21,6 @@ using namespace ncw;
 using disk::OpType;
 
 constexpr uint64_t kSec = 1'000000000ull;
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "ncw_job_view_XXXXXX").string();
-        REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // What one process's file says about its one comm rank.
 struct RankSpec {

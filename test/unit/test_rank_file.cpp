@@ -22,26 +22,13 @@
 #include "job_view.h"
 #include "ncclwatch/format.h"
 #include "rank_file.h"
+#include "temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace ncw;
 using disk::OpType;
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "ncw_rank_file_XXXXXX").string();
-        REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // Lays out a rank file in memory, the way the shim does, with adjustable strides (a newer minor writes bigger
 // structures) and a small ring.

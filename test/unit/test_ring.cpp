@@ -11,16 +11,11 @@
 #include "rank_file.h"
 #include "rank_file_writer.h"
 #include "recorder.h"
+#include "temp_dir.h"
 
 using namespace ncw;
 
 namespace {
-
-std::string temp_root() {
-    char tmpl[] = "/tmp/ncw-ring-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    return tmpl;
-}
 
 ProcessIdentity test_identity() {
     ProcessIdentity id;
@@ -65,8 +60,8 @@ OpDesc desc_for(uint64_t value) {
 }  // namespace
 
 TEST_CASE("records survive concurrent writers and a concurrent reader") {
-    std::string root = temp_root();
-    RankFileWriter f = create_rank_file(root, test_identity(), 1024, 0);
+    TempDir root("ncw_ring");
+    RankFileWriter f = create_rank_file(root.path.string(), test_identity(), 1024, 0);
     REQUIRE(f.file_backed);
     CommRuntime* cr = make_comm(f, 0xabcdef);
 
@@ -120,8 +115,8 @@ TEST_CASE("records survive concurrent writers and a concurrent reader") {
 }
 
 TEST_CASE("p2p sequence numbers count per peer and direction") {
-    std::string root = temp_root();
-    RankFileWriter f = create_rank_file(root, test_identity(), 256, 0);
+    TempDir root("ncw_ring");
+    RankFileWriter f = create_rank_file(root.path.string(), test_identity(), 256, 0);
     CommRuntime* cr = make_comm(f, 0x77);
     auto p2p = [&](disk::OpType op, int peer) {
         OpDesc d{op, nullptr, nullptr, 16, 7, -1, peer, nullptr, nullptr};
@@ -146,8 +141,8 @@ TEST_CASE("p2p sequence numbers count per peer and direction") {
 }
 
 TEST_CASE("signatures of recent collectives are readable by a sibling") {
-    std::string root = temp_root();
-    RankFileWriter f = create_rank_file(root, test_identity(), 256, 0);
+    TempDir root("ncw_ring");
+    RankFileWriter f = create_rank_file(root.path.string(), test_identity(), 256, 0);
     CommRuntime* cr = make_comm(f, 0x99);
     for (uint64_t i = 1; i <= 100; ++i) record_issue(f, *cr, desc_for(i * 10), IssueOptions{}, i);
     RankFile rf;
