@@ -65,17 +65,22 @@ public:
             uint64_t now = now_mono_ns();
             rt_.file.hdr->heartbeat_mono_ns.store(now, std::memory_order_relaxed);
 
-            uint64_t req = rt_.file.hdr->dump_request.load(std::memory_order_relaxed);
-            if (req != seen_requests) {
-                seen_requests = req;
-                dumps_.write_dump("requested by a sibling rank");
-            }
-            if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1");
+            // One failed poll (out of memory while reading siblings, say) is logged and the next one runs.
+            try {
+                uint64_t req = rt_.file.hdr->dump_request.load(std::memory_order_relaxed);
+                if (req != seen_requests) {
+                    seen_requests = req;
+                    dumps_.write_dump("requested by a sibling rank");
+                }
+                if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1");
 
-            check_stalls(now, timeout_ns);
-            if (rt_.cfg.mismatch_check && now - last_mismatch_check >= 1000000000ull) {
-                last_mismatch_check = now;
-                check_mismatches();
+                check_stalls(now, timeout_ns);
+                if (rt_.cfg.mismatch_check && now - last_mismatch_check >= 1000000000ull) {
+                    last_mismatch_check = now;
+                    check_mismatches();
+                }
+            } catch (const std::exception& e) {
+                NCW_LOG_ONCE(error, "a watchdog poll failed: {}", e.what());
             }
             lock.unlock();
             std::this_thread::sleep_for(std::chrono::nanoseconds(poll_ns));

@@ -1,6 +1,6 @@
 // The exported NCCL entry points, generated from the API table. Each forwards to the real function exactly once,
-// with the same arguments, and returns its result; no exception can leave (the hooks are noexcept in effect: a
-// throw inside would terminate, so none of our code on this path throws).
+// with the same arguments, and returns its result. Nothing on the op path allocates or throws; the init hooks
+// catch what their bookkeeping may throw (run_init in hooks.cpp), so no exception crosses the C ABI.
 #include <nccl.h>
 
 #include "call_scope.h"
