@@ -22,7 +22,6 @@ struct ThreadState {
     int group_depth = 0;  // open ncclGroupStart levels (the application's, not NCCL's internal ones)
     uint32_t group_id = 0;
     int group_n = 0;
-    bool group_overflow = false;
     uint32_t tid = 0;  // gettid(), cached: it is a syscall
     static constexpr int kMaxGroupOps = 256;
     GroupOp* group_ops = nullptr;  // allocated at this thread's first group; never freed (a few KiB per thread)

@@ -31,7 +31,6 @@ public:
 
     uint64_t events_recorded() const { return recorded_.load(std::memory_order_relaxed); }
     uint64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
-    bool thread_alive_since(uint64_t ns) const { return last_poll_ns_.load(std::memory_order_relaxed) >= ns; }
     uint64_t last_poll_ns() const { return last_poll_ns_.load(std::memory_order_relaxed); }
 
     void poll_forever();  // the tracker thread's body

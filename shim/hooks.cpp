@@ -27,7 +27,10 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
     if (r == ncclInProgress && pool) {
         // A nonblocking communicator (by config, inherited from a split parent, or NCCL_COMM_BLOCKING=0): nothing
         // may be on the stream yet, so the event waits until ncclCommGetAsyncError reports success.
-        if (cr.deferred.try_push(DeferredOp{ref, stream})) return;
+        if (cr.deferred.try_push(DeferredOp{ref, stream})) {
+            record_add_flags(rt.file, ref, disk::kFlagDeferred);
+            return;
+        }
         record_add_flags(rt.file, ref, disk::kFlagUntracked);
         record_done(rt.file, ref, now, false);
         return;
@@ -66,7 +69,6 @@ void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stre
     }
     record_add_flags(rt.file, ref, disk::kFlagUntracked);
     record_done(rt.file, ref, now_mono_ns(), false);
-    ts.group_overflow = true;
 }
 
 namespace {
@@ -141,7 +143,6 @@ ncclResult_t ncclGroupStart(CallScope& s) {
         Runtime* rt = runtime();
         ts.group_id = rt ? rt->group_counter.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
         ts.group_n = 0;
-        ts.group_overflow = false;
     }
     errno = s.saved_errno();
     return NCW_CALL_REAL(ncclGroupStart);
