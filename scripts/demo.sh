@@ -14,16 +14,30 @@ fi
 
 bash scripts/setup.sh || exit 1
 export NCCLWATCH_DIR=${NCCLWATCH_DIR:-$(mktemp -d /tmp/ncclwatch-demo-XXXXXX)}
-export NCCLWATCH_TIMEOUT_SEC=${NCCLWATCH_TIMEOUT_SEC:-3} FAKE_NCCL_TIMEOUT_SEC=12
-echo "demo: 4 ranks over the test NCCL; rank 2 skips the all_reduce of step 5, then stays busy outside NCCL."
+export NCCLWATCH_TIMEOUT_SEC=${NCCLWATCH_TIMEOUT_SEC:-3} FAKE_NCCL_TIMEOUT_SEC=120
+echo "demo: 4 ranks over the test NCCL; rank 2 skips the all_reduce of step 5, trains on, then stays busy outside NCCL."
 echo "demo: NCCLWATCH_TIMEOUT_SEC=$NCCLWATCH_TIMEOUT_SEC, dumps in $NCCLWATCH_DIR"
 echo
-LD_PRELOAD=$PWD/build/shim/libncclwatch.so build/test/fake_nccl/fake_launch --nproc 4 --timeout-sec 60 -- \
-    build/test/fake_nccl/fake_rank --steps 10 --skip-rank 2 --skip-step 5 --hold-ms 8000 2>&1 |
-    grep -v "dump written\|fake-nccl\|fake-framework"
+# The job runs in its own process group so that the demo can end it, as a user would end a hung job.
+log=$NCCLWATCH_DIR/job.log
+LD_PRELOAD=$PWD/build/shim/libncclwatch.so setsid build/test/fake_nccl/fake_launch --nproc 4 --timeout-sec 60 -- \
+    build/test/fake_nccl/fake_rank --steps 10 --skip-rank 2 --skip-step 5 --hold-ms 60000 >"$log" 2>&1 &
+job=$!
+trap 'kill -KILL -- -$job 2>/dev/null' EXIT
+# Wait for the waiting ranks' reports (a condition, polled), then read the folder as a user would the next morning.
+for _ in $(seq 600); do
+    [ "$(ls "$NCCLWATCH_DIR"/*/*.report.json 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 0.05
+done
+sleep 0.5  # a demo, not a test: let the dumps the siblings asked for land before reading
+echo "demo: what the shim wrote on stderr"
+grep -v "dump written\|fake-nccl\|fake-framework" "$log"
 echo
-echo "demo: ncclwatch-collector analyze $NCCLWATCH_DIR"
+echo "demo: ncclwatch-collector analyze $NCCLWATCH_DIR   (while the job hangs)"
 build/collector/ncclwatch-collector analyze "$NCCLWATCH_DIR"
 rc=$?
+echo
+echo "demo: ending the hung job"
+{ kill -KILL -- -$job; wait $job; } 2>/dev/null
 [ "$rc" = 1 ] && exit 0  # 1 = a hang was found, which is what this demo shows
 exit "$rc"

@@ -117,8 +117,8 @@ void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool b
     std::lock_guard<std::mutex> lock(mu_);
     if (by_error)
         log().error(
-            "ENDED: the stalled operation on communicator {:#018x} returned an error after {:.1f} s (the "
-            "communicator was aborted or revoked here or on a peer)",
+            "ENDED: the stalled operation on communicator {:#018x} returned an error after {:.1f} s (an abort or "
+            "revoke here or on a peer, or an error inside NCCL); the report above stands",
             cr.comm_id, waited_s);
     else
         log().warn("RECOVERED: communicator {:#018x} made progress again after {:.1f} s", cr.comm_id, waited_s);
