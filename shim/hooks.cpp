@@ -96,6 +96,15 @@ void for_each_stream_chunk(ThreadState& ts, F&& f) {
     }
 }
 
+// Closes one ncclGroupStart level; true when it was the outermost, the one that launches (or simulates) the group.
+bool leave_group(ThreadState& ts) {
+    bool outermost = ts.group_depth == 1;
+    if (ts.group_depth > 0) --ts.group_depth;
+    return outermost;
+}
+
+void init_bookkeeping_failed() { NCW_LOG_ONCE(error, "could not record a communicator init (out of memory?)"); }
+
 // Our bookkeeping around an init: whatever it throws (out of memory) is logged and swallowed, and the real call
 // runs exactly once either way.
 template <typename Call>
@@ -106,7 +115,7 @@ ncclResult_t run_init(const CommInitInfo& info, ncclComm_t* out, Call&& call) {
         try {
             cr = begin_comm(*rt, info);
         } catch (...) {
-            NCW_LOG_ONCE(error, "could not record a communicator init (out of memory?)");
+            init_bookkeeping_failed();
         }
     }
     ncclResult_t r = call();
@@ -115,7 +124,7 @@ ncclResult_t run_init(const CommInitInfo& info, ncclComm_t* out, Call&& call) {
     try {
         finish_comm(*rt, cr, out && (r == ncclSuccess || r == ncclInProgress) ? *out : nullptr, r);
     } catch (...) {
-        NCW_LOG_ONCE(error, "could not record a communicator init (out of memory?)");
+        init_bookkeeping_failed();
     }
     return r;
 }
@@ -150,8 +159,7 @@ ncclResult_t ncclGroupStart(CallScope& s) {
 
 ncclResult_t ncclGroupEnd(CallScope& s) {
     ThreadState& ts = s.ts();
-    bool outermost = ts.group_depth == 1;
-    if (ts.group_depth > 0) --ts.group_depth;
+    bool outermost = leave_group(ts);
     Runtime* rt = runtime();
     if (!outermost || !rt || ts.group_n == 0) {
         errno = s.saved_errno();
@@ -171,6 +179,8 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclGroupEnd);
     ErrnoKeeper keep;
+    // An init inside this group is done now too: its rank and device are known before its events are recorded.
+    if (r == ncclSuccess) refresh_pending_identities(*rt);
     uint64_t now = now_mono_ns();
     for (int i = 0; i < ts.group_n; ++i) record_return(rt->file, ts.group_ops[i].ref, r, now);
     for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n) {
@@ -192,8 +202,7 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
 // marked untracked, so they neither stall nor prove progress.
 ncclResult_t ncclGroupSimulateEnd(CallScope& s, ncclSimInfo_t* simInfo) {
     ThreadState& ts = s.ts();
-    bool outermost = ts.group_depth == 1;
-    if (ts.group_depth > 0) --ts.group_depth;
+    bool outermost = leave_group(ts);
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclGroupSimulateEnd, simInfo);
     Runtime* rt = runtime();
@@ -270,7 +279,7 @@ ncclResult_t ncclCommInitAll(CallScope& s, ncclComm_t* comm, int ndev, const int
             finish_comm(*rt, begin_comm(*rt, info), comm[i], r);
         }
     } catch (...) {
-        NCW_LOG_ONCE(error, "could not record a communicator init (out of memory?)");
+        init_bookkeeping_failed();
     }
     return r;
 }

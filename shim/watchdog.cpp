@@ -93,10 +93,7 @@ public:
     void on_exit() {
         std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
         if (!lock.try_lock_for(std::chrono::milliseconds(500))) return;
-        uint64_t now = now_mono_ns();
-        for (auto& [id, w] : watch_)
-            if (w.stall_reported && w.cr && w.cr->slot->ops_completed.load() > w.progress_at_report)
-                recovered(*w.cr, w, now);
+        recover_finished(now_mono_ns(), false);
         if (rt_.cfg.dump_at_exit) dumps_.write_dump("process exit");
     }
 
@@ -155,15 +152,16 @@ private:
             }
             if (outstanding && now > since && now - since >= timeout_ns) stalled(cr, w, since, now);
         });
-        check_recovered_after_destroy(now);
+        recover_finished(now, true);
         check_init_hangs(now, timeout_ns);
     }
 
-    // A communicator destroyed while its stall was reported (PyTorch tears down right after the last step) still
-    // gets its "recovered" if it completed work before it went.
-    void check_recovered_after_destroy(uint64_t now) {
+    // Reported stalls whose communicator completed work since. Polls check live communicators themselves and pass
+    // destroyed_only (PyTorch tears down right after the last step, before the next poll); the exit handler checks
+    // them all.
+    void recover_finished(uint64_t now, bool destroyed_only) {
         for (auto& [id, w] : watch_)
-            if (w.stall_reported && w.cr && w.cr->destroyed.load() &&
+            if (w.stall_reported && w.cr && (!destroyed_only || w.cr->destroyed.load()) &&
                 w.cr->slot->ops_completed.load() > w.progress_at_report)
                 recovered(*w.cr, w, now);
     }
