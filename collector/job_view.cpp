@@ -92,14 +92,17 @@ struct Acc {
 int verdict_importance(verdict::Kind k) noexcept {
     switch (k) {
         case verdict::Kind::Dead: return 0;
-        case verdict::Kind::NotJoined: return 1;
-        case verdict::Kind::Mismatch: return 2;
-        case verdict::Kind::AsyncError: return 3;
-        case verdict::Kind::GpuNotReached: return 4;
-        case verdict::Kind::StuckInNccl: return 5;
-        case verdict::Kind::Unknown: return 6;
+        case verdict::Kind::ExtraOp: return 1;
+        case verdict::Kind::NotJoined: return 2;
+        case verdict::Kind::Mismatch: return 3;
+        case verdict::Kind::InitHang: return 4;
+        case verdict::Kind::AsyncError: return 5;
+        case verdict::Kind::GpuNotReached: return 6;
+        case verdict::Kind::StuckInNccl: return 7;
+        case verdict::Kind::Unknown: return 8;
+        case verdict::Kind::Straggler: return 9;
     }
-    return 7;
+    return 10;
 }
 
 std::string format_ranks(const std::vector<int>& ranks) {
@@ -322,6 +325,9 @@ Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& 
                                  });
                 jr.comms.push_back(std::move(r));
             }
+            std::vector<audit::ProcessFacts> facts;
+            for (const auto* f : job_files) facts.push_back(audit::ProcessFacts{&f->header, &f->comms});
+            jr.audit = audit::audit_job(facts);
             a.jobs.push_back(std::move(jr));
         }
     } catch (const std::exception& e) {

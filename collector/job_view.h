@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "env_audit.h"
 #include "rank_file.h"
 #include "verdict.h"
 
@@ -55,6 +56,7 @@ struct JobResult {
     uint64_t now_mono_ns = 0;        // the "now" the stall test used, on the job's clock
     uint64_t now_real_ns = 0;        // the same moment as wall-clock time (0 if unknown)
     std::vector<CommResult> comms;   // in order of creation (comm slot index), then comm id
+    std::vector<audit::Finding> audit;  // environment differences and variables that do nothing (env_audit.h)
 };
 
 struct FileSummary {
@@ -83,8 +85,8 @@ struct Analysis {
     bool found_problem() const;
 };
 
-// Importance of a verdict kind, 0 = most important: DEAD, NOT_JOINED, MISMATCH, ASYNC_ERROR, GPU_NOT_REACHED,
-// STUCK_IN_NCCL, UNKNOWN.
+// Importance of a verdict kind, 0 = most important: DEAD, EXTRA_OP, NOT_JOINED, MISMATCH, INIT_HANG, ASYNC_ERROR,
+// GPU_NOT_REACHED, STUCK_IN_NCCL, UNKNOWN, STRAGGLER.
 int verdict_importance(verdict::Kind k) noexcept;
 
 // "0-3,5,7-9"

@@ -54,6 +54,9 @@ struct HeaderInfo {
     uint64_t boot_id_hash = 0;
     int32_t nccl_version = 0;
     int32_t cuda_driver_version = 0;
+    // "NAME=value" entries the shim recorded (format 1.1+): the launcher's and NCCL/torch variables, and facts the
+    // shim probed, named "ncclwatch.*" (see env_audit.h). Empty for 1.0 files.
+    std::vector<std::string> env;
 
     // Live state at the time of the snapshot.
     uint64_t heartbeat_mono_ns = 0;

@@ -271,6 +271,9 @@ const char* kind_name(Kind k) {
         case Kind::Dead: return "DEAD";
         case Kind::AsyncError: return "ASYNC_ERROR";
         case Kind::Unknown: return "UNKNOWN";
+        case Kind::ExtraOp: return "EXTRA_OP";
+        case Kind::InitHang: return "INIT_HANG";
+        case Kind::Straggler: return "STRAGGLER";
     }
     return "UNKNOWN";
 }

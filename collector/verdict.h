@@ -44,6 +44,8 @@ struct RankCommState {
     uint64_t stall_since_ns = 0;  // 0 = this rank is not stalled
     int32_t async_error = 0;
     uint32_t comm_state = 0;  // disk::CommState
+    uint64_t t_init_start_ns = 0;
+    uint64_t t_init_done_ns = 0;  // 0 = init has not returned
 
     std::vector<OpSig> recent;  // recent collective signatures, any order
 };
@@ -62,6 +64,16 @@ enum class Kind {
     Dead,           // a rank's process is gone while others wait for it
     AsyncError,     // NCCL reported an error on a rank
     Unknown,        // a stall whose culprit is not visible from here (ranks missing)
+    ExtraOp,        // a rank issued an operation no other rank issued: it is ahead, the others are not "behind"
+    InitHang,       // communicator init entered by some ranks and not finished (or never entered by others)
+    Straggler,      // not a hang: a rank consistently last to arrive at collectives
+};
+
+// Where a stall sits among the job's stalled communicators (set by the job-level pass, see cascade.h).
+enum class Role {
+    None,        // the only stall, or not a stall
+    Initiating,  // stalled first; others wait because of it
+    Cascade,     // waits because a rank is held up in another (initiating) communicator
 };
 
 const char* kind_name(Kind k);  // "NOT_JOINED", "GPU_NOT_REACHED", ...
@@ -77,6 +89,8 @@ struct Verdict {
     double stalled_for_s = 0;           // how long the oldest waiting rank has waited
     std::string summary;                // one line in plain words
     std::vector<std::string> evidence;  // one line per supporting fact
+    Role role = Role::None;
+    uint64_t caused_by_comm = 0;        // Role::Cascade: the initiating communicator
 };
 
 // A stall is present when some visible rank has issued a collective and its completion has not advanced for

@@ -1,0 +1,33 @@
+// The collector's commands, one file each (cmd_*.cpp), and the small helpers they share.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ncw::cli {
+
+inline constexpr const char* kProg = "ncclwatch-collector";
+extern const char* const kUsage;
+
+int cmd_env();
+int cmd_analyze(const std::vector<std::string>& args);
+int cmd_dump(const std::vector<std::string>& args);
+
+// Text from a file goes to a terminal: no control characters.
+inline std::string clean(const std::string& s) {
+    std::string out = s;
+    for (auto& c : out)
+        if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
+    return out;
+}
+
+// Milliseconds since the file's start; "-" for "never".
+inline std::string rel_ms(uint64_t t, uint64_t start) {
+    if (!t) return "-";
+    return fmt::format("{:.3f}", double(int64_t(t - start)) / 1e6);
+}
+
+}  // namespace ncw::cli

@@ -1,0 +1,74 @@
+// `ncclwatch-collector env`: the NCCLWATCH_* table (include/ncclwatch/config_table.h).
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "job_view.h"
+#include "ncclwatch/config_table.h"
+#include "ncclwatch/format.h"
+#include "rank_file.h"
+#include "report_json.h"
+
+namespace ncw::cli {
+
+namespace {
+using json = nlohmann::json;
+using report::comm_json;
+using report::dump_json;
+using report::flags_str;
+using report::header_json;
+using report::hex;
+using report::hexs;
+using report::nccl_result_name;
+using report::nccl_version_str;
+using report::process_state_name;
+using report::record_json;
+using report::verdict_json;
+using report::wall_time;
+}  // namespace
+
+namespace {
+
+std::string lower(std::string s) {
+    for (auto& c : s) c = char(std::tolower((unsigned char)c));
+    return s;
+}
+
+}  // namespace
+
+int cmd_env() {
+    struct Row {
+        const char *name, *kind, *def, *accepted, *desc;
+    };
+    std::vector<Row> rows;
+#define X(field, name, kind, def, accepted, desc) rows.push_back(Row{name, #kind, def, accepted, desc});
+    NCW_CONFIG_TABLE(X)
+#undef X
+    size_t wn = 4, wk = 4, wd = 7;
+    for (const auto& r : rows) {
+        wn = std::max(wn, strlen(r.name));
+        wk = std::max(wk, strlen(r.kind));
+        wd = std::max(wd, strlen(r.def));
+    }
+    fmt::print("Environment variables read by the ncclwatch shim (set them for the training processes):\n\n");
+    fmt::print("{:<{}}  {:<{}}  {:<{}}  {}\n", "NAME", wn, "KIND", wk, "DEFAULT", wd, "ACCEPTED");
+    for (const auto& r : rows) {
+        fmt::print("{:<{}}  {:<{}}  {:<{}}  {}\n", r.name, wn, lower(r.kind), wk, r.def, wd, r.accepted);
+        fmt::print("    {}\n", r.desc);
+        if (const char* v = getenv(r.name)) fmt::print("    currently set: {}\n", clean(v));
+    }
+    return 0;
+}
+
+}  // namespace ncw::cli
