@@ -564,6 +564,8 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
         s.stall_since_ns = c.stall_since_ns;
         s.async_error = c.async_error;
         s.comm_state = c.state;
+        s.cuda_dev = c.cuda_dev;
+        s.pci_bus_id = c.pci_bus_id;
         s.t_init_start_ns = c.t_init_start_ns;
         s.t_init_done_ns = c.t_init_done_ns;
         s.recent.reserve(c.recent.size());

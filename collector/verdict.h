@@ -27,6 +27,8 @@ struct RankCommState {
     int global_rank = -1;
     std::string host;
     int64_t pid = 0;
+    int cuda_dev = -1;       // the GPU this rank's communicator uses
+    std::string pci_bus_id;  // of that GPU
     std::string file;  // where this came from, for the evidence
 
     // Liveness of the process.

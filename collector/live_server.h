@@ -1,0 +1,55 @@
+// The live collector: accepts one TCP connection per rank (include/ncclwatch/wire.h), keeps each rank's latest
+// Hello + Digest as a FileSnapshot, runs the same analysis as `analyze` (job_view.h) as the digests change, writes
+// the report once a stall passes the timeout, asks every rank of the job for a dump, and serves Prometheus /
+// OpenMetrics text on an optional HTTP port.
+//
+// One thread (epoll) does everything, so it runs on one core. Used by `ncclwatch-collector serve` and, with
+// NCCLWATCH_COLLECTOR=auto, inside the shim of global rank 0.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ncw::live {
+
+struct ServerOptions {
+    std::string listen = "127.0.0.1:29610";  // HOST:PORT to bind (loopback unless told otherwise); port 0 = any
+    std::string metrics_listen;              // HOST:PORT for HTTP /metrics; "" = off
+    std::string token;                       // required from every rank when not empty (NCCLWATCH_TOKEN)
+    double timeout_s = 60;                   // seconds without progress before a stall is reported
+    double dead_after_s = 10;                // grace after a rank's last frame (connection lost) before it is DEAD
+    std::string out_dir;                     // reports go to OUT_DIR/<job>/ (live-report.txt, .json); "" = stdout only
+    bool request_dumps = true;               // ask every rank of a job for a dump when a verdict is reached
+    double analyze_period_s = 0.5;           // at most this often per job while digests change
+    bool quiet = false;                      // no report on stdout (the in-shim collector logs instead)
+};
+
+struct ServerStats {
+    uint64_t connections = 0;  // currently open
+    uint64_t ranks_known = 0;  // distinct (job, rank) seen
+    uint64_t frames = 0;
+    uint64_t bad_frames = 0;  // connections closed for a malformed or refused frame
+    uint64_t reports = 0;     // verdict reports written
+    uint16_t port = 0;        // the bound port (useful with port 0)
+    uint16_t metrics_port = 0;
+};
+
+class LiveServer {
+public:
+    explicit LiveServer(ServerOptions opt);
+    ~LiveServer();  // stops and joins
+    LiveServer(const LiveServer&) = delete;
+    LiveServer& operator=(const LiveServer&) = delete;
+
+    // Binds and starts the server thread. false with *err when the address cannot be bound.
+    bool start(std::string* err) noexcept;
+    void stop() noexcept;
+    ServerStats stats() const noexcept;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ncw::live
