@@ -103,6 +103,18 @@ public:
                 return kNcclError;
             }
         }
+        if (o_.grid > 0) {
+            if (world_ % o_.grid != 0) {
+                std::fprintf(stderr, "fake-framework: --grid %d does not divide the world size %d\n", o_.grid, world_);
+                return kUsageError;
+            }
+            // Split order is the same on every rank, as Megatron's: TP groups first, then DP groups.
+            if (!check(ncclCommSplit(world_comm_, rank_ / o_.grid, rank_, &tp_comm_, nullptr), "ncclCommSplit(tp)") ||
+                !check(ncclCommSplit(world_comm_, rank_ % o_.grid, rank_, &dp_comm_, nullptr), "ncclCommSplit(dp)") ||
+                !settle(tp_comm_, "ncclCommSplit(tp)") || !settle(dp_comm_, "ncclCommSplit(dp)")) {
+                return kNcclError;
+            }
+        }
         for (step_ = 0; step_ < o_.steps; ++step_) {
             if (!run_step()) return kNcclError;
         }
@@ -134,7 +146,9 @@ private:
         return check(state, what);
     }
 
-    bool settle_all(const char* what) { return settle(world_comm_, what) && settle(sub_comm_, what); }
+    bool settle_all(const char* what) {
+        return settle(world_comm_, what) && settle(sub_comm_, what) && settle(tp_comm_, what) && settle(dp_comm_, what);
+    }
 
     // Device-like addresses: the fake library never dereferences buffers, and nor may a shim.
     void* buf(int which) const {
@@ -150,6 +164,9 @@ private:
         return check(r, name) && settle(world_comm_, name);
     }
 
+    // The communicator of the step's main collective: the world, or the tensor-parallel group with --grid.
+    ncclComm_t main_comm() const { return o_.grid > 0 ? tp_comm_ : world_comm_; }
+
     bool all_reduce(ncclComm_t comm, size_t count, ncclDataType_t dtype) {
         return check(ncclAllReduce(buf(0), buf(1), count, dtype, ncclSum, comm, nullptr), "ncclAllReduce");
     }
@@ -159,17 +176,17 @@ private:
         if (at(o_.skip_rank, o_.skip_step)) return true;
         if (at(o_.mismatch_rank, o_.mismatch_step)) {
             switch (o_.mismatch_kind) {
-                case MismatchKind::Count: return all_reduce(world_comm_, o_.count / 2, ncclFloat32);
-                case MismatchKind::Dtype: return all_reduce(world_comm_, o_.count, ncclFloat16);
+                case MismatchKind::Count: return all_reduce(main_comm(), o_.count / 2, ncclFloat32);
+                case MismatchKind::Dtype: return all_reduce(main_comm(), o_.count, ncclFloat16);
                 case MismatchKind::Op:
-                    return check(ncclBroadcast(buf(0), buf(1), o_.count, ncclFloat32, 0, world_comm_, nullptr),
+                    return check(ncclBroadcast(buf(0), buf(1), o_.count, ncclFloat32, 0, main_comm(), nullptr),
                                  "ncclBroadcast");
                 case MismatchKind::Root:
                 case MismatchKind::None: break;  // root mismatches happen in the broadcast
             }
         }
-        if (!all_reduce(world_comm_, o_.count, ncclFloat32)) return false;
-        if (at(o_.extra_rank, o_.extra_step)) return all_reduce(world_comm_, o_.count, ncclFloat32);
+        if (!all_reduce(main_comm(), o_.count, ncclFloat32)) return false;
+        if (at(o_.extra_rank, o_.extra_step)) return all_reduce(main_comm(), o_.count, ncclFloat32);
         return true;
     }
 
@@ -195,6 +212,7 @@ private:
             }
         }
         if (o_.split && !all_reduce(sub_comm_, o_.count, ncclFloat32)) return false;
+        if (o_.grid > 0 && !all_reduce(dp_comm_, o_.count, ncclFloat32)) return false;
         if (o_.group && !check(ncclGroupEnd(), "ncclGroupEnd")) return false;
         if (!settle_all("step")) return false;
 
@@ -207,7 +225,7 @@ private:
     }
 
     bool teardown() {
-        for (ncclComm_t comm : {sub_comm_, world_comm_}) {
+        for (ncclComm_t comm : {dp_comm_, tp_comm_, sub_comm_, world_comm_}) {
             if (comm == nullptr) continue;
             switch (o_.teardown) {
                 case Teardown::Finalize:
@@ -231,6 +249,8 @@ private:
     int step_ = -1;
     ncclComm_t world_comm_ = nullptr;
     ncclComm_t sub_comm_ = nullptr;
+    ncclComm_t tp_comm_ = nullptr;
+    ncclComm_t dp_comm_ = nullptr;
 };
 
 }  // namespace

@@ -34,6 +34,10 @@ const char* usage_text() {
            "  --die-rank R --die-step S             rank R SIGKILLs itself before step S\n"
            "  --sleep-rank R --sleep-step S --sleep-ms M    rank R sleeps M ms before step S's collectives\n"
            "  --split                 also ncclCommSplit(color = rank % 2); one all_reduce on it every step\n"
+           "  --grid T                Megatron layout: split the world into tensor-parallel groups of T ranks (color\n"
+           "                          rank / T) and data-parallel groups (color rank % T); each step is one\n"
+           "                          all_reduce on the TP group (the one --skip/--mismatch/--extra act on), then\n"
+           "                          one on the DP group\n"
            "  --group                 each step's all_reduce(s) and a ring send/recv in one group\n"
            "  --nonblocking           init with config.blocking = 0; poll ncclCommGetAsyncError after each op\n"
            "  --hold-ms M             sleep M ms after the last step, before the teardown\n"
@@ -66,6 +70,7 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--sleep-step", &o.sleep_step, -1},
         {"--sleep-ms", &o.sleep_ms, 0},
         {"--hold-ms", &o.hold_ms, 0},
+        {"--grid", &o.grid, 0},
     };
     const std::pair<const char*, bool*> flags[] = {
         {"--split", &o.split},

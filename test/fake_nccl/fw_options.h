@@ -23,6 +23,7 @@ struct Options {
     int sleep_rank = -1, sleep_step = -1, sleep_ms = 0;
 
     bool split = false;
+    int grid = 0;  // tensor-parallel group size: TP groups (color rank / grid) and DP groups (color rank % grid)
     bool group = false;
     bool bcast_legacy = false;
     bool never_nccl = false;
