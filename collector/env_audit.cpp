@@ -245,8 +245,13 @@ void report_split(std::vector<Finding>& out, const std::vector<Valued>& vals, Se
     }
     f.evidence.push_back(what + " " + majority->first + " on " + who(majority->second) + " (the majority, " +
                          std::to_string(majority->second.size()) + " of " + std::to_string(vals.size()) + ")");
-    f.summary =
-        what + " differs across ranks: " + who(minority) + " differ from the majority (" + majority->first + ")";
+    std::string odd = who(minority) + " have other values";
+    if (groups.size() == 2) {
+        const auto other = majority == groups.begin() ? std::next(groups.begin()) : groups.begin();
+        odd = who(minority) + (minority.size() == 1 ? " has " : " have ") + other->first;
+    }
+    f.summary = what + " differs across ranks: " + odd + "; the majority (" + std::to_string(majority->second.size()) +
+                " of " + std::to_string(vals.size()) + ") has " + majority->first;
     f.ranks = ranks_of(minority);
     out.push_back(std::move(f));
 }
