@@ -36,6 +36,7 @@ constexpr uint32_t kMaxCommSlotSize = 1u << 20;
 constexpr uint32_t kMaxRecordSize = 1u << 16;
 constexpr uint32_t kMaxCommsLimit = 4096;
 constexpr uint64_t kMaxOffset = 1ull << 48;
+constexpr uint32_t kMaxEnvCapacity = 1u << 20;
 
 template <class T>
 T ld(const T& field) noexcept {
@@ -259,6 +260,7 @@ bool RankFile::validate() noexcept {
     ring_capacity_ = cap;
     bt_depth_ = depth;
     usable_comms_ = size_ > comm_off ? uint32_t(std::min<uint64_t>(max_comms, (size_ - comm_off) / slot)) : 0;
+    validate_env_region(minor, std::max(ring_end, bt_end), file_size);
 
     if (size_ < file_size) {
         truncated_ = true;
@@ -269,8 +271,10 @@ bool RankFile::validate() noexcept {
             else if (size_ < ring_end) {
                 const uint64_t whole = size_ > ring_off ? (size_ - ring_off) / rec : 0;
                 what = strf("ring cut after %llu of %u records", (unsigned long long)whole, cap);
-            } else {
+            } else if (size_ < bt_end) {
                 what = "backtrace region cut";
+            } else {
+                what = "environment region cut";
             }
             warnings_.push_back(
                 strf("truncated: %zu bytes of %llu (%s)", size_, (unsigned long long)file_size, what.c_str()));
@@ -278,6 +282,50 @@ bool RankFile::validate() noexcept {
         }
     }
     return true;
+}
+
+// The environment region is optional evidence: a damaged one is ignored with a warning, never a reason to reject
+// the file. A 1.0 file (or a 1.1 writer that had no room) leaves the fields zero.
+void RankFile::validate_env_region(uint16_t minor, uint64_t regions_end, uint64_t file_size) noexcept {
+    env_offset_ = 0;
+    env_capacity_ = 0;
+    if (minor < 1) return;
+    const auto* h = header_of(base_);
+    const uint64_t off = ld(h->env_offset);
+    const uint32_t cap = ld(h->env_capacity);
+    if (off == 0 && cap == 0) return;
+    if (cap > kMaxEnvCapacity || off < regions_end || off > kMaxOffset || off + cap > file_size) {
+        try {
+            warnings_.push_back(
+                strf("environment region ignored: offset %llu, %u bytes (regions end at %llu, file "
+                     "size %llu)",
+                     (unsigned long long)off, cap, (unsigned long long)regions_end, (unsigned long long)file_size));
+        } catch (...) {
+        }
+        return;
+    }
+    env_offset_ = off;
+    env_capacity_ = cap;
+}
+
+std::vector<std::string> RankFile::env_entries() const {
+    std::vector<std::string> out;
+    if (!base_ || env_capacity_ == 0 || env_offset_ >= size_) return out;
+    const uint64_t published = ld(header_of(base_)->env_bytes, std::memory_order_acquire);
+    const uint64_t n = std::min<uint64_t>({published, env_capacity_, size_ - env_offset_});
+    const char* p = reinterpret_cast<const char*>(base_ + env_offset_);
+    std::string cur;
+    for (uint64_t i = 0; i < n; ++i) {
+        const char c = __atomic_load_n(&p[i], __ATOMIC_RELAXED);
+        if (c != '\0') {
+            cur.push_back(c);
+        } else if (!cur.empty()) {
+            out.push_back(std::move(cur));
+            cur.clear();
+        }
+    }
+    // An unterminated tail is an entry cut by a truncated file or a damaged count: dropped, not guessed at.
+    return out;
 }
 
 HeaderInfo RankFile::header() const noexcept {
@@ -317,6 +365,7 @@ HeaderInfo RankFile::header() const noexcept {
         out.dump_request = ld(h->dump_request);
         out.dumps_written = ld(h->dumps_written);
         out.reports_written = ld(h->reports_written);
+        out.env = env_entries();
     } catch (...) {
     }
     return out;

@@ -188,6 +188,8 @@ public:
 
 private:
     bool validate() noexcept;
+    void validate_env_region(uint16_t minor, uint64_t regions_end, uint64_t file_size) noexcept;
+    std::vector<std::string> env_entries() const;  // may throw bad_alloc; header() catches
     bool fail(std::string msg) noexcept;
 
     std::string path_;
@@ -206,6 +208,8 @@ private:
     uint32_t ring_capacity_ = 0;
     uint32_t bt_depth_ = 0;
     uint32_t usable_comms_ = 0;  // slots wholly inside the file
+    uint64_t env_offset_ = 0;    // format 1.1 environment region; 0 = none (1.0 file, or a damaged region ignored)
+    uint32_t env_capacity_ = 0;
 };
 
 // Asks the process that writes `path` for a dump: increments FileHeader::dump_request (the one field a reader may

@@ -97,12 +97,14 @@ EnvList snapshot_env(char** envp) {
                                         "CUDA_VISIBLE_DEVICES",
                                         "CUDA_DEVICE_ORDER",
                                         "CUDA_LAUNCH_BLOCKING",
-                                        "TORCH_DISTRIBUTED_DEBUG",
+                                        "SLURM_NODEID",
+                                        "SLURM_NNODES",
                                         "LD_PRELOAD",
                                         "HOSTNAME"};
-    static const char* const prefixes[] = {
-        "NCCL_",       "TORCH_NCCL_",  "NCCLWATCH_", "TORCHELASTIC_", "OMPI_COMM_WORLD_", "SLURM_JOB", "SLURM_PROC",
-        "SLURM_LOCAL", "SLURM_NTASKS", "SLURM_STEP", "PMI_",          "PMIX_RANK"};
+    static const char* const prefixes[] = {"NCCL_",         "TORCH_NCCL_",      "TORCH_DISTRIBUTED_", "NCCLWATCH_",
+                                           "TORCHELASTIC_", "OMPI_COMM_WORLD_", "SLURM_JOB",          "SLURM_PROC",
+                                           "SLURM_LOCAL",   "SLURM_NTASKS",     "SLURM_STEP",         "PMI_",
+                                           "PMIX_RANK"};
     EnvList out;
     for (char** e = envp; e && *e; ++e) {
         const char* eq = strchr(*e, '=');

@@ -30,7 +30,8 @@ std::string sanitize_component(const std::string& s);
 
 using EnvList = std::vector<std::pair<std::string, std::string>>;
 
-// The variables a hang investigation needs: launcher, CUDA_VISIBLE_DEVICES, NCCL_*, TORCH_NCCL_*, NCCLWATCH_*.
+// The variables a hang investigation needs: launcher (torchrun, Slurm, OpenMPI, PMI), MASTER_ADDR/PORT,
+// CUDA_VISIBLE_DEVICES, NCCL_*, TORCH_NCCL_*, TORCH_DISTRIBUTED_*, NCCLWATCH_*. Sorted by name.
 // Values of names containing TOKEN, KEY, SECRET or PASSWORD are replaced by "<redacted>".
 EnvList snapshot_env(char** envp);
 

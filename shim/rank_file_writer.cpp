@@ -76,6 +76,9 @@ void fill_header(disk::FileHeader* h, const disk::Layout& l, const ProcessIdenti
     h->comm_table_offset = l.comm_table_offset;
     h->ring_offset = l.ring_offset;
     h->bt_offset = l.bt_offset;
+    h->env_offset = l.env_offset;
+    h->env_capacity = l.env_capacity;
+    h->env_bytes.store(0);
     h->file_size = l.file_size;
     h->pid = id.pid;
     h->global_rank = id.global_rank;
@@ -155,10 +158,30 @@ RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdenti
     w.comms = reinterpret_cast<disk::CommSlot*>(w.base + l.comm_table_offset);
     w.ring = reinterpret_cast<disk::OpRecord*>(w.base + l.ring_offset);
     w.frames = bt_depth ? reinterpret_cast<uint64_t*>(w.base + l.bt_offset) : nullptr;
+    w.env = reinterpret_cast<char*>(w.base + l.env_offset);
+    w.env_capacity = l.env_capacity;
     w.ring_mask = ring_capacity - 1;
     w.bt_depth = bt_depth;
     fill_header(w.hdr, l, id, ring_capacity, bt_depth);
     return w;
+}
+
+size_t append_env_entries(RankFileWriter& w, const std::vector<std::string>& entries, size_t keep_free) {
+    if (!w.hdr || !w.env) return entries.size();
+    uint64_t used = w.hdr->env_bytes.load(std::memory_order_relaxed);
+    size_t skipped = 0;
+    for (const auto& e : entries) {
+        // An entry with a NUL in it would read back as two: environment strings cannot hold one, facts must not.
+        const size_t n = e.size() + 1;
+        if (e.empty() || memchr(e.data(), '\0', e.size()) || used + n + keep_free > w.env_capacity) {
+            ++skipped;
+            continue;
+        }
+        memcpy(w.env + used, e.c_str(), n);
+        used += n;
+    }
+    w.hdr->env_bytes.store(used, std::memory_order_release);
+    return skipped;
 }
 
 }  // namespace ncw

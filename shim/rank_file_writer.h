@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ncclwatch/format.h"
 #include "process_identity.h"
@@ -24,11 +25,18 @@ struct RankFileWriter {
     uint64_t* frames = nullptr;  // bt_depth frames per ring slot, or nullptr
     uint32_t ring_mask = 0;
     uint32_t bt_depth = 0;
+    char* env = nullptr;  // the environment region (format 1.1): see FileHeader::env_bytes
+    uint32_t env_capacity = 0;
 };
 
 // Never fails: on any error it logs once (naming the folder and the reason) and returns anonymous memory.
 RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdentity& id, uint32_t ring_capacity,
                                 uint32_t bt_depth);
+
+// Appends "NAME=value" entries to the environment region and publishes them. Whole entries only: one that does not
+// fit, leaving `keep_free` bytes for later appends, is skipped (counted in the return value). One writer at a time:
+// start_runtime, then the environment probe's thread, never concurrently. Not for the hot path.
+size_t append_env_entries(RankFileWriter& w, const std::vector<std::string>& entries, size_t keep_free = 0);
 
 // mkdir -p with the given mode; returns "" on success, else the reason.
 std::string make_dirs(const std::string& path, unsigned mode);

@@ -12,6 +12,7 @@
 #include "call_scope.h"
 #include "clock.h"
 #include "cuda_driver.h"
+#include "env_probe.h"
 #include "log.h"
 #include "ncclwatch/hash.h"
 #include "resolver.h"
@@ -86,6 +87,8 @@ Runtime* start_runtime_locked() {
         return nullptr;
     }
     rt->env = snapshot_env(environ);
+    // The variables now, the probed facts later (env_probe.h): room is kept for them.
+    append_env_entries(rt->file, env_probe::env_entries(rt->env), env_probe::kFactsReserve);
     NCW_CALL_REAL(ncclGetVersion, &rt->nccl_version);
     rt->file.hdr->nccl_version = rt->nccl_version;
     rt->tracker = CompletionTracker::create(cfg, &rt->file);
@@ -99,6 +102,7 @@ Runtime* start_runtime_locked() {
         atexit(on_exit);
     }
     start_watchdog(*rt);
+    env_probe::start_env_probe(*rt);  // after NCCL resolved (ncclGetVersion above): it scans that library
     if (rt->tracker) {
         std::thread([t = rt->tracker] {
             try {

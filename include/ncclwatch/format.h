@@ -4,7 +4,7 @@
 //
 // Layout (all offsets are in the header, so a reader never assumes them):
 //   [FileHeader, kHeaderBytes] [CommSlot x max_comms] [OpRecord x ring_capacity] [uint64 frames x ring_capacity x
-//   bt_depth]
+//   bt_depth] [environment region, env_capacity bytes] (1.1+)
 //
 // Versioning: readers reject a newer major version; a newer minor version only appends fields at the end of a
 // structure (the sizes in the header tell a reader how far to step) or adds record op kinds, which readers skip.
@@ -19,7 +19,7 @@ namespace ncw::disk {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'W', 'A', 'T', 'C', 'H', '1'};
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 0;
+inline constexpr uint16_t kFormatMinor = 1;  // 1.1: the environment region
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -28,6 +28,7 @@ inline constexpr uint32_t kDefaultRingCapacity = 16384;
 inline constexpr uint32_t kMinRingCapacity = 256;
 inline constexpr uint32_t kMaxRingCapacity = 1u << 22;
 inline constexpr uint32_t kMaxBacktraceDepth = 32;
+inline constexpr uint32_t kEnvCapacity = 16384;
 
 // Operation kinds. Values are part of the format: append only.
 enum class OpType : uint8_t {
@@ -128,6 +129,16 @@ struct FileHeader {
     std::atomic<uint64_t> dump_request;       // a sibling increments it to ask this process for a dump
     std::atomic<uint64_t> dumps_written;
     std::atomic<uint64_t> reports_written;
+
+    // Format 1.1: the environment region. NUL-terminated "NAME=value" entries: the launcher's variables, NCCL_*,
+    // TORCH_NCCL_*, TORCH_DISTRIBUTED_*, NCCLWATCH_* (secrets redacted), then facts the shim probed, named
+    // "ncclwatch.*". One writer appends whole entries and then publishes env_bytes (release); bytes below env_bytes
+    // never change, so a reader that loads env_bytes (acquire) may copy that many bytes. A 1.0 file has zeros here
+    // (the header page is zero-filled), which reads as "no region".
+    uint64_t env_offset;
+    uint32_t env_capacity;
+    uint32_t reserved1;
+    std::atomic<uint64_t> env_bytes;
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
 
@@ -219,6 +230,8 @@ struct Layout {
     uint64_t comm_table_offset;
     uint64_t ring_offset;
     uint64_t bt_offset;
+    uint64_t env_offset;
+    uint32_t env_capacity;
     uint64_t file_size;
 };
 
@@ -229,7 +242,9 @@ inline constexpr Layout compute_layout(uint32_t ring_capacity, uint32_t max_comm
     l.comm_table_offset = kHeaderBytes;
     l.ring_offset = align_up(l.comm_table_offset + uint64_t(max_comms) * sizeof(CommSlot), 4096);
     l.bt_offset = align_up(l.ring_offset + uint64_t(ring_capacity) * sizeof(OpRecord), 4096);
-    l.file_size = align_up(l.bt_offset + uint64_t(ring_capacity) * bt_depth * sizeof(uint64_t), 4096);
+    l.env_offset = align_up(l.bt_offset + uint64_t(ring_capacity) * bt_depth * sizeof(uint64_t), 4096);
+    l.env_capacity = kEnvCapacity;
+    l.file_size = align_up(l.env_offset + l.env_capacity, 4096);
     return l;
 }
 

@@ -22,6 +22,7 @@
 #include "job_view.h"
 #include "ncclwatch/format.h"
 #include "rank_file.h"
+#include "rank_file_writer.h"
 #include "temp_dir.h"
 
 namespace {
@@ -167,6 +168,26 @@ struct FileBuilder {
         b.coll_issued = 3;
         b.coll_completed = 3;
         for (uint64_t i = 0; i < n_records; ++i) add_record(i % 2 ? 0xBBBB : 0xAAAA, i / 2 + 1);
+    }
+
+    // Appends a format 1.1 environment region of `capacity` bytes holding `entries`, of which `published` bytes are
+    // announced (SIZE_MAX: all of them).
+    uint64_t add_env_region(const std::vector<std::string>& entries, size_t published = SIZE_MAX,
+                            uint32_t capacity = disk::kEnvCapacity) {
+        const uint64_t env_off = file_size;
+        file_size = disk::align_up(env_off + capacity, 4096);
+        words.resize(file_size / 8, 0);
+        uint64_t used = 0;
+        for (const auto& e : entries) {
+            std::memcpy(bytes() + env_off + used, e.c_str(), e.size() + 1);
+            used += e.size() + 1;
+        }
+        hdr().minor = 1;
+        hdr().env_offset = env_off;
+        hdr().env_capacity = capacity;
+        hdr().env_bytes = published == SIZE_MAX ? used : published;
+        hdr().file_size = file_size;
+        return env_off;
     }
 
     void write(const std::string& path, size_t len = SIZE_MAX) const {
@@ -734,4 +755,103 @@ TEST_CASE("a writer racing the reader never yields an inconsistent record", "[ra
     INFO("snapshots " << snaps << ", records " << seen << ", torn " << torn << ", signatures " << sigs);
     CHECK(seen > 0);
     CHECK(sigs > 0);
+}
+
+TEST_CASE("format 1.1: the environment region reads back; a 1.0 file has none", "[rank_file][env]") {
+    TempDir dir;
+    FileBuilder b;
+    b.standard(4);
+    const std::vector<std::string> entries = {"NCCL_DEBUG=INFO", "RANK=3", "ncclwatch.no_effect=NCCL_SOCKET_TIMEOUT",
+                                              "EMPTY="};
+    b.add_env_region(entries);
+    const auto path = dir.file("r.ncw");
+    b.write(path);
+    RankFile f;
+    REQUIRE(f.open(path));
+    CHECK(f.warnings().empty());
+    CHECK(f.header().env == entries);
+    CHECK(f.header().minor == 1);
+    CHECK(f.records().records.size() == 4);  // the region does not disturb the rest
+
+    // The same bytes labelled 1.0: a 1.0 writer never wrote these fields, so the reader does not look at them.
+    b.hdr().minor = 0;
+    b.write(path);
+    REQUIRE(f.open(path));
+    CHECK(f.header().env.empty());
+    CHECK(f.warnings().empty());
+
+    // A 1.1 header with the fields left zero (no region) is no region, not damage.
+    FileBuilder plain;
+    plain.hdr().minor = 1;
+    plain.write(path);
+    REQUIRE(f.open(path));
+    CHECK(f.header().env.empty());
+    CHECK(f.warnings().empty());
+}
+
+TEST_CASE("a damaged environment region is ignored with a warning, the rest reads", "[rank_file][env]") {
+    TempDir dir;
+    const auto path = dir.file("r.ncw");
+    auto try_with = [&](auto&& damage) {
+        FileBuilder b;
+        b.standard(4);
+        b.add_env_region({"A=1"});
+        damage(b);
+        b.write(path);
+        RankFile f;
+        REQUIRE(f.open(path));
+        CHECK(has_warning(f, "environment region ignored"));
+        CHECK(f.header().env.empty());
+        CHECK(f.records().records.size() == 4);
+    };
+    try_with([](FileBuilder& b) { b.hdr().env_offset = b.ring_off; });             // overlaps the ring
+    try_with([](FileBuilder& b) { b.hdr().env_capacity = 0xFFFFFFFFu; });          // absurd size
+    try_with([](FileBuilder& b) { b.hdr().env_offset = b.file_size; });            // past the declared end
+    try_with([](FileBuilder& b) { b.hdr().env_offset = uint64_t(1) << 62; });      // overflow bait
+}
+
+TEST_CASE("only published environment bytes are read; a cut entry is dropped", "[rank_file][env]") {
+    TempDir dir;
+    const auto path = dir.file("r.ncw");
+    FileBuilder b;
+    b.add_env_region({"A=1", "B=22", "C=333"}, 4 + 5 + 2);  // "A=1\0B=22\0C=": C is half-published
+    b.write(path);
+    RankFile f;
+    REQUIRE(f.open(path));
+    CHECK(f.header().env == std::vector<std::string>{"A=1", "B=22"});
+
+    // A count beyond the capacity is clamped to it; a truncated file reads what it holds and says so.
+    b.hdr().env_bytes = uint64_t(1) << 40;
+    b.write(path);
+    REQUIRE(f.open(path));
+    CHECK(f.header().env == std::vector<std::string>{"A=1", "B=22", "C=333"});
+    b.write(path, b.file_size - 100);
+    REQUIRE(f.open(path));
+    CHECK(has_warning(f, "environment region cut"));
+    CHECK(f.header().env == std::vector<std::string>{"A=1", "B=22", "C=333"});
+}
+
+TEST_CASE("the writer's environment region round-trips through the reader", "[rank_file][env]") {
+    TempDir dir;
+    ProcessIdentity id;
+    id.global_rank = 5;
+    id.host = "node-z";
+    id.pid = getpid();
+    id.job_id = "envjob";
+    RankFileWriter w = create_rank_file(dir.path.string(), id, disk::kMinRingCapacity, 0);
+    REQUIRE(w.file_backed);
+    REQUIRE(w.env_capacity == disk::kEnvCapacity);
+    CHECK(w.hdr->minor == 1);
+
+    // Whole entries only, keeping room for later appends; an entry with a NUL or an empty one is refused.
+    const std::string big(disk::kEnvCapacity - 100, 'x');
+    CHECK(append_env_entries(w, {"RANK=5", "NCCL_DEBUG=WARN", big, std::string("BAD=a\0b", 7), ""}, 1000) == 3);
+    CHECK(append_env_entries(w, {"ncclwatch.probe=done"}) == 0);
+
+    RankFile f;
+    REQUIRE(f.open(w.path));
+    CHECK(f.warnings().empty());
+    CHECK(f.header().env == std::vector<std::string>{"RANK=5", "NCCL_DEBUG=WARN", "ncclwatch.probe=done"});
+    CHECK(f.header().file_size == w.size);
+    munmap(w.base, w.size);
 }
