@@ -11,7 +11,9 @@
 #include <set>
 #include <system_error>
 
+#include "cascade.h"
 #include "ncclwatch/format.h"
+#include "straggler.h"
 
 namespace ncw {
 
@@ -121,7 +123,71 @@ std::string format_ranks(const std::vector<int>& ranks) {
     return out;
 }
 
-FileSnapshot snapshot(const RankFile& file) noexcept {
+namespace {
+
+// Per (comm, peer): the highest send/recv seq issued and completed, and the oldest pending one's issue time. p2p seqs
+// count per (comm, peer, direction) and complete in order, so the highest seq is the count even after the ring
+// wrapped. Only files whose comm slots show p2p traffic pay for reading the ring.
+void read_p2p(const RankFile& file, FileSnapshot& s) {
+    std::vector<uint64_t> comm_ids;
+    for (const auto& c : s.comms)
+        if (c.p2p_sends || c.p2p_recvs) comm_ids.push_back(c.comm_id);
+    s.p2p_read = true;
+    if (comm_ids.empty()) return;
+    const RecordSet set = file.records();
+    s.p2p_wrapped = set.first_ticket > 0 || set.dropped > 0;
+    auto entry = [&](uint64_t comm_id, int peer) -> verdict::PeerP2p& {
+        auto t = std::find_if(s.p2p.begin(), s.p2p.end(), [&](const auto& x) { return x.comm_id == comm_id; });
+        if (t == s.p2p.end()) t = s.p2p.insert(s.p2p.end(), FileSnapshot::P2pTable{comm_id, {}});
+        auto e = std::find_if(t->peers.begin(), t->peers.end(), [&](const auto& x) { return x.peer == peer; });
+        if (e == t->peers.end()) {
+            verdict::PeerP2p p;
+            p.peer = peer;
+            e = t->peers.insert(t->peers.end(), p);
+        }
+        return *e;
+    };
+    auto done = [](const Record& r) {
+        // Without GPU tracking, completion means the call returned (as for collectives).
+        return r.t_done_ns != 0 || ((r.flags & (disk::kFlagUntracked | disk::kFlagCaptured)) && r.t_return_ns != 0);
+    };
+    auto is_p2p_of_interest = [&](const Record& r) {
+        return disk::is_p2p(disk::OpType(r.op)) && r.peer_or_root >= 0 &&
+               std::find(comm_ids.begin(), comm_ids.end(), r.comm_id) != comm_ids.end();
+    };
+    for (const auto& r : set.records) {
+        if (!is_p2p_of_interest(r)) continue;
+        auto& e = entry(r.comm_id, r.peer_or_root);
+        const bool send = disk::OpType(r.op) == disk::OpType::Send;
+        auto& issued = send ? e.sends_issued : e.recvs_issued;
+        auto& completed = send ? e.sends_completed : e.recvs_completed;
+        issued = std::max(issued, r.seq);
+        if (done(r)) completed = std::max(completed, r.seq);
+    }
+    for (const auto& r : set.records) {
+        if (!is_p2p_of_interest(r)) continue;
+        auto& e = entry(r.comm_id, r.peer_or_root);
+        const bool send = disk::OpType(r.op) == disk::OpType::Send;
+        if (r.seq <= (send ? e.sends_completed : e.recvs_completed) || !r.t_issue_ns) continue;
+        auto& t = send ? e.t_oldest_send_pending_ns : e.t_oldest_recv_pending_ns;
+        if (!t || r.t_issue_ns < t) t = r.t_issue_ns;
+    }
+}
+
+// "MASTER_ADDR:MASTER_PORT" from the recorded environment, "" when neither is there.
+std::string master_of(const HeaderInfo& h) {
+    std::string addr, port;
+    for (const auto& e : h.env) {
+        if (e.rfind("MASTER_ADDR=", 0) == 0) addr = e.substr(12);
+        if (e.rfind("MASTER_PORT=", 0) == 0) port = e.substr(12);
+    }
+    if (addr.empty() && port.empty()) return "";
+    return addr + ":" + port;
+}
+
+}  // namespace
+
+FileSnapshot snapshot(const RankFile& file, bool with_p2p) noexcept {
     FileSnapshot s;
     try {
         s.path = file.path();
@@ -133,6 +199,7 @@ FileSnapshot snapshot(const RankFile& file) noexcept {
         s.warnings = file.warnings();
         s.header = file.header();
         s.comms = file.comms();
+        if (with_p2p) read_p2p(file, s);
     } catch (...) {
         s.ok = false;
         s.error = "out of memory while reading";
@@ -140,10 +207,10 @@ FileSnapshot snapshot(const RankFile& file) noexcept {
     return s;
 }
 
-FileSnapshot snapshot_path(const std::string& path) noexcept {
+FileSnapshot snapshot_path(const std::string& path, bool with_p2p) noexcept {
     RankFile f;
     f.open(path);
-    return snapshot(f);
+    return snapshot(f, with_p2p);
 }
 
 std::vector<Analysis::VerdictRef> Analysis::all_verdicts() const {
@@ -160,7 +227,8 @@ std::vector<Analysis::VerdictRef> Analysis::all_verdicts() const {
 bool Analysis::found_problem() const {
     for (const auto& j : jobs)
         for (const auto& c : j.comms)
-            if (!c.verdicts.empty()) return true;
+            for (const auto& v : c.verdicts)
+                if (v.kind != verdict::Kind::Straggler) return true;  // a straggler is slow, not a hang
     return false;
 }
 
@@ -244,6 +312,22 @@ Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& 
                     CommInfo cc = c;
                     rebase(cc, d);
                     auto st = to_rank_comm_state(h, cc, f->path, ctx);
+                    st.local_rank = h.local_rank;
+                    st.world_size = h.world_size;
+                    st.nranks_declared = c.nranks;
+                    st.master_addr = master_of(h);
+                    // Rebased exactly on one boot; through the wall clocks otherwise, as good as their NTP sync.
+                    st.clock_uncertainty_s = d == 0 && h.boot_id_hash == frame.boot ? 0.0 : -1.0;
+                    if (f->p2p_read) {
+                        st.p2p_known = true;
+                        st.p2p_wrapped = f->p2p_wrapped;
+                        for (const auto& t : f->p2p)
+                            if (t.comm_id == c.comm_id) st.p2p = t.peers;
+                        for (auto& e : st.p2p) {
+                            e.t_oldest_send_pending_ns = shift(e.t_oldest_send_pending_ns, d);
+                            e.t_oldest_recv_pending_ns = shift(e.t_oldest_recv_pending_ns, d);
+                        }
+                    }
 
                     auto& acc = comms[c.comm_id];
                     if (acc.r.view.ranks.empty() && acc.r.view.nranks == 0) {
@@ -319,12 +403,24 @@ Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& 
                             r.verdicts.push_back(std::move(v));
                     }
                 }
-                std::stable_sort(r.verdicts.begin(), r.verdicts.end(),
+                if (opt.stragglers) {
+                    const bool exact = std::all_of(r.view.ranks.begin(), r.view.ranks.end(),
+                                                   [](const auto& x) { return x.clock_uncertainty_s == 0; });
+                    r.view.clock_note = exact ? "one boot's monotonic clock (exact)"
+                                              : "clock offsets from wall clocks, uncertainty unknown (NTP)";
+                    for (auto& v : verdict::find_stragglers(r.view)) r.verdicts.push_back(std::move(v));
+                }
+                jr.comms.push_back(std::move(r));
+            }
+            // Job-level: which stalled communicator initiated, which wait because of it.
+            std::vector<verdict::CommVerdicts> cv;
+            for (auto& c : jr.comms) cv.push_back({&c.view, &c.verdicts});
+            verdict::assign_cascade_roles(cv);
+            for (auto& c : jr.comms)
+                std::stable_sort(c.verdicts.begin(), c.verdicts.end(),
                                  [](const verdict::Verdict& x, const verdict::Verdict& y) {
                                      return verdict_importance(x.kind) < verdict_importance(y.kind);
                                  });
-                jr.comms.push_back(std::move(r));
-            }
             std::vector<audit::ProcessFacts> facts;
             for (const auto* f : job_files) facts.push_back(audit::ProcessFacts{&f->header, &f->comms});
             jr.audit = audit::audit_job(facts);
@@ -349,7 +445,7 @@ Analysis analyze_paths(const std::vector<std::string>& paths, const AnalysisOpti
             std::error_code ec;
             auto canon = std::filesystem::weakly_canonical(p, ec);
             if (!seen.insert(ec ? p : canon.string()).second) continue;
-            snaps.push_back(snapshot_path(p));
+            snaps.push_back(snapshot_path(p, opt.p2p));
         }
         return analyze(snaps, opt);
     } catch (...) {

@@ -21,10 +21,20 @@ struct FileSnapshot {
     std::vector<std::string> warnings;  // damage that still left something readable (truncation)
     HeaderInfo header;
     std::vector<CommInfo> comms;
+
+    // Point-to-point counts per communicator and peer, from the ring (only when asked for: p2p_read).
+    struct P2pTable {
+        uint64_t comm_id = 0;
+        std::vector<verdict::PeerP2p> peers;  // timestamps on this file's clock
+    };
+    bool p2p_read = false;
+    bool p2p_wrapped = false;  // the ring had dropped older records
+    std::vector<P2pTable> p2p;
 };
 
-FileSnapshot snapshot(const RankFile& file) noexcept;  // an unopened file gives its open() error
-FileSnapshot snapshot_path(const std::string& path) noexcept;
+// with_p2p: also read the ring for the send/recv counts per peer (only the files whose comms did p2p pay for it).
+FileSnapshot snapshot(const RankFile& file, bool with_p2p = false) noexcept;  // unopened: its open() error
+FileSnapshot snapshot_path(const std::string& path, bool with_p2p = false) noexcept;
 
 struct AnalysisOptions {
     // false (offline): "now" for each job is its newest sign of life (heartbeat), and files of other boots are put on
@@ -38,6 +48,8 @@ struct AnalysisOptions {
     double stale_after_s = 5.0;  // heartbeat age after which a process counts as gone
     bool mismatches = true;      // run verdict::find_mismatches
     bool stalls = true;          // run verdict::diagnose_stall
+    bool p2p = true;             // analyze_paths: read the rings for per-peer send/recv counts (the watchdog: off)
+    bool stragglers = true;      // run verdict::find_stragglers
 };
 
 struct CommResult {

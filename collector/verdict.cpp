@@ -215,7 +215,7 @@ std::vector<Group> group_by_sig(const std::vector<std::pair<int, const OpSig*>>&
 }
 
 // "count: rank 1 = 524288; ranks 0,2,3 = 1048576" for each field in which the groups differ.
-void field_evidence(const std::vector<Group>& groups, std::vector<std::string>& ev) {
+void field_evidence(const std::vector<Group>& groups, int nranks, std::vector<std::string>& ev) {
     auto line = [&](const char* field, auto applies, auto value) {
         std::vector<std::string> parts;
         std::vector<std::string> distinct;
@@ -234,6 +234,42 @@ void field_evidence(const std::vector<Group>& groups, std::vector<std::string>& 
     line("op", always, [](const Group& g) { return std::string(disk::op_name(g.key.op)); });
     line("dtype", always, [](const Group& g) { return std::string(disk::dtype_name(g.key.dtype)); });
     line("count", always, [](const Group& g) { return std::to_string(g.key.count); });
+    // With different dtypes the counts alone mislead: the buffers' sizes in bytes say whether the data lines up.
+    const bool dtypes_differ = std::any_of(groups.begin(), groups.end(),
+                                           [&](const Group& g) { return g.key.dtype != groups.front().key.dtype; });
+    if (dtypes_differ) {
+        auto bytes = [](const Group& g) { return g.key.count * disk::dtype_size(g.key.dtype); };
+        std::string out = "bytes (count x dtype size): ";
+        bool same = true;
+        for (size_t i = 0; i < groups.size(); ++i) {
+            out += fmt::format("{}{} = {}", i ? "; " : "", ranks_word(groups[i].ranks), bytes(groups[i]));
+            same = same && bytes(groups[i]) == bytes(groups.front());
+        }
+        out += same ? " (equal: the buffers line up, the values are reinterpreted)" : " (differ)";
+        ev.push_back(std::move(out));
+    }
+    // AllGather and ReduceScatter take the count per rank; a rank that passes the total is off by the comm size.
+    if (nranks > 1) {
+        const Group& major = groups.front();
+        const auto t = OpType(major.key.op);
+        if (t == OpType::AllGather || t == OpType::ReduceScatter) {
+            for (size_t i = 1; i < groups.size(); ++i) {
+                const Group& g = groups[i];
+                if (g.key.op != major.key.op) continue;
+                const char* what = t == OpType::AllGather ? "send count" : "receive count";
+                if (g.key.count == major.key.count * uint64_t(nranks))
+                    ev.push_back(fmt::format("{}: {} passed {} = {} x {} ranks: the total where {} takes the per-rank "
+                                             "{}",
+                                             disk::op_name(g.key.op), ranks_word(g.ranks), g.key.count,
+                                             major.key.count, nranks, disk::op_name(g.key.op), what));
+                else if (major.key.count == g.key.count * uint64_t(nranks))
+                    ev.push_back(fmt::format("{}: {} passed {} = {} x {} ranks: the total where {} takes the per-rank "
+                                             "{}",
+                                             disk::op_name(g.key.op), ranks_word(major.ranks), major.key.count,
+                                             g.key.count, nranks, disk::op_name(g.key.op), what));
+            }
+        }
+    }
     line(
         "root", [](const Group& g) { return disk::is_rooted(OpType(g.key.op)); },
         [](const Group& g) { return std::to_string(g.key.root); });
@@ -260,6 +296,331 @@ OpSig majority_sig(const CommView& v, const std::vector<size_t>& order, const st
     return none;
 }
 
+
+// ---- Telling an extra op from a skipped one when the counts are symmetric (1 vs 1) ----
+
+// Who the signature windows point at when one rank waits in W and the other completed W-1 and issued nothing more.
+enum class Lean { Unknown, ExtraOp, Skipped };
+
+// The matching keys of the rank's signatures for seqs lo..hi; empty when one is not in the window.
+std::vector<Key> keys_between(const RankCommState& r, uint64_t lo, uint64_t hi) {
+    std::vector<Key> out;
+    for (uint64_t q = lo; q <= hi && q != 0; ++q) {
+        const OpSig* s = find_sig(r, q);
+        if (!s || OpType(s->op) == OpType::None) return {};
+        out.push_back(key_of(*s));
+    }
+    return out;
+}
+
+// The shortest period p (at most half the length, so the pattern shows at least twice) with v[i] == v[i+p]; 0: none.
+size_t period_of(const std::vector<Key>& v) {
+    for (size_t p = 1; 2 * p <= v.size(); ++p) {
+        bool ok = true;
+        for (size_t i = 0; ok && i + p < v.size(); ++i) ok = v[i] == v[i + p];
+        if (ok) return p;
+    }
+    return 0;
+}
+
+// Gaps between consecutive issue times in the window, as ratios of the rank's median gap (before seq `upto`).
+struct GapShape {
+    double shortest = 0;  // smallest gap / median gap
+    double longest = 0;
+    uint64_t shortest_at = 0;  // the seq that ends the gap
+    uint64_t longest_at = 0;
+    bool known = false;
+};
+
+GapShape gap_shape(const RankCommState& r, uint64_t upto) {
+    std::vector<std::pair<uint64_t, uint64_t>> t;  // (seq, issue time)
+    for (const auto& s : r.recent)
+        if (s.seq && s.seq <= upto && s.t_issue_ns) t.emplace_back(s.seq, s.t_issue_ns);
+    std::sort(t.begin(), t.end());
+    std::vector<std::pair<double, uint64_t>> gaps;
+    for (size_t i = 1; i < t.size(); ++i)
+        if (t[i].first == t[i - 1].first + 1 && t[i].second >= t[i - 1].second)
+            gaps.emplace_back(double(t[i].second - t[i - 1].second), t[i].first);
+    GapShape g;
+    if (gaps.size() < 4) return g;
+    std::vector<double> sorted;
+    for (const auto& x : gaps) sorted.push_back(x.first);
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted[sorted.size() / 2];
+    if (median <= 0) return g;
+    g.known = true;
+    g.shortest = 1e300;
+    for (const auto& [gap, seq] : gaps) {
+        if (gap / median < g.shortest) g.shortest = gap / median, g.shortest_at = seq;
+        if (gap / median > g.longest) g.longest = gap / median, g.longest_at = seq;
+    }
+    return g;
+}
+
+// `ahead` waits in W, `idle` completed W-1 and issued nothing more. Either `ahead` issued one op too many or `idle`
+// skipped one: the same counts. The periodic pattern of a training loop and the issue-time gaps tell them apart.
+Lean tie_break(const RankCommState& ahead, const RankCommState& idle, uint64_t W, std::vector<std::string>& ev) {
+    Lean by_pattern = Lean::Unknown;
+    uint64_t lo_a = W, lo_i = W;
+    for (const auto& s : ahead.recent)
+        if (s.seq) lo_a = std::min(lo_a, s.seq);
+    for (const auto& s : idle.recent)
+        if (s.seq) lo_i = std::min(lo_i, s.seq);
+    const uint64_t lo = std::max(lo_a, lo_i);
+    const auto a = keys_between(ahead, lo, W);
+    const auto b = keys_between(idle, lo, W - 1);
+    if (W > lo + 2 && !a.empty() && !b.empty()) {
+        size_t k = 0;  // first index where they differ (b.size(): none)
+        while (k < b.size() && a[k] == b[k]) ++k;
+        bool aligned = true;  // the rest of `a` is `b` shifted by one: a single op inserted (or skipped) at k
+        for (size_t i = k; aligned && i < b.size(); ++i) aligned = a[i + 1] == b[i];
+        const uint64_t at = lo + k;
+        const size_t pa = period_of(a), pb = period_of(b);
+        if (!aligned) {
+            ev.push_back(fmt::format("op patterns of rank {} and rank {} differ in more than one op from #{} on",
+                                     ahead.comm_rank, idle.comm_rank, at));
+        } else if (k == b.size()) {
+            // Same ops up to W-1: is W the op the pattern continues with?
+            if (pb && !(a[k] == b[k - pb])) {
+                by_pattern = Lean::ExtraOp;
+                ev.push_back(fmt::format(
+                    "rank {} issued #{} .. #{} with a period of {} op{}; #{} on rank {} does not continue it: an "
+                    "op inserted",
+                    idle.comm_rank, lo, W - 1, pb, pb == 1 ? "" : "s", W, ahead.comm_rank));
+            }
+        } else if (pb && !pa) {
+            by_pattern = Lean::ExtraOp;
+            ev.push_back(fmt::format("rank {}'s ops #{} .. #{} are rank {}'s periodic pattern (period {}) with one op "
+                                     "inserted at #{}",
+                                     ahead.comm_rank, lo, W, idle.comm_rank, pb, at));
+        } else if (pa && !pb) {
+            by_pattern = Lean::Skipped;
+            ev.push_back(fmt::format("rank {}'s ops #{} .. #{} are rank {}'s periodic pattern (period {}) with the op "
+                                     "at #{} missing",
+                                     idle.comm_rank, lo, W - 1, ahead.comm_rank, pa, at));
+        }
+    }
+
+    Lean by_time = Lean::Unknown;
+    const GapShape ga = gap_shape(ahead, W), gi = gap_shape(idle, W - 1);
+    if (ga.known && gi.known) {
+        const bool short_in_ahead = ga.shortest < 0.5;
+        const bool double_in_idle = gi.longest > 1.6 && gi.longest < 2.6;
+        if (short_in_ahead && !double_in_idle) {
+            by_time = Lean::ExtraOp;
+            ev.push_back(fmt::format("rank {} issued #{} {:.2f}x its median gap after the op before: unusually short, "
+                                     "as an extra op; rank {} shows no skipped step (longest gap {:.2f}x)",
+                                     ahead.comm_rank, ga.shortest_at, ga.shortest, idle.comm_rank, gi.longest));
+        } else if (double_in_idle && !short_in_ahead) {
+            by_time = Lean::Skipped;
+            ev.push_back(fmt::format("rank {} issued #{} {:.2f}x its median gap after the op before: about one step "
+                                     "missing; rank {} shows no unusually short gap (shortest {:.2f}x)",
+                                     idle.comm_rank, gi.longest_at, gi.longest, ahead.comm_rank, ga.shortest));
+        }
+    }
+    if (by_pattern == Lean::Unknown) return by_time;
+    if (by_time == Lean::Unknown || by_time == by_pattern) return by_pattern;
+    ev.push_back("the op pattern and the issue-time gaps point at different ranks");
+    return Lean::Unknown;
+}
+
+
+// ---- Point-to-point ----
+
+const PeerP2p* peer_entry(const RankCommState& r, int peer) {
+    for (const auto& e : r.p2p)
+        if (e.peer == peer) return &e;
+    return nullptr;
+}
+
+const RankCommState* state_of_rank(const CommView& v, int comm_rank) {
+    for (const auto& r : v.ranks)
+        if (r.comm_rank == comm_rank) return &r;
+    return nullptr;
+}
+
+// What `p` posted toward `r` in direction `recv` (its receives from r) or not (its sends to r). Nothing when p's
+// counts are unknown: not read, or its ring wrapped and holds no record of r.
+std::optional<std::pair<uint64_t, uint64_t>> posted(const RankCommState& p, int r, bool recv) {
+    if (!p.p2p_known) return std::nullopt;
+    const PeerP2p* e = peer_entry(p, r);
+    if (!e) {
+        if (p.p2p_wrapped) return std::nullopt;
+        return std::pair<uint64_t, uint64_t>{0, 0};
+    }
+    return recv ? std::pair{e->recvs_issued, e->recvs_completed} : std::pair{e->sends_issued, e->sends_completed};
+}
+
+// Sends whose receive the peer never posted (and the reverse) among ranks that are otherwise at rest: the counts
+// differ with nothing in flight on either side. In flight, a difference is normal; diagnose_stall judges those.
+std::vector<Verdict> p2p_mismatches(const CommView& view) {
+    std::vector<Verdict> out;
+    for (size_t i : by_comm_rank(view)) {
+        const auto& r = view.ranks[i];
+        if (!r.p2p_known) continue;
+        for (const auto& e : r.p2p) {
+            if (e.sends_issued == 0 || e.sends_issued != e.sends_completed) continue;
+            const RankCommState* p = state_of_rank(view, e.peer);
+            if (!p) continue;
+            const auto got = posted(*p, r.comm_rank, true);
+            if (!got || got->first >= e.sends_issued || got->first != got->second) continue;
+            Verdict v;
+            v.kind = Kind::Mismatch;
+            v.comm_id = view.comm_id;
+            v.seq = got->first + 1;
+            v.culprits = {p->comm_rank};
+            v.missing = missing_ranks(view);
+            v.op.op = uint8_t(OpType::Recv);
+            v.op.seq = got->first + 1;
+            v.summary = fmt::format(
+                "comm {}: p2p: rank {} completed {} send{} to rank {}, but rank {} posted only {} receive{} from rank "
+                "{}: unmatched send/recv pair",
+                hex_comm(view.comm_id), r.comm_rank, e.sends_issued, e.sends_issued == 1 ? "" : "s", p->comm_rank,
+                p->comm_rank, got->first, got->first == 1 ? "" : "s", r.comm_rank);
+            v.evidence.push_back(fmt::format("p2p: {}: sends to rank {}: issued {}, completed {}", rank_id(r),
+                                             p->comm_rank, e.sends_issued, e.sends_completed));
+            v.evidence.push_back(fmt::format("p2p: {}: receives from rank {}: issued {}, completed {}", rank_id(*p),
+                                             r.comm_rank, got->first, got->second));
+            out.push_back(std::move(v));
+        }
+    }
+    return out;
+}
+
+// Only sends/receives are outstanding past the timeout: pair each pending one with what its peer posted.
+std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, double timeout_s) {
+    struct Pending {
+        const RankCommState* r;
+        int peer;
+        bool recv;
+        uint64_t seq;  // the oldest pending one in this direction
+        double waited;
+    };
+    std::vector<Pending> pending;
+    for (size_t i : by_comm_rank(view)) {
+        const auto& r = view.ranks[i];
+        if (!r.p2p_known || !r.alive) continue;
+        for (const auto& e : r.p2p) {
+            if (e.sends_issued > e.sends_completed && e.t_oldest_send_pending_ns &&
+                age_s(now_ns, e.t_oldest_send_pending_ns) >= timeout_s)
+                pending.push_back({&r, e.peer, false, e.sends_completed + 1, age_s(now_ns, e.t_oldest_send_pending_ns)});
+            if (e.recvs_issued > e.recvs_completed && e.t_oldest_recv_pending_ns &&
+                age_s(now_ns, e.t_oldest_recv_pending_ns) >= timeout_s)
+                pending.push_back({&r, e.peer, true, e.recvs_completed + 1, age_s(now_ns, e.t_oldest_recv_pending_ns)});
+        }
+    }
+    if (pending.empty()) return {};
+
+    std::vector<int> unmatched, dead, unseen, waiting;
+    std::vector<std::string> unmatched_ev, matched_ev;
+    std::string what;
+    double stalled_for = 0;
+    const Pending* first = &pending.front();
+    for (const auto& pd : pending) {
+        stalled_for = std::max(stalled_for, pd.waited);
+        if (pd.waited >= first->waited) first = &pd;
+        waiting.push_back(pd.r->comm_rank);
+        const char* dir = pd.recv ? "recv" : "send";
+        const char* prep = pd.recv ? "from" : "to";
+        const std::string head = fmt::format("rank {} waits {} in {} #{} {} rank {}", pd.r->comm_rank,
+                                             secs(pd.waited), dir, pd.seq, prep, pd.peer);
+        const RankCommState* p = state_of_rank(view, pd.peer);
+        if (!p) {
+            unseen.push_back(pd.peer);
+            matched_ev.push_back(fmt::format("p2p: {}; rank {} is not visible from here", head, pd.peer));
+            continue;
+        }
+        const auto got = posted(*p, pd.r->comm_rank, !pd.recv);
+        if (!got) {
+            matched_ev.push_back(fmt::format("p2p: {}; rank {}'s counts are unknown", head, pd.peer));
+            continue;
+        }
+        const char* other = pd.recv ? "send" : "receive";
+        const char* other_prep = pd.recv ? "to" : "from";
+        if (got->first < pd.seq) {
+            const bool other_waits = got->first > got->second;  // still inside an earlier one of the pair: in order
+            std::string line = fmt::format("{}, but rank {} posted only {} {}{} {} rank {}", head, pd.peer, got->first,
+                                           other, got->first == 1 ? "" : "s", other_prep, pd.r->comm_rank);
+            if (!p->alive) {
+                line += " and is DEAD";
+                dead.push_back(pd.peer);
+            } else if (!other_waits) {
+                line += fmt::format(" and waits in none {} it", other_prep);
+            }
+            if (!other_waits || !p->alive) {
+                unmatched.push_back(pd.peer);
+                what += (what.empty() ? "" : "; ") + line;
+                unmatched_ev.push_back("p2p: " + line);
+            }
+        } else {
+            matched_ev.push_back(fmt::format("p2p: {}; rank {} posted the matching {} (issued {}, completed {})",
+                                             head, pd.peer, other, got->first, got->second));
+        }
+    }
+    auto uniq = [](std::vector<int>& v) {
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+    };
+    uniq(unmatched), uniq(dead), uniq(unseen), uniq(waiting);
+
+    Verdict base;
+    base.comm_id = view.comm_id;
+    base.seq = first->seq;
+    base.op.seq = first->seq;
+    base.op.op = uint8_t(first->recv ? OpType::Recv : OpType::Send);
+    base.waiting = waiting;
+    base.missing = missing_ranks(view);
+    base.stalled_for_s = stalled_for;
+    std::vector<Verdict> out;
+    if (!unmatched.empty()) {
+        Verdict v = base;
+        v.kind = dead.empty() ? Kind::Mismatch : Kind::Dead;
+        v.culprits = unmatched;
+        v.summary = fmt::format("comm {}: p2p: {}: unmatched send/recv pair", hex_comm(view.comm_id), what);
+        v.evidence = unmatched_ev;
+        v.evidence.insert(v.evidence.end(), matched_ev.begin(), matched_ev.end());
+        out.push_back(std::move(v));
+        return out;
+    }
+    Verdict v = base;
+    v.evidence = matched_ev;
+    if (!unseen.empty()) {
+        v.kind = Kind::Unknown;
+        v.culprits = unseen;
+        v.summary = fmt::format("comm {}: p2p: {} wait{} in send/recv for {}; the peer{} {} not visible from here",
+                                hex_comm(view.comm_id), ranks_word(waiting), waiting.size() == 1 ? "s" : "",
+                                secs(stalled_for), unseen.size() == 1 ? "" : "s", ranks_word(unseen));
+    } else {
+        v.kind = Kind::StuckInNccl;
+        v.summary = fmt::format(
+            "comm {}: p2p: {} wait{} in send/recv for {}; every pending op's peer posted its match: stuck inside "
+            "NCCL (transport?)",
+            hex_comm(view.comm_id), ranks_word(waiting), waiting.size() == 1 ? "s" : "", secs(stalled_for));
+    }
+    out.push_back(std::move(v));
+    return out;
+}
+
+// "ranks 0,1 = 4; rank 2 = 8" when the ranks disagree on a value, "" when they agree or none is known.
+template <class Get>
+std::string disagreement(const CommView& view, Get get) {
+    std::vector<std::pair<std::string, std::vector<int>>> groups;
+    for (size_t i : by_comm_rank(view)) {
+        const std::string v = get(view.ranks[i]);
+        if (v.empty()) continue;
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == v; });
+        if (it == groups.end())
+            groups.push_back({v, {view.ranks[i].comm_rank}});
+        else
+            it->second.push_back(view.ranks[i].comm_rank);
+    }
+    if (groups.size() < 2) return "";
+    std::string out;
+    for (size_t i = 0; i < groups.size(); ++i)
+        out += fmt::format("{}{} = {}", i ? "; " : "", ranks_word(groups[i].second), groups[i].first);
+    return out;
+}
+
 }  // namespace
 
 const char* kind_name(Kind k) {
@@ -282,6 +643,125 @@ std::string describe_op(const OpSig& op) {
     if (OpType(op.op) == OpType::None) return fmt::format("#{} (signature not recorded)", op.seq);
     return fmt::format("{} #{} ({}, stream 0x{:x}, tid {})", disk::op_name(op.op), op.seq, sig_body(op), op.stream,
                        op.tid);
+}
+
+std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double timeout_s) {
+    const auto order = by_comm_rank(view);
+    const auto missing = missing_ranks(view);
+    const size_t nranks = view.nranks > 0 ? size_t(view.nranks) : view.ranks.size();
+    std::vector<int> entered, finished, failed;
+    double oldest = 0;
+    bool timed_out = false;
+    for (size_t i : order) {
+        const auto& r = view.ranks[i];
+        if (r.comm_state == uint32_t(disk::CommState::InitFailed)) {
+            failed.push_back(r.comm_rank);
+        } else if (r.comm_state == uint32_t(disk::CommState::Initializing) && r.t_init_done_ns == 0) {
+            entered.push_back(r.comm_rank);
+            const double a = age_s(now_ns, r.t_init_start_ns);
+            oldest = std::max(oldest, a);
+            if (r.t_init_start_ns && a >= timeout_s && r.alive) timed_out = true;
+        } else {
+            finished.push_back(r.comm_rank);
+        }
+    }
+    if (!timed_out) return {};
+
+    Verdict v;
+    v.kind = Kind::InitHang;
+    v.comm_id = view.comm_id;
+    v.waiting = entered;
+    v.missing = missing;
+    v.stalled_for_s = oldest;
+    // Init returns on no rank until every rank has joined: the ranks that never entered hold it up. When all entered,
+    // nobody visible is to blame (bootstrap network, master address).
+    v.culprits = missing;
+    v.culprits.insert(v.culprits.end(), failed.begin(), failed.end());
+    std::sort(v.culprits.begin(), v.culprits.end());
+
+    std::string what = fmt::format("comm {}: communicator init not finished after {}: {} of {} entered it and wait",
+                                   hex_comm(view.comm_id), secs(oldest), ranks_word(entered), nranks);
+    if (!finished.empty()) what += fmt::format("; {} finished it", ranks_word(finished));
+    if (!failed.empty()) what += fmt::format("; {} failed it", ranks_word(failed));
+    if (!missing.empty()) what += fmt::format("; {} never appeared", ranks_word(missing));
+    else if (failed.empty()) what += "; every rank entered (bootstrap network or master address?)";
+    v.summary = std::move(what);
+
+    for (size_t i : order) {
+        const auto& r = view.ranks[i];
+        std::string line = rank_id(r) + fmt::format(": {}", disk::comm_state_name(r.comm_state));
+        if (r.t_init_start_ns) line += fmt::format(", entered init {} ago", secs(age_s(now_ns, r.t_init_start_ns)));
+        if (r.t_init_done_ns)
+            line += fmt::format(", finished after {}", secs(ns_to_s(r.t_init_done_ns - std::min(r.t_init_done_ns,
+                                                                                                r.t_init_start_ns))));
+        if (r.cuda_dev >= 0) line += fmt::format(", GPU {}", r.cuda_dev);
+        if (!r.pci_bus_id.empty()) line += fmt::format(" ({})", r.pci_bus_id);
+        if (!r.alive) line += r.exited_clean ? ", exited cleanly" : ", DEAD";
+        v.evidence.push_back(std::move(line));
+    }
+    if (!missing.empty())
+        v.evidence.push_back(fmt::format("{} of {} never appeared: not launched, crashed before init, or given another "
+                                         "unique id (a different rendezvous)",
+                                         ranks_word(missing), nranks));
+
+    // The seed checklist: each item either names the disagreement or says it was checked.
+    std::vector<std::string> ok;
+    if (auto d = disagreement(view, [](const RankCommState& r) {
+            return r.nranks_declared > 0 ? std::to_string(r.nranks_declared) : std::string();
+        });
+        !d.empty())
+        v.evidence.push_back("checklist: ranks disagree on the communicator size: " + d);
+    else
+        ok.push_back("communicator size");
+    if (auto d = disagreement(view, [](const RankCommState& r) {
+            return r.world_size > 0 ? std::to_string(r.world_size) : std::string();
+        });
+        !d.empty())
+        v.evidence.push_back("checklist: ranks disagree on WORLD_SIZE: " + d);
+    else
+        ok.push_back("WORLD_SIZE");
+    if (auto d = disagreement(view, [](const RankCommState& r) { return r.master_addr; }); !d.empty())
+        v.evidence.push_back("checklist: ranks disagree on the master address: " + d);
+    else
+        ok.push_back("master address");
+    bool gpu_problem = false;
+    for (size_t i : order) {
+        const auto& a = view.ranks[i];
+        if (a.host.empty() || (a.pci_bus_id.empty() && a.cuda_dev < 0)) continue;
+        std::vector<int> same{a.comm_rank};
+        bool first = true;
+        for (size_t j : order) {
+            const auto& b = view.ranks[j];
+            if (&a == &b || b.host != a.host) continue;
+            const bool one_gpu = !a.pci_bus_id.empty() ? b.pci_bus_id == a.pci_bus_id
+                                                       : (b.pci_bus_id.empty() && b.cuda_dev == a.cuda_dev);
+            if (!one_gpu) continue;
+            if (b.comm_rank < a.comm_rank) first = false;
+            same.push_back(b.comm_rank);
+        }
+        if (same.size() < 2 || !first) continue;
+        gpu_problem = true;
+        std::sort(same.begin(), same.end());
+        v.evidence.push_back(fmt::format("checklist: {} on host {} share one GPU ({}): two ranks on one GPU hang NCCL "
+                                         "init (torch.cuda.set_device(local_rank) missing?)",
+                                         ranks_word(same), a.host,
+                                         a.pci_bus_id.empty() ? fmt::format("device {}", a.cuda_dev) : a.pci_bus_id));
+    }
+    for (size_t i : order) {
+        const auto& r = view.ranks[i];
+        if (r.local_rank < 0 || r.cuda_dev < 0 || r.cuda_dev == r.local_rank) continue;
+        gpu_problem = true;
+        v.evidence.push_back(fmt::format("checklist: {} has LOCAL_RANK={} but uses GPU {}: "
+                                         "torch.cuda.set_device(local_rank) missing?",
+                                         rank_id(r), r.local_rank, r.cuda_dev));
+    }
+    if (!gpu_problem) ok.push_back("one GPU per rank");
+    if (!ok.empty()) {
+        std::string line = "checklist: agree or fine: ";
+        for (size_t i = 0; i < ok.size(); ++i) line += (i ? ", " : "") + ok[i];
+        v.evidence.push_back(std::move(line));
+    }
+    return {std::move(v)};
 }
 
 std::vector<Verdict> find_mismatches(const CommView& view) {
@@ -338,12 +818,14 @@ std::vector<Verdict> find_mismatches(const CommView& view) {
         std::sort(v.culprits.begin(), v.culprits.end());
         v.summary = fmt::format("comm {}: MISMATCH at #{}: {}", hex_comm(view.comm_id), seq, what);
 
-        field_evidence(groups, v.evidence);
+        field_evidence(groups, view.nranks, v.evidence);
         for (const auto& [rank, sig] : entries)
             v.evidence.push_back(rank_id(*state_of[rank]) + ": " + describe_op(*sig));
         out.push_back(std::move(v));
     }
-    return out;  // std::map iterates in seq order
+    // std::map iterates in seq order; the p2p pairs come after the collectives.
+    for (auto& v : p2p_mismatches(view)) out.push_back(std::move(v));
+    return out;
 }
 
 std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, double timeout_s) {
@@ -363,7 +845,11 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
         }
         if (w && *w >= timeout_s && (W == 0 || r.completed + 1 < W)) W = r.completed + 1;
     }
-    if (W == 0) return {};
+    if (W == 0) {
+        // No collective outstanding past the timeout: init may not have finished, or only sends/receives are.
+        if (auto init = diagnose_init(view, now_ns, timeout_s); !init.empty()) return init;
+        return diagnose_p2p_stall(view, now_ns, timeout_s);
+    }
 
     // Everyone alive and inside W (issued it, its GPU got to it, not completed it) waits in W, timed out or not yet.
     std::vector<int> waiting;
@@ -402,6 +888,7 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
     };
 
     std::vector<Verdict> out;
+    std::vector<std::string> skip_ev;  // 1 vs 1 resolved as "the idle rank skipped W": why
 
     // 1. NCCL itself reported an error: reported first, but it does not stop the search for who is behind.
     {
@@ -421,8 +908,89 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
                                {}));
     }
 
-    // 2. Dead: a process that is gone before completing W (never issued it, or died inside it).
-    // 3. NotJoined: a live process that has not issued W. Both can hold at once; both are reported.
+    // 2. ExtraOp: the ranks waiting in W are fewer than the others, and every other rank completed W-1 and issued
+    // nothing more (idle, or exited cleanly). The op counts diverged, and the culprit is the minority that is ahead:
+    // naming the majority "behind" would send the user after healthy ranks. Counts decide only when the ranks that
+    // cannot be seen could not turn the minority into a majority; 1 vs 1 goes to the signature windows.
+    std::vector<int> at_rest;  // visible ranks that completed exactly W-1 and have nothing outstanding
+    bool others_at_rest = !waiting.empty();
+    size_t exited = 0;
+    for (size_t i : order) {
+        const auto& r = view.ranks[i];
+        if (std::find(waiting.begin(), waiting.end(), r.comm_rank) != waiting.end()) {
+            others_at_rest = others_at_rest && r.completed + 1 == W;
+            continue;
+        }
+        const bool rest = r.issued == r.completed && r.completed + 1 == W && (r.alive || r.exited_clean) &&
+                          !is_async_error(r.async_error);
+        others_at_rest = others_at_rest && rest;
+        if (rest) at_rest.push_back(r.comm_rank);
+        if (!r.alive) ++exited;
+    }
+    if (others_at_rest && !at_rest.empty()) {
+        std::vector<std::string> tie_ev;
+        Lean lean = Lean::Unknown;
+        if (waiting.size() + missing.size() < at_rest.size()) {
+            lean = Lean::ExtraOp;
+        } else if (missing.empty() && waiting.size() == at_rest.size()) {
+            const RankCommState* a = nullptr;
+            const RankCommState* b = nullptr;
+            for (const auto& r : view.ranks) {
+                if (r.comm_rank == waiting.front()) a = &r;
+                if (r.comm_rank == at_rest.front()) b = &r;
+            }
+            lean = tie_break(*a, *b, W, tie_ev);
+            if (lean == Lean::Unknown) {
+                // Nothing tells them apart: both are named, and the summary says so.
+                std::vector<int> both = waiting;
+                both.insert(both.end(), at_rest.begin(), at_rest.end());
+                std::sort(both.begin(), both.end());
+                tie_ev.push_back(fmt::format("{} vs {}: the op counts alone cannot say which side diverged",
+                                             waiting.size(), at_rest.size()));
+                out.push_back(make(Kind::NotJoined, both,
+                                   fmt::format("ambiguous: either {} skipped #{} or {} issued an extra collective "
+                                               "({} completed #{} and issued nothing more)",
+                                               ranks_word(at_rest), W, ranks_word(waiting), ranks_word(at_rest), W - 1),
+                                   tie_ev));
+                for (auto& m : find_mismatches(view))
+                    if (m.seq == W) m.waiting = waiting, m.stalled_for_s = stalled_for, out.push_back(std::move(m));
+                return out;
+            }
+        }
+        if (lean == Lean::ExtraOp) {
+            std::vector<std::string> ev;
+            ev.push_back(fmt::format(
+                "{} completed every op {} issued (#{}) and {} nothing outstanding{}", ranks_word(at_rest),
+                at_rest.size() == 1 ? "it" : "they", W - 1,
+                at_rest.size() == 1 ? "has" : "have", exited ? fmt::format("; {} of them exited cleanly", exited) : ""));
+            for (int r : waiting)
+                for (const auto& s : view.ranks)
+                    if (s.comm_rank == r)
+                        ev.push_back(fmt::format("{}: the extra op {}", rank_id(s),
+                                                 find_sig(s, W) ? describe_op(*find_sig(s, W)) : last_op(s)));
+            ev.push_back(
+                "the op counts diverged: the ahead rank issued one collective more (a different number of "
+                "gradient-accumulation micro-steps, a GradScaler skip or a code path taken by some ranks only)");
+            ev.insert(ev.end(), tie_ev.begin(), tie_ev.end());
+            Verdict v = make(Kind::ExtraOp, waiting, "", ev);
+            v.summary = fmt::format("comm {}: {} issued {} that no other rank issued ({} rank{} completed #{} and "
+                                    "issued nothing more); {} for {}",
+                                    hex_comm(view.comm_id), ranks_word(waiting), sig_short(base.op, true),
+                                    at_rest.size(), at_rest.size() == 1 ? "" : "s", W - 1,
+                                    waiting.size() == 1 ? "it waits in it" : "they wait in it", secs(stalled_for));
+            out.push_back(std::move(v));
+            for (auto& m : find_mismatches(view))
+                if (m.seq == W) m.waiting = waiting, m.stalled_for_s = stalled_for, out.push_back(std::move(m));
+            return out;
+        }
+        if (lean == Lean::Skipped) {
+            // The evidence names the idle side: the NOT_JOINED below carries it first.
+            skip_ev = std::move(tie_ev);
+        }
+    }
+
+    // 3. Dead: a process that is gone before completing W (never issued it, or died inside it).
+    // 4. NotJoined: a live process that has not issued W. Both can hold at once; both are reported.
     std::vector<int> dead, behind;
     std::string dead_what;
     std::vector<std::string> dead_ev;
@@ -470,7 +1038,7 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
                 it->second.push_back(i);
         }
         std::string what;
-        std::vector<std::string> ev;
+        std::vector<std::string> ev = std::move(skip_ev);
         bool all_idle = true;
         for (const auto& [pos, idx] : same) {
             const auto [completed, issued] = pos;
@@ -502,14 +1070,14 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
         }
         // A minority waiting on an idle majority: more likely the minority issued one op too many than the
         // majority skipped one (op counts diverged: gradient accumulation, a rank-dependent code path).
-        if (all_idle && behind.size() > waiting.size()) {
+        if (all_idle && behind.size() > waiting.size() && ev.empty()) {
             what += fmt::format("; {} idle outside NCCL: {} may have issued an extra collective",
                                 behind.size() == 1 ? "it is" : "they are", ranks_word(waiting));
             ev.push_back(
                 fmt::format("{} idle with every issued op completed while {} {} in #{}: the op counts "
                             "diverged (gradient accumulation, GradScaler or a code path taken by some ranks)",
                             ranks_word(behind), ranks_word(waiting), waiting.size() == 1 ? "waits" : "wait", W));
-        } else if (all_idle) {
+        } else if (all_idle && ev.empty()) {
             ev.push_back(
                 fmt::format("{} idle outside NCCL: busy elsewhere (validation, checkpoint: wait it out) or "
                             "skipped the collective (a `continue` before backward())",
@@ -528,7 +1096,7 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
 
     if (!dead.empty() || !behind.empty()) return out;
 
-    // 4. Every live rank issued W, but some GPU has not got to it yet.
+    // 5. Every live rank issued W, but some GPU has not got to it yet.
     std::vector<int> not_reached;
     std::string nr_what;
     for (size_t i : order) {
@@ -544,7 +1112,7 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
         return out;
     }
 
-    // 5. Every visible rank is inside W (or past it) and no one is behind.
+    // 6. Every visible rank is inside W (or past it) and no one is behind.
     size_t done = 0;
     for (const auto& r : view.ranks)
         if (r.alive && r.completed >= W) ++done;

@@ -21,6 +21,18 @@ struct OpSig {
     uint64_t stream = 0;
 };
 
+// Point-to-point traffic of one rank with one peer on one communicator, from the rank's ring. p2p sequence numbers
+// count per (comm, peer, direction), so "issued" is the highest seq seen and "completed" the highest that completed.
+struct PeerP2p {
+    int peer = -1;  // comm rank of the peer
+    uint64_t sends_issued = 0;
+    uint64_t sends_completed = 0;
+    uint64_t recvs_issued = 0;
+    uint64_t recvs_completed = 0;
+    uint64_t t_oldest_send_pending_ns = 0;  // issue time of the oldest send not completed (0: none)
+    uint64_t t_oldest_recv_pending_ns = 0;
+};
+
 // What one rank's file says about one communicator.
 struct RankCommState {
     int comm_rank = -1;
@@ -30,6 +42,10 @@ struct RankCommState {
     int cuda_dev = -1;       // the GPU this rank's communicator uses
     std::string pci_bus_id;  // of that GPU
     std::string file;  // where this came from, for the evidence
+    int local_rank = -1;      // LOCAL_RANK as the launcher set it (-1: unknown)
+    int nranks_declared = 0;  // the communicator size this rank passed to init (0: unknown)
+    int world_size = -1;      // WORLD_SIZE of the process (-1: unknown)
+    std::string master_addr;  // MASTER_ADDR:MASTER_PORT of the process ("" unknown)
 
     // Liveness of the process.
     bool alive = true;          // process exists (same host: kill(pid, 0)) and its heartbeat is fresh
@@ -50,12 +66,23 @@ struct RankCommState {
     uint64_t t_init_done_ns = 0;  // 0 = init has not returned
 
     std::vector<OpSig> recent;  // recent collective signatures, any order
+
+    // Point-to-point counts per peer (only when the caller read the ring: p2p_known).
+    bool p2p_known = false;
+    bool p2p_wrapped = false;  // the ring dropped older records: a peer absent from `p2p` may have had traffic
+    std::vector<PeerP2p> p2p;
+
+    // This rank's clock relative to the view's common clock: add clock_offset_ns to its timestamps. The uncertainty
+    // is what the offset may be wrong by; < 0 means unknown (wall clocks synchronised by NTP, say).
+    int64_t clock_offset_ns = 0;
+    double clock_uncertainty_s = -1;
 };
 
 struct CommView {
     uint64_t comm_id = 0;
     int nranks = 0;                    // size of the communicator
     std::vector<RankCommState> ranks;  // the ranks that are visible (may be fewer than nranks)
+    std::string clock_note;            // how the ranks' clocks were put on one clock, for the evidence
 };
 
 enum class Kind {
@@ -95,13 +122,19 @@ struct Verdict {
     uint64_t caused_by_comm = 0;        // Role::Cascade: the initiating communicator
 };
 
-// A stall is present when some visible rank has issued a collective and its completion has not advanced for
-// `timeout_s`. Returns the verdicts explaining it (empty if nothing is stalled). Mismatches at the stalled sequence
-// number are reported too.
+// A stall is present when some visible rank has issued a collective (or a send/recv, when p2p counts are known) and
+// its completion has not advanced for `timeout_s`, or when communicator init has not finished within it. Returns the
+// verdicts explaining it (empty if nothing is stalled). Mismatches at the stalled sequence number are reported too.
 std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, double timeout_s);
 
+// Communicator init entered by some ranks and not finished within `timeout_s`: who entered, who finished, who never
+// appeared, with the seed checklist (size/master disagreement, a missing set_device, two ranks on one GPU).
+// diagnose_stall includes it; exposed for callers that only look at init.
+std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double timeout_s);
+
 // Compares the signatures of the ranks at each sequence number that at least two ranks recorded; reports every
-// sequence number where they disagree, naming the odd rank(s) out against the majority. Does not need a stall.
+// sequence number where they disagree, naming the odd rank(s) out against the majority; with p2p counts, also sends
+// that no receive on the peer matches. Does not need a stall.
 std::vector<Verdict> find_mismatches(const CommView& view);
 
 // Human-readable names for the evidence.

@@ -92,6 +92,22 @@ void DumpWriter::report_init_hang(const disk::CommSlot& slot, const CommResult* 
     std::vector<int> entered;
     if (view)
         for (const verdict::RankCommState& r : view->view.ranks) entered.push_back(r.comm_rank);
+    const verdict::Verdict* v = nullptr;
+    if (view)
+        for (const verdict::Verdict& x : view->verdicts)
+            if (x.kind == verdict::Kind::InitHang) v = &x;
+    if (v) {
+        // The engine's verdict: who entered, who finished, who never appeared, and the seed checklist.
+        log().error("INIT_HANG: {} (this process is rank {})", v->summary, slot.rank);
+        for (const std::string& e : v->evidence) log().error("      {}", e);
+        append_event(json{{"type", "init_hang"},
+                          {"comm_id", report::hex(slot.comm_id)},
+                          {"waited_s", waited_s},
+                          {"entered", entered},
+                          {"not_seen", json(view->missing)},
+                          {"verdicts", json::array({report::verdict_json(*v, view->job_id)})}});
+        return;
+    }
     log().error(
         "INIT_HANG: communicator {:#018x} ({} ranks; this process is rank {}) has been initialising for "
         "{:.1f} s; ranks seen entering init on this node: {}; not seen: {}",

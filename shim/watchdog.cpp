@@ -124,6 +124,8 @@ private:
         opt.timeout_s = timeout_s;
         opt.stalls = stalls;
         opt.mismatches = mismatches;
+        opt.p2p = false;         // reading every sibling's ring each poll is the collector's job, not the watchdog's
+        opt.stragglers = false;  // a slow rank is not this watchdog's alarm
         opt.stale_after_s = std::max(5.0, 3 * rt_.cfg.poll_ms / 1000.0);
         return analyze(sibling_snapshots(), opt);
     }
@@ -174,7 +176,8 @@ private:
             CommWatch& w = watch_[s.comm_id];
             if (w.init_reported || now < s.t_init_start_ns || now - s.t_init_start_ns < timeout_ns) continue;
             w.init_reported = true;
-            Analysis a = analyze_now(rt_.cfg.timeout_sec, false, false);
+            // With stalls on, the engine adds its INIT_HANG verdict (who entered, who finished, the checklist).
+            Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
             const CommResult* c = find_comm(a, s.comm_id, rt_.id.job_id);
             dumps_.report_init_hang(s, c, (now - s.t_init_start_ns) / 1e9);
         }

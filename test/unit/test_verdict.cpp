@@ -424,18 +424,347 @@ TEST_CASE("verdict: NCCL reported an asynchronous error", "[verdict]") {
 
 TEST_CASE("verdict: a minority ahead of an idle majority", "[verdict]") {
     // Rank 3 issued one all_reduce more (gradient accumulation out of step) and waits in #43; ranks 0-2 completed #42
-    // and are idle. The rule "culprits are the ranks that never issued W" names 0,1,2 for #43.
+    // and are idle. The culprit is the rank that is ahead, not the majority that looks "behind".
     auto v = view(4, {idle(0, 42), idle(1, 42), idle(2, 42), waiting(3, 42, 40.0)});
     auto vs = diagnose_stall(v, kNow, kTimeout);
     REQUIRE(vs.size() == 1);
-    CHECK(vs[0].kind == Kind::NotJoined);
+    CHECK(vs[0].kind == Kind::ExtraOp);
     CHECK(vs[0].seq == 43);
     CHECK(vs[0].waiting == Ranks{3});
-    CHECK(vs[0].culprits == Ranks{0, 1, 2});
-    CHECK(contains(vs[0].summary, "#43"));
-    CHECK(contains(vs[0].summary, "1 of 4 ranks wait in AllReduce #43"));
-    CHECK(contains(vs[0].summary, "ranks 0,1,2 are behind: completed #42, never issued #43"));
-    CHECK(contains(vs[0].summary, "rank 3 may have issued an extra collective"));
+    CHECK(vs[0].culprits == Ranks{3});
+    CHECK(contains(vs[0].summary,
+                   "rank 3 issued AllReduce #43 (float32, 1048576 elements, sum) that no other rank issued (3 ranks "
+                   "completed #42 and issued nothing more)"));
+    CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(), [](const std::string& e) {
+        return contains(e, "ranks 0,1,2 completed every op they issued (#42)");
+    }));
+
+    SECTION("the majority behind is not the smallest group: 5 at rest, 3 ahead") {
+        auto v2 = view(8, {idle(0, 42), waiting(1, 42, 30.0), idle(2, 42), waiting(3, 42, 31.0), idle(4, 42),
+                           idle(5, 42), waiting(6, 42, 29.0), idle(7, 42)});
+        auto vs2 = diagnose_stall(v2, kNow, kTimeout);
+        REQUIRE(vs2.size() == 1);
+        CHECK(vs2[0].kind == Kind::ExtraOp);
+        CHECK(vs2[0].culprits == Ranks{1, 3, 6});
+        CHECK(contains(vs2[0].summary, "ranks 1,3,6 issued AllReduce #43"));
+        CHECK(contains(vs2[0].summary, "(5 ranks completed #42 and issued nothing more)"));
+    }
+    SECTION("the others finished and exited cleanly") {
+        auto r0 = idle(0, 42), r1 = idle(1, 42);
+        r0.alive = r1.alive = false;
+        r0.exited_clean = r1.exited_clean = true;
+        auto vs2 = diagnose_stall(view(4, {r0, r1, idle(2, 42), waiting(3, 42, 40.0)}), kNow, kTimeout);
+        REQUIRE(vs2.size() == 1);
+        CHECK(vs2[0].kind == Kind::ExtraOp);
+        CHECK(vs2[0].culprits == Ranks{3});
+        CHECK(std::any_of(vs2[0].evidence.begin(), vs2[0].evidence.end(),
+                          [](const std::string& e) { return contains(e, "2 of them exited cleanly"); }));
+    }
+    SECTION("a killed rank among the others: DEAD, not EXTRA_OP") {
+        auto r0 = idle(0, 42);
+        r0.alive = false;
+        r0.heartbeat_age_s = 30;
+        auto vs2 = diagnose_stall(view(4, {r0, idle(1, 42), idle(2, 42), waiting(3, 42, 40.0)}), kNow, kTimeout);
+        CHECK(find_kind(vs2, Kind::ExtraOp) == nullptr);
+        CHECK(find_kind(vs2, Kind::Dead) != nullptr);
+    }
+    SECTION("ranks missing from the folder could be the majority: no EXTRA_OP") {
+        // 1 waits, 2 rest, 3 not visible: the unseen ranks might be waiting too.
+        auto vs2 = diagnose_stall(view(6, {idle(0, 42), idle(1, 42), waiting(2, 42, 40.0)}), kNow, kTimeout);
+        REQUIRE(!vs2.empty());
+        CHECK(vs2[0].kind == Kind::NotJoined);
+        CHECK(vs2[0].culprits == Ranks{0, 1});
+        CHECK(contains(vs2[0].summary, "rank 2 may have issued an extra collective"));
+    }
+    SECTION("ranks missing but too few to change the majority: EXTRA_OP, missing listed") {
+        auto vs2 = diagnose_stall(view(8, {idle(0, 42), idle(1, 42), idle(2, 42), idle(3, 42), idle(4, 42),
+                                           waiting(5, 42, 40.0)}),
+                                  kNow, kTimeout);
+        REQUIRE(vs2.size() == 1);
+        CHECK(vs2[0].kind == Kind::ExtraOp);
+        CHECK(vs2[0].missing == Ranks{6, 7});
+    }
+    SECTION("a group launch: the ahead rank issued two ops in one group") {
+        auto r3 = waiting(3, 42, 40.0, 44);  // #43 and #44 issued together, the GPU waits in #43
+        auto vs2 = diagnose_stall(view(4, {idle(0, 42), idle(1, 42), idle(2, 42), r3}), kNow, kTimeout);
+        REQUIRE(vs2.size() == 1);
+        CHECK(vs2[0].kind == Kind::ExtraOp);
+        CHECK(vs2[0].seq == 43);
+        CHECK(vs2[0].culprits == Ranks{3});
+    }
+    SECTION("a minority behind a waiting majority stays NOT_JOINED") {
+        auto vs2 = diagnose_stall(view(4, {waiting(0, 42, 40.0), waiting(1, 42, 40.0), idle(2, 42), waiting(3, 42, 40.0)}),
+                                  kNow, kTimeout);
+        REQUIRE(vs2.size() == 1);
+        CHECK(vs2[0].kind == Kind::NotJoined);
+        CHECK(vs2[0].culprits == Ranks{2});
+    }
+}
+
+namespace {
+
+// A rank whose window holds the ops of seqs 1..last, op types from `pattern` (by seq), issued `gap` seconds apart
+// (gap_at: a different gap before that seq). Ends idle at `last`, or waiting in `last` when `wait` is set.
+RankCommState patterned(int r, uint64_t last, const std::vector<OpType>& ops, bool wait, double gap = 1.0,
+                        uint64_t gap_at = 0, double other_gap = 0) {
+    RankCommState s;
+    s.comm_rank = r;
+    s.global_rank = r;
+    s.host = "node0";
+    s.pid = 1000 + r;
+    s.gpu_tracking = true;
+    s.issued = last;
+    s.reached = last;
+    s.completed = wait ? last - 1 : last;
+    const uint64_t first = last > 40 ? last - 39 : 1;
+    double t = 300.0;  // seconds ago at the first op
+    for (uint64_t q = first; q <= last; ++q) {
+        if (q > first) t -= (q == gap_at ? other_gap : gap);
+        OpSig x = sig(q, ops[size_t(q - 1)]);
+        x.t_issue_ns = ago(t + 50.0);
+        s.recent.push_back(x);
+    }
+    s.t_last_issue_ns = s.recent.back().t_issue_ns;
+    s.t_last_progress_ns = s.recent.back().t_issue_ns;
+    if (wait) s.stall_since_ns = s.recent.back().t_issue_ns;
+    return s;
+}
+
+// The op of a period-3 training loop at seq q: AllGather, ReduceScatter, AllReduce.
+std::vector<OpType> loop_ops(uint64_t n, uint64_t inserted_at = 0) {
+    std::vector<OpType> out;
+    const OpType cycle[] = {OpType::AllGather, OpType::ReduceScatter, OpType::AllReduce};
+    size_t k = 0;
+    for (uint64_t q = 1; q <= n; ++q) {
+        if (q == inserted_at) {
+            out.push_back(OpType::Broadcast);
+            continue;
+        }
+        out.push_back(cycle[k++ % 3]);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("verdict: 1 vs 1, the signature windows break the tie", "[verdict]") {
+    SECTION("rank 1's ops are rank 0's periodic pattern with one op inserted: EXTRA_OP") {
+        auto r0 = patterned(0, 59, loop_ops(59), false);
+        auto r1 = patterned(1, 60, loop_ops(60, 50), true);
+        auto vs = diagnose_stall(view(2, {r0, r1}), kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::ExtraOp);
+        CHECK(vs[0].culprits == Ranks{1});
+        CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(),
+                          [](const std::string& e) { return contains(e, "with one op inserted at #50"); }));
+    }
+    SECTION("rank 0's ops are rank 1's periodic pattern with one op missing: NOT_JOINED names rank 0") {
+        // Rank 0 skipped the AllReduce at #51: after it, everything it issued is one seq early.
+        auto all = loop_ops(60);
+        auto skipped = all;
+        skipped.erase(skipped.begin() + 50);
+        auto r0 = patterned(0, 59, skipped, false);
+        auto r1 = patterned(1, 60, all, true);
+        auto vs = diagnose_stall(view(2, {r0, r1}), kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::NotJoined);
+        CHECK(vs[0].culprits == Ranks{0});
+        CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(),
+                          [](const std::string& e) { return contains(e, "missing"); }));
+    }
+    SECTION("identical ops: a ~2x issue gap shows the skipper") {
+        std::vector<OpType> ar(60, OpType::AllReduce);
+        auto r0 = patterned(0, 59, ar, false, 1.0, 45, 2.0);
+        auto r1 = patterned(1, 60, ar, true);
+        auto vs = diagnose_stall(view(2, {r0, r1}), kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::NotJoined);
+        CHECK(vs[0].culprits == Ranks{0});
+    }
+    SECTION("identical ops: an unusually short gap shows the extra op") {
+        std::vector<OpType> ar(60, OpType::AllReduce);
+        auto r0 = patterned(0, 59, ar, false);
+        auto r1 = patterned(1, 60, ar, true, 1.0, 52, 0.1);
+        auto vs = diagnose_stall(view(2, {r0, r1}), kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::ExtraOp);
+        CHECK(vs[0].culprits == Ranks{1});
+    }
+    SECTION("nothing tells them apart: both named, the summary says so") {
+        std::vector<OpType> ar(60, OpType::AllReduce);
+        auto vs = diagnose_stall(view(2, {patterned(0, 59, ar, false), patterned(1, 60, ar, true)}), kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::NotJoined);
+        CHECK(vs[0].culprits == Ranks{0, 1});
+        CHECK(contains(vs[0].summary, "ambiguous: either rank 0 skipped #60 or rank 1 issued an extra collective"));
+    }
+}
+
+TEST_CASE("verdict: mismatch fields for AllGather/ReduceScatter and dtypes", "[verdict]") {
+    auto with = [](RankCommState r, const OpSig& s) {
+        for (auto& x : r.recent)
+            if (x.seq == s.seq) x = s;
+        return r;
+    };
+    SECTION("a rank passes the total count to AllGather") {
+        auto ag = [](uint64_t n) { return sig(42, OpType::AllGather, n); };
+        auto ms = find_mismatches(view(4, {with(idle(0, 42), ag(1024)), with(idle(1, 42), ag(4096)),
+                                           with(idle(2, 42), ag(1024)), with(idle(3, 42), ag(1024))}));
+        REQUIRE(ms.size() == 1);
+        CHECK(ms[0].culprits == Ranks{1});
+        CHECK(std::any_of(ms[0].evidence.begin(), ms[0].evidence.end(), [](const std::string& e) {
+            return contains(e, "AllGather: rank 1 passed 4096 = 1024 x 4 ranks: the total where AllGather takes the "
+                               "per-rank send count");
+        }));
+    }
+    SECTION("different dtypes: bytes compared and the differing field named") {
+        // bfloat16 (9) x 2048 = 4096 bytes = float32 x 1024: the buffers line up but the values are reinterpreted.
+        auto ms = find_mismatches(view(3, {with(idle(0, 42), sig(42, OpType::AllReduce, 1024)),
+                                           with(idle(1, 42), sig(42, OpType::AllReduce, 1024)),
+                                           with(idle(2, 42), sig(42, OpType::AllReduce, 2048, -1, kSum, 9))}));
+        REQUIRE(ms.size() == 1);
+        CHECK(ms[0].culprits == Ranks{2});
+        CHECK(std::any_of(ms[0].evidence.begin(), ms[0].evidence.end(),
+                          [](const std::string& e) { return contains(e, "dtype: ranks 0,1 = float32; rank 2 = bfloat16"); }));
+        CHECK(std::any_of(ms[0].evidence.begin(), ms[0].evidence.end(), [](const std::string& e) {
+            return contains(e, "bytes (count x dtype size): ranks 0,1 = 4096; rank 2 = 4096 (equal");
+        }));
+    }
+}
+
+namespace {
+
+PeerP2p peer(int p, uint64_t si, uint64_t sc, uint64_t ri, uint64_t rc, double pending_for = 0) {
+    PeerP2p e;
+    e.peer = p;
+    e.sends_issued = si, e.sends_completed = sc, e.recvs_issued = ri, e.recvs_completed = rc;
+    if (si > sc) e.t_oldest_send_pending_ns = ago(pending_for);
+    if (ri > rc) e.t_oldest_recv_pending_ns = ago(pending_for);
+    return e;
+}
+
+RankCommState p2p_rank(int r, std::vector<PeerP2p> peers) {
+    RankCommState s = idle(r, 10);
+    s.p2p_known = true;
+    s.p2p = std::move(peers);
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("verdict: point-to-point", "[verdict]") {
+    SECTION("a stall with only a send outstanding, the peer never posted the recv: MISMATCH, not UNKNOWN") {
+        // Pipeline stage 0 sends micro-batch 5 to stage 1, which posted only 4 receives and is idle.
+        auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}), p2p_rank(1, {peer(0, 0, 0, 4, 4)})});
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::Mismatch);
+        CHECK(vs[0].culprits == Ranks{1});
+        CHECK(vs[0].waiting == Ranks{0});
+        CHECK(contains(vs[0].summary, "p2p: rank 0 waits 30.0 s in send #5 to rank 1, but rank 1 posted only 4 "
+                                      "receives from rank 0 and waits in none from it: unmatched send/recv pair"));
+        CHECK(std::all_of(vs[0].evidence.begin(), vs[0].evidence.end(),
+                          [](const std::string& e) { return contains(e, "p2p"); }));
+    }
+    SECTION("both sides posted, neither completes: stuck inside NCCL") {
+        auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}), p2p_rank(1, {peer(0, 0, 0, 5, 4, 30.0)})});
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::StuckInNccl);
+    }
+    SECTION("a recv whose peer is not visible: UNKNOWN naming it") {
+        auto vs = diagnose_stall(view(3, {p2p_rank(0, {peer(2, 0, 0, 3, 2, 30.0)}), p2p_rank(1, {})}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::Unknown);
+        CHECK(vs[0].culprits == Ranks{2});
+    }
+    SECTION("below the timeout: nothing") {
+        auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 3.0)}), p2p_rank(1, {peer(0, 0, 0, 4, 4)})});
+        CHECK(diagnose_stall(v, kNow, kTimeout).empty());
+    }
+    SECTION("without a stall: a completed send that no recv matches") {
+        auto v = view(2, {p2p_rank(0, {peer(1, 6, 6, 0, 0)}), p2p_rank(1, {peer(0, 0, 0, 5, 5)})});
+        auto ms = find_mismatches(v);
+        REQUIRE(ms.size() == 1);
+        CHECK(ms[0].culprits == Ranks{1});
+        CHECK(contains(ms[0].summary, "rank 0 completed 6 sends to rank 1, but rank 1 posted only 5 receives"));
+    }
+    SECTION("matched counts: nothing") {
+        auto v = view(2, {p2p_rank(0, {peer(1, 6, 6, 2, 2)}), p2p_rank(1, {peer(0, 2, 2, 6, 6)})});
+        CHECK(find_mismatches(v).empty());
+    }
+    SECTION("the peer's ring wrapped and holds nothing of us: not judged") {
+        auto r1 = p2p_rank(1, {});
+        r1.p2p_wrapped = true;
+        CHECK(find_mismatches(view(2, {p2p_rank(0, {peer(1, 6, 6, 0, 0)}), r1})).empty());
+    }
+}
+
+namespace {
+
+RankCommState initing(int r, double for_s, const std::string& host = "node0", int dev = -1) {
+    RankCommState s;
+    s.comm_rank = r;
+    s.global_rank = r;
+    s.host = host;
+    s.pid = 1000 + r;
+    s.comm_state = uint32_t(ncw::disk::CommState::Initializing);
+    s.t_init_start_ns = ago(for_s);
+    s.cuda_dev = dev < 0 ? r : dev;
+    s.local_rank = r;
+    s.pci_bus_id = "0000:0" + std::to_string(s.cuda_dev) + ":00.0";
+    s.nranks_declared = 4;
+    s.world_size = 4;
+    s.master_addr = "10.0.0.1:29500";
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("verdict: communicator init that does not finish", "[verdict]") {
+    SECTION("three entered, one never appeared") {
+        auto vs = diagnose_stall(view(4, {initing(0, 40), initing(1, 39), initing(2, 41)}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::InitHang);
+        CHECK(vs[0].culprits == Ranks{3});
+        CHECK(vs[0].waiting == Ranks{0, 1, 2});
+        CHECK(vs[0].missing == Ranks{3});
+        CHECK(contains(vs[0].summary, "ranks 0,1,2 of 4 entered it and wait; rank 3 never appeared"));
+        CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(), [](const std::string& e) {
+            return contains(e, "checklist: agree or fine: communicator size, WORLD_SIZE, master address, one GPU per "
+                               "rank");
+        }));
+    }
+    SECTION("below the timeout: nothing") {
+        CHECK(diagnose_stall(view(4, {initing(0, 4), initing(1, 3)}), kNow, kTimeout).empty());
+    }
+    SECTION("some finished, and the seed checklist finds two ranks on one GPU and a size disagreement") {
+        auto r0 = initing(0, 40), r1 = initing(1, 40, "node0", 0), r2 = initing(2, 40);
+        r2.nranks_declared = 8;
+        r2.master_addr = "10.0.0.2:29500";
+        auto r3 = initing(3, 40);
+        r3.comm_state = uint32_t(ncw::disk::CommState::Active);
+        r3.t_init_done_ns = ago(38);
+        auto vs = diagnose_stall(view(4, {r0, r1, r2, r3}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::InitHang);
+        CHECK(contains(vs[0].summary, "rank 3 finished it"));
+        auto has = [&](const std::string& s) {
+            return std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(),
+                               [&](const std::string& e) { return contains(e, s); });
+        };
+        CHECK(has("checklist: ranks 0,1 on host node0 share one GPU (0000:00:00.0)"));
+        CHECK(has("has LOCAL_RANK=1 but uses GPU 0"));
+        CHECK(has("checklist: ranks disagree on the communicator size: ranks 0,1,3 = 4; rank 2 = 8"));
+        CHECK(has("checklist: ranks disagree on the master address: ranks 0,1,3 = 10.0.0.1:29500; rank 2 = "
+                  "10.0.0.2:29500"));
+    }
+    SECTION("every rank entered, none finished: nobody visible is blamed") {
+        auto vs = diagnose_stall(view(2, {initing(0, 40), initing(1, 40)}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].culprits.empty());
+        CHECK(contains(vs[0].summary, "every rank entered (bootstrap network or master address?)"));
+    }
 }
 
 TEST_CASE("verdict: waiting ranks wait at different sequence numbers", "[verdict]") {
