@@ -31,6 +31,7 @@ struct AnalyzeArgs {
     Color color = Color::Auto;
     double timeout_s = 0;
     std::string trace_path;
+    size_t trace_ops = 500;
     std::vector<std::string> inputs;
 };
 
@@ -90,6 +91,16 @@ int parse(const std::vector<std::string>& args, AnalyzeArgs& out, bool& done) {
                 return 2;
             }
             out.trace_path = v;
+        } else if (is_opt("--trace-ops")) {
+            if (!value("--trace-ops", v)) return 2;
+            char* end = nullptr;
+            errno = 0;
+            const long long n = strtoll(v.c_str(), &end, 10);
+            if (v.empty() || *end || errno || n < 0) {
+                fmt::print(stderr, "{}: analyze: --trace-ops: '{}' is not a count >= 0\n", kProg, clean(v));
+                return 2;
+            }
+            out.trace_ops = size_t(n);
         } else if (is_opt("--timeout")) {
             if (!value("--timeout", v)) return 2;
             char* end = nullptr;
@@ -172,7 +183,9 @@ int cmd_analyze(const std::vector<std::string>& args) {
         const auto t0 = std::chrono::steady_clock::now();
         report::TraceStats stats;
         std::string err;
-        if (!report::write_trace(a, opt.trace_path, &stats, &err)) {
+        report::TraceOptions trace_opt;
+        trace_opt.max_ops_per_rank = opt.trace_ops;
+        if (!report::write_trace(a, opt.trace_path, trace_opt, &stats, &err)) {
             fmt::print(stderr, "{}: analyze: --trace: {}\n", kProg, clean(err));
             return 2;
         }

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -337,6 +338,31 @@ void comm_table(std::string& out, const CommResult& c, const TextOptions& opt, c
                            format_ranks(c.missing), c.view.nranks);
 }
 
+// The evidence of a verdict; for big communicators only the culprits' lines, the general ones and a few others (one
+// line per rank of 512 ranks buries the culprit) unless all_ranks.
+void evidence_lines(std::string& out, const CommResult& c, const verdict::Verdict& v, const TextOptions& opt) {
+    const size_t keep_others = 8;
+    if (opt.all_ranks || v.evidence.size() <= opt.max_rows) {
+        for (const auto& e : v.evidence) out += "    " + clean(e) + "\n";
+        return;
+    }
+    std::vector<std::string> culprit_prefix;
+    for (int r : v.culprits) culprit_prefix.push_back(fmt::format("rank {} ", r));
+    size_t others = 0, left_out = 0;
+    for (const auto& e : v.evidence) {
+        const bool per_rank = e.rfind("rank ", 0) == 0 && e.size() > 5 && isdigit((unsigned char)e[5]);
+        bool culprit = false;
+        for (const auto& p : culprit_prefix) culprit = culprit || e.rfind(p, 0) == 0;
+        if (!per_rank || culprit || others++ < keep_others)
+            out += "    " + clean(e) + "\n";
+        else
+            ++left_out;
+    }
+    if (left_out)
+        out += fmt::format("    ... {} more line{} about other ranks of {} (--all-ranks prints them)\n", left_out,
+                           left_out == 1 ? "" : "s", hex(c.comm_id));
+}
+
 }  // namespace
 
 std::string render_text(const Analysis& a, const TextOptions& opt) {
@@ -358,11 +384,12 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
         const auto& v = *all.front().verdict;
         out += "\n" + paint(kBold, "Evidence") + "\n";
         out += fmt::format("  {}  {}\n", verdict::kind_name(v.kind), clean(v.summary));
-        for (const auto& e : v.evidence) out += "    " + clean(e) + "\n";
+        evidence_lines(out, *all.front().comm, v, opt);
     }
 
     out += "\n" + paint(kBold, "Communicators") + "\n";
     for (const auto& j : a.jobs) {
+        if (&j != &a.jobs.front()) out += "\n";
         out += fmt::format("  job {}: {}, as of {}\n", job_name(j), plural(j.files.size(), "file", "files"),
                            wall_time(j.now_real_ns));
         for (const auto& c : j.comms) {
@@ -397,10 +424,10 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
     for (const auto& j : a.jobs)
         for (const auto& c : j.comms)
             if (!c.missing.empty())
-                noticed.push_back(fmt::format("{}missing ranks: comm rank{} {} of {} have no rank file here",
+                noticed.push_back(fmt::format("{}missing ranks: comm rank{} {} of {} {} no rank file here",
                                               many_jobs ? "job " + job_name(j) + ": " : "",
                                               c.missing.size() == 1 ? "" : "s", format_ranks(c.missing),
-                                              comm_words(j, c)));
+                                              comm_words(j, c), c.missing.size() == 1 ? "has" : "have"));
     std::set<std::string> said;
     for (const auto& f : a.files)
         if (!f.ok) {

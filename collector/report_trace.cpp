@@ -58,7 +58,8 @@ private:
 
 }  // namespace
 
-bool write_trace(const Analysis& a, const std::string& path, TraceStats* stats, std::string* error) {
+bool write_trace(const Analysis& a, const std::string& path, const TraceOptions& opt, TraceStats* stats,
+                 std::string* error) {
     FILE* f = path == "-" ? stdout : fopen(path.c_str(), "w");
     if (!f) {
         if (error) *error = path + ": " + strerror(errno);
@@ -139,7 +140,11 @@ bool write_trace(const Analysis& a, const std::string& path, TraceStats* stats, 
         ++files_read;
         const RecordSet rs = o.file.records();
         const double now = now_us(o.track.job);
-        for (const Record& r : rs.records) {
+        const size_t first = opt.max_ops_per_rank && rs.records.size() > opt.max_ops_per_rank
+                                 ? rs.records.size() - opt.max_ops_per_rank
+                                 : 0;
+        for (size_t k = first; k < rs.records.size(); ++k) {
+            const Record& r = rs.records[k];
             if (!r.t_issue_ns || r.t_issue_ns < h.start_mono_ns) continue;
             const disk::OpType t = disk::OpType(r.op);
             const double ts = real_us(h, r.t_issue_ns);

@@ -17,8 +17,15 @@ struct TraceStats {
     size_t events = 0;  // events written
 };
 
+struct TraceOptions {
+    // The newest operations kept per rank (0 = the whole ring): a full default ring is 16,384 records per rank,
+    // about 4 GB of trace for 1,024 ranks, more than a trace viewer loads. The hang is at the end.
+    size_t max_ops_per_rank = 500;
+};
+
 // Reads the rings of a.files (the readable ones) and writes the trace to `path` ("-" = stdout). false with *error
 // when the file cannot be written; unreadable rank files are skipped (the analysis already names them).
-bool write_trace(const Analysis& a, const std::string& path, TraceStats* stats, std::string* error);
+bool write_trace(const Analysis& a, const std::string& path, const TraceOptions& opt, TraceStats* stats,
+                 std::string* error);
 
 }  // namespace ncw::report
