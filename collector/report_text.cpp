@@ -340,11 +340,12 @@ void comm_table(std::string& out, const CommResult& c, const TextOptions& opt, c
 
 // The evidence of a verdict; for big communicators only the culprits' lines, the general ones and a few others (one
 // line per rank of 512 ranks buries the culprit) unless all_ranks.
-void evidence_lines(std::string& out, const CommResult& c, const verdict::Verdict& v, const TextOptions& opt) {
+std::vector<std::string> evidence_lines(const CommResult& c, const verdict::Verdict& v, const TextOptions& opt) {
     const size_t keep_others = 8;
+    std::vector<std::string> out;
     if (opt.all_ranks || v.evidence.size() <= opt.max_rows) {
-        for (const auto& e : v.evidence) out += "    " + clean(e) + "\n";
-        return;
+        for (const auto& e : v.evidence) out.push_back(clean(e));
+        return out;
     }
     std::vector<std::string> culprit_prefix;
     for (int r : v.culprits) culprit_prefix.push_back(fmt::format("rank {} ", r));
@@ -354,13 +355,14 @@ void evidence_lines(std::string& out, const CommResult& c, const verdict::Verdic
         bool culprit = false;
         for (const auto& p : culprit_prefix) culprit = culprit || e.rfind(p, 0) == 0;
         if (!per_rank || culprit || others++ < keep_others)
-            out += "    " + clean(e) + "\n";
+            out.push_back(clean(e));
         else
             ++left_out;
     }
     if (left_out)
-        out += fmt::format("    ... {} more line{} about other ranks of {} (--all-ranks prints them)\n", left_out,
-                           left_out == 1 ? "" : "s", hex(c.comm_id));
+        out.push_back(fmt::format("... {} more line{} about other ranks of {} (--all-ranks prints them)", left_out,
+                                  left_out == 1 ? "" : "s", hex(c.comm_id)));
+    return out;
 }
 
 }  // namespace
@@ -384,7 +386,7 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
         const auto& v = *all.front().verdict;
         out += "\n" + paint(kBold, "Evidence") + "\n";
         out += fmt::format("  {}  {}\n", verdict::kind_name(v.kind), clean(v.summary));
-        evidence_lines(out, *all.front().comm, v, opt);
+        for (const auto& e : evidence_lines(*all.front().comm, v, opt)) out += "    " + e + "\n";
     }
 
     out += "\n" + paint(kBold, "Communicators") + "\n";
@@ -413,7 +415,7 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
         noticed.push_back(fmt::format("{}{}: {}", many_jobs ? "job " + job_name(*ref.job) + ": " : "",
                                       verdict::kind_name(ref.verdict->kind),
                                       clean(verdict_headline(*ref.job, *ref.comm, *ref.verdict))));
-        for (const auto& e : ref.verdict->evidence) noticed.push_back("    " + clean(e));
+        for (const auto& e : evidence_lines(*ref.comm, *ref.verdict, opt)) noticed.push_back("    " + e);
     }
     for (const auto& j : a.jobs)
         for (const auto& f : j.audit) {
