@@ -1,221 +1,148 @@
-// `ncclwatch-collector analyze`: rank files from any number of folders to verdicts and a report.
+// `ncclwatch-collector analyze`: rank files from any number of folders to verdicts and a report (text, JSON, trace).
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cli.h"
 #include "job_view.h"
-#include "ncclwatch/config_table.h"
-#include "ncclwatch/format.h"
 #include "rank_file.h"
 #include "report_json.h"
+#include "report_text.h"
+#include "report_trace.h"
 
 namespace ncw::cli {
 
 namespace {
-using json = nlohmann::json;
-using report::comm_json;
-using report::dump_json;
-using report::flags_str;
-using report::header_json;
-using report::hex;
-using report::hexs;
-using report::nccl_result_name;
-using report::nccl_version_str;
-using report::process_state_name;
-using report::record_json;
-using report::verdict_json;
-using report::wall_time;
-}  // namespace
 
-namespace {
+enum class Color { Auto, Always, Never };
 
-std::string rank_state(const verdict::RankCommState& r) {
-    std::string s = disk::comm_state_name(r.comm_state);
-    if (r.exited_clean)
-        s += ", exited cleanly";
-    else if (!r.alive)
-        s += fmt::format(", GONE (heartbeat {:.1f} s old)", r.heartbeat_age_s);
-    if (r.issued > r.completed) s += fmt::format(", inside #{}", r.completed + 1);
-    if (r.stall_since_ns) s += ", stalled";
-    if (r.async_error) s += fmt::format(", async error {} ({})", nccl_result_name(r.async_error), r.async_error);
-    if (!r.gpu_tracking) s += ", no GPU tracking";
-    return s;
-}
+struct AnalyzeArgs {
+    bool as_json = false;
+    bool all_ranks = false;
+    Color color = Color::Auto;
+    double timeout_s = 0;
+    std::string trace_path;
+    size_t trace_ops = 500;
+    std::vector<std::string> inputs;
+};
 
-json analysis_json(const Analysis& a, double timeout_s) {
-    json verdicts = json::array();
-    for (const auto& ref : a.all_verdicts()) verdicts.push_back(verdict_json(*ref.verdict, ref.job->job_id));
-    json comms = json::array();
-    for (const auto& j : a.jobs)
-        for (const auto& c : j.comms) {
-            json ranks = json::array();
-            for (const auto& r : c.view.ranks)
-                ranks.push_back(json{{"comm_rank", r.comm_rank},
-                                     {"global_rank", r.global_rank},
-                                     {"host", r.host},
-                                     {"pid", r.pid},
-                                     {"file", r.file},
-                                     {"alive", r.alive},
-                                     {"exited_clean", r.exited_clean},
-                                     {"heartbeat_age_s", r.heartbeat_age_s},
-                                     {"issued", r.issued},
-                                     {"reached", r.reached},
-                                     {"completed", r.completed},
-                                     {"gpu_tracking", r.gpu_tracking},
-                                     {"comm_state", disk::comm_state_name(r.comm_state)},
-                                     {"async_error", r.async_error},
-                                     {"stall_since_ns", r.stall_since_ns},
-                                     {"t_last_issue_ns", r.t_last_issue_ns},
-                                     {"t_last_progress_ns", r.t_last_progress_ns}});
-            comms.push_back(json{{"job_id", c.job_id},
-                                 {"comm_id", hex(c.comm_id)},
-                                 {"parent_id", c.parent_id ? json(hex(c.parent_id)) : json(nullptr)},
-                                 {"name", c.name},
-                                 {"nranks", c.view.nranks},
-                                 {"missing", c.missing},
-                                 {"ranks", ranks},
-                                 {"verdicts", c.verdicts.size()}});
-        }
-    json jobs = json::array();
-    for (const auto& j : a.jobs)
-        jobs.push_back(json{
-            {"job_id", j.job_id}, {"files", j.files}, {"now_mono_ns", j.now_mono_ns}, {"now_real_ns", j.now_real_ns}});
-    json files = json::array();
-    for (const auto& f : a.files) {
-        json o{{"path", f.path}, {"ok", f.ok}};
-        if (f.ok)
-            o.update(json{{"job_id", f.job_id}, {"host", f.host}, {"pid", f.pid}, {"global_rank", f.global_rank}});
-        else
-            o["error"] = f.error;
-        files.push_back(std::move(o));
-    }
-    return json{{"schema", "ncclwatch.analysis/1"}, {"timeout_s", timeout_s}, {"verdicts", verdicts}, {"comms", comms},
-                {"warnings", a.warnings},           {"jobs", jobs},           {"files", files}};
-}
-
-void print_analysis(const Analysis& a, double timeout_s) {
-    size_t ncomms = 0;
-    for (const auto& j : a.jobs) ncomms += j.comms.size();
-    fmt::print("ncclwatch analysis: {} rank file{} read of {}, {} job{}, {} communicator{}; stall timeout {} s\n",
-               a.files_read, a.files_read == 1 ? "" : "s", a.files.size(), a.jobs.size(), a.jobs.size() == 1 ? "" : "s",
-               ncomms, ncomms == 1 ? "" : "s", timeout_s);
-    const bool many_jobs = a.jobs.size() > 1;
-
-    fmt::print("\nVERDICTS\n");
-    const auto all = a.all_verdicts();
-    if (all.empty()) fmt::print("  none: no stalled collective and no mismatch\n");
-    for (const auto& ref : all) {
-        const auto& v = *ref.verdict;
-        fmt::print("{:<16} {}{}\n", verdict::kind_name(v.kind),
-                   many_jobs ? fmt::format("[job {}] ", clean(ref.job->job_id)) : "", clean(v.summary));
-        for (const auto& e : v.evidence) fmt::print("    {}\n", clean(e));
-    }
-
-    for (const auto& j : a.jobs) {
-        fmt::print("\nJOB {}  ({} file{}; as of {})\n", j.job_id.empty() ? "(no job id)" : clean(j.job_id),
-                   j.files.size(), j.files.size() == 1 ? "" : "s", wall_time(j.now_real_ns));
-        for (const auto& c : j.comms) {
-            std::string head = fmt::format("comm {}  nranks {}", hex(c.comm_id), c.view.nranks);
-            if (!c.name.empty()) head += fmt::format("  name \"{}\"", clean(c.name));
-            if (c.parent_id) head += fmt::format("  parent {}", hex(c.parent_id));
-            if (!c.verdicts.empty()) {
-                std::string kinds;
-                for (const auto& v : c.verdicts)
-                    kinds += (kinds.empty() ? "" : ",") + std::string(verdict::kind_name(v.kind));
-                head += "  [" + kinds + "]";
+// 0: parsed; otherwise the exit code (help: 0 after printing it, usage error: 2).
+int parse(const std::vector<std::string>& args, AnalyzeArgs& out, bool& done) {
+    done = false;
+    bool opts_done = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        // "--name VALUE" or "--name=VALUE"; false (after printing why) when the value is missing.
+        auto value = [&](const char* name, std::string& v) {
+            const std::string n(name);
+            if (a == n) {
+                if (i + 1 >= args.size()) {
+                    fmt::print(stderr, "{}: analyze: {} needs a value\n", kProg, n);
+                    return false;
+                }
+                v = args[++i];
+                return true;
             }
-            fmt::print("\n{}\n", head);
-
-            const std::vector<std::string> hdr = {"rank",   "global",  "host",      "pid",
-                                                  "issued", "reached", "completed", "state"};
-            std::vector<std::vector<std::string>> rows;
-            for (const auto& r : c.view.ranks)
-                rows.push_back({std::to_string(r.comm_rank), std::to_string(r.global_rank), clean(r.host),
-                                std::to_string(r.pid), std::to_string(r.issued),
-                                r.gpu_tracking ? std::to_string(r.reached) : "-", std::to_string(r.completed),
-                                rank_state(r)});
-            std::vector<size_t> w(hdr.size());
-            for (size_t i = 0; i < hdr.size(); ++i) w[i] = hdr[i].size();
-            for (const auto& row : rows)
-                for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
-            auto line = [&](const std::vector<std::string>& row) {
-                std::string s = " ";
-                for (size_t i = 0; i < row.size(); ++i)
-                    s += i + 1 < row.size() ? fmt::format(" {:<{}} ", row[i], w[i]) : " " + row[i];
-                fmt::print("{}\n", s);
-            };
-            line(hdr);
-            for (const auto& row : rows) line(row);
-            if (!c.missing.empty())
-                fmt::print("  not visible: rank{} {}\n", c.missing.size() == 1 ? "" : "s", format_ranks(c.missing));
+            v = a.substr(n.size() + 1);
+            return true;
+        };
+        auto is_opt = [&](const char* name) {
+            const std::string n(name);
+            return a == n || a.rfind(n + "=", 0) == 0;
+        };
+        std::string v;
+        if (opts_done || a.size() < 2 || a[0] != '-') {
+            out.inputs.push_back(a);
+        } else if (a == "--") {
+            opts_done = true;
+        } else if (a == "--help" || a == "-h") {
+            fmt::print("{}", kUsage);
+            done = true;
+            return 0;
+        } else if (a == "--json") {
+            out.as_json = true;
+        } else if (a == "--all-ranks") {
+            out.all_ranks = true;
+        } else if (is_opt("--color") || is_opt("--colour")) {
+            if (!value(a.rfind("--colour", 0) == 0 ? "--colour" : "--color", v)) return 2;
+            if (v == "auto")
+                out.color = Color::Auto;
+            else if (v == "always")
+                out.color = Color::Always;
+            else if (v == "never")
+                out.color = Color::Never;
+            else {
+                fmt::print(stderr, "{}: analyze: --color takes auto, always or never, not '{}'\n", kProg, clean(v));
+                return 2;
+            }
+        } else if (is_opt("--trace")) {
+            if (!value("--trace", v)) return 2;
+            if (v.empty()) {
+                fmt::print(stderr, "{}: analyze: --trace needs a file name\n", kProg);
+                return 2;
+            }
+            out.trace_path = v;
+        } else if (is_opt("--trace-ops")) {
+            if (!value("--trace-ops", v)) return 2;
+            char* end = nullptr;
+            errno = 0;
+            const long long n = strtoll(v.c_str(), &end, 10);
+            if (v.empty() || *end || errno || n < 0) {
+                fmt::print(stderr, "{}: analyze: --trace-ops: '{}' is not a count >= 0\n", kProg, clean(v));
+                return 2;
+            }
+            out.trace_ops = size_t(n);
+        } else if (is_opt("--timeout")) {
+            if (!value("--timeout", v)) return 2;
+            char* end = nullptr;
+            errno = 0;
+            out.timeout_s = strtod(v.c_str(), &end);
+            if (v.empty() || *end || errno || !std::isfinite(out.timeout_s) || out.timeout_s < 0) {
+                fmt::print(stderr, "{}: analyze: --timeout: '{}' is not a number of seconds >= 0\n", kProg, clean(v));
+                return 2;
+            }
+        } else {
+            fmt::print(stderr, "{}: analyze: unknown option '{}'\n{}", kProg, clean(a), kUsage);
+            return 2;
         }
     }
-
-    if (!a.warnings.empty()) {
-        fmt::print("\nWARNINGS\n");
-        for (const auto& w : a.warnings) fmt::print("  {}\n", clean(w));
+    if (out.inputs.empty()) {
+        fmt::print(stderr, "{}: analyze: give at least one folder or rank file\n{}", kProg, kUsage);
+        return 2;
     }
+    return 0;
+}
+
+bool use_color(Color c) {
+    if (c != Color::Auto) return c == Color::Always;
+    const char* no_color = getenv("NO_COLOR");
+    if (no_color && *no_color) return false;
+    return isatty(STDOUT_FILENO) == 1;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
 
 int cmd_analyze(const std::vector<std::string>& args) {
-    bool as_json = false;
-    double timeout_s = 0;
-    std::vector<std::string> inputs;
-    bool opts_done = false;
-    for (size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        if (!opts_done && a == "--") {
-            opts_done = true;
-        } else if (!opts_done && (a == "--help" || a == "-h")) {
-            fmt::print("{}", kUsage);
-            return 0;
-        } else if (!opts_done && a == "--json") {
-            as_json = true;
-        } else if (!opts_done && (a == "--timeout" || a.rfind("--timeout=", 0) == 0)) {
-            std::string v;
-            if (a == "--timeout") {
-                if (i + 1 >= args.size()) {
-                    fmt::print(stderr, "{}: --timeout needs a value in seconds\n", kProg);
-                    return 2;
-                }
-                v = args[++i];
-            } else {
-                v = a.substr(strlen("--timeout="));
-            }
-            char* end = nullptr;
-            errno = 0;
-            timeout_s = strtod(v.c_str(), &end);
-            if (v.empty() || *end || errno || !std::isfinite(timeout_s) || timeout_s < 0) {
-                fmt::print(stderr, "{}: --timeout: '{}' is not a number of seconds >= 0\n", kProg, v);
-                return 2;
-            }
-        } else if (!opts_done && a.size() > 1 && a[0] == '-') {
-            fmt::print(stderr, "{}: analyze: unknown option '{}'\n{}", kProg, a, kUsage);
-            return 2;
-        } else {
-            inputs.push_back(a);
-        }
-    }
-    if (inputs.empty()) {
-        fmt::print(stderr, "{}: analyze: give at least one folder or rank file\n{}", kProg, kUsage);
-        return 2;
-    }
+    AnalyzeArgs opt;
+    bool done = false;
+    if (int rc = parse(args, opt, done); rc != 0 || done) return rc;
 
+    // Folders are searched recursively (one per node, or one shared); files are taken as given.
     std::vector<std::string> paths, problems;
-    for (const auto& in : inputs) {
+    for (const auto& in : opt.inputs) {
         struct stat st {};
         if (stat(in.c_str(), &st) != 0) {
             problems.push_back(in + ": " + strerror(errno));
@@ -228,22 +155,44 @@ int cmd_analyze(const std::vector<std::string>& args) {
         }
     }
 
-    AnalysisOptions opt;
-    opt.live = false;
-    opt.timeout_s = timeout_s;
-    Analysis a = analyze_paths(paths, opt);
+    AnalysisOptions aopt;
+    aopt.live = false;
+    aopt.timeout_s = opt.timeout_s;
+    Analysis a = analyze_paths(paths, aopt);
     a.warnings.insert(a.warnings.begin(), problems.begin(), problems.end());
 
-    if (as_json)
-        fmt::print("{}\n", dump_json(analysis_json(a, timeout_s)));
-    else if (a.files_read > 0)
-        print_analysis(a, timeout_s);
-
     if (a.files_read == 0) {
-        fmt::print(stderr, "{}: no readable rank file\n", kProg);
-        if (!as_json)
-            for (const auto& w : a.warnings) fmt::print(stderr, "  {}\n", clean(w));
+        if (opt.as_json) fmt::print("{}\n", report::dump_json(report::analysis_json(a, opt.timeout_s)));
+        fmt::print(stderr, "{}: analyze: no readable rank file\n", kProg);
+        for (const auto& w : a.warnings) fmt::print(stderr, "  {}\n", clean(w));
         return 2;
+    }
+
+    if (opt.as_json) {
+        fmt::print("{}\n", report::dump_json(report::analysis_json(a, opt.timeout_s)));
+    } else {
+        report::TextOptions topt;
+        topt.color = use_color(opt.color);
+        topt.all_ranks = opt.all_ranks;
+        topt.timeout_s = opt.timeout_s;
+        fmt::print("{}", report::render_text(a, topt));
+    }
+    fflush(stdout);
+
+    if (!opt.trace_path.empty()) {
+        const auto t0 = std::chrono::steady_clock::now();
+        report::TraceStats stats;
+        std::string err;
+        report::TraceOptions trace_opt;
+        trace_opt.max_ops_per_rank = opt.trace_ops;
+        if (!report::write_trace(a, opt.trace_path, trace_opt, &stats, &err)) {
+            fmt::print(stderr, "{}: analyze: --trace: {}\n", kProg, clean(err));
+            return 2;
+        }
+        if (opt.trace_path != "-")
+            fmt::print(stderr, "{}: trace of {} rank file{} ({} events) written to {} in {:.2f} s\n", kProg,
+                       stats.files, stats.files == 1 ? "" : "s", stats.events, clean(opt.trace_path),
+                       seconds_since(t0));
     }
     return a.found_problem() ? 1 : 0;
 }

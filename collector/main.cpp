@@ -13,12 +13,22 @@ namespace ncw::cli {
 const char* const kUsage = R"(usage: ncclwatch-collector COMMAND [ARGS]
 
 Commands:
-  analyze [--json] [--timeout SEC] DIR_OR_FILE...
-        Read every rank file (*.ncw; folders are searched recursively) and name what holds up each
-        communicator: DEAD, NOT_JOINED, MISMATCH, ASYNC_ERROR, GPU_NOT_REACHED, STUCK_IN_NCCL.
+  analyze [--json] [--trace FILE [--trace-ops N]] [--color=auto|always|never] [--all-ranks] [--timeout SEC] DIR_OR_FILE...
+        Read every rank file (*.ncw; folders are searched recursively: give one folder per node, or one
+        shared folder) and name what holds up each communicator of each job: DEAD, EXTRA_OP, NOT_JOINED,
+        MISMATCH, INIT_HANG, ASYNC_ERROR, GPU_NOT_REACHED, STUCK_IN_NCCL, STRAGGLER. Files of several jobs
+        are reported per job; missing ranks and unreadable or truncated files are named, the rest analysed.
         "Now" is the newest heartbeat of each job, so files copied later still read as of the hang.
+        The report starts with one verdict line naming the culprit (rank, host, GPU, pid), then the
+        evidence, the per-communicator table and "Also noticed".
         --timeout SEC  seconds without progress before an outstanding op counts as stalled (default 0)
-        --json         one JSON object (schema ncclwatch.analysis/1) instead of the report
+        --json         one JSON object instead of the report (schema ncclwatch.analysis/2,
+                       docs/schemas/analysis.schema.json)
+        --trace FILE   also write the rings as a Chrome/Perfetto trace (one track per rank, grouped by host;
+                       open in ui.perfetto.dev or chrome://tracing); "-" = stdout
+        --trace-ops N  the newest N operations per rank in the trace (default 500; 0 = the whole ring)
+        --color WHEN   colour the report: auto (a terminal and NO_COLOR unset), always, never
+        --all-ranks    one table row per rank (big communicators group identical rows by default)
         Exit status: 0 nothing found, 1 a hang or mismatch found, 2 usage error or no readable file.
   dump [--json] FILE
         Decode one rank file: header, communicators and every valid record, in ticket order.

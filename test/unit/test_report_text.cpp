@@ -1,0 +1,146 @@
+// The analysis report: the verdict line names the culprit with where it runs, big communicators stay readable, the
+// JSON document carries what the schema promises.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "job_view.h"
+#include "ncclwatch/format.h"
+#include "report_text.h"
+
+namespace {
+
+using namespace ncw;
+
+// A 64-rank world communicator where comm rank 17 never issued #42 and the other 63 wait in it.
+Analysis hung_job() {
+    Analysis a;
+    JobResult job;
+    job.job_id = "job-7";
+    job.now_real_ns = 1'700'000'100'000000000ull;
+    job.now_mono_ns = 5000;
+    CommResult c;
+    c.job_id = job.job_id;
+    c.comm_id = 0xC0;
+    c.view.comm_id = 0xC0;
+    c.view.nranks = 64;
+    verdict::Verdict v;
+    v.kind = verdict::Kind::NotJoined;
+    v.comm_id = 0xC0;
+    v.seq = 42;
+    v.culprits = {17};
+    v.op.seq = 42;
+    v.op.op = uint8_t(disk::OpType::AllReduce);
+    v.stalled_for_s = 30;
+    v.summary = "comm 0xc0: 63 of 64 ranks wait";
+    for (int r = 0; r < 64; ++r) {
+        verdict::RankCommState s;
+        s.comm_rank = r;
+        s.global_rank = r;
+        s.host = "h" + std::to_string(r / 8);
+        s.pid = 1000 + r;
+        s.cuda_dev = r % 8;
+        s.file = "f" + std::to_string(r) + ".ncw";
+        s.comm_state = uint32_t(disk::CommState::Active);
+        s.gpu_tracking = true;
+        s.issued = r == 17 ? 41 : 42;
+        s.reached = s.issued;
+        s.completed = 41;
+        c.view.ranks.push_back(s);
+        if (r != 17) v.waiting.push_back(r);
+        v.evidence.push_back("rank " + std::to_string(r) + " (global " + std::to_string(r) + "): line");
+    }
+    c.verdicts.push_back(v);
+    job.comms.push_back(c);
+
+    // A second communicator that stalls because of the first.
+    CommResult sub = c;
+    sub.comm_id = sub.view.comm_id = 0xD0;
+    sub.parent_id = 0xC0;
+    sub.verdicts[0].kind = verdict::Kind::StuckInNccl;
+    sub.verdicts[0].comm_id = 0xD0;
+    sub.verdicts[0].role = verdict::Role::Cascade;
+    sub.verdicts[0].caused_by_comm = 0xC0;
+    job.comms.push_back(sub);
+
+    audit::Finding f;
+    f.topic = "no_effect";
+    f.summary = "NCCL_MIN_NRINGS has no effect";
+    job.audit.push_back(f);
+    a.jobs.push_back(job);
+    a.files.push_back(FileSummary{"broken.ncw", false, "truncated: 100 bytes", "", "", 0, -1});
+    a.files_read = 64;
+    return a;
+}
+
+size_t count_lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("the verdict line names the culprit with host, GPU and pid") {
+    const Analysis a = hung_job();
+    const std::string h = report::headline(a);
+    CHECK(h.rfind("rank 17 (host h2, GPU 1, pid 1017) never issued AllReduce #42 on communicator "
+                  "0x00000000000000c0 (world, 64 ranks); 63 ranks wait in it since ",
+                  0) == 0);
+    const std::string text = report::render_text(a, {});
+    CHECK(text.rfind("VERDICT  " + h + "\n", 0) == 0);
+}
+
+TEST_CASE("big communicators group identical rows and shorten the evidence") {
+    const Analysis a = hung_job();
+    const std::string text = report::render_text(a, {});
+    CHECK(text.find("0-16,18-63") != std::string::npos);
+    CHECK(text.find("8 hosts") != std::string::npos);
+    CHECK(text.find("--all-ranks") != std::string::npos);
+    CHECK(count_lines(text) < 60);
+    report::TextOptions all;
+    all.all_ranks = true;
+    const std::string full = report::render_text(a, all);
+    CHECK(count_lines(full) > 2 * 64);
+}
+
+TEST_CASE("Also noticed lists other verdicts with their role, audit findings and unreadable files") {
+    const std::string text = report::render_text(hung_job(), {});
+    const size_t also = text.find("Also noticed");
+    REQUIRE(also != std::string::npos);
+    CHECK(text.find("STUCK_IN_NCCL", also) != std::string::npos);
+    CHECK(text.find("cascade: waits because of communicator 0x00000000000000c0", also) != std::string::npos);
+    CHECK(text.find("NCCL_MIN_NRINGS has no effect", also) != std::string::npos);
+    CHECK(text.find("unreadable file: broken.ncw: truncated", also) != std::string::npos);
+}
+
+TEST_CASE("colour only when asked") {
+    report::TextOptions opt;
+    CHECK(report::render_text(hung_job(), opt).find('\x1b') == std::string::npos);
+    opt.color = true;
+    CHECK(report::render_text(hung_job(), opt).find("\x1b[1;31m") != std::string::npos);
+}
+
+TEST_CASE("the JSON document carries culprits with where they run, roles and audit findings") {
+    const auto j = report::analysis_json(hung_job(), 2.5);
+    CHECK(j["schema"] == "ncclwatch.analysis/2");
+    CHECK(j["version"] == 2);
+    CHECK(j["problem_found"] == true);
+    REQUIRE(j["verdicts"].size() == 2);
+    const auto& v = j["verdicts"][0];
+    CHECK(v["kind"] == "NOT_JOINED");
+    CHECK(v["role"] == "none");
+    CHECK(v["culprits"][0]["global_rank"] == 17);
+    CHECK(v["culprits"][0]["host"] == "h2");
+    CHECK(v["culprits"][0]["gpu"] == 1);
+    CHECK(v["culprits"][0]["pid"] == 1017);
+    CHECK(v["waiting_count"] == 63);
+    CHECK(j["verdicts"][1]["role"] == "cascade");
+    CHECK(j["verdicts"][1]["caused_by_comm"] == "0x00000000000000c0");
+    CHECK(j["jobs"][0]["audit"][0]["topic"] == "no_effect");
+    CHECK(j["files"][0]["ok"] == false);
+    CHECK(j["comms"][0]["world"] == true);
+    CHECK(j["comms"][1]["world"] == false);
+}
+
+TEST_CASE("nothing found says so") {
+    Analysis a;
+    a.files_read = 2;
+    CHECK(report::headline(a).rfind("no hang and no mismatch found", 0) == 0);
+    CHECK(report::render_text(a, {}).rfind("OK ", 0) == 0);
+}
