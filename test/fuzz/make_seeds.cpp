@@ -49,7 +49,7 @@ CommInfo comm(uint64_t id, int rank, int nranks, uint64_t seq) {
 }
 
 std::vector<uint8_t> rank_file() {
-    const uint32_t cap = 16, max_comms = 2, depth = 4;
+    const uint32_t cap = 256, max_comms = 2, depth = 4;  // the smallest ring a reader accepts
     const auto l = disk::compute_layout(cap, max_comms, depth);
     std::vector<uint64_t> words(l.file_size / 8, 0);
     auto* b = reinterpret_cast<unsigned char*>(words.data());
@@ -85,7 +85,7 @@ std::vector<uint8_t> rank_file() {
         s->coll_completed = 2;
     }
     h->num_comms = max_comms;
-    const uint64_t tickets = 20;  // wraps the ring once
+    const uint64_t tickets = 260;  // wraps the ring
     for (uint64_t t = 0; t < tickets; ++t) {
         auto* r = new (b + l.ring_offset + (t % cap) * sizeof(disk::OpRecord)) disk::OpRecord{};
         r->comm_id = 0x1000 + (t & 1);
