@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -171,8 +172,9 @@ int main(int argc, char** argv) {
         close(pfd[0]);
         std::vector<std::string> args;
         if (o.cpu >= 0) args = {"taskset", "-c", std::to_string(o.cpu)};
-        for (const char* s : {o.collector.c_str(), "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
-                              "--timeout", timeout_arg, "--dead-after", "30", "--out", out_dir.c_str(), "--quiet"})
+        for (const char* s : std::initializer_list<const char*>{
+                 o.collector.c_str(), "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--timeout",
+                 timeout_arg, "--dead-after", "30", "--out", out_dir.c_str(), "--quiet"})
             args.push_back(s);
         std::vector<char*> av;
         for (auto& s : args) av.push_back(s.data());
@@ -255,6 +257,8 @@ int main(int argc, char** argv) {
     double detected_at = 0;
     bool detected = false;
     std::string named;
+    uint64_t last_check = 0, other_reports = 0;
+    long long last_mtime = 0;
     std::vector<epoll_event> evs(1024);
     uint8_t sink[65536];
     for (;;) {
@@ -304,23 +308,29 @@ int main(int argc, char** argv) {
 
         if (!t_steady0 && t >= t0 + 3'000'000'000ull) t_steady0 = t, steady0 = sample(pid);
         if (!t_steady1 && t >= S) t_steady1 = t, steady1 = sample(pid);
-        if (t >= S && !detected) {
-            static uint64_t last_check = 0;
-            if (t - last_check > 5'000'000) {
-                last_check = t;
-                struct stat stt {};
-                if (stat(report.c_str(), &stt) == 0) {
-                    detected = true;
-                    detected_at = double(int64_t(t - S)) / 1e9 - o.timeout_s;
-                    try {
-                        std::ifstream in(report);
-                        const auto j = nlohmann::json::parse(in);
-                        const auto& v = j.at("verdicts").at(0);
-                        named = v.at("kind").get<std::string>() + " culprits " + v.at("culprits").dump();
-                    } catch (const std::exception& e) {
-                        named = std::string("unreadable report: ") + e.what();
+        // Detection: the first report (after the stall) whose top verdict names the laggard.
+        if (t >= S && !detected && t - last_check > 20'000'000) {
+            last_check = t;
+            struct stat stt {};
+            if (stat(report.c_str(), &stt) == 0 &&
+                stt.st_mtim.tv_nsec + stt.st_mtim.tv_sec * 1000000000ll != last_mtime) {
+                last_mtime = stt.st_mtim.tv_nsec + stt.st_mtim.tv_sec * 1000000000ll;
+                try {
+                    std::ifstream in(report);
+                    const auto j = nlohmann::json::parse(in);
+                    const auto& v = j.at("verdicts").at(0);
+                    const std::string what = v.at("kind").get<std::string>() + " culprits " + v.at("culprits").dump();
+                    if (v.at("culprits") == nlohmann::json::array({o.laggard})) {
+                        detected = true;
+                        detected_at = double(int64_t(now_ns() - S)) / 1e9 - o.timeout_s;
+                        named = what;
+                        break;
                     }
-                    break;
+                    ++other_reports;
+                    if (other_reports <= 3) printf("(report not about the laggard: %s)\n", what.c_str());
+                } catch (const std::exception& e) {
+                    // Being replaced (rename): read it on the next round.
+                    last_mtime = 0;
                 }
             }
         }
@@ -334,7 +344,8 @@ int main(int argc, char** argv) {
     printf("digests sent %llu, dropped (socket full) %llu, bytes back %llu\n", (unsigned long long)sent,
            (unsigned long long)dropped, (unsigned long long)received_bytes);
     if (!detected)
-        printf("NO REPORT within %.0f s after the stall + timeout\n", 10.0);
+        printf("NO REPORT naming the laggard within 10 s after the stall + timeout (%llu other reports)\n",
+               (unsigned long long)other_reports);
     else
         printf("report %.3f s after stall + timeout (%.3f s after the stall): %s (laggard %d)\n", detected_at,
                detected_at + o.timeout_s, named.c_str(), o.laggard);
@@ -358,11 +369,18 @@ int main(int argc, char** argv) {
             }
         }
         close(fd);
-        const auto p = body.find("\nncclwatch_collector_frames_total ");
-        printf("/metrics: %.1f MiB in %.3f s; collector frames_total %s (sent %llu digests + %d hellos)\n",
-               double(bytes) / (1 << 20), double(now_ns() - ts) / 1e9,
-               p == std::string::npos ? "?" : body.substr(p + 35, body.find('\n', p + 1) - p - 35).c_str(),
-               (unsigned long long)sent, o.ranks);
+        auto metric = [&](const std::string& name) -> std::string {
+            const auto p = body.find("\n" + name + " ");
+            if (p == std::string::npos) return "?";
+            const size_t b = p + name.size() + 2;
+            return body.substr(b, body.find('\n', b) - b);
+        };
+        printf(
+            "/metrics: %.1f MiB in %.3f s; collector frames_total %s (sent %llu digests + %d hellos), analyses %s, "
+            "last analysis %s s\n",
+            double(bytes) / (1 << 20), double(now_ns() - ts) / 1e9, metric("ncclwatch_collector_frames_total").c_str(),
+            (unsigned long long)sent, o.ranks, metric("ncclwatch_collector_analyses_total").c_str(),
+            metric("ncclwatch_collector_last_analysis_seconds").c_str());
     }
     kill(pid, SIGTERM);
     int status = 0;
