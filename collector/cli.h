@@ -15,6 +15,7 @@ extern const char* const kUsage;
 int cmd_env();
 int cmd_analyze(const std::vector<std::string>& args);
 int cmd_dump(const std::vector<std::string>& args);
+int cmd_serve(const std::vector<std::string>& args);
 
 // Text from a file goes to a terminal: no control characters.
 inline std::string clean(const std::string& s) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,11 @@ struct ServerOptions {
     bool request_dumps = true;               // ask every rank of a job for a dump when a verdict is reached
     double analyze_period_s = 0.5;           // at most this often per job while digests change
     bool quiet = false;                      // no report on stdout (the in-shim collector logs instead)
+    size_t max_connections = 65536;          // beyond this, new connections are closed at once
+    double hello_timeout_s = 10;             // a connection that sends no Hello within this is closed
+    // Where log lines go (one line, no trailing newline); empty = stderr with a "ncclwatch-collector: " prefix.
+    // Called on the server thread.
+    std::function<void(const std::string&)> log;
 };
 
 struct ServerStats {
@@ -31,6 +37,8 @@ struct ServerStats {
     uint64_t frames = 0;
     uint64_t bad_frames = 0;  // connections closed for a malformed or refused frame
     uint64_t reports = 0;     // verdict reports written
+    uint64_t analyses = 0;    // analysis runs
+    uint64_t refused = 0;     // connections closed at once (over max_connections, out of descriptors)
     uint16_t port = 0;        // the bound port (useful with port 0)
     uint16_t metrics_port = 0;
 };

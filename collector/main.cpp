@@ -32,6 +32,21 @@ Commands:
         Exit status: 0 nothing found, 1 a hang or mismatch found, 2 usage error or no readable file.
   dump [--json] FILE
         Decode one rank file: header, communicators and every valid record, in ticket order.
+  serve [--listen HOST:PORT] [--metrics HOST:PORT] [--timeout SEC] [--dead-after SEC] [--out DIR]
+        [--once] [--quiet]
+        The live collector: ranks whose shim has NCCLWATCH_COLLECTOR=HOST:PORT connect and send digests; a stall
+        past the timeout, a mismatch or a dead rank is reported once (text on stdout, and OUT/<job>/live-report.txt
+        and .json), and every rank of that job is asked to write its dump. "recovered" is logged when it clears.
+        --listen HOST:PORT   where ranks connect (default 127.0.0.1:29610, loopback; 0.0.0.0:PORT for all
+                             interfaces; port 0 picks a free one, printed at start)
+        --metrics HOST:PORT  serve Prometheus text at http://HOST:PORT/metrics (default off)
+        --timeout SEC        seconds without progress before a stall is reported (default 60)
+        --dead-after SEC     grace after a rank's connection drops and its frames stop before it is DEAD (default 10)
+        --out DIR            also write the reports under DIR/<job>/
+        --once               exit after the first report (status 1; 0 when stopped with nothing found)
+        --quiet              no report on stdout (log lines on stderr only)
+        With NCCLWATCH_TOKEN set in its environment, a rank must present the same token.
+        SIGINT or SIGTERM stops it.
   env   List the NCCLWATCH_* environment variables the shim reads.
   help, --help, -h
         This text.
@@ -54,6 +69,7 @@ int main(int argc, char** argv) {
         if (cmd == "env") return ncw::cli::cmd_env();
         if (cmd == "analyze") return ncw::cli::cmd_analyze(args);
         if (cmd == "dump") return ncw::cli::cmd_dump(args);
+        if (cmd == "serve") return ncw::cli::cmd_serve(args);
         fmt::print(stderr, "{}: unknown command '{}'\n\n{}", ncw::cli::kProg, cmd, ncw::cli::kUsage);
         return 2;
     } catch (const std::exception& e) {

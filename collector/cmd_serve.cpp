@@ -1,0 +1,115 @@
+// `ncclwatch-collector serve`: the live collector (live_server.h) in the foreground until SIGINT/SIGTERM.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "live_server.h"
+
+namespace ncw::cli {
+
+namespace {
+
+bool parse_seconds(const std::string& s, double& out) {
+    char* end = nullptr;
+    errno = 0;
+    const double v = strtod(s.c_str(), &end);
+    if (s.empty() || errno || *end || !std::isfinite(v) || v < 0 || v > 1e7) return false;
+    out = v;
+    return true;
+}
+
+// One connection per rank: 16,384 ranks need more descriptors than the usual soft limit of 1024.
+void raise_fd_limit() {
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+}  // namespace
+
+int cmd_serve(const std::vector<std::string>& args) {
+    live::ServerOptions opt;
+    bool once = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        auto value = [&](const char* what) -> const std::string* {
+            if (i + 1 >= args.size()) {
+                fmt::print(stderr, "{}: serve: {} needs {}\n", kProg, a, what);
+                return nullptr;
+            }
+            return &args[++i];
+        };
+        if (a == "--listen" || a == "--metrics" || a == "--out") {
+            const std::string* v = value(a == "--out" ? "DIR" : "HOST:PORT");
+            if (!v) return 2;
+            (a == "--listen" ? opt.listen : a == "--metrics" ? opt.metrics_listen : opt.out_dir) = *v;
+        } else if (a == "--timeout" || a == "--dead-after" || a == "--analyze-period") {
+            const std::string* v = value("SEC");
+            if (!v) return 2;
+            double s = 0;
+            if (!parse_seconds(*v, s)) {
+                fmt::print(stderr, "{}: serve: {} '{}' is not a number of seconds\n", kProg, a, clean(*v));
+                return 2;
+            }
+            (a == "--timeout" ? opt.timeout_s : a == "--dead-after" ? opt.dead_after_s : opt.analyze_period_s) = s;
+        } else if (a == "--once") {
+            once = true;
+        } else if (a == "--quiet") {
+            opt.quiet = true;
+        } else if (a == "--no-dumps") {
+            opt.request_dumps = false;
+        } else {
+            fmt::print(stderr, "{}: serve: unknown argument '{}'\n\n{}", kProg, clean(a), kUsage);
+            return 2;
+        }
+    }
+    if (const char* t = getenv("NCCLWATCH_TOKEN")) opt.token = t;
+    raise_fd_limit();
+
+    // The server thread inherits this mask, so only sigtimedwait below sees SIGINT/SIGTERM.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+    live::LiveServer server(opt);
+    std::string err;
+    if (!server.start(&err)) {
+        fmt::print(stderr, "{}: serve: {}\n", kProg, err);
+        return 2;
+    }
+    const auto st = server.stats();
+    std::string host = opt.listen.substr(0, opt.listen.rfind(':'));
+    fmt::print("{}: listening on {}:{}", kProg, host, st.port);
+    if (!opt.metrics_listen.empty())
+        fmt::print(", metrics on http://{}:{}/metrics", opt.metrics_listen.substr(0, opt.metrics_listen.rfind(':')),
+                   st.metrics_port);
+    fmt::print(" (timeout {} s, dead after {} s{})\n", opt.timeout_s, opt.dead_after_s,
+               opt.token.empty() ? "" : ", token required");
+    fflush(stdout);
+
+    const timespec tick{0, 100'000'000};
+    for (;;) {
+        const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+        if (sig == SIGINT || sig == SIGTERM) {
+            fmt::print(stderr, "{}: serve: stopping ({})\n", kProg, sig == SIGINT ? "SIGINT" : "SIGTERM");
+            break;
+        }
+        if (once && server.stats().reports > 0) break;
+    }
+    server.stop();
+    return server.stats().reports > 0 ? 1 : 0;
+}
+
+}  // namespace ncw::cli

@@ -1,0 +1,99 @@
+// Prometheus text rendering for the live collector.
+#include "metrics.h"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+namespace ncw::metrics {
+
+std::string escape_label(const std::string& v) {
+    std::string out;
+    out.reserve(v.size());
+    for (char c : v) {
+        if (c == '\\')
+            out += "\\\\";
+        else if (c == '"')
+            out += "\\\"";
+        else if (c == '\n')
+            out += "\\n";
+        else
+            out += c;
+    }
+    return out;
+}
+
+namespace {
+
+std::string labels(const RankCommSample& s) {
+    return fmt::format(R"(job="{}",rank="{}",host="{}",pid="{}",comm="0x{:016x}",comm_rank="{}")", escape_label(s.job),
+                       s.global_rank, escape_label(s.host), s.pid, s.comm_id, s.comm_rank);
+}
+
+void family(std::string& out, const char* name, const char* type, const char* help) {
+    fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+std::string render(const std::vector<RankCommSample>& samples, const CollectorTotals& t) {
+    std::string out;
+    out.reserve(256 + samples.size() * 8 * 160);
+    std::vector<std::string> lbl;
+    lbl.reserve(samples.size());
+    for (const auto& s : samples) lbl.push_back(labels(s));
+
+    struct Gauge {
+        const char* name;
+        const char* help;
+        double (*get)(const RankCommSample&);
+        bool (*has)(const RankCommSample&);
+    };
+    static const Gauge gauges[] = {
+        {"ncclwatch_coll_issued", "Last collective sequence number the rank issued on the communicator.",
+         [](const RankCommSample& s) { return double(s.issued); }, nullptr},
+        {"ncclwatch_coll_reached", "Last collective sequence number the rank's GPU reached.",
+         [](const RankCommSample& s) { return double(s.reached); }, nullptr},
+        {"ncclwatch_coll_completed", "Last collective sequence number that completed on the rank.",
+         [](const RankCommSample& s) { return double(s.completed); }, nullptr},
+        {"ncclwatch_seconds_since_progress", "Seconds since the rank last completed an operation on the communicator.",
+         [](const RankCommSample& s) { return s.since_progress_s; },
+         [](const RankCommSample& s) { return s.since_progress_s >= 0; }},
+        {"ncclwatch_stalled", "1 while a verdict names the rank (culprit or waiting) or its shim flags a stall.",
+         [](const RankCommSample& s) { return s.stalled ? 1.0 : 0.0; }, nullptr},
+        {"ncclwatch_culprit", "1 while a verdict names the rank as the cause of a stall.",
+         [](const RankCommSample& s) { return s.culprit ? 1.0 : 0.0; }, nullptr},
+        {"ncclwatch_connected", "1 while the rank's connection to the collector is open.",
+         [](const RankCommSample& s) { return s.connected ? 1.0 : 0.0; }, nullptr},
+        {"ncclwatch_alive", "0 once the rank counts as gone (connection lost past the grace, or exited).",
+         [](const RankCommSample& s) { return s.alive ? 1.0 : 0.0; }, nullptr},
+    };
+    for (const auto& g : gauges) {
+        family(out, g.name, "gauge", g.help);
+        for (size_t i = 0; i < samples.size(); ++i) {
+            if (g.has && !g.has(samples[i])) continue;
+            fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", g.name, lbl[i], g.get(samples[i]));
+        }
+    }
+
+    family(out, "ncclwatch_collector_connections", "gauge", "Open rank connections.");
+    fmt::format_to(std::back_inserter(out), "ncclwatch_collector_connections {}\n", t.connections);
+    family(out, "ncclwatch_collector_ranks", "gauge", "Distinct ranks (job, global rank) seen.");
+    fmt::format_to(std::back_inserter(out), "ncclwatch_collector_ranks {}\n", t.ranks_known);
+    family(out, "ncclwatch_collector_jobs", "gauge", "Jobs seen.");
+    fmt::format_to(std::back_inserter(out), "ncclwatch_collector_jobs {}\n", t.jobs);
+    family(out, "ncclwatch_collector_frames_total", "counter", "Frames received from ranks.");
+    fmt::format_to(std::back_inserter(out), "ncclwatch_collector_frames_total {}\n", t.frames);
+    family(out, "ncclwatch_collector_bad_frames_total", "counter",
+           "Connections closed for a malformed or refused frame.");
+    fmt::format_to(std::back_inserter(out), "ncclwatch_collector_bad_frames_total {}\n", t.bad_frames);
+    family(out, "ncclwatch_collector_reports_total", "counter", "Verdict reports written.");
+    fmt::format_to(std::back_inserter(out), "ncclwatch_collector_reports_total {}\n", t.reports);
+    family(out, "ncclwatch_collector_analyses_total", "counter", "Analyses run.");
+    fmt::format_to(std::back_inserter(out), "ncclwatch_collector_analyses_total {}\n", t.analyses);
+    family(out, "ncclwatch_collector_last_analysis_seconds", "gauge", "Duration of the latest analysis.");
+    fmt::format_to(std::back_inserter(out), "ncclwatch_collector_last_analysis_seconds {}\n", t.last_analysis_s);
+    return out;
+}
+
+}  // namespace ncw::metrics

@@ -1,0 +1,80 @@
+// libFuzzer target: the live protocol's frame reassembly and every payload decoder (include/ncclwatch/wire.h).
+// Whatever the bytes, the decoders must return false or a value that encodes and decodes again.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "ncclwatch/wire.h"
+
+namespace {
+
+using namespace ncw::wire;
+
+template <class T>
+void roundtrip(const T& m) {
+    std::vector<uint8_t> out;
+    encode(m, out);
+    FrameHeader h;
+    std::string err;
+    if (out.size() < kHeaderBytes || !decode_header(out.data(), out.size(), h, &err)) abort();
+    T again;
+    if (!decode(out.data() + kHeaderBytes, out.size() - kHeaderBytes, again, &err)) abort();
+}
+
+template <class T>
+void try_decode(const uint8_t* p, size_t n) {
+    T m;
+    std::string err;
+    if (decode(p, n, m, &err)) roundtrip(m);
+}
+
+void decode_payload(uint16_t type, const uint8_t* p, size_t n) {
+    switch (FrameType(type)) {
+        case FrameType::Hello: try_decode<Hello>(p, n); break;
+        case FrameType::Digest: try_decode<Digest>(p, n); break;
+        case FrameType::KeepAlive: try_decode<KeepAlive>(p, n); break;
+        case FrameType::Reject: try_decode<Reject>(p, n); break;
+        case FrameType::DumpRequest: try_decode<DumpRequest>(p, n); break;
+        default: break;
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    if (size == 0) return 0;
+    // First byte: how the stream is cut into reads (1..16 chunks), so partial frames are exercised too.
+    const size_t chunks = 1 + (data[0] & 15);
+    const uint8_t* p = data + 1;
+    const size_t n = size - 1;
+
+    FrameReader reader;
+    FrameHeader h;
+    std::vector<uint8_t> payload;
+    std::string err;
+    const size_t step = n / chunks + 1;
+    bool dead = false;
+    for (size_t off = 0; off < n && !dead; off += step) {
+        reader.feed(p + off, std::min(step, n - off));
+        for (int frames = 0; frames < 4096; ++frames) {
+            const auto s = reader.next(h, payload, &err);
+            if (s == FrameReader::Status::NeedMore) break;
+            if (s == FrameReader::Status::Error) {
+                dead = true;
+                break;
+            }
+            if (h.length != payload.size() || payload.size() > kMaxPayload) abort();
+            decode_payload(h.type, payload.data(), payload.size());
+        }
+    }
+
+    // The same bytes straight into each decoder, without a valid header in front.
+    decode_payload(uint16_t(FrameType::Hello), p, n);
+    decode_payload(uint16_t(FrameType::Digest), p, n);
+    decode_payload(uint16_t(FrameType::KeepAlive), p, n);
+    decode_payload(uint16_t(FrameType::Reject), p, n);
+    decode_payload(uint16_t(FrameType::DumpRequest), p, n);
+    decode_header(p, n, h, &err);
+    return 0;
+}

@@ -1,0 +1,156 @@
+// Writes the seed corpora for the fuzz targets: valid frames of every type (test/fuzz/fuzz_wire.cpp) and a small,
+// valid rank file with two communicators, records and backtraces (fuzz_rank_file.cpp).
+//   make_seeds WIRE_DIR RANK_FILE_DIR
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "ncclwatch/format.h"
+#include "ncclwatch/wire.h"
+
+namespace {
+
+using namespace ncw;
+
+bool write(const std::string& path, const std::vector<uint8_t>& bytes, uint8_t prefix) {
+    FILE* f = fopen(path.c_str(), "wb");
+    if (!f) return false;
+    fputc(prefix, f);
+    fwrite(bytes.data(), 1, bytes.size(), f);
+    return fclose(f) == 0;
+}
+
+CommInfo comm(uint64_t id, int rank, int nranks, uint64_t seq) {
+    CommInfo c;
+    c.state = uint32_t(disk::CommState::Active);
+    c.rank = rank;
+    c.nranks = nranks;
+    c.comm_id = id;
+    c.name = "world";
+    c.pci_bus_id = "0000:17:00.0";
+    c.coll_issued = seq;
+    c.coll_reached = seq;
+    c.coll_completed = seq - 1;
+    c.t_last_issue_ns = 5'000'000'000ull;
+    c.t_last_progress_ns = 4'000'000'000ull;
+    for (uint64_t s = seq - 2; s <= seq; ++s) {
+        SigInfo g;
+        g.seq = s;
+        g.count = 1 << 20;
+        g.op = uint8_t(disk::OpType::AllReduce);
+        g.dtype = 7;
+        c.recent.push_back(g);
+    }
+    return c;
+}
+
+std::vector<uint8_t> rank_file() {
+    const uint32_t cap = 256, max_comms = 2, depth = 4;  // the smallest ring a reader accepts
+    const auto l = disk::compute_layout(cap, max_comms, depth);
+    std::vector<uint64_t> words(l.file_size / 8, 0);
+    auto* b = reinterpret_cast<unsigned char*>(words.data());
+    auto* h = new (b) disk::FileHeader{};
+    std::memcpy(h->magic, disk::kMagic, 8);
+    h->major = disk::kFormatMajor;
+    h->minor = disk::kFormatMinor;
+    h->header_size = disk::kHeaderBytes;
+    h->comm_slot_size = sizeof(disk::CommSlot);
+    h->max_comms = max_comms;
+    h->record_size = sizeof(disk::OpRecord);
+    h->ring_capacity = cap;
+    h->bt_depth = depth;
+    h->comm_table_offset = l.comm_table_offset;
+    h->ring_offset = l.ring_offset;
+    h->bt_offset = l.bt_offset;
+    h->file_size = l.file_size;
+    h->pid = 4242;
+    h->global_rank = 1;
+    h->world_size = 2;
+    std::strcpy(h->host, "node-a");
+    std::strcpy(h->job_id, "job-seed");
+    h->start_mono_ns = 1'000'000'000ull;
+    h->heartbeat_mono_ns = 2'000'000'000ull;
+    h->process_state = uint32_t(disk::ProcessState::Running);
+    for (uint32_t i = 0; i < max_comms; ++i) {
+        auto* s = new (b + l.comm_table_offset + uint64_t(i) * sizeof(disk::CommSlot)) disk::CommSlot{};
+        s->state = uint32_t(disk::CommState::Active);
+        s->rank = 1;
+        s->nranks = 2;
+        s->comm_id = 0x1000 + i;
+        s->coll_issued = 3;
+        s->coll_completed = 2;
+    }
+    h->num_comms = max_comms;
+    const uint64_t tickets = 260;  // wraps the ring
+    for (uint64_t t = 0; t < tickets; ++t) {
+        auto* r = new (b + l.ring_offset + (t % cap) * sizeof(disk::OpRecord)) disk::OpRecord{};
+        r->comm_id = 0x1000 + (t & 1);
+        r->seq = t / 2 + 1;
+        r->op = uint8_t(disk::OpType::AllReduce);
+        r->count = 1024;
+        r->t_issue_ns = 1'500'000'000ull + t;
+        r->result = 0;
+        r->comm_slot = uint16_t(t & 1);
+        r->stamp = 2 * t + 2;
+        auto* fr = reinterpret_cast<uint64_t*>(b + l.bt_offset + (t % cap) * depth * 8);
+        for (uint32_t d = 0; d < depth; ++d) fr[d] = 0x400000 + t * 16 + d;
+    }
+    h->write_ticket = tickets;
+    return std::vector<uint8_t>(b, b + l.file_size);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: make_seeds WIRE_DIR RANK_FILE_DIR\n");
+        return 2;
+    }
+    const std::string wd = argv[1], rd = argv[2];
+    wire::Hello hello;
+    hello.token = "secret";
+    hello.header.pid = 4242;
+    hello.header.global_rank = 1;
+    hello.header.world_size = 2;
+    hello.header.host = "node-a";
+    hello.header.job_id = "job-seed";
+    hello.header.env = {"NCCL_DEBUG=INFO", "MASTER_ADDR=node0"};
+    hello.file = "/tmp/ncclwatch/job-seed/rank1.ncw";
+    wire::Digest digest;
+    digest.sent_mono_ns = 5'000'000'000ull;
+    digest.process_state = 1;
+    digest.comms = {comm(0x1000, 1, 2, 7), comm(0x2000, 0, 1, 3)};
+
+    bool ok = true;
+    std::vector<uint8_t> f, all;
+    auto put = [&](const char* name) {
+        ok = write(wd + "/" + name, f, 0) && ok;
+        all.insert(all.end(), f.begin(), f.end());
+        f.clear();
+    };
+    wire::encode(hello, f);
+    put("hello");
+    wire::encode(digest, f);
+    put("digest");
+    wire::encode(wire::KeepAlive{6'000'000'000ull}, f);
+    put("keepalive");
+    wire::encode_bye(f);
+    put("bye");
+    wire::encode_hello_ack(f);
+    put("hello_ack");
+    wire::encode(wire::Reject{"token refused"}, f);
+    put("reject");
+    wire::encode(wire::DumpRequest{7, "NOT_JOINED: rank 1"}, f);
+    put("dump_request");
+    ok = write(wd + "/stream", all, 3) && ok;  // every frame in one stream, cut into 4 reads
+
+    const auto rf = rank_file();
+    FILE* out = fopen((rd + "/seed.ncw").c_str(), "wb");
+    ok = out && fwrite(rf.data(), 1, rf.size(), out) == rf.size() && fclose(out) == 0 && ok;
+    if (!ok) perror("make_seeds");
+    return ok ? 0 : 1;
+}

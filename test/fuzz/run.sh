@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined) and runs each for a short while from
+# the generated seed corpus. Exit 77 (meson: skipped) when no clang with libFuzzer is installed (Debian: clang, which
+# ships libclang_rt.fuzzer).
+#   test/fuzz/run.sh [SECONDS_PER_TARGET]     (default 20; FUZZ_WORK=DIR keeps the build and corpora there)
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+secs=${1:-${FUZZ_SECONDS:-20}}
+
+cxx=""
+for c in ${CXX_FUZZ:-} clang++ clang++-19 clang++-18 clang++-17 clang++-16 clang++-15 clang++-14; do
+    if command -v "$c" >/dev/null 2>&1; then cxx=$c; break; fi
+done
+if [[ -z $cxx ]]; then echo "SKIP: no clang++ (install Debian's clang for libFuzzer)"; exit 77; fi
+
+work=${FUZZ_WORK:-$(mktemp -d /tmp/ncw-fuzz-XXXXXX)}
+mkdir -p "$work"
+[[ -n ${FUZZ_WORK:-} ]] || trap 'rm -rf "$work"' EXIT
+
+echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$work/probe.cpp"
+if ! "$cxx" -fsanitize=fuzzer "$work/probe.cpp" -o "$work/probe" 2>/dev/null; then
+    echo "SKIP: $cxx has no libFuzzer (-fsanitize=fuzzer does not link)"
+    exit 77
+fi
+
+flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -D_GNU_SOURCE -DFMT_HEADER_ONLY -I"$src/include" -I"$src/collector")
+san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
+lib=("$src/collector/rank_file.cpp" "$src/collector/wire.cpp")
+echo "building with $cxx in $work"
+"$cxx" "${flags[@]}" "${san[@]}" -fsanitize=fuzzer "$src/test/fuzz/fuzz_wire.cpp" "${lib[@]}" -o "$work/fuzz_wire"
+"$cxx" "${flags[@]}" "${san[@]}" -fsanitize=fuzzer "$src/test/fuzz/fuzz_rank_file.cpp" "${lib[@]}" -o "$work/fuzz_rank_file"
+"$cxx" "${flags[@]}" "$src/test/fuzz/make_seeds.cpp" "${lib[@]}" -o "$work/make_seeds"
+
+mkdir -p "$work/seeds_wire" "$work/seeds_rank_file" "$work/corpus_wire" "$work/corpus_rank_file" "$work/crashes"
+"$work/make_seeds" "$work/seeds_wire" "$work/seeds_rank_file"
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+status=0
+for t in wire rank_file; do
+    echo "== fuzz_$t for ${secs}s"
+    if ! "$work/fuzz_$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 \
+        -artifact_prefix="$work/crashes/$t-" "$work/corpus_$t" "$work/seeds_$t" 2>"$work/fuzz_$t.log"; then
+        tail -n 60 "$work/fuzz_$t.log"
+        echo "FAIL: fuzz_$t found a crash (artifact in $work/crashes; FUZZ_WORK=DIR keeps it)"
+        status=1
+    else
+        grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$work/fuzz_$t.log" | sed "s/^/  /"
+        grep -m1 -E "^#[0-9]+ +DONE" "$work/fuzz_$t.log" | sed "s/^/  /" || true
+    fi
+done
+exit $status

@@ -1,0 +1,62 @@
+// Prometheus text rendering (collector/metrics.h).
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "metrics.h"
+
+using namespace ncw::metrics;
+
+TEST_CASE("label values are escaped") {
+    CHECK(escape_label("plain") == "plain");
+    CHECK(escape_label("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
+}
+
+TEST_CASE("one sample per rank and communicator, families typed, totals last") {
+    RankCommSample s;
+    s.job = "j\"1";
+    s.global_rank = 3;
+    s.host = "node-a";
+    s.pid = 42;
+    s.comm_id = 0xabc;
+    s.comm_rank = 1;
+    s.issued = 10;
+    s.reached = 9;
+    s.completed = 8;
+    s.since_progress_s = 2.5;
+    s.stalled = true;
+    s.connected = true;
+    RankCommSample never = s;
+    never.global_rank = 4;
+    never.since_progress_s = -1;
+    never.stalled = false;
+    CollectorTotals t;
+    t.connections = 2;
+    t.bad_frames = 1;
+    const std::string out = render({s, never}, t);
+
+    const std::string lbl = R"(job="j\"1",rank="3",host="node-a",pid="42",comm="0x0000000000000abc",comm_rank="1")";
+    CHECK(out.find("# TYPE ncclwatch_coll_issued gauge\n") != std::string::npos);
+    CHECK(out.find("ncclwatch_coll_issued{" + lbl + "} 10\n") != std::string::npos);
+    CHECK(out.find("ncclwatch_coll_reached{" + lbl + "} 9\n") != std::string::npos);
+    CHECK(out.find("ncclwatch_coll_completed{" + lbl + "} 8\n") != std::string::npos);
+    CHECK(out.find("ncclwatch_seconds_since_progress{" + lbl + "} 2.5\n") != std::string::npos);
+    CHECK(out.find("ncclwatch_stalled{" + lbl + "} 1\n") != std::string::npos);
+    CHECK(out.find("ncclwatch_connected{" + lbl + "} 1\n") != std::string::npos);
+    // No progress yet: the sample is left out rather than made up.
+    CHECK(out.find(R"(ncclwatch_seconds_since_progress{job="j\"1",rank="4")") == std::string::npos);
+    CHECK(out.find(R"(ncclwatch_stalled{job="j\"1",rank="4")") != std::string::npos);
+    CHECK(out.find("# TYPE ncclwatch_collector_bad_frames_total counter\nncclwatch_collector_bad_frames_total 1\n") !=
+          std::string::npos);
+    CHECK(out.find("ncclwatch_collector_connections 2\n") != std::string::npos);
+    // Every line is a comment or "name{labels} value" / "name value".
+    size_t pos = 0;
+    while (pos < out.size()) {
+        const size_t eol = out.find('\n', pos);
+        REQUIRE(eol != std::string::npos);
+        const std::string line = out.substr(pos, eol - pos);
+        CHECK(!line.empty());
+        if (line[0] != '#') CHECK(line.find(' ') != std::string::npos);
+        pos = eol + 1;
+    }
+}
