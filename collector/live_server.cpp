@@ -49,7 +49,7 @@ constexpr size_t kMaxJobs = 4096;
 constexpr size_t kMaxLoggedPeers = 4096;
 constexpr size_t kMaxTableRows = 256;  // per communicator in the text report (the JSON has every rank)
 constexpr uint64_t kTickNs = 100'000'000;
-constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // a job with no new digests is still re-checked this often
+constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // full analysis (mismatches) at most this often
 
 uint64_t clock_ns(clockid_t id) {
     timespec ts{};
@@ -113,6 +113,7 @@ struct Job {
     // From the latest analysis: per communicator, the comm ranks named as culprits and as waiting.
     std::map<uint64_t, std::pair<std::set<int>, std::set<int>>> named;
     uint64_t dump_requests = 0;
+    double last_analysis_cost_s = 0;
 };
 
 struct Conn {
@@ -695,12 +696,40 @@ struct LiveServer::Impl {
 
     // ---- analysis ----
 
+    // Whether something in the job may already be a verdict the analysis would report: an outstanding collective
+    // without progress for the timeout, an init running that long, a flagged stall or error, a connection lost past
+    // the grace. One pass over the snapshots, far cheaper than the analysis, so a stall is caught on the first tick
+    // after it passes the timeout while the full analysis (for mismatches) runs less often.
+    bool something_due(const Job& job, uint64_t now) const {
+        const uint64_t timeout = uint64_t(opt.timeout_s * 1e9), grace = uint64_t(opt.dead_after_s * 1e9);
+        for (size_t i = 0; i < job.ranks.size(); ++i) {
+            const auto& r = job.ranks[i];
+            if (!r.conn_id && !r.bye && now - r.last_frame_ns >= grace) return true;
+            for (const auto& c : job.snaps[i].comms) {
+                if (c.stall_since_ns || c.async_error) return true;
+                if (c.coll_issued > c.coll_completed) {
+                    const uint64_t since = std::max(c.t_last_progress_ns, c.t_last_issue_ns);
+                    if (since && now > since && now - since >= timeout) return true;
+                }
+                if (c.state == uint32_t(disk::CommState::Initializing) && c.t_init_start_ns &&
+                    now > c.t_init_start_ns && now - c.t_init_start_ns >= timeout)
+                    return true;
+            }
+        }
+        return false;
+    }
+
     void maybe_analyze(uint64_t now) {
-        const uint64_t period = uint64_t(std::max(0.01, opt.analyze_period_s) * 1e9);
         for (auto& [id, job] : jobs) {
+            // Never more than a third of the time in analysis, however large the job.
+            const uint64_t cost = uint64_t(job->last_analysis_cost_s * 3e9);
+            const uint64_t period = std::max(uint64_t(std::max(0.01, opt.analyze_period_s) * 1e9), cost);
+            const uint64_t full_period = std::max(period, kIdleAnalysisNs);
             const uint64_t since = now - job->last_analysis_ns;
-            if (since < period || (!job->dirty && since < std::max(period, kIdleAnalysisNs))) continue;
-            analyze_job(*job, now);
+            if (since < period) continue;
+            const bool run = (job->dirty && since >= full_period) || (job->dirty && job->stall_reported_ns) ||
+                             since >= 4 * full_period || something_due(*job, now);
+            if (run) analyze_job(*job, now);
         }
     }
 
@@ -720,6 +749,7 @@ struct LiveServer::Impl {
         ao.stale_after_s = opt.dead_after_s;
         const Analysis a = analyze(job.snaps, ao);
         last_analysis_s = double(mono_ns() - now) / 1e9;
+        job.last_analysis_cost_s = last_analysis_s;
         ++st_analyses;
 
         job.named.clear();
