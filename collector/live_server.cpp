@@ -846,6 +846,17 @@ struct LiveServer::Impl {
             }
         }
 
+        // Text first: it is small (the table is capped) and what a person or a script watches for.
+        const std::string dir = opt.out_dir.empty() ? "" : opt.out_dir + "/" + safe_component(job.id);
+        bool wrote = !dir.empty() && mkdirs(dir) && write_file(dir + "/live-report.txt", text);
+        if (!dir.empty() && !wrote) log(fmt::format("cannot write the report into {}: {}", dir, strerror(errno)));
+        if (!opt.quiet) {
+            fwrite(text.data(), 1, text.size(), stdout);
+            fflush(stdout);
+        } else {
+            log(fmt::format("job {}: {}", job_name, first_line));
+        }
+
         json j;
         j["schema"] = "ncclwatch.live/1";
         j["job_id"] = job.id;
@@ -894,19 +905,14 @@ struct LiveServer::Impl {
                             ? json(std::vector<std::string>(a.warnings.begin(), a.warnings.begin() + 100))
                             : json(a.warnings);
 
-        if (!opt.out_dir.empty()) {
-            const std::string dir = opt.out_dir + "/" + safe_component(job.id);
-            if (!mkdirs(dir) || !write_file(dir + "/live-report.txt", text) ||
-                !write_file(dir + "/live-report.json", report::dump_json(j) + "\n"))
-                log(fmt::format("cannot write the report into {}: {}", dir, strerror(errno)));
+        if (wrote) {
+            if (write_file(dir + "/live-report.json", report::dump_json(j) + "\n"))
+                log(
+                    fmt::format("job {}: report written to {}/live-report.txt and .json ({:.3f} s after the analysis "
+                                "started)",
+                                job_name, dir, double(mono_ns() - now) / 1e9));
             else
-                log(fmt::format("job {}: report written to {}/live-report.txt", job_name, dir));
-        }
-        if (!opt.quiet) {
-            fwrite(text.data(), 1, text.size(), stdout);
-            fflush(stdout);
-        } else {
-            log(fmt::format("job {}: {}", job_name, first_line));
+                log(fmt::format("cannot write {}/live-report.json: {}", dir, strerror(errno)));
         }
 
         if (!opt.request_dumps) return;
