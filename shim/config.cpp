@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "digest_client.h"
 #include "ncclwatch/config_table.h"
 
 namespace ncw {
@@ -108,6 +109,15 @@ Config parse_config(const GetEnv& getenv_fn, std::vector<std::string>& warnings)
     NCW_CONFIG_TABLE(NCW_PARSE)
 #undef NCW_PARSE
     c.ring_size = int(round_up_pow2(uint32_t(c.ring_size)));
+    if (!c.collector.empty() && c.collector != "auto") {
+        live_client::Endpoint ep;
+        std::string why;
+        if (!live_client::parse_endpoint(c.collector, ep, &why)) {
+            warnings.push_back("NCCLWATCH_COLLECTOR=" + why + "; live digests are off");
+            c.collector.clear();
+        }
+    }
+    c.collector_port = live_client::derive_auto_port(c.collector_port, getenv_fn("MASTER_PORT"));
     if (c.dir.empty()) {
         const char* tmp = getenv_fn("TMPDIR");
         c.dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/ncclwatch";

@@ -25,6 +25,12 @@ struct Config {
     bool mismatch_check = true;
     std::string nccl_library;
     std::string log_level = "info";
+    // Live digests (digest_client.h).
+    std::string collector;   // "" = off, HOST:PORT, or "auto" (validated at parse)
+    int collector_port = 0;  // resolved at parse: NCCLWATCH_COLLECTOR_PORT, else MASTER_PORT+1, else 29610
+    std::string token;
+    int digest_ms = 200;
+    double dead_after_sec = 10;
 };
 
 using GetEnv = std::function<const char*(const char*)>;

@@ -12,6 +12,7 @@
 #include "call_scope.h"
 #include "clock.h"
 #include "cuda_driver.h"
+#include "digest_client.h"
 #include "log.h"
 #include "ncclwatch/hash.h"
 #include "resolver.h"
@@ -36,11 +37,13 @@ void on_fork_child() {
     new (&g_start_mu) std::mutex();
     g_start_attempted = false;
     watchdog_forget_after_fork();
+    digest_client_forget_after_fork();
 }
 
 void on_exit() {
     Runtime* rt = runtime();
     if (!rt) return;
+    stop_digest_client();  // Bye first: the collector must not take our exit for a death
     watchdog_on_exit(*rt);
     rt->file.hdr->process_state.store(uint32_t(disk::ProcessState::ExitedClean), std::memory_order_release);
 }
@@ -99,6 +102,7 @@ Runtime* start_runtime_locked() {
         atexit(on_exit);
     }
     start_watchdog(*rt);
+    start_digest_client(*rt);  // NCCLWATCH_COLLECTOR: its own thread (and, for auto on rank 0, the collector)
     if (rt->tracker) {
         std::thread([t = rt->tracker] {
             try {

@@ -37,5 +37,15 @@
     X(nccl_library, "NCCLWATCH_NCCL_LIBRARY", String, "", "a path to libnccl.so.2",                                   \
       "Last resort for finding the real NCCL when neither RTLD_NEXT nor an already loaded libnccl.so.2 has it")       \
     X(log_level, "NCCLWATCH_LOG_LEVEL", Enum, "info", "trace|debug|info|warn|error|off",                             \
-      "Verbosity of the shim's own messages on stderr")
+      "Verbosity of the shim's own messages on stderr")                                                             \
+    X(collector, "NCCLWATCH_COLLECTOR", String, "", "'' (off), HOST:PORT, [IPv6]:PORT or auto",                       \
+      "Live collector each rank streams digests to over TCP; auto: global rank 0 runs it on MASTER_ADDR")            \
+    X(collector_port, "NCCLWATCH_COLLECTOR_PORT", Int, "MASTER_PORT+1, or 29610", "1..65535",                        \
+      "Port of the live collector with NCCLWATCH_COLLECTOR=auto")                                                   \
+    X(token, "NCCLWATCH_TOKEN", String, "", "any string",                                                           \
+      "Shared secret a rank presents to the live collector (and the collector requires); never printed")            \
+    X(digest_ms, "NCCLWATCH_DIGEST_MS", Int, "200", "10..10000",                                                     \
+      "Least interval between two live digests of one rank (sent only when something changed)")                     \
+    X(dead_after_sec, "NCCLWATCH_DEAD_AFTER_SEC", Double, "10", "1..3600",                                           \
+      "Live collector: seconds after a rank's connection is lost before it is reported DEAD")
 // clang-format on

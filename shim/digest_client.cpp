@@ -1,0 +1,723 @@
+// The live digest client: see digest_client.h. Everything here runs on the client's own thread, except
+// start_digest_client (start_runtime, once) and stop_digest_client (atexit), which only signal it.
+#include "digest_client.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "clock.h"
+#include "config.h"
+#include "live_server.h"
+#include "log.h"
+#include "rank_file_writer.h"
+#include "runtime.h"
+
+namespace ncw {
+namespace live_client {
+
+// ---- Pure parts ----
+
+bool parse_endpoint(const std::string& s, Endpoint& out, std::string* err) {
+    auto fail = [&](const std::string& why) {
+        if (err) *err = "'" + s + "': " + why + " (expected HOST:PORT, [IPv6]:PORT or auto)";
+        return false;
+    };
+    std::string host, port;
+    if (!s.empty() && s[0] == '[') {
+        const size_t close = s.find(']');
+        if (close == std::string::npos) return fail("no closing ']'");
+        host = s.substr(1, close - 1);
+        if (close + 1 >= s.size() || s[close + 1] != ':') return fail("no ':PORT' after ']'");
+        port = s.substr(close + 2);
+    } else {
+        const size_t colon = s.rfind(':');
+        if (colon == std::string::npos) return fail("no port");
+        host = s.substr(0, colon);
+        if (host.find(':') != std::string::npos) return fail("an IPv6 address needs brackets");
+        port = s.substr(colon + 1);
+    }
+    if (host.empty()) return fail("no host");
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+        return fail("the port is not a number");
+    const long p = strtol(port.c_str(), nullptr, 10);
+    if (p < 1 || p > 65535) return fail("the port is not in 1..65535");
+    out.host = host;
+    out.port = uint16_t(p);
+    return true;
+}
+
+int derive_auto_port(int configured_port, const char* master_port) {
+    if (configured_port > 0) return configured_port;
+    if (master_port && *master_port) {
+        char* end = nullptr;
+        errno = 0;
+        const long p = strtol(master_port, &end, 10);
+        if (end != master_port && *end == '\0' && errno == 0 && p >= 1 && p < 65535) return int(p + 1);
+    }
+    return 29610;
+}
+
+bool resolve_endpoint(const Config& cfg, const char* master_addr, Endpoint& out, std::string* err) {
+    if (cfg.collector.empty()) {
+        if (err) *err = "NCCLWATCH_COLLECTOR is not set";
+        return false;
+    }
+    if (cfg.collector != "auto") return parse_endpoint(cfg.collector, out, err);
+    if (!master_addr || !*master_addr) {
+        if (err) *err = "NCCLWATCH_COLLECTOR=auto needs MASTER_ADDR (the host of global rank 0), which is not set";
+        return false;
+    }
+    out.host = master_addr;
+    // An IPv6 MASTER_ADDR may come in brackets.
+    if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']')
+        out.host = out.host.substr(1, out.host.size() - 2);
+    out.port = uint16_t(cfg.collector_port);
+    return true;
+}
+
+double Backoff::next_delay_s() {
+    const double d = std::min(max_s_, initial_s_ * double(1ull << std::min(attempts_, 30)));
+    if (attempts_ < 64) ++attempts_;
+    std::uniform_real_distribution<double> half(d / 2, d);
+    return half(rng_);
+}
+
+wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint64_t now_mono_ns) {
+    wire::Digest d;
+    d.sent_mono_ns = now_mono_ns;
+    d.process_state = h.process_state;
+    if (comms.size() > wire::kMaxComms) comms.resize(wire::kMaxComms);
+    for (CommInfo& c : comms)
+        if (c.recent.size() > wire::kMaxDigestSigs)
+            c.recent.erase(c.recent.begin(), c.recent.end() - wire::kMaxDigestSigs);
+    d.comms = std::move(comms);
+    return d;
+}
+
+bool digest_changed(const std::vector<uint8_t>& prev, const std::vector<uint8_t>& next) {
+    // Header (16 bytes) + sent_mono_ns (8): the rest is the content.
+    constexpr size_t skip = wire::kHeaderBytes + 8;
+    if (prev.size() != next.size() || prev.size() < skip) return true;
+    return memcmp(prev.data() + skip, next.data() + skip, prev.size() - skip) != 0;
+}
+
+namespace {
+
+template <class T>
+T ld(const T& field) noexcept {
+    return __atomic_load_n(&field, __ATOMIC_RELAXED);
+}
+template <class T>
+T lda(const T& field) noexcept {
+    return __atomic_load_n(&field, __ATOMIC_ACQUIRE);
+}
+template <class T>
+T ld(const std::atomic<T>& field, std::memory_order mo = std::memory_order_relaxed) noexcept {
+    return field.load(mo);
+}
+template <size_t N>
+std::string ld_str(const char (&field)[N]) {
+    std::string out;
+    for (size_t i = 0; i < N; ++i) {
+        const char c = ld(field[i]);
+        if (!c) break;
+        out.push_back(c);
+    }
+    return out;
+}
+
+}  // namespace
+
+// The anonymous-memory fallback has no path for RankFile to open: the same fields, read straight from our own
+// mapping (known layout, nothing to validate), with the same seqlock rule for signatures.
+static HeaderInfo header_of_mapping(const RankFileWriter& w) {
+    HeaderInfo out;
+    const disk::FileHeader* h = w.hdr;
+    if (!h) return out;
+    out.major = h->major;
+    out.minor = h->minor;
+    out.header_size = h->header_size;
+    out.comm_slot_size = h->comm_slot_size;
+    out.max_comms = h->max_comms;
+    out.record_size = h->record_size;
+    out.ring_capacity = h->ring_capacity;
+    out.bt_depth = h->bt_depth;
+    out.comm_table_offset = h->comm_table_offset;
+    out.ring_offset = h->ring_offset;
+    out.bt_offset = h->bt_offset;
+    out.file_size = h->file_size;
+    out.actual_size = w.size;
+    out.pid = h->pid;
+    out.global_rank = h->global_rank;
+    out.local_rank = h->local_rank;
+    out.world_size = h->world_size;
+    out.local_world_size = h->local_world_size;
+    out.host = ld_str(h->host);
+    out.job_id = ld_str(h->job_id);
+    out.start_mono_ns = h->start_mono_ns;
+    out.start_real_ns = h->start_real_ns;
+    out.boot_id_hash = h->boot_id_hash;
+    out.nccl_version = ld(h->nccl_version);
+    out.cuda_driver_version = ld(h->cuda_driver_version);
+    out.heartbeat_mono_ns = ld(h->heartbeat_mono_ns);
+    out.process_state = ld(h->process_state);
+    out.num_comms = ld(h->num_comms, std::memory_order_acquire);
+    out.write_ticket = ld(h->write_ticket);
+    out.dump_request = ld(h->dump_request);
+    out.dumps_written = ld(h->dumps_written);
+    out.reports_written = ld(h->reports_written);
+    return out;
+}
+
+static std::vector<CommInfo> comms_of_mapping(const RankFileWriter& w) {
+    std::vector<CommInfo> out;
+    if (!w.hdr || !w.comms) return out;
+    const uint32_t n = std::min(ld(w.hdr->num_comms, std::memory_order_acquire), w.hdr->max_comms);
+    out.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) {
+        const disk::CommSlot& s = w.comms[i];
+        CommInfo c;
+        c.slot = i;
+        c.state = ld(s.state, std::memory_order_acquire);
+        c.stall_flags = ld(s.stall_flags);
+        c.rank = ld(s.rank);
+        c.nranks = ld(s.nranks);
+        c.cuda_dev = ld(s.cuda_dev);
+        c.blocking = ld(s.blocking);
+        c.comm_id = ld(s.comm_id);
+        c.parent_id = ld(s.parent_id);
+        c.split_color = ld(s.split_color);
+        c.split_key = ld(s.split_key);
+        c.comm_ptr = ld(s.comm_ptr);
+        c.pci_bus_id = ld_str(s.pci_bus_id);
+        c.name = ld_str(s.name);
+        c.t_init_start_ns = ld(s.t_init_start_ns);
+        c.t_init_done_ns = ld(s.t_init_done_ns);
+        c.coll_issued = ld(s.coll_issued);
+        c.coll_returned = ld(s.coll_returned);
+        c.coll_reached = ld(s.coll_reached);
+        c.coll_completed = ld(s.coll_completed);
+        c.ops_issued = ld(s.ops_issued);
+        c.ops_completed = ld(s.ops_completed);
+        c.t_last_issue_ns = ld(s.t_last_issue_ns);
+        c.t_last_progress_ns = ld(s.t_last_progress_ns);
+        c.p2p_sends = ld(s.p2p_sends);
+        c.p2p_recvs = ld(s.p2p_recvs);
+        c.async_error = ld(s.async_error);
+        c.gpu_tracking = ld(s.gpu_tracking);
+        c.stall_since_ns = ld(s.stall_since_ns);
+        c.untracked_ops = ld(s.untracked_ops);
+        for (uint32_t j = 0; j < disk::kRecentSigs; ++j) {
+            const disk::OpSignature& e = s.recent[j];
+            const uint64_t seq = ld(e.seq, std::memory_order_acquire);
+            if (seq == 0 || seq % disk::kRecentSigs != j) continue;
+            SigInfo g;
+            g.seq = seq;
+            g.count = lda(e.count);
+            g.t_issue_ns = lda(e.t_issue_ns);
+            g.op = lda(e.op);
+            g.dtype = lda(e.dtype);
+            g.flags = lda(e.flags);
+            g.redop = lda(e.redop);
+            g.root = lda(e.root);
+            g.tid = lda(e.tid);
+            g.stream = lda(e.stream);
+            if (ld(e.seq) != seq) continue;
+            c.recent.push_back(g);
+        }
+        std::sort(c.recent.begin(), c.recent.end(), [](const SigInfo& a, const SigInfo& b) { return a.seq < b.seq; });
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+SelfReader::SelfReader(const RankFileWriter& w) : w_(w) {
+    if (w.file_backed && !file_.open(w.path)) error_ = file_.error();
+}
+
+HeaderInfo SelfReader::header() const { return file_.is_open() ? file_.header() : header_of_mapping(w_); }
+
+std::vector<CommInfo> SelfReader::comms() const { return file_.is_open() ? file_.comms() : comms_of_mapping(w_); }
+
+bool SendSlot::offer(std::vector<uint8_t>&& frame) {
+    if (busy()) return false;
+    buf_ = std::move(frame);
+    sent_ = 0;
+    return true;
+}
+
+bool SendSlot::flush(int fd, std::string* err) {
+    while (sent_ < buf_.size()) {
+        // MSG_NOSIGNAL: a collector that went away gives EPIPE here, never a SIGPIPE for the host program.
+        const ssize_t n = ::send(fd, buf_.data() + sent_, buf_.size() - sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            sent_ += size_t(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+        if (err) *err = n < 0 ? strerror(errno) : "send returned 0";
+        return false;
+    }
+    clear();
+    return true;
+}
+
+// ---- The client thread ----
+
+namespace {
+
+constexpr double kConnectTimeoutS = 5.0;
+constexpr uint64_t kKeepAliveNs = 1000000000ull;
+// A frame that cannot leave for this long means a collector that stopped reading (or a path that silently died):
+// drop the connection and reconnect rather than stay stuck behind it.
+constexpr uint64_t kSendStallNs = 30000000000ull;
+
+class Client {
+public:
+    Client(Runtime& rt, Endpoint ep, bool run_server)
+        : rt_(rt), ep_(std::move(ep)), run_server_(run_server), backoff_(0.5, 30.0, seed()) {
+        wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    }
+
+    void run() noexcept {
+        pthread_setname_np(pthread_self(), "ncw-digest");  // visible in top -H, and measurable in /proc
+        try {
+            if (run_server_) start_server();
+            reader_ = std::make_unique<SelfReader>(rt_.file);
+            if (!reader_->error().empty())
+                log().warn("live digests read this process's state from memory ({} could not be read back: {})",
+                           rt_.file.path, reader_->error());
+            loop();
+        } catch (const std::exception& e) {
+            NCW_LOG_ONCE(error, "the live digest client stopped: {}", e.what());
+        } catch (...) {
+            NCW_LOG_ONCE(error, "the live digest client stopped");
+        }
+        close_socket();
+        std::lock_guard<std::mutex> lock(mu_);
+        finished_ = true;
+        cv_.notify_all();
+    }
+
+    // From the exiting thread: ask for a Bye and wait for it briefly.
+    void stop(std::chrono::milliseconds wait) noexcept {
+        stopping_.store(true, std::memory_order_release);
+        wake();
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, wait, [&] { return finished_; });
+    }
+
+    // In a forked child (only the forking thread exists): close our copies of the descriptors, never touch the rest.
+    void forget_after_fork() noexcept {
+        forked_ = true;
+        if (fd_ >= 0) ::close(fd_);
+        if (wake_fd_ >= 0) ::close(wake_fd_);
+        fd_ = wake_fd_ = -1;
+    }
+
+private:
+    enum class State { Idle, Connecting, Open, Rejected };
+
+    static uint64_t seed() { return uint64_t(getpid()) * 0x9e3779b97f4a7c15ull ^ clock_mono_ns(); }
+
+    void wake() noexcept {
+        if (wake_fd_ >= 0) {
+            const uint64_t one = 1;
+            ssize_t r = ::write(wake_fd_, &one, sizeof one);
+            (void)r;
+        }
+    }
+
+    std::string where() const { return ep_.host + ":" + std::to_string(ep_.port); }
+
+    void start_server() {
+#ifndef NCW_HAVE_LIVE_SERVER
+        log().error(
+            "NCCLWATCH_COLLECTOR=auto: this build of ncclwatch has no live collector; run "
+            "`ncclwatch-collector serve` and set NCCLWATCH_COLLECTOR=HOST:PORT instead");
+#else
+        live::ServerOptions opt;
+        // Bound to MASTER_ADDR, the address the job already uses to reach rank 0's host: every rank can reach it, and
+        // nothing is exposed on interfaces the job does not use. ep_.host is MASTER_ADDR in auto mode.
+        opt.listen = (ep_.host.find(':') != std::string::npos ? "[" + ep_.host + "]" : ep_.host) + ":" +
+                     std::to_string(ep_.port);
+        opt.token = rt_.cfg.token;
+        opt.timeout_s = rt_.cfg.timeout_sec;
+        opt.dead_after_s = rt_.cfg.dead_after_sec;
+        opt.out_dir = rt_.cfg.dir;  // reports land in <dir>/<job>/, the job folder
+        opt.quiet = true;
+        opt.log = [](const std::string& line) { log().info("live collector: {}", line); };
+        auto server = std::make_unique<live::LiveServer>(opt);
+        std::string err;
+        if (!server->start(&err)) {
+            log().error(
+                "NCCLWATCH_COLLECTOR=auto: cannot run the live collector on {} ({}); set MASTER_ADDR to an "
+                "address of this host or NCCLWATCH_COLLECTOR_PORT to a free port",
+                opt.listen, err);
+            return;
+        }
+        log().info("NCCLWATCH_COLLECTOR=auto: live collector listening on {}, reports in {}/<job>", opt.listen,
+                   opt.out_dir);
+        server_ = server.release();  // runs until the process exits: other ranks may still report after we exit
+#endif
+    }
+
+    void loop() {
+        uint64_t connect_deadline = 0;
+        uint64_t next_tick = 0;
+        // Ticks come at the digest period, and at least each second for the keep-alive.
+        const uint64_t tick_ns = std::min(digest_ns_, kKeepAliveNs);
+        for (;;) {
+            const uint64_t now = clock_mono_ns();
+            if (stopping_.load(std::memory_order_acquire)) {
+                if (state_ == State::Open) send_bye();
+                return;
+            }
+            if (forked_) return;
+
+            switch (state_) {
+                case State::Idle:
+                    if (now >= next_attempt_) {
+                        begin_connect();
+                        connect_deadline = now + uint64_t(kConnectTimeoutS * 1e9);
+                    }
+                    break;
+                case State::Connecting:
+                    if (now >= connect_deadline) {
+                        close_socket();
+                        connect_failed("timed out");
+                    }
+                    break;
+                case State::Open:
+                    if (now >= next_tick) {
+                        tick(now);
+                        next_tick = now + tick_ns;
+                    }
+                    if (send_.busy() && now - busy_since_ > kSendStallNs) {
+                        lost("the collector has not read for 30 s");
+                    }
+                    break;
+                case State::Rejected: break;
+            }
+
+            // Wait for the socket or the next deadline.
+            uint64_t until = now + 1000000000ull;
+            if (state_ == State::Idle) until = std::min(until, next_attempt_);
+            if (state_ == State::Connecting) until = std::min(until, connect_deadline);
+            if (state_ == State::Open) until = std::min(until, next_tick);
+            pollfd fds[2];
+            nfds_t nfds = 0;
+            fds[nfds++] = {wake_fd_, POLLIN, 0};
+            int sock_idx = -1;
+            if (fd_ >= 0) {
+                sock_idx = int(nfds);
+                short ev = POLLIN;
+                if (state_ == State::Connecting || send_.busy()) ev |= POLLOUT;
+                fds[nfds++] = {fd_, ev, 0};
+            }
+            const uint64_t now2 = clock_mono_ns();
+            const int timeout_ms = until > now2 ? int(std::min<uint64_t>((until - now2 + 999999) / 1000000, 1000)) : 0;
+            const int r = ::poll(wake_fd_ >= 0 ? fds : fds + 1, wake_fd_ >= 0 ? nfds : nfds - 1, timeout_ms);
+            if (r <= 0) continue;
+            if (wake_fd_ >= 0 && fds[0].revents) {
+                uint64_t v;
+                ssize_t rd = ::read(wake_fd_, &v, sizeof v);
+                (void)rd;
+            }
+            if (sock_idx < 0 || fd_ < 0) continue;
+            const short rev = fds[sock_idx].revents;
+            if (state_ == State::Connecting && (rev & (POLLOUT | POLLERR | POLLHUP))) {
+                finish_connect();
+                continue;
+            }
+            if (state_ != State::Open) continue;
+            if (rev & (POLLIN | POLLERR | POLLHUP)) receive();
+            if (state_ == State::Open && (rev & POLLOUT)) flush();
+        }
+    }
+
+    // Every way into Idle goes through here: the next attempt waits out the backoff.
+    void schedule_retry() { next_attempt_ = clock_mono_ns() + uint64_t(backoff_.next_delay_s() * 1e9); }
+
+    void begin_connect() {
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* res = nullptr;
+        const std::string port = std::to_string(ep_.port);
+        const int gai = getaddrinfo(ep_.host.c_str(), port.c_str(), &hints, &res);
+        if (gai != 0) return connect_failed(std::string("cannot resolve ") + ep_.host + ": " + gai_strerror(gai));
+        std::string why = "no address";
+        for (addrinfo* a = res; a; a = a->ai_next) {
+            const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+            if (fd < 0) {
+                why = strerror(errno);
+                continue;
+            }
+            if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
+                fd_ = fd;
+                state_ = State::Connecting;
+                break;
+            }
+            why = strerror(errno);
+            ::close(fd);
+        }
+        freeaddrinfo(res);
+        if (fd_ < 0) connect_failed(why);
+    }
+
+    void finish_connect() {
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
+        if (soerr != 0) {
+            close_socket();
+            state_ = State::Idle;
+            return connect_failed(strerror(soerr));
+        }
+        const int one = 1;
+        setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        state_ = State::Open;
+        reader_frames_ = wire::FrameReader();
+        last_digest_.clear();
+        send_.clear();
+        connected_at_ = clock_mono_ns();
+        if (ever_connected_)
+            log().info("reconnected to the live collector at {}", where());
+        else
+            log().info("sending live digests to the collector at {}", where());
+        ever_connected_ = true;
+        failures_logged_ = false;
+
+        wire::Hello hello;
+        hello.token = rt_.cfg.token;
+        hello.header = reader_->header();
+        hello.header.env.clear();
+        for (const auto& [name, value] : rt_.env) hello.header.env.push_back(name + "=" + value);
+        hello.file = rt_.file.file_backed ? rt_.file.path : std::string();
+        std::vector<uint8_t> frame;
+        wire::encode(hello, frame);
+        queue(std::move(frame));
+    }
+
+    void connect_failed(const std::string& why) {
+        state_ = State::Idle;
+        schedule_retry();
+        // Once per outage: a collector that is not up yet (or never will be) is not worth a line every retry.
+        if (!failures_logged_) {
+            failures_logged_ = true;
+            log().warn("cannot reach the live collector at {} ({}); retrying with backoff, training is not affected",
+                       where(), why);
+        } else {
+            log().debug("live collector at {} still unreachable ({})", where(), why);
+        }
+    }
+
+    void lost(const std::string& why) {
+        close_socket();
+        state_ = State::Idle;
+        if (!failures_logged_) {
+            failures_logged_ = true;
+            log().warn("lost the live collector at {} ({}); reconnecting with backoff", where(), why);
+        }
+        // A connection that lasted a while was a good one: start the backoff over.
+        if (clock_mono_ns() - connected_at_ > 10000000000ull) backoff_.reset();
+        schedule_retry();
+    }
+
+    void close_socket() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+        send_.clear();
+    }
+
+    // Offers a frame; false when an older one is still pending (the caller's frame is dropped: it is rebuilt fresh
+    // next tick).
+    bool queue(std::vector<uint8_t>&& frame) {
+        if (!send_.offer(std::move(frame))) return false;
+        busy_since_ = clock_mono_ns();
+        last_sent_ = busy_since_;
+        flush();
+        return true;
+    }
+
+    void flush() {
+        std::string err;
+        if (!send_.flush(fd_, &err)) lost(err);
+    }
+
+    void tick(uint64_t now) {
+        if (send_.busy()) return;  // the collector is behind: this tick's digest would be stale by the time it left
+        std::vector<uint8_t> frame;
+        wire::encode(make_digest(reader_->header(), reader_->comms(), now), frame);
+        // A change goes out at most once per digest period; in between (changed or not), a keep-alive each second.
+        const bool due = last_digest_.empty() || now - last_digest_at_ >= digest_ns_;
+        if (due && digest_changed(last_digest_, frame)) {
+            std::vector<uint8_t> copy = frame;
+            if (queue(std::move(frame))) {
+                last_digest_ = std::move(copy);
+                last_digest_at_ = now;
+            }
+        } else if (now - last_sent_ >= kKeepAliveNs) {
+            std::vector<uint8_t> ka;
+            wire::encode(wire::KeepAlive{now}, ka);
+            queue(std::move(ka));
+        }
+    }
+
+    void receive() {
+        uint8_t buf[4096];
+        for (;;) {
+            const ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+            if (n > 0) {
+                reader_frames_.feed(buf, size_t(n));
+                if (size_t(n) < sizeof buf) break;
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+            return lost(n == 0 ? "closed by the collector" : strerror(errno));
+        }
+        wire::FrameHeader h;
+        std::vector<uint8_t> payload;
+        std::string err;
+        for (;;) {
+            const auto st = reader_frames_.next(h, payload, &err);
+            if (st == wire::FrameReader::Status::NeedMore) return;
+            if (st == wire::FrameReader::Status::Error) return lost("malformed frame from the collector: " + err);
+            handle(h, payload);
+            if (state_ != State::Open) return;
+        }
+    }
+
+    void handle(const wire::FrameHeader& h, const std::vector<uint8_t>& payload) {
+        std::string err;
+        switch (wire::FrameType(h.type)) {
+            case wire::FrameType::HelloAck: backoff_.reset(); break;
+            case wire::FrameType::Reject: {
+                wire::Reject m;
+                if (!wire::decode(payload.data(), payload.size(), m, &err))
+                    m.reason = "(unreadable reason: " + err + ")";
+                log().error("the live collector at {} refused this rank: {}; no more live digests from this process",
+                            where(), m.reason);
+                close_socket();
+                state_ = State::Rejected;
+                break;
+            }
+            case wire::FrameType::DumpRequest: {
+                wire::DumpRequest m;
+                if (!wire::decode(payload.data(), payload.size(), m, &err)) {
+                    log().warn("ignoring a malformed dump request from the live collector: {}", err);
+                    break;
+                }
+                log().info("the live collector asks for a dump{}{}", m.reason.empty() ? "" : ": ", m.reason);
+                // The watchdog notices the bump at its next poll and writes the dump, as for a sibling's request.
+                rt_.file.hdr->dump_request.fetch_add(1, std::memory_order_relaxed);
+                break;
+            }
+            default: break;  // a frame type of a newer minor, or one meant for the collector: skipped
+        }
+    }
+
+    void send_bye() {
+        // Best effort within the time stop() waits: the pending frame, then Bye.
+        const uint64_t deadline = clock_mono_ns() + 150000000ull;
+        std::vector<uint8_t> bye;
+        wire::encode_bye(bye);
+        bool queued = false;
+        while (fd_ >= 0 && clock_mono_ns() < deadline) {
+            if (!queued && !send_.busy()) queued = send_.offer(std::move(bye));
+            flush();
+            if (queued && !send_.busy()) break;
+            pollfd p{fd_, POLLOUT, 0};
+            ::poll(&p, 1, 10);
+        }
+        if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+    }
+
+    Runtime& rt_;
+    Endpoint ep_;
+    bool run_server_;
+    Backoff backoff_;
+    int wake_fd_ = -1;
+    int fd_ = -1;
+    State state_ = State::Idle;
+    std::unique_ptr<SelfReader> reader_;
+    wire::FrameReader reader_frames_;
+    SendSlot send_;
+    std::vector<uint8_t> last_digest_;
+    const uint64_t digest_ns_ = uint64_t(rt_.cfg.digest_ms) * 1000000ull;
+    uint64_t next_attempt_ = 0;
+    uint64_t last_digest_at_ = 0;
+    uint64_t last_sent_ = 0;
+    uint64_t busy_since_ = 0;
+    uint64_t connected_at_ = 0;
+    bool ever_connected_ = false;
+    bool failures_logged_ = false;
+#ifdef NCW_HAVE_LIVE_SERVER
+    live::LiveServer* server_ = nullptr;
+#endif
+
+    std::atomic<bool> stopping_{false};
+    std::atomic<bool> forked_{false};
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool finished_ = false;
+};
+
+std::atomic<Client*> g_client{nullptr};
+
+}  // namespace
+}  // namespace live_client
+
+void start_digest_client(Runtime& rt) {
+    using namespace live_client;
+    if (rt.cfg.collector.empty() || g_client.load()) return;
+    try {
+        Endpoint ep;
+        std::string err;
+        if (!resolve_endpoint(rt.cfg, getenv("MASTER_ADDR"), ep, &err)) {
+            log().error("no live digests: {}", err);
+            return;
+        }
+        const bool run_server = rt.cfg.collector == "auto" && rt.id.global_rank == 0;
+        auto* client = new Client(rt, ep, run_server);  // never freed: the thread may outlive every destructor
+        g_client.store(client);
+        std::thread([client] { client->run(); }).detach();
+    } catch (const std::exception& e) {
+        NCW_LOG_ONCE(error, "could not start the live digest client: {}", e.what());
+    } catch (...) {
+        NCW_LOG_ONCE(error, "could not start the live digest client");
+    }
+}
+
+void stop_digest_client() {
+    if (live_client::Client* c = live_client::g_client.load()) c->stop(std::chrono::milliseconds(200));
+}
+
+void digest_client_forget_after_fork() {
+    // The parent's thread does not exist in the child; its object (and socket) stay, unused.
+    if (live_client::Client* c = live_client::g_client.exchange(nullptr)) c->forget_after_fork();
+}
+
+}  // namespace ncw
