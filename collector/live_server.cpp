@@ -272,6 +272,7 @@ struct LiveServer::Impl {
     uint64_t next_conn_id = 16;  // ids below are the listening sockets
     std::map<std::string, std::unique_ptr<Job>> jobs;
     size_t ranks_known = 0;
+    size_t rank_conns = 0;  // conns that are not HTTP
     std::unordered_set<std::string> logged_peers;
     uint64_t boot = 0;
     std::string hostname;
@@ -325,8 +326,9 @@ struct LiveServer::Impl {
         }
         epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, nullptr);
         close(c.fd);
+        if (!c.http) --rank_conns;
         conns.erase(it);
-        st_connections = conns.size();
+        st_connections = rank_conns;
     }
 
     void bad(Conn& c, const std::string& reason) {
@@ -421,8 +423,9 @@ struct LiveServer::Impl {
                 close(fd);
                 continue;
             }
+            if (!http) ++rank_conns;
             conns.emplace(c->id, std::move(c));
-            st_connections = conns.size();
+            st_connections = rank_conns;
         }
     }
 
