@@ -49,7 +49,7 @@ constexpr size_t kMaxJobs = 4096;
 constexpr size_t kMaxLoggedPeers = 4096;
 constexpr size_t kMaxTableRows = 256;  // per communicator in the text report (the JSON has every rank)
 constexpr uint64_t kTickNs = 100'000'000;
-constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // a job with no new digests is still re-checked this often
+constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // full analysis (mismatches) at most this often
 
 uint64_t clock_ns(clockid_t id) {
     timespec ts{};
@@ -113,6 +113,7 @@ struct Job {
     // From the latest analysis: per communicator, the comm ranks named as culprits and as waiting.
     std::map<uint64_t, std::pair<std::set<int>, std::set<int>>> named;
     uint64_t dump_requests = 0;
+    double last_analysis_cost_s = 0;
 };
 
 struct Conn {
@@ -271,6 +272,7 @@ struct LiveServer::Impl {
     uint64_t next_conn_id = 16;  // ids below are the listening sockets
     std::map<std::string, std::unique_ptr<Job>> jobs;
     size_t ranks_known = 0;
+    size_t rank_conns = 0;  // conns that are not HTTP
     std::unordered_set<std::string> logged_peers;
     uint64_t boot = 0;
     std::string hostname;
@@ -324,8 +326,9 @@ struct LiveServer::Impl {
         }
         epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, nullptr);
         close(c.fd);
+        if (!c.http) --rank_conns;
         conns.erase(it);
-        st_connections = conns.size();
+        st_connections = rank_conns;
     }
 
     void bad(Conn& c, const std::string& reason) {
@@ -420,8 +423,9 @@ struct LiveServer::Impl {
                 close(fd);
                 continue;
             }
+            if (!http) ++rank_conns;
             conns.emplace(c->id, std::move(c));
-            st_connections = conns.size();
+            st_connections = rank_conns;
         }
     }
 
@@ -695,12 +699,40 @@ struct LiveServer::Impl {
 
     // ---- analysis ----
 
+    // Whether something in the job may already be a verdict the analysis would report: an outstanding collective
+    // without progress for the timeout, an init running that long, a flagged stall or error, a connection lost past
+    // the grace. One pass over the snapshots, far cheaper than the analysis, so a stall is caught on the first tick
+    // after it passes the timeout while the full analysis (for mismatches) runs less often.
+    bool something_due(const Job& job, uint64_t now) const {
+        const uint64_t timeout = uint64_t(opt.timeout_s * 1e9), grace = uint64_t(opt.dead_after_s * 1e9);
+        for (size_t i = 0; i < job.ranks.size(); ++i) {
+            const auto& r = job.ranks[i];
+            if (!r.conn_id && !r.bye && now - r.last_frame_ns >= grace) return true;
+            for (const auto& c : job.snaps[i].comms) {
+                if (c.stall_since_ns || c.async_error) return true;
+                if (c.coll_issued > c.coll_completed) {
+                    const uint64_t since = std::max(c.t_last_progress_ns, c.t_last_issue_ns);
+                    if (since && now > since && now - since >= timeout) return true;
+                }
+                if (c.state == uint32_t(disk::CommState::Initializing) && c.t_init_start_ns &&
+                    now > c.t_init_start_ns && now - c.t_init_start_ns >= timeout)
+                    return true;
+            }
+        }
+        return false;
+    }
+
     void maybe_analyze(uint64_t now) {
-        const uint64_t period = uint64_t(std::max(0.01, opt.analyze_period_s) * 1e9);
         for (auto& [id, job] : jobs) {
+            // Never more than a third of the time in analysis, however large the job.
+            const uint64_t cost = uint64_t(job->last_analysis_cost_s * 3e9);
+            const uint64_t period = std::max(uint64_t(std::max(0.01, opt.analyze_period_s) * 1e9), cost);
+            const uint64_t full_period = std::max(period, kIdleAnalysisNs);
             const uint64_t since = now - job->last_analysis_ns;
-            if (since < period || (!job->dirty && since < std::max(period, kIdleAnalysisNs))) continue;
-            analyze_job(*job, now);
+            if (since < period) continue;
+            const bool run = (job->dirty && since >= full_period) || (job->dirty && job->stall_reported_ns) ||
+                             since >= 4 * full_period || something_due(*job, now);
+            if (run) analyze_job(*job, now);
         }
     }
 
@@ -720,6 +752,7 @@ struct LiveServer::Impl {
         ao.stale_after_s = opt.dead_after_s;
         const Analysis a = analyze(job.snaps, ao);
         last_analysis_s = double(mono_ns() - now) / 1e9;
+        job.last_analysis_cost_s = last_analysis_s;
         ++st_analyses;
 
         job.named.clear();
@@ -816,6 +849,17 @@ struct LiveServer::Impl {
             }
         }
 
+        // Text first: it is small (the table is capped) and what a person or a script watches for.
+        const std::string dir = opt.out_dir.empty() ? "" : opt.out_dir + "/" + safe_component(job.id);
+        bool wrote = !dir.empty() && mkdirs(dir) && write_file(dir + "/live-report.txt", text);
+        if (!dir.empty() && !wrote) log(fmt::format("cannot write the report into {}: {}", dir, strerror(errno)));
+        if (!opt.quiet) {
+            fwrite(text.data(), 1, text.size(), stdout);
+            fflush(stdout);
+        } else {
+            log(fmt::format("job {}: {}", job_name, first_line));
+        }
+
         json j;
         j["schema"] = "ncclwatch.live/1";
         j["job_id"] = job.id;
@@ -864,19 +908,14 @@ struct LiveServer::Impl {
                             ? json(std::vector<std::string>(a.warnings.begin(), a.warnings.begin() + 100))
                             : json(a.warnings);
 
-        if (!opt.out_dir.empty()) {
-            const std::string dir = opt.out_dir + "/" + safe_component(job.id);
-            if (!mkdirs(dir) || !write_file(dir + "/live-report.txt", text) ||
-                !write_file(dir + "/live-report.json", report::dump_json(j) + "\n"))
-                log(fmt::format("cannot write the report into {}: {}", dir, strerror(errno)));
+        if (wrote) {
+            if (write_file(dir + "/live-report.json", report::dump_json(j) + "\n"))
+                log(
+                    fmt::format("job {}: report written to {}/live-report.txt and .json ({:.3f} s after the analysis "
+                                "started)",
+                                job_name, dir, double(mono_ns() - now) / 1e9));
             else
-                log(fmt::format("job {}: report written to {}/live-report.txt", job_name, dir));
-        }
-        if (!opt.quiet) {
-            fwrite(text.data(), 1, text.size(), stdout);
-            fflush(stdout);
-        } else {
-            log(fmt::format("job {}: {}", job_name, first_line));
+                log(fmt::format("cannot write {}/live-report.json: {}", dir, strerror(errno)));
         }
 
         if (!opt.request_dumps) return;

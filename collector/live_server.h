@@ -32,7 +32,7 @@ struct ServerOptions {
 };
 
 struct ServerStats {
-    uint64_t connections = 0;  // currently open
+    uint64_t connections = 0;  // rank connections currently open (not /metrics)
     uint64_t ranks_known = 0;  // distinct (job, rank) seen
     uint64_t frames = 0;
     uint64_t bad_frames = 0;  // connections closed for a malformed or refused frame

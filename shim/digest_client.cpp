@@ -365,6 +365,7 @@ private:
         opt.dead_after_s = rt_.cfg.dead_after_sec;
         opt.out_dir = rt_.cfg.dir;  // reports land in <dir>/<job>/, the job folder
         opt.quiet = true;
+        opt.log = [](const std::string& line) { log().info("live collector: {}", line); };
         auto server = std::make_unique<live::LiveServer>(opt);
         std::string err;
         if (!server->start(&err)) {
