@@ -74,4 +74,15 @@ rc=$?
 LAUNCH_PID=""
 [ $rc = 0 ] || fail "the job exited $rc"
 wait_for 10 every_rank "$WORK/state2.json" 4 bye 1 || fail "not every rank said Bye: $(cat "$WORK/state2.json")"
-echo "ok: Hello, Digests, DumpRequest, reconnect and Bye from every rank; no collector costs nothing"
+stop_listener
+
+# ---- 3. A Reject is final: logged once, no reconnect ----
+start_listener 0 "$WORK/state3.json" --reject "test: bad token"
+export NCCLWATCH_COLLECTOR=127.0.0.1:$PORT
+run_job 2 --steps 20 --count 4096 --hold-ms 3000
+[ "$JOB_RC" = 0 ] || fail "a rejected job exited $JOB_RC"
+[ "$(grep -c "refused this rank: test: bad token" "$WORK/launch.err")" = 2 ] || fail "each rank should log the Reject once"
+every_rank "$WORK/state3.json" 2 hello 1 || fail "no Hello before the Reject"
+"$PY" -c "import json,sys; d=json.load(open(sys.argv[1]))['ranks']; sys.exit(0 if all(v['hello']==1 for v in d.values()) else 1)" \
+    "$WORK/state3.json" || fail "a rejected rank reconnected: $(cat "$WORK/state3.json")"
+echo "ok: Hello, Digests, DumpRequest, reconnect and Bye from every rank; a Reject is final; no collector costs nothing"

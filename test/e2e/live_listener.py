@@ -4,7 +4,8 @@ Accepts connections, splits the stream into frames by their 16-byte headers, ans
 counts frames per global rank (the rank comes from the Hello), and can send one DumpRequest to one rank once that
 rank has sent a Digest. Writes its counts as JSON to --state (atomically) whenever they change.
 
-usage: live_listener.py --port N (0 = any) --port-file F --state F [--dump-rank R]
+usage: live_listener.py --port N (0 = any) --port-file F --state F [--dump-rank R] [--reject REASON]
+(--reject answers every Hello with a Reject instead.)
 """
 import argparse
 import json
@@ -38,6 +39,7 @@ def main():
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--state", required=True)
     ap.add_argument("--dump-rank", type=int, default=-1)
+    ap.add_argument("--reject", default=None)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
@@ -103,7 +105,11 @@ def main():
                 info["buf"] = info["buf"][HEADER.size + length:]
                 if ftype == 1:
                     info["rank"] = hello_rank(payload)
-                    c.sendall(frame(16))
+                    if args.reject is None:
+                        c.sendall(frame(16))
+                    else:
+                        reason = args.reject.encode()
+                        c.sendall(frame(17, struct.pack("<I", len(reason)) + reason))
                 r = info["rank"]
                 if r is None:
                     state["bad"] += 1
