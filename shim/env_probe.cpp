@@ -1,5 +1,6 @@
 #include "env_probe.h"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -65,6 +66,41 @@ std::string unknown_reason(const std::vector<const LibraryScan*>& scans, size_t 
     return "";
 }
 
+// The parts of an ELF64 file where a string literal can live: allocated sections with contents, except code and
+// CUDA fat binaries (which make up most of libnccl's and libtorch_cuda's size: 190 of 218 MB in NCCL 2.28). Empty when
+// the file is not a well-formed ELF64 (then the whole file is scanned).
+std::vector<std::pair<size_t, size_t>> string_ranges(const unsigned char* p, size_t size) {
+    std::vector<std::pair<size_t, size_t>> out;
+    if (size < sizeof(Elf64_Ehdr) || memcmp(p, ELFMAG, SELFMAG) != 0 || p[EI_CLASS] != ELFCLASS64) return out;
+    Elf64_Ehdr eh;
+    memcpy(&eh, p, sizeof eh);
+    if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shstrndx >= eh.e_shnum || eh.e_shoff > size ||
+        uint64_t(eh.e_shnum) * sizeof(Elf64_Shdr) > size - eh.e_shoff)
+        return out;
+    auto shdr = [&](size_t i) {
+        Elf64_Shdr sh;
+        memcpy(&sh, p + eh.e_shoff + i * sizeof(Elf64_Shdr), sizeof sh);
+        return sh;
+    };
+    const Elf64_Shdr names = shdr(eh.e_shstrndx);
+    if (names.sh_offset > size || names.sh_size > size - names.sh_offset) return out;
+    for (size_t i = 0; i < eh.e_shnum; ++i) {
+        const Elf64_Shdr sh = shdr(i);
+        if (sh.sh_type == SHT_NULL || sh.sh_type == SHT_NOBITS || !(sh.sh_flags & SHF_ALLOC) ||
+            (sh.sh_flags & SHF_EXECINSTR))
+            continue;
+        if (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset) continue;
+        std::string_view name;
+        if (sh.sh_name < names.sh_size) {
+            const char* n = reinterpret_cast<const char*>(p + names.sh_offset + sh.sh_name);
+            name = std::string_view(n, strnlen(n, names.sh_size - sh.sh_name));
+        }
+        if (name.find("fatbin") != std::string_view::npos) continue;
+        out.emplace_back(size_t(sh.sh_offset), size_t(sh.sh_size));
+    }
+    return out;
+}
+
 }  // namespace
 
 void scan_names(const char* data, size_t size, NameSets& out) {
@@ -122,8 +158,13 @@ LibraryScan scan_library(const std::string& path) {
         s.error = std::string("cannot map: ") + strerror(e);
         return s;
     }
-    madvise(m, size_t(st.st_size), MADV_SEQUENTIAL);
-    scan_names(static_cast<const char*>(m), size_t(st.st_size), s.names);
+    const auto* bytes = static_cast<const unsigned char*>(m);
+    const auto ranges = string_ranges(bytes, size_t(st.st_size));
+    if (ranges.empty()) {
+        madvise(m, size_t(st.st_size), MADV_SEQUENTIAL);
+        scan_names(reinterpret_cast<const char*>(bytes), size_t(st.st_size), s.names);
+    }
+    for (const auto& [off, len] : ranges) scan_names(reinterpret_cast<const char*>(bytes + off), len, s.names);
     munmap(m, size_t(st.st_size));
     return s;
 }

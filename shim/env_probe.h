@@ -3,8 +3,9 @@
 // getenv; so the names a library embeds as NUL-terminated strings are the names it can read (NCCL 2.28.9 embeds
 // 219). A set NCCL_* variable that neither the loaded NCCL (nor its plugins, nor libtorch) embeds does nothing.
 //
-// The scan reads whole libraries (libtorch_cuda is about 1 GB), so it runs once, on a thread of its own at low
-// priority, after NCCL has been resolved: never on a training thread, never in a wrapper.
+// The scan reads only the ELF sections a string literal can live in (allocated, not code, not CUDA fat binaries:
+// 2 ms for NCCL 2.28.9's 218 MB library instead of 700 ms for the whole file), and still it runs once, on a thread of
+// its own at low priority, after NCCL has been resolved: never on a training thread, never in a wrapper.
 #pragma once
 
 #include <cstddef>

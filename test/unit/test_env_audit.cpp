@@ -90,7 +90,8 @@ TEST_CASE("differences across ranks name the minority and the majority value", "
     const auto versions = with_topic(all, "version_mismatch");
     REQUIRE(versions.size() == 2);
     CHECK(versions[0].severity == Severity::Error);  // NCCL before the driver: most severe first
-    CHECK(versions[0].summary == "NCCL version differs across ranks: rank 3 has 2.27.3; the majority (3 of 4) has 2.28.9");
+    CHECK(versions[0].summary ==
+          "NCCL version differs across ranks: rank 3 has 2.27.3; the majority (3 of 4) has 2.28.9");
     CHECK(versions[0].ranks == std::vector<int>{3});
     CHECK(any_evidence(versions[0], "NCCL version 2.27.3 on rank 3 (hosts node1)"));
     CHECK(any_evidence(versions[0], "NCCL version 2.28.9 on ranks 0-2 (the majority, 3 of 4)"));
@@ -207,8 +208,9 @@ TEST_CASE("variables that do nothing, from the scan", "[env_audit]") {
     const auto legacy = with_topic(all, "legacy_name");
     REQUIRE(legacy.size() == 1);
     CHECK(legacy[0].severity == Severity::Info);
-    CHECK(contains(legacy[0].summary, "NCCL_MIN_NRINGS is a legacy spelling, still read; the current name is "
-                                      "NCCL_MIN_NCHANNELS"));
+    CHECK(contains(legacy[0].summary,
+                   "NCCL_MIN_NRINGS is a legacy spelling, still read; the current name is "
+                   "NCCL_MIN_NCHANNELS"));
 }
 
 TEST_CASE("variables that do nothing, from the built-in list when nothing was scanned", "[env_audit]") {
@@ -232,9 +234,9 @@ TEST_CASE("variables that do nothing, from the built-in list when nothing was sc
 TEST_CASE("TORCH_NCCL_* variables the loaded libtorch never reads", "[env_audit]") {
     Job j;
     auto env = scanned("");
-    env.insert(env.end(), {"ncclwatch.torch_library=/site/torch/lib/libtorch_cuda.so", "ncclwatch.torch_reads=85",
-                           "ncclwatch.torch_no_effect=TORCH_NCCL_FOO", "TORCH_NCCL_FOO=1",
-                           "TORCH_NCCL_BLOCKING_WAIT=1"});
+    env.insert(env.end(),
+               {"ncclwatch.torch_library=/site/torch/lib/libtorch_cuda.so", "ncclwatch.torch_reads=85",
+                "ncclwatch.torch_no_effect=TORCH_NCCL_FOO", "TORCH_NCCL_FOO=1", "TORCH_NCCL_BLOCKING_WAIT=1"});
     j.add(0, "node0", 0, 1, env);
     const auto none = with_topic(j.audit(), "no_effect");
     REQUIRE(none.size() == 1);

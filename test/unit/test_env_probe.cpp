@@ -3,10 +3,13 @@
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "env_probe.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -43,14 +46,16 @@ bool has(const std::vector<std::string>& v, const std::string& x) {
 
 TEST_CASE("the scanner finds NUL-terminated NCCL_* and TORCH_NCCL_* names", "[env_probe]") {
     using namespace std::string_literals;
-    const std::string bytes = "\x7f" "ELF\0\0NCCL_DEBUG\0NCCL_IB_HCA\0garbage NCCL_ALGO\0"  // tail of a message counts
-                              "NCCL_\0NCCL_NET_\0"           // bare prefixes: completed at run time, not names
-                              "NCCL_PROTO=%s\0"              // not a name: '=' follows
-                              "XNCCL_FOO\0"                  // part of a longer name
-                              "TORCH_NCCL_BLOCKING_WAIT\0"   // torch's name, not an NCCL one
-                              "ncclParamDebug\0NCCL_lower\0" // lowercase: not a name
-                              "NCCL_SOCKET_IFNAME\0NCCL_DEBUG\0"s  // duplicates collapse
-                              "NCCL_AT_END";                 // no NUL before the end: not a string
+    const std::string bytes =
+        "\x7f"
+        "ELF\0\0NCCL_DEBUG\0NCCL_IB_HCA\0garbage NCCL_ALGO\0"  // tail of a message counts
+        "NCCL_\0NCCL_NET_\0"                                   // bare prefixes: completed at run time, not names
+        "NCCL_PROTO=%s\0"                                      // not a name: '=' follows
+        "XNCCL_FOO\0"                                          // part of a longer name
+        "TORCH_NCCL_BLOCKING_WAIT\0"                           // torch's name, not an NCCL one
+        "ncclParamDebug\0NCCL_lower\0"                         // lowercase: not a name
+        "NCCL_SOCKET_IFNAME\0NCCL_DEBUG\0"s                    // duplicates collapse
+        "NCCL_AT_END";                                         // no NUL before the end: not a string
     const NameSets s = scan(bytes);
     CHECK(s.nccl == std::set<std::string>{"NCCL_DEBUG", "NCCL_IB_HCA", "NCCL_ALGO", "NCCL_SOCKET_IFNAME"});
     CHECK(s.torch_nccl == std::set<std::string>{"TORCH_NCCL_BLOCKING_WAIT"});
@@ -75,6 +80,34 @@ TEST_CASE("the fake NCCL library embeds a believable set, without the names NCCL
     CHECK(s.names.nccl.count("NCCL_MIN_NRINGS") == 1);
     CHECK(s.names.nccl.count("NCCL_SOCKET_TIMEOUT") == 0);
     CHECK(s.names.nccl.count("NCCL_IB_IFNAME") == 0);
+}
+
+TEST_CASE("a file that is not ELF is scanned whole", "[env_probe]") {
+    TempDir dir;
+    const auto path = dir.file("blob.bin");
+    {
+        std::ofstream f(path, std::ios::binary);
+        const std::string bytes("junk\0NCCL_ALGO\0NCCL_PROTO\0", 26);
+        f.write(bytes.data(), std::streamsize(bytes.size()));
+    }
+    const LibraryScan s = scan_library(path);
+    CHECK(s.error.empty());
+    CHECK(s.names.nccl == std::set<std::string>{"NCCL_ALGO", "NCCL_PROTO"});
+}
+
+TEST_CASE("a real NCCL: only its loaded sections count (not debug info, not fat binaries)", "[env_probe]") {
+    // Present where the CUDA toolkit ships NCCL; the check is skipped elsewhere.
+    const char* path = "/usr/local/cuda/lib64/libnccl.so.2";
+    if (!std::filesystem::exists(path)) return;
+    const LibraryScan s = scan_library(path);
+    CHECK(s.error.empty());
+    CHECK(s.names.nccl.size() >= 150);
+    for (const char* read : {"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS",
+                             "NCCL_NET_GDR_LEVEL", "NCCL_DEBUG_SUBSYS"})
+        CHECK(s.names.nccl.count(read) == 1);
+    for (const char* unread : {"NCCL_SOCKET_TIMEOUT", "NCCL_IB_IFNAME", "NCCL_TIMEOUT", "NCCL_NSOCKETS",
+                               "NCCL_ASYNC_ERROR_HANDLING", "NCCL_LOG_WARN" /* an enum name in .debug_str */})
+        CHECK(s.names.nccl.count(unread) == 0);
 }
 
 TEST_CASE("scan_library reports what it could not read", "[env_probe]") {

@@ -804,10 +804,10 @@ TEST_CASE("a damaged environment region is ignored with a warning, the rest read
         CHECK(f.header().env.empty());
         CHECK(f.records().records.size() == 4);
     };
-    try_with([](FileBuilder& b) { b.hdr().env_offset = b.ring_off; });             // overlaps the ring
-    try_with([](FileBuilder& b) { b.hdr().env_capacity = 0xFFFFFFFFu; });          // absurd size
-    try_with([](FileBuilder& b) { b.hdr().env_offset = b.file_size; });            // past the declared end
-    try_with([](FileBuilder& b) { b.hdr().env_offset = uint64_t(1) << 62; });      // overflow bait
+    try_with([](FileBuilder& b) { b.hdr().env_offset = b.ring_off; });         // overlaps the ring
+    try_with([](FileBuilder& b) { b.hdr().env_capacity = 0xFFFFFFFFu; });      // absurd size
+    try_with([](FileBuilder& b) { b.hdr().env_offset = b.file_size; });        // past the declared end
+    try_with([](FileBuilder& b) { b.hdr().env_offset = uint64_t(1) << 62; });  // overflow bait
 }
 
 TEST_CASE("only published environment bytes are read; a cut entry is dropped", "[rank_file][env]") {
