@@ -168,7 +168,9 @@ int cmd_analyze(const std::vector<std::string>& args) {
         return 2;
     }
 
-    if (opt.as_json) {
+    if (opt.trace_path == "-") {
+        // The trace takes stdout.
+    } else if (opt.as_json) {
         fmt::print("{}\n", report::dump_json(report::analysis_json(a, opt.timeout_s)));
     } else {
         report::TextOptions topt;
