@@ -196,7 +196,7 @@ int cmd_analyze(const std::vector<std::string>& args) {
                        stats.files, stats.files == 1 ? "" : "s", stats.events, clean(opt.trace_path),
                        seconds_since(t0));
     }
-    return a.found_problem() ? 1 : 0;
+    return report::hang_or_mismatch(a) ? 1 : 0;
 }
 
 }  // namespace ncw::cli

@@ -31,7 +31,8 @@ Commands:
         --trace-ops N  the newest N operations per rank in the trace (default 500; 0 = the whole ring)
         --color WHEN   colour the report: auto (a terminal and NO_COLOR unset), always, never
         --all-ranks    one table row per rank (big communicators group identical rows by default)
-        Exit status: 0 nothing found, 1 a hang or mismatch found, 2 usage error or no readable file.
+        Exit status: 0 nothing found (or only stragglers), 1 a hang or mismatch found,
+        2 usage error or no readable file.
   dump [--json] FILE
         Decode one rank file: header, communicators and every valid record, in ticket order.
   env   List the NCCLWATCH_* environment variables the shim reads.
