@@ -168,7 +168,9 @@ int cmd_analyze(const std::vector<std::string>& args) {
         return 2;
     }
 
-    if (opt.as_json) {
+    if (opt.trace_path == "-") {
+        // The trace takes stdout.
+    } else if (opt.as_json) {
         fmt::print("{}\n", report::dump_json(report::analysis_json(a, opt.timeout_s)));
     } else {
         report::TextOptions topt;
@@ -194,7 +196,7 @@ int cmd_analyze(const std::vector<std::string>& args) {
                        stats.files, stats.files == 1 ? "" : "s", stats.events, clean(opt.trace_path),
                        seconds_since(t0));
     }
-    return a.found_problem() ? 1 : 0;
+    return report::hang_or_mismatch(a) ? 1 : 0;
 }
 
 }  // namespace ncw::cli

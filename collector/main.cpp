@@ -13,7 +13,8 @@ namespace ncw::cli {
 const char* const kUsage = R"(usage: ncclwatch-collector COMMAND [ARGS]
 
 Commands:
-  analyze [--json] [--trace FILE [--trace-ops N]] [--color=auto|always|never] [--all-ranks] [--timeout SEC] DIR_OR_FILE...
+  analyze [--json] [--trace FILE [--trace-ops N]] [--color WHEN] [--all-ranks] [--timeout SEC]
+          DIR_OR_FILE...
         Read every rank file (*.ncw; folders are searched recursively: give one folder per node, or one
         shared folder) and name what holds up each communicator of each job: DEAD, EXTRA_OP, NOT_JOINED,
         MISMATCH, INIT_HANG, ASYNC_ERROR, GPU_NOT_REACHED, STUCK_IN_NCCL, STRAGGLER. Files of several jobs
@@ -26,10 +27,12 @@ Commands:
                        docs/schemas/analysis.schema.json)
         --trace FILE   also write the rings as a Chrome/Perfetto trace (one track per rank, grouped by host;
                        open in ui.perfetto.dev or chrome://tracing); "-" = stdout
+                       instead of the report
         --trace-ops N  the newest N operations per rank in the trace (default 500; 0 = the whole ring)
         --color WHEN   colour the report: auto (a terminal and NO_COLOR unset), always, never
         --all-ranks    one table row per rank (big communicators group identical rows by default)
-        Exit status: 0 nothing found, 1 a hang or mismatch found, 2 usage error or no readable file.
+        Exit status: 0 nothing found (or only stragglers), 1 a hang or mismatch found,
+        2 usage error or no readable file.
   dump [--json] FILE
         Decode one rank file: header, communicators and every valid record, in ticket order.
   serve [--listen HOST:PORT] [--metrics HOST:PORT] [--timeout SEC] [--dead-after SEC] [--out DIR]

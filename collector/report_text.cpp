@@ -224,6 +224,22 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
     return s;
 }
 
+bool hang_or_mismatch(const Analysis& a) {
+    for (const auto& j : a.jobs)
+        for (const auto& c : j.comms)
+            for (const auto& v : c.verdicts)
+                if (v.kind != Kind::Straggler) return true;
+    return false;
+}
+
+Analysis::VerdictRef lead_verdict(const Analysis& a) {
+    const auto all = a.all_verdicts();
+    if (all.empty()) return {nullptr, nullptr, nullptr};
+    for (const auto& ref : all)
+        if (ref.verdict->role != Role::Cascade) return ref;
+    return all.front();
+}
+
 std::string headline(const Analysis& a) {
     const auto all = a.all_verdicts();
     if (all.empty()) {
@@ -233,7 +249,7 @@ std::string headline(const Analysis& a) {
                            plural(a.files_read, "rank file", "rank files"),
                            plural(ncomms, "communicator", "communicators"));
     }
-    const auto& top = all.front();
+    const auto top = lead_verdict(a);
     std::string s = verdict_headline(*top.job, *top.comm, *top.verdict);
     if (a.jobs.size() > 1)
         s = fmt::format("job {}: {}", top.job->job_id.empty() ? "(no job id)" : clean(top.job->job_id), s);
@@ -371,7 +387,12 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
     const Paint paint{opt.color};
     std::string out;
     const auto all = a.all_verdicts();
-    out += paint(all.empty() ? kGreen : kRed, (all.empty() ? "OK       " : "VERDICT  ") + clean(headline(a))) + "\n";
+    const bool bad = hang_or_mismatch(a);
+    out += paint(all.empty() ? kGreen
+                 : bad       ? kRed
+                             : kYellow,
+                 (all.empty() ? "OK       " : "VERDICT  ") + clean(headline(a))) +
+           "\n";
 
     size_t ncomms = 0;
     for (const auto& j : a.jobs) ncomms += j.comms.size();
@@ -382,11 +403,12 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
     const bool many_jobs = a.jobs.size() > 1;
     auto job_name = [](const JobResult& j) { return j.job_id.empty() ? std::string("(no job id)") : clean(j.job_id); };
 
-    if (!all.empty()) {
-        const auto& v = *all.front().verdict;
+    const auto lead = lead_verdict(a);
+    if (lead.verdict) {
+        const auto& v = *lead.verdict;
         out += "\n" + paint(kBold, "Evidence") + "\n";
         out += fmt::format("  {}  {}\n", verdict::kind_name(v.kind), clean(v.summary));
-        for (const auto& e : evidence_lines(*all.front().comm, v, opt)) out += "    " + e + "\n";
+        for (const auto& e : evidence_lines(*lead.comm, v, opt)) out += "    " + e + "\n";
     }
 
     out += "\n" + paint(kBold, "Communicators") + "\n";
@@ -410,8 +432,8 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
 
     // Everything else: other verdicts, audit findings, missing ranks, unreadable files, other warnings.
     std::vector<std::string> noticed;
-    for (size_t i = 1; i < all.size(); ++i) {
-        const auto& ref = all[i];
+    for (const auto& ref : all) {
+        if (ref.verdict == lead.verdict) continue;
         noticed.push_back(fmt::format("{}{}: {}", many_jobs ? "job " + job_name(*ref.job) + ": " : "",
                                       verdict::kind_name(ref.verdict->kind),
                                       clean(verdict_headline(*ref.job, *ref.comm, *ref.verdict))));
@@ -562,7 +584,7 @@ json analysis_json(const Analysis& a, double timeout_s) {
     return json{{"schema", kAnalysisSchema},
                 {"version", kAnalysisSchemaVersion},
                 {"timeout_s", timeout_s},
-                {"problem_found", a.found_problem()},
+                {"problem_found", hang_or_mismatch(a)},
                 {"headline", headline(a)},
                 {"files_read", a.files_read},
                 {"files", files},

@@ -21,6 +21,13 @@ struct TextOptions {
     size_t max_rows = 32;
 };
 
+// A hang or a mismatch: any verdict but STRAGGLER (slow, not stuck). Decides the exit status and "problem_found".
+bool hang_or_mismatch(const Analysis& a);
+
+// The verdict the report leads with: the most important one, an initiating stall before the cascades it causes.
+// nullptr fields when there is none.
+Analysis::VerdictRef lead_verdict(const Analysis& a);
+
 // The verdict line: the most important finding of the whole analysis in plain words, naming the culprit with where
 // it runs (global rank, host, GPU, pid). "no hang and no mismatch: ..." when nothing was found.
 std::string headline(const Analysis& a);

@@ -138,7 +138,10 @@ bool write_trace(const Analysis& a, const std::string& path, const TraceOptions&
         const HeaderInfo& h = o.header;
         if (!h.start_real_ns) continue;  // no anchor: cannot be placed on the shared time axis
         ++files_read;
-        const RecordSet rs = o.file.records();
+        // Only the newest records are read when the trace keeps only those: the ring holds the rest.
+        const uint64_t since =
+            opt.max_ops_per_rank && h.write_ticket > opt.max_ops_per_rank ? h.write_ticket - opt.max_ops_per_rank : 0;
+        const RecordSet rs = o.file.records(since);
         const double now = now_us(o.track.job);
         const size_t first = opt.max_ops_per_rank && rs.records.size() > opt.max_ops_per_rank
                                  ? rs.records.size() - opt.max_ops_per_rank

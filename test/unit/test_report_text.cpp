@@ -144,3 +144,23 @@ TEST_CASE("nothing found says so") {
     CHECK(report::headline(a).rfind("no hang and no mismatch found", 0) == 0);
     CHECK(report::render_text(a, {}).rfind("OK ", 0) == 0);
 }
+
+TEST_CASE("the report leads with the initiating stall, not its cascade") {
+    Analysis a = hung_job();
+    auto& comms = a.jobs[0].comms;
+    // Make the cascade the more important kind: it must still not lead.
+    comms[1].verdicts[0].kind = verdict::Kind::Dead;
+    comms[0].verdicts[0].role = verdict::Role::Initiating;
+    const auto lead = report::lead_verdict(a);
+    REQUIRE(lead.verdict != nullptr);
+    CHECK(lead.verdict->comm_id == 0xC0);
+    CHECK(report::headline(a).find("stalled first") != std::string::npos);
+}
+
+TEST_CASE("stragglers alone are not a hang") {
+    Analysis a = hung_job();
+    for (auto& c : a.jobs[0].comms) c.verdicts[0].kind = verdict::Kind::Straggler;
+    CHECK_FALSE(report::hang_or_mismatch(a));
+    CHECK(report::analysis_json(a, 0)["problem_found"] == false);
+    CHECK(report::headline(a).find("consistently last") != std::string::npos);
+}
