@@ -972,6 +972,10 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
             ev.push_back(
                 "the op counts diverged: the ahead rank issued one collective more (a different number of "
                 "gradient-accumulation micro-steps, a GradScaler skip or a code path taken by some ranks only)");
+            if (exited)
+                ev.push_back(
+                    "ranks that exit cleanly while another still issues collectives usually ran out of data first "
+                    "(dataset not divisible by the world size without drop_last=True, or set_epoch missing)");
             ev.insert(ev.end(), tie_ev.begin(), tie_ev.end());
             Verdict v = make(Kind::ExtraOp, waiting, "", ev);
             v.summary = fmt::format(
