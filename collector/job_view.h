@@ -64,10 +64,10 @@ struct CommResult {
 
 struct JobResult {
     std::string job_id;
-    std::vector<std::string> files;  // readable files of this job
-    uint64_t now_mono_ns = 0;        // the "now" the stall test used, on the job's clock
-    uint64_t now_real_ns = 0;        // the same moment as wall-clock time (0 if unknown)
-    std::vector<CommResult> comms;   // in order of creation (comm slot index), then comm id
+    std::vector<std::string> files;     // readable files of this job
+    uint64_t now_mono_ns = 0;           // the "now" the stall test used, on the job's clock
+    uint64_t now_real_ns = 0;           // the same moment as wall-clock time (0 if unknown)
+    std::vector<CommResult> comms;      // in order of creation (comm slot index), then comm id
     std::vector<audit::Finding> audit;  // environment differences and variables that do nothing (env_audit.h)
 };
 

@@ -101,21 +101,22 @@ std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOption
             "{} (p90 {}) after the next-latest rank: a straggler, not a hang",
             view.comm_id, r.comm_rank, r.global_rank, r.host.empty() ? "?" : r.host, last_count[i], common.size(),
             common.front().first, common.back().first, ms(median), ms(p90));
-        v.evidence.push_back(fmt::format("lateness of rank {} over {} common sequence numbers: median {}, p90 {}; "
-                                         "last at {:.0f}%",
-                                         r.comm_rank, common.size(), ms(median), ms(p90), share * 100));
-        v.evidence.push_back(fmt::format("median gap between consecutive collectives {}; reported above {} "
-                                         "(the larger of {} and {:.0f}% of the gap)",
-                                         ms(step_gap), ms(threshold), ms(opt.min_lateness_s),
-                                         opt.step_gap_fraction * 100));
+        v.evidence.push_back(
+            fmt::format("lateness of rank {} over {} common sequence numbers: median {}, p90 {}; "
+                        "last at {:.0f}%",
+                        r.comm_rank, common.size(), ms(median), ms(p90), share * 100));
+        v.evidence.push_back(
+            fmt::format("median gap between consecutive collectives {}; reported above {} "
+                        "(the larger of {} and {:.0f}% of the gap)",
+                        ms(step_gap), ms(threshold), ms(opt.min_lateness_s), opt.step_gap_fraction * 100));
         std::string clock = view.clock_note.empty() ? "clocks: as recorded" : "clocks: " + view.clock_note;
         clock += unknown ? "; offset uncertainty unknown: lateness below the hosts' clock sync error would not show"
                          : fmt::format("; offset uncertainty {} (lateness above it)", ms(uncertainty));
         v.evidence.push_back(std::move(clock));
         for (size_t j = 0; j < n; ++j)
             if (j != i && last_count[j])
-                v.evidence.push_back(fmt::format("rank {}: last at {} of {}", view.ranks[j].comm_rank, last_count[j],
-                                                 common.size()));
+                v.evidence.push_back(
+                    fmt::format("rank {}: last at {} of {}", view.ranks[j].comm_rank, last_count[j], common.size()));
         out.push_back(std::move(v));
     }
     return out;

@@ -10,10 +10,10 @@
 namespace ncw::verdict {
 
 struct StragglerOptions {
-    size_t min_common_seqs = 16;       // sequence numbers every visible rank recorded, at least
-    double min_last_fraction = 0.75;   // last to arrive at this share of them, at least
-    double min_lateness_s = 0.005;     // median lateness above this ...
-    double step_gap_fraction = 0.10;   // ... and above this share of the median gap between consecutive seqs
+    size_t min_common_seqs = 16;      // sequence numbers every visible rank recorded, at least
+    double min_last_fraction = 0.75;  // last to arrive at this share of them, at least
+    double min_lateness_s = 0.005;    // median lateness above this ...
+    double step_gap_fraction = 0.10;  // ... and above this share of the median gap between consecutive seqs
 };
 
 // One STRAGGLER verdict per rank that arrived last at >= min_last_fraction of the common sequence numbers by a median

@@ -258,15 +258,17 @@ void field_evidence(const std::vector<Group>& groups, int nranks, std::vector<st
                 if (g.key.op != major.key.op) continue;
                 const char* what = t == OpType::AllGather ? "send count" : "receive count";
                 if (g.key.count == major.key.count * uint64_t(nranks))
-                    ev.push_back(fmt::format("{}: {} passed {} = {} x {} ranks: the total where {} takes the per-rank "
-                                             "{}",
-                                             disk::op_name(g.key.op), ranks_word(g.ranks), g.key.count,
-                                             major.key.count, nranks, disk::op_name(g.key.op), what));
+                    ev.push_back(
+                        fmt::format("{}: {} passed {} = {} x {} ranks: the total where {} takes the per-rank "
+                                    "{}",
+                                    disk::op_name(g.key.op), ranks_word(g.ranks), g.key.count, major.key.count, nranks,
+                                    disk::op_name(g.key.op), what));
                 else if (major.key.count == g.key.count * uint64_t(nranks))
-                    ev.push_back(fmt::format("{}: {} passed {} = {} x {} ranks: the total where {} takes the per-rank "
-                                             "{}",
-                                             disk::op_name(g.key.op), ranks_word(major.ranks), major.key.count,
-                                             g.key.count, nranks, disk::op_name(g.key.op), what));
+                    ev.push_back(
+                        fmt::format("{}: {} passed {} = {} x {} ranks: the total where {} takes the per-rank "
+                                    "{}",
+                                    disk::op_name(g.key.op), ranks_word(major.ranks), major.key.count, g.key.count,
+                                    nranks, disk::op_name(g.key.op), what));
             }
         }
     }
@@ -295,7 +297,6 @@ OpSig majority_sig(const CommView& v, const std::vector<size_t>& order, const st
     none.seq = seq;
     return none;
 }
-
 
 // ---- Telling an extra op from a skipped one when the counts are symmetric (1 vs 1) ----
 
@@ -390,14 +391,16 @@ Lean tie_break(const RankCommState& ahead, const RankCommState& idle, uint64_t W
             }
         } else if (pb && !pa) {
             by_pattern = Lean::ExtraOp;
-            ev.push_back(fmt::format("rank {}'s ops #{} .. #{} are rank {}'s periodic pattern (period {}) with one op "
-                                     "inserted at #{}",
-                                     ahead.comm_rank, lo, W, idle.comm_rank, pb, at));
+            ev.push_back(
+                fmt::format("rank {}'s ops #{} .. #{} are rank {}'s periodic pattern (period {}) with one op "
+                            "inserted at #{}",
+                            ahead.comm_rank, lo, W, idle.comm_rank, pb, at));
         } else if (pa && !pb) {
             by_pattern = Lean::Skipped;
-            ev.push_back(fmt::format("rank {}'s ops #{} .. #{} are rank {}'s periodic pattern (period {}) with the op "
-                                     "at #{} missing",
-                                     idle.comm_rank, lo, W - 1, ahead.comm_rank, pa, at));
+            ev.push_back(
+                fmt::format("rank {}'s ops #{} .. #{} are rank {}'s periodic pattern (period {}) with the op "
+                            "at #{} missing",
+                            idle.comm_rank, lo, W - 1, ahead.comm_rank, pa, at));
         }
     }
 
@@ -408,14 +411,16 @@ Lean tie_break(const RankCommState& ahead, const RankCommState& idle, uint64_t W
         const bool double_in_idle = gi.longest > 1.6 && gi.longest < 2.6;
         if (short_in_ahead && !double_in_idle) {
             by_time = Lean::ExtraOp;
-            ev.push_back(fmt::format("rank {} issued #{} {:.2f}x its median gap after the op before: unusually short, "
-                                     "as an extra op; rank {} shows no skipped step (longest gap {:.2f}x)",
-                                     ahead.comm_rank, ga.shortest_at, ga.shortest, idle.comm_rank, gi.longest));
+            ev.push_back(
+                fmt::format("rank {} issued #{} {:.2f}x its median gap after the op before: unusually short, "
+                            "as an extra op; rank {} shows no skipped step (longest gap {:.2f}x)",
+                            ahead.comm_rank, ga.shortest_at, ga.shortest, idle.comm_rank, gi.longest));
         } else if (double_in_idle && !short_in_ahead) {
             by_time = Lean::Skipped;
-            ev.push_back(fmt::format("rank {} issued #{} {:.2f}x its median gap after the op before: about one step "
-                                     "missing; rank {} shows no unusually short gap (shortest {:.2f}x)",
-                                     idle.comm_rank, gi.longest_at, gi.longest, ahead.comm_rank, ga.shortest));
+            ev.push_back(
+                fmt::format("rank {} issued #{} {:.2f}x its median gap after the op before: about one step "
+                            "missing; rank {} shows no unusually short gap (shortest {:.2f}x)",
+                            idle.comm_rank, gi.longest_at, gi.longest, ahead.comm_rank, ga.shortest));
         }
     }
     if (by_pattern == Lean::Unknown) return by_time;
@@ -423,7 +428,6 @@ Lean tie_break(const RankCommState& ahead, const RankCommState& idle, uint64_t W
     ev.push_back("the op pattern and the issue-time gaps point at different ranks");
     return Lean::Unknown;
 }
-
 
 // ---- Point-to-point ----
 
@@ -503,7 +507,8 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         for (const auto& e : r.p2p) {
             if (e.sends_issued > e.sends_completed && e.t_oldest_send_pending_ns &&
                 age_s(now_ns, e.t_oldest_send_pending_ns) >= timeout_s)
-                pending.push_back({&r, e.peer, false, e.sends_completed + 1, age_s(now_ns, e.t_oldest_send_pending_ns)});
+                pending.push_back(
+                    {&r, e.peer, false, e.sends_completed + 1, age_s(now_ns, e.t_oldest_send_pending_ns)});
             if (e.recvs_issued > e.recvs_completed && e.t_oldest_recv_pending_ns &&
                 age_s(now_ns, e.t_oldest_recv_pending_ns) >= timeout_s)
                 pending.push_back({&r, e.peer, true, e.recvs_completed + 1, age_s(now_ns, e.t_oldest_recv_pending_ns)});
@@ -522,8 +527,8 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         waiting.push_back(pd.r->comm_rank);
         const char* dir = pd.recv ? "recv" : "send";
         const char* prep = pd.recv ? "from" : "to";
-        const std::string head = fmt::format("rank {} waits {} in {} #{} {} rank {}", pd.r->comm_rank,
-                                             secs(pd.waited), dir, pd.seq, prep, pd.peer);
+        const std::string head = fmt::format("rank {} waits {} in {} #{} {} rank {}", pd.r->comm_rank, secs(pd.waited),
+                                             dir, pd.seq, prep, pd.peer);
         const RankCommState* p = state_of_rank(view, pd.peer);
         if (!p) {
             unseen.push_back(pd.peer);
@@ -553,8 +558,8 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
                 unmatched_ev.push_back("p2p: " + line);
             }
         } else {
-            matched_ev.push_back(fmt::format("p2p: {}; rank {} posted the matching {} (issued {}, completed {})",
-                                             head, pd.peer, other, got->first, got->second));
+            matched_ev.push_back(fmt::format("p2p: {}; rank {} posted the matching {} (issued {}, completed {})", head,
+                                             pd.peer, other, got->first, got->second));
         }
     }
     auto uniq = [](std::vector<int>& v) {
@@ -683,8 +688,10 @@ std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double
                                    hex_comm(view.comm_id), secs(oldest), ranks_word(entered), nranks);
     if (!finished.empty()) what += fmt::format("; {} finished it", ranks_word(finished));
     if (!failed.empty()) what += fmt::format("; {} failed it", ranks_word(failed));
-    if (!missing.empty()) what += fmt::format("; {} never appeared", ranks_word(missing));
-    else if (failed.empty()) what += "; every rank entered (bootstrap network or master address?)";
+    if (!missing.empty())
+        what += fmt::format("; {} never appeared", ranks_word(missing));
+    else if (failed.empty())
+        what += "; every rank entered (bootstrap network or master address?)";
     v.summary = std::move(what);
 
     for (size_t i : order) {
@@ -692,30 +699,32 @@ std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double
         std::string line = rank_id(r) + fmt::format(": {}", disk::comm_state_name(r.comm_state));
         if (r.t_init_start_ns) line += fmt::format(", entered init {} ago", secs(age_s(now_ns, r.t_init_start_ns)));
         if (r.t_init_done_ns)
-            line += fmt::format(", finished after {}", secs(ns_to_s(r.t_init_done_ns - std::min(r.t_init_done_ns,
-                                                                                                r.t_init_start_ns))));
+            line += fmt::format(", finished after {}",
+                                secs(ns_to_s(r.t_init_done_ns - std::min(r.t_init_done_ns, r.t_init_start_ns))));
         if (r.cuda_dev >= 0) line += fmt::format(", GPU {}", r.cuda_dev);
         if (!r.pci_bus_id.empty()) line += fmt::format(" ({})", r.pci_bus_id);
         if (!r.alive) line += r.exited_clean ? ", exited cleanly" : ", DEAD";
         v.evidence.push_back(std::move(line));
     }
     if (!missing.empty())
-        v.evidence.push_back(fmt::format("{} of {} never appeared: not launched, crashed before init, or given another "
-                                         "unique id (a different rendezvous)",
-                                         ranks_word(missing), nranks));
+        v.evidence.push_back(
+            fmt::format("{} of {} never appeared: not launched, crashed before init, or given another "
+                        "unique id (a different rendezvous)",
+                        ranks_word(missing), nranks));
 
     // The seed checklist: each item either names the disagreement or says it was checked.
     std::vector<std::string> ok;
-    if (auto d = disagreement(view, [](const RankCommState& r) {
-            return r.nranks_declared > 0 ? std::to_string(r.nranks_declared) : std::string();
-        });
+    if (auto d = disagreement(view,
+                              [](const RankCommState& r) {
+                                  return r.nranks_declared > 0 ? std::to_string(r.nranks_declared) : std::string();
+                              });
         !d.empty())
         v.evidence.push_back("checklist: ranks disagree on the communicator size: " + d);
     else
         ok.push_back("communicator size");
-    if (auto d = disagreement(view, [](const RankCommState& r) {
-            return r.world_size > 0 ? std::to_string(r.world_size) : std::string();
-        });
+    if (auto d = disagreement(
+            view,
+            [](const RankCommState& r) { return r.world_size > 0 ? std::to_string(r.world_size) : std::string(); });
         !d.empty())
         v.evidence.push_back("checklist: ranks disagree on WORLD_SIZE: " + d);
     else
@@ -742,18 +751,19 @@ std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double
         if (same.size() < 2 || !first) continue;
         gpu_problem = true;
         std::sort(same.begin(), same.end());
-        v.evidence.push_back(fmt::format("checklist: {} on host {} share one GPU ({}): two ranks on one GPU hang NCCL "
-                                         "init (torch.cuda.set_device(local_rank) missing?)",
-                                         ranks_word(same), a.host,
-                                         a.pci_bus_id.empty() ? fmt::format("device {}", a.cuda_dev) : a.pci_bus_id));
+        v.evidence.push_back(fmt::format(
+            "checklist: {} on host {} share one GPU ({}): two ranks on one GPU hang NCCL "
+            "init (torch.cuda.set_device(local_rank) missing?)",
+            ranks_word(same), a.host, a.pci_bus_id.empty() ? fmt::format("device {}", a.cuda_dev) : a.pci_bus_id));
     }
     for (size_t i : order) {
         const auto& r = view.ranks[i];
         if (r.local_rank < 0 || r.cuda_dev < 0 || r.cuda_dev == r.local_rank) continue;
         gpu_problem = true;
-        v.evidence.push_back(fmt::format("checklist: {} has LOCAL_RANK={} but uses GPU {}: "
-                                         "torch.cuda.set_device(local_rank) missing?",
-                                         rank_id(r), r.local_rank, r.cuda_dev));
+        v.evidence.push_back(
+            fmt::format("checklist: {} has LOCAL_RANK={} but uses GPU {}: "
+                        "torch.cuda.set_device(local_rank) missing?",
+                        rank_id(r), r.local_rank, r.cuda_dev));
     }
     if (!gpu_problem) ok.push_back("one GPU per rank");
     if (!ok.empty()) {
@@ -888,7 +898,8 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
     };
 
     std::vector<Verdict> out;
-    std::vector<std::string> skip_ev;  // 1 vs 1 resolved as "the idle rank skipped W": why
+    std::vector<std::string> skip_ev;       // 1 vs 1 resolved as "the idle rank skipped W": why
+    std::vector<std::string> ambiguous_ev;  // 1 vs 1 not resolved: what was looked at
 
     // 1. NCCL itself reported an error: reported first, but it does not stop the search for who is behind.
     {
@@ -941,28 +952,18 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
             }
             lean = tie_break(*a, *b, W, tie_ev);
             if (lean == Lean::Unknown) {
-                // Nothing tells them apart: both are named, and the summary says so.
-                std::vector<int> both = waiting;
-                both.insert(both.end(), at_rest.begin(), at_rest.end());
-                std::sort(both.begin(), both.end());
+                // Nothing tells them apart: NOT_JOINED below names the idle side as before, and says so.
                 tie_ev.push_back(fmt::format("{} vs {}: the op counts alone cannot say which side diverged",
                                              waiting.size(), at_rest.size()));
-                out.push_back(make(Kind::NotJoined, both,
-                                   fmt::format("ambiguous: either {} skipped #{} or {} issued an extra collective "
-                                               "({} completed #{} and issued nothing more)",
-                                               ranks_word(at_rest), W, ranks_word(waiting), ranks_word(at_rest), W - 1),
-                                   tie_ev));
-                for (auto& m : find_mismatches(view))
-                    if (m.seq == W) m.waiting = waiting, m.stalled_for_s = stalled_for, out.push_back(std::move(m));
-                return out;
+                ambiguous_ev = std::move(tie_ev);
             }
         }
         if (lean == Lean::ExtraOp) {
             std::vector<std::string> ev;
-            ev.push_back(fmt::format(
-                "{} completed every op {} issued (#{}) and {} nothing outstanding{}", ranks_word(at_rest),
-                at_rest.size() == 1 ? "it" : "they", W - 1,
-                at_rest.size() == 1 ? "has" : "have", exited ? fmt::format("; {} of them exited cleanly", exited) : ""));
+            ev.push_back(fmt::format("{} completed every op {} issued (#{}) and {} nothing outstanding{}",
+                                     ranks_word(at_rest), at_rest.size() == 1 ? "it" : "they", W - 1,
+                                     at_rest.size() == 1 ? "has" : "have",
+                                     exited ? fmt::format("; {} of them exited cleanly", exited) : ""));
             for (int r : waiting)
                 for (const auto& s : view.ranks)
                     if (s.comm_rank == r)
@@ -971,13 +972,18 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
             ev.push_back(
                 "the op counts diverged: the ahead rank issued one collective more (a different number of "
                 "gradient-accumulation micro-steps, a GradScaler skip or a code path taken by some ranks only)");
+            if (exited)
+                ev.push_back(
+                    "ranks that exit cleanly while another still issues collectives usually ran out of data first "
+                    "(dataset not divisible by the world size without drop_last=True, or set_epoch missing)");
             ev.insert(ev.end(), tie_ev.begin(), tie_ev.end());
             Verdict v = make(Kind::ExtraOp, waiting, "", ev);
-            v.summary = fmt::format("comm {}: {} issued {} that no other rank issued ({} rank{} completed #{} and "
-                                    "issued nothing more); {} for {}",
-                                    hex_comm(view.comm_id), ranks_word(waiting), sig_short(base.op, true),
-                                    at_rest.size(), at_rest.size() == 1 ? "" : "s", W - 1,
-                                    waiting.size() == 1 ? "it waits in it" : "they wait in it", secs(stalled_for));
+            v.summary = fmt::format(
+                "comm {}: {} issued {} that no other rank issued ({} rank{} completed #{} and "
+                "issued nothing more); {} for {}",
+                hex_comm(view.comm_id), ranks_word(waiting), sig_short(base.op, true), at_rest.size(),
+                at_rest.size() == 1 ? "" : "s", W - 1, waiting.size() == 1 ? "it waits in it" : "they wait in it",
+                secs(stalled_for));
             out.push_back(std::move(v));
             for (auto& m : find_mismatches(view))
                 if (m.seq == W) m.waiting = waiting, m.stalled_for_s = stalled_for, out.push_back(std::move(m));
@@ -1038,6 +1044,7 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
                 it->second.push_back(i);
         }
         std::string what;
+        const bool skip_resolved = !skip_ev.empty();  // the windows say the idle side skipped: no "extra" hint
         std::vector<std::string> ev = std::move(skip_ev);
         bool all_idle = true;
         for (const auto& [pos, idx] : same) {
@@ -1068,16 +1075,21 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
             what += fmt::format("{}{} {} behind: {} ({})", what.empty() ? "" : "; ", ranks_word(rs),
                                 rs.size() == 1 ? "is" : "are", pos_what, last);
         }
+        if (!ambiguous_ev.empty()) {
+            what += fmt::format("; ambiguous ({} vs {}): {} may instead have issued an extra collective",
+                                waiting.size(), behind.size(), ranks_word(waiting));
+            ev.insert(ev.end(), ambiguous_ev.begin(), ambiguous_ev.end());
+        }
         // A minority waiting on an idle majority: more likely the minority issued one op too many than the
         // majority skipped one (op counts diverged: gradient accumulation, a rank-dependent code path).
-        if (all_idle && behind.size() > waiting.size() && ev.empty()) {
+        if (all_idle && behind.size() > waiting.size() && !skip_resolved) {
             what += fmt::format("; {} idle outside NCCL: {} may have issued an extra collective",
                                 behind.size() == 1 ? "it is" : "they are", ranks_word(waiting));
             ev.push_back(
                 fmt::format("{} idle with every issued op completed while {} {} in #{}: the op counts "
                             "diverged (gradient accumulation, GradScaler or a code path taken by some ranks)",
                             ranks_word(behind), ranks_word(waiting), waiting.size() == 1 ? "waits" : "wait", W));
-        } else if (all_idle && ev.empty()) {
+        } else if (all_idle && !skip_resolved) {
             ev.push_back(
                 fmt::format("{} idle outside NCCL: busy elsewhere (validation, checkpoint: wait it out) or "
                             "skipped the collective (a `continue` before backward())",

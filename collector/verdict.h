@@ -39,9 +39,9 @@ struct RankCommState {
     int global_rank = -1;
     std::string host;
     int64_t pid = 0;
-    int cuda_dev = -1;       // the GPU this rank's communicator uses
-    std::string pci_bus_id;  // of that GPU
-    std::string file;  // where this came from, for the evidence
+    int cuda_dev = -1;        // the GPU this rank's communicator uses
+    std::string pci_bus_id;   // of that GPU
+    std::string file;         // where this came from, for the evidence
     int local_rank = -1;      // LOCAL_RANK as the launcher set it (-1: unknown)
     int nranks_declared = 0;  // the communicator size this rank passed to init (0: unknown)
     int world_size = -1;      // WORLD_SIZE of the process (-1: unknown)
@@ -119,7 +119,7 @@ struct Verdict {
     std::string summary;                // one line in plain words
     std::vector<std::string> evidence;  // one line per supporting fact
     Role role = Role::None;
-    uint64_t caused_by_comm = 0;        // Role::Cascade: the initiating communicator
+    uint64_t caused_by_comm = 0;  // Role::Cascade: the initiating communicator
 };
 
 // A stall is present when some visible rank has issued a collective (or a send/recv, when p2p counts are known) and

@@ -99,7 +99,7 @@ public:
 
 private:
     // The files of this job's folder, as the other ranks on this node (or a shared filesystem) left them.
-    std::vector<FileSnapshot> sibling_snapshots() {
+    std::vector<FileSnapshot> sibling_snapshots(bool with_p2p) {
         std::vector<FileSnapshot> out;
         std::vector<std::string> paths = list_rank_files(rt_.file.job_dir);
         if (!rt_.file.file_backed) paths.clear();
@@ -113,21 +113,23 @@ private:
                 if (!f.open(p)) continue;  // a file still being created, or not ours to read: try next time
                 it = files_.emplace(p, std::move(f)).first;
             }
-            out.push_back(snapshot(it->second));
+            out.push_back(snapshot(it->second, with_p2p));
         }
         return out;
     }
 
-    Analysis analyze_now(double timeout_s, bool stalls, bool mismatches) {
+    // p2p: read the siblings' rings for send/recv counts; only when a stall is being reported (rare), since it
+    // copies every record.
+    Analysis analyze_now(double timeout_s, bool stalls, bool mismatches, bool p2p = false) {
         AnalysisOptions opt;
         opt.live = true;
         opt.timeout_s = timeout_s;
         opt.stalls = stalls;
         opt.mismatches = mismatches;
-        opt.p2p = false;         // reading every sibling's ring each poll is the collector's job, not the watchdog's
+        opt.p2p = p2p;
         opt.stragglers = false;  // a slow rank is not this watchdog's alarm
         opt.stale_after_s = std::max(5.0, 3 * rt_.cfg.poll_ms / 1000.0);
-        return analyze(sibling_snapshots(), opt);
+        return analyze(sibling_snapshots(p2p), opt);
     }
 
     static const CommResult* find_comm(const Analysis& a, uint64_t comm_id, const std::string& job) {
@@ -190,7 +192,7 @@ private:
         w.failed_at_report = cr.failed_ops.load();
         cr.slot->stall_since_ns.store(since, std::memory_order_relaxed);
         cr.slot->stall_flags.fetch_or(disk::kStallActive | disk::kStallReported);
-        Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true);
+        Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
         const CommResult* c = find_comm(a, cr.comm_id, rt_.id.job_id);
         uint64_t last_poll = rt_.tracker ? rt_.tracker->last_poll_ns() : 0;
         bool tracker_stuck = rt_.tracker && last_poll < now && now - last_poll > 2000000000ull;

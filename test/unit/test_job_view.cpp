@@ -41,6 +41,14 @@ struct RankSpec {
     uint64_t last_progress = 0;
     uint32_t process_state = uint32_t(disk::ProcessState::Running);
     uint64_t odd_count_at = 0;  // seq whose count differs (0 = none)
+    struct P2p {
+        OpType op;
+        int peer;
+        uint64_t seq;
+        bool done;
+        uint64_t t_issue;  // on this file's clock
+    };
+    std::vector<P2p> p2p;  // ring records, in ticket order
 };
 
 // A minimal valid rank file holding one comm slot.
@@ -95,6 +103,25 @@ void write_rank(const std::string& path, const RankSpec& s) {
         e.root = -1;
         e.seq = q;
     }
+    for (size_t t = 0; t < s.p2p.size(); ++t) {
+        const auto& p = s.p2p[t];
+        auto* r = new (base + l.ring_offset + t * sizeof(disk::OpRecord)) disk::OpRecord{};
+        r->comm_id = s.comm_id;
+        r->seq = p.seq;
+        r->op = uint8_t(p.op);
+        r->peer_or_root = p.peer;
+        r->count = 16;
+        r->dtype = 7;
+        r->t_issue_ns = p.t_issue;
+        r->t_return_ns = p.t_issue + 1000;
+        r->t_done_ns = p.done ? p.t_issue + 2000 : 0;
+        r->result = 0;
+        r->stamp = 2 * t + 2;
+        (p.op == OpType::Send ? c->p2p_sends : c->p2p_recvs) += 1;
+        c->ops_issued += 1;
+        c->ops_completed += p.done ? 1 : 0;
+    }
+    h->write_ticket = s.p2p.size();
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(words.data()), std::streamsize(l.file_size));
 }
@@ -302,4 +329,104 @@ TEST_CASE("snapshots feed analyze() directly; live mode sees this process alive"
     CHECK(verdict_importance(verdict::Kind::NotJoined) < verdict_importance(verdict::Kind::Mismatch));
     CHECK(verdict_importance(verdict::Kind::Mismatch) < verdict_importance(verdict::Kind::GpuNotReached));
     CHECK(verdict_importance(verdict::Kind::GpuNotReached) < verdict_importance(verdict::Kind::StuckInNccl));
+}
+
+TEST_CASE("p2p counts come from the ring: an unmatched send is a MISMATCH, not UNKNOWN", "[job_view]") {
+    TempDir dir;
+    // Rank 0 sent #1..#3 to rank 1; #3 has been pending since t=90 s. Rank 1 received #1 and #2 and posted nothing
+    // more. No collective is outstanding.
+    RankSpec r0;
+    r0.issued = r0.completed = 4;
+    r0.last_issue = r0.last_progress = 1090 * kSec;
+    for (uint64_t q = 1; q <= 3; ++q) r0.p2p.push_back({OpType::Send, 1, q, q < 3, 1080 * kSec + q * 5 * kSec});
+    RankSpec r1 = r0;
+    r1.rank = r1.global_rank = 1;
+    r1.pid = 101;
+    r1.p2p.clear();
+    for (uint64_t q = 1; q <= 2; ++q) r1.p2p.push_back({OpType::Recv, 0, q, true, 1080 * kSec + q * 5 * kSec});
+    write_rank(dir.file("r0.ncw"), r0);
+    write_rank(dir.file("r1.ncw"), r1);
+
+    AnalysisOptions opt;
+    opt.timeout_s = 5;
+    const Analysis a = analyze_paths({dir.file("r0.ncw"), dir.file("r1.ncw")}, opt);
+    REQUIRE(a.jobs.size() == 1);
+    REQUIRE(a.jobs[0].comms.size() == 1);
+    const CommResult& c = a.jobs[0].comms[0];
+    REQUIRE(c.view.ranks.size() == 2);
+    CHECK(c.view.ranks[0].p2p_known);
+    REQUIRE(c.view.ranks[0].p2p.size() == 1);
+    CHECK(c.view.ranks[0].p2p[0].peer == 1);
+    CHECK(c.view.ranks[0].p2p[0].sends_issued == 3);
+    CHECK(c.view.ranks[0].p2p[0].sends_completed == 2);
+    CHECK(c.view.ranks[0].p2p[0].t_oldest_send_pending_ns == 1095 * kSec);
+    const verdict::Verdict* v = find_kind(c, verdict::Kind::Mismatch);
+    REQUIRE(v != nullptr);
+    CHECK(v->culprits == std::vector<int>{1});
+    CHECK(v->summary.find("rank 0 waits 5.0 s in send #3 to rank 1, but rank 1 posted only 2 receives") !=
+          std::string::npos);
+    CHECK(find_kind(c, verdict::Kind::Unknown) == nullptr);
+
+    SECTION("with p2p off (the watchdog) the ring is not read") {
+        AnalysisOptions off = opt;
+        off.p2p = false;
+        const Analysis b = analyze_paths({dir.file("r0.ncw"), dir.file("r1.ncw")}, off);
+        CHECK_FALSE(b.jobs[0].comms[0].view.ranks[0].p2p_known);
+    }
+}
+
+TEST_CASE("a rank ahead of the others is EXTRA_OP; roles across communicators", "[job_view]") {
+    TempDir dir;
+    // Comm 0xC0 (3 ranks): rank 2 (pid 102) issued #5 that ranks 0 and 1 never issued; it waits since t=90 s.
+    RankSpec base;
+    base.nranks = 3;
+    base.issued = base.completed = 4;
+    base.last_issue = base.last_progress = 1085 * kSec;
+    std::vector<std::string> files;
+    for (int r = 0; r < 3; ++r) {
+        RankSpec s = base;
+        s.rank = s.global_rank = r;
+        s.pid = 100 + r;
+        if (r == 2) s.issued = 5, s.last_issue = 1090 * kSec;
+        files.push_back(dir.file("c0-r" + std::to_string(r) + ".ncw"));
+        write_rank(files.back(), s);
+    }
+    // Comm 0xD0 (2 ranks): pid 103 waits in #8 since t=95 s for pid 102, which is held in 0xC0: a cascade.
+    RankSpec d0 = base;
+    d0.comm_id = 0xD0;
+    d0.nranks = 2;
+    d0.rank = 0;
+    d0.global_rank = 3;
+    d0.pid = 103;
+    d0.issued = 8, d0.completed = 7, d0.last_issue = 1095 * kSec, d0.last_progress = 1094 * kSec;
+    RankSpec d1 = d0;
+    d1.rank = 1;
+    d1.global_rank = 2;
+    d1.pid = 102;
+    d1.issued = d1.completed = 6;  // two behind, so not a 1 vs 1 tie
+    files.push_back(dir.file("d0-r0.ncw"));
+    write_rank(files.back(), d0);
+    files.push_back(dir.file("d0-r1.ncw"));
+    write_rank(files.back(), d1);
+
+    AnalysisOptions opt;
+    opt.timeout_s = 3;
+    const Analysis a = analyze_paths(files, opt);
+    REQUIRE(a.jobs.size() == 1);
+    REQUIRE(a.jobs[0].comms.size() == 2);
+    const CommResult* c0 = nullptr;
+    const CommResult* dd = nullptr;
+    for (const auto& c : a.jobs[0].comms) (c.comm_id == 0xC0 ? c0 : dd) = &c;
+    REQUIRE(c0);
+    REQUIRE(dd);
+    const verdict::Verdict* x = find_kind(*c0, verdict::Kind::ExtraOp);
+    REQUIRE(x != nullptr);
+    CHECK(x->culprits == std::vector<int>{2});
+    CHECK(x->role == verdict::Role::Initiating);
+    const verdict::Verdict* n = find_kind(*dd, verdict::Kind::NotJoined);
+    REQUIRE(n != nullptr);
+    CHECK(n->culprits == std::vector<int>{1});
+    CHECK(n->role == verdict::Role::Cascade);
+    CHECK(n->caused_by_comm == 0xC0);
+    CHECK(a.all_verdicts().front().verdict->kind == verdict::Kind::ExtraOp);
 }

@@ -50,8 +50,8 @@ bool contains(const std::string& hay, const std::string& needle) { return hay.fi
 }  // namespace
 
 TEST_CASE("straggler: a rank last at every collective by 20 ms is named", "[straggler]") {
-    auto v = view_of({rank_with(0, 64, 100, 0), rank_with(1, 64, 100, 0), rank_with(2, 64, 100, 20),
-                      rank_with(3, 64, 100, 0)});
+    auto v = view_of(
+        {rank_with(0, 64, 100, 0), rank_with(1, 64, 100, 0), rank_with(2, 64, 100, 20), rank_with(3, 64, 100, 0)});
     auto out = find_stragglers(v);
     REQUIRE(out.size() == 1);
     CHECK(out[0].kind == Kind::Straggler);
