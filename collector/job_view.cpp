@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <system_error>
+#include <unordered_map>
 
 #include "cascade.h"
 #include "ncclwatch/format.h"
@@ -85,7 +86,8 @@ bool same_verdict(const verdict::Verdict& a, const verdict::Verdict& b) {
 struct Acc {
     CommResult r;
     uint32_t first_slot = UINT32_MAX;
-    std::vector<uint64_t> seen;  // per view rank: last sign of life, to pick between duplicates
+    std::vector<uint64_t> seen;             // per view rank: last sign of life, to pick between duplicates
+    std::unordered_map<int, size_t> index;  // comm rank -> position in r.view.ranks (linear in big communicators)
     bool nranks_conflict = false;
 };
 
@@ -349,9 +351,10 @@ Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& 
                         acc.r.view.nranks = std::max(acc.r.view.nranks, c.nranks);
                     }
                     auto& ranks = acc.r.view.ranks;
-                    auto it = std::find_if(ranks.begin(), ranks.end(),
-                                           [&](const verdict::RankCommState& r) { return r.comm_rank == c.rank; });
+                    auto found = acc.index.find(c.rank);
+                    auto it = found == acc.index.end() ? ranks.end() : ranks.begin() + ptrdiff_t(found->second);
                     if (it == ranks.end()) {
+                        acc.index.emplace(c.rank, ranks.size());
                         ranks.push_back(std::move(st));
                         acc.seen.push_back(seen);
                         continue;
