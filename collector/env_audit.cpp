@@ -306,6 +306,9 @@ Gpu gpu_of(const Proc& p) {
             g.key = p.h->host + "|pci|" + c.pci_bus_id;
             g.label = "GPU " + c.pci_bus_id + " (cuda:" + std::to_string(c.cuda_dev) + ")";
         } else {
+            // Without the environment (a 1.0 file) the ordinal says nothing: under per-rank CUDA_VISIBLE_DEVICES
+            // every rank is cuda:0 on its own GPU.
+            if (p.h->env.empty()) return g;
             const std::string* cvd = p.var("CUDA_VISIBLE_DEVICES");
             g.key = p.h->host + "|dev|" + std::to_string(c.cuda_dev) + "|" + (cvd ? *cvd : "*");
             g.label = "cuda:" + std::to_string(c.cuda_dev) + (cvd ? " of CUDA_VISIBLE_DEVICES=" + *cvd : "");

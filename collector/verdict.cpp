@@ -330,6 +330,8 @@ struct GapShape {
     double shortest = 0;  // smallest gap / median gap
     double longest = 0;
     uint64_t shortest_at = 0;  // the seq that ends the gap
+    int n_short = 0;           // gaps under 0.5x the median
+    int n_long = 0;            // gaps over 1.6x the median
     uint64_t longest_at = 0;
     bool known = false;
 };
@@ -350,11 +352,15 @@ GapShape gap_shape(const RankCommState& r, uint64_t upto) {
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
     if (median <= 0) return g;
+    // Sub-millisecond gaps are ops issued back to back (no compute between them): their ratios are noise.
+    if (median < 1e6) return g;
     g.known = true;
     g.shortest = 1e300;
     for (const auto& [gap, seq] : gaps) {
         if (gap / median < g.shortest) g.shortest = gap / median, g.shortest_at = seq;
         if (gap / median > g.longest) g.longest = gap / median, g.longest_at = seq;
+        if (gap / median < 0.5) ++g.n_short;
+        if (gap / median > 1.6) ++g.n_long;
     }
     return g;
 }
@@ -408,8 +414,9 @@ Lean tie_break(const RankCommState& ahead, const RankCommState& idle, uint64_t W
     Lean by_time = Lean::Unknown;
     const GapShape ga = gap_shape(ahead, W), gi = gap_shape(idle, W - 1);
     if (ga.known && gi.known) {
-        const bool short_in_ahead = ga.shortest < 0.5;
-        const bool double_in_idle = gi.longest > 1.6 && gi.longest < 2.6;
+        // One anomaly on one side and a regular rhythm on the other; anything noisier decides nothing.
+        const bool short_in_ahead = ga.n_short == 1 && gi.n_short == 0 && gi.n_long == 0;
+        const bool double_in_idle = gi.n_long == 1 && gi.longest < 2.6 && ga.n_short == 0 && ga.n_long == 0;
         if (short_in_ahead && !double_in_idle) {
             by_time = Lean::ExtraOp;
             ev.push_back(

@@ -12,8 +12,8 @@
 #include "call_scope.h"
 #include "clock.h"
 #include "cuda_driver.h"
-#include "env_probe.h"
 #include "digest_client.h"
+#include "env_probe.h"
 #include "log.h"
 #include "ncclwatch/hash.h"
 #include "resolver.h"
@@ -106,7 +106,7 @@ Runtime* start_runtime_locked() {
     }
     start_watchdog(*rt);
     env_probe::start_env_probe(*rt);  // after NCCL resolved (ncclGetVersion above): it scans that library
-    start_digest_client(*rt);  // NCCLWATCH_COLLECTOR: its own thread (and, for auto on rank 0, the collector)
+    start_digest_client(*rt);         // NCCLWATCH_COLLECTOR: its own thread (and, for auto on rank 0, the collector)
     if (rt->tracker) {
         std::thread([t = rt->tracker] {
             try {

@@ -304,7 +304,10 @@ ncclResult_t create_comm(const ncclUniqueId& id, int nranks, int rank, int devic
 
 ncclResult_t init_rank(const ncclUniqueId& id, int nranks, int rank, bool nonblocking, ncclComm_t* out) {
     Comm* c = nullptr;
-    ncclResult_t r = create_comm(id, nranks, rank, 0, nonblocking, &c);
+    // As if the framework called cudaSetDevice(LOCAL_RANK), the usual one-GPU-per-rank layout.
+    const char* local_rank = std::getenv("LOCAL_RANK");
+    const int device = local_rank != nullptr && *local_rank != '\0' ? std::atoi(local_rank) : rank;
+    ncclResult_t r = create_comm(id, nranks, rank, device, nonblocking, &c);
     if (r != ncclSuccess) return group_error(r);
     *out = to_handle(c);
     return submit(Op{OpKind::Join, c, "CommInitRank", -1, 0});

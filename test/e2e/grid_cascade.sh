@@ -1,0 +1,51 @@
+#!/bin/bash
+# Eight ranks as a Megatron 2 x 4 grid (tensor-parallel groups of 4, data-parallel groups of 2, split from the
+# world). Rank 5 skips one tensor-parallel all_reduce: the collector names it and its group as the initiating stall
+# and marks the data-parallel groups that wait because of it as cascade. Then rank 6 is SIGKILLed in the same
+# layout: DEAD, with where it was. (The CPU stand-in for the eight-GPU issue; the GPU run uses the same layout.)
+. "$(dirname "$0")/lib.sh"
+export NCCLWATCH_TIMEOUT_SEC=2
+
+launch_job 8 --steps 10 --grid 4 --skip-rank 5 --skip-step 5 --hold-ms 60000
+wait_for 30 has_files '*.report.json' 3 || fail "no stall report from the waiting tensor-parallel ranks"
+"$NCW_COLLECTOR" analyze --json --timeout 1 "$(job_dir)" >"$WORK/a.json"
+rc=$?
+[ $rc = 1 ] || fail "analyze exit $rc, want 1"
+"$PY" - "$WORK/a.json" <<'PY' || fail "cascade verdicts wrong: $(cat "$WORK/a.json" | head -c 3000)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+vs = d["verdicts"]
+first = vs[0]
+assert first["kind"] == "NOT_JOINED", first["kind"]
+assert [c["global_rank"] for c in first["culprits"]] == [5], first["culprits"]
+assert first["role"] == "initiating", first["role"]
+cascades = [v for v in vs if v["role"] == "cascade"]
+# The three data-parallel groups whose tensor-parallel partner (ranks 4, 6, 7) waits in the stalled group.
+assert len(cascades) == 3, [(v["kind"], v["role"], v["comm_id"]) for v in vs]
+assert all(v["caused_by_comm"] == first["comm_id"] for v in cascades)
+assert sorted(c["global_rank"] for v in cascades for c in v["culprits"]) == [4, 6, 7]
+PY
+"$NCW_COLLECTOR" analyze --color never "$(job_dir)" | head -1 | grep -q "^VERDICT  rank 5 .*never issued AllReduce #10" ||
+    fail "the report's first line does not name rank 5"
+kill -KILL -- "-$LAUNCH_PID" 2>/dev/null; wait "$LAUNCH_PID" 2>/dev/null; LAUNCH_PID=""
+rm -rf "$NCCLWATCH_DIR"
+
+launch_job 8 --steps 10 --grid 4 --die-rank 6 --die-step 5 --hold-ms 60000
+wait_for 30 has_files '*.report.json' 3 || fail "no stall report after rank 6 died"
+# Offline analysis has no kill(pid, 0): a rank counts as gone once its heartbeat is 5 s older than the newest.
+dead_named() {
+    "$NCW_COLLECTOR" analyze --json --timeout 1 "$(job_dir)" >"$WORK/b.json"
+    grep -q '"kind": "DEAD"' "$WORK/b.json"
+}
+wait_for 30 dead_named || fail "no DEAD verdict: $(head -c 3000 "$WORK/b.json")"
+"$PY" - "$WORK/b.json" <<'PY' || fail "DEAD verdict wrong: $(cat "$WORK/b.json" | head -c 3000)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+vs = d["verdicts"]
+first = vs[0]
+assert first["kind"] == "DEAD", first["kind"]
+assert [c["global_rank"] for c in first["culprits"]] == [6], first["culprits"]
+assert first["role"] in ("initiating", "none"), first["role"]
+assert any("last issued" in e or "completed #" in e for e in first["evidence"]), first["evidence"]
+PY
+echo "ok: rank 5 initiating, three data-parallel groups cascade; rank 6 DEAD"
