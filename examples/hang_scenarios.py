@@ -80,10 +80,12 @@ def validate(rank, seconds, hidden):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--scenario", choices=SCENARIOS, default="clean")
-    p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--at-step", type=int, default=20)
+    # 80 steps, the departure at 60: the signature window (64 ops) before the hang then holds only steady steps.
+    p.add_argument("--steps", type=int, default=80)
+    p.add_argument("--at-step", type=int, default=60)
     p.add_argument("--pace-ms", type=float, default=25.0, help="data loading time per step")
-    p.add_argument("--hidden", type=int, default=512)
+    # 256: the gradients fit in DDP's first bucket (1 MiB), so each step is exactly one all_reduce.
+    p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--count", type=int, default=1 << 20, help="elements of the statistics tensor (mismatch)")
     p.add_argument("--short-by", type=int, default=3, help="uneven: batches fewer on the last rank")
     p.add_argument("--accum", type=int, default=4, help="grad_accum: micro-steps per optimizer step")

@@ -177,8 +177,10 @@ def check_features(ncw_dir, log, collector, rows_dir):
         why.append("'CUDA Graph is empty' warning")
     dumps = load_dumps(ncw_dir, collector)
     got = []
+    ngpu = 1
     for f, d in dumps.items():
         comms = d.get("comms", [])
+        ngpu = comms[0]["nranks"] if comms else 1
         split = [c for c in comms if c.get("parent_id")]
         got.append(f"{len(comms)} comms ({len(split)} split)")
         for line in comm_summary(d):
@@ -208,8 +210,8 @@ def check_features(ncw_dir, log, collector, rows_dir):
     rc, _ = analyze_exit(ncw_dir, collector)
     if rc != 0:
         why.append(f"collector analyze exit {rc}")
-    write_row(rows_dir, "features", {"case": "1 GPU: new_group split, 2nd group, autograd+main thread, async "
-                                             "wait(), CUDA graph",
+    write_row(rows_dir, "features", {"case": f"{ngpu} GPU{'s' if ngpu > 1 else ''}: new_group split, 2nd group, "
+                                             "autograd+main thread, async wait(), CUDA graph",
                                      "expected": "all CHECKs ok, records right, no report",
                                      "got": "; ".join(got) + f"; checks {sum(c[1] == 'ok' for c in checks)}/"
                                                              f"{len(checks)} ok",

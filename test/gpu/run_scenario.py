@@ -40,6 +40,9 @@ def scenario_args(scenario, timeout):
         a += ["--delay-sec", str(timeout + 8)]
     if scenario == "validation":
         a += ["--busy-sec", str(timeout + 6)]
+    if scenario in ("type_mismatch", "size_mismatch"):
+        # 100 more steps (2.5 s) after the mismatch: the shim compares signatures once a second while the job runs.
+        a += ["--steps", "160"]
     return a
 
 
@@ -99,6 +102,22 @@ def end_job(proc, log):
         pass
 
 
+def kill_tagged(tag, log):
+    """SIGKILL every process whose environment carries NCW_RUN_TAG=tag (workers torchrun left behind)."""
+    want = f"NCW_RUN_TAG={tag}".encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if want not in f.read().split(b"\0"):
+                    continue
+            os.kill(int(pid), signal.SIGKILL)
+            log(f"killed leftover process {pid}")
+        except (OSError, ProcessLookupError):
+            pass
+
+
 def run_tool(cmd, out_path, timeout=60):
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
@@ -126,6 +145,7 @@ def main():
     p.add_argument("--ras-client", default="", help="ncclras, or the python client (default)")
     p.add_argument("--max-sec", type=float, default=100)
     p.add_argument("--duration-sec", type=float, default=0, help="clean: how long to train")
+    p.add_argument("--cmd", default="", help="tests only: launch this shell command instead of torchrun")
     a = p.parse_args()
 
     work = os.path.abspath(a.work)
@@ -145,6 +165,7 @@ def main():
     for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
         env[k] = "0" if k == "NCCL_NVLS_ENABLE" else "1"  # never NVLink multicast on these machines
     env["PYTHONUNBUFFERED"] = "1"
+    env["NCW_RUN_TAG"] = work  # to find the job's processes should torchrun leave any behind
     if a.ras_port:
         env["NCCL_RAS_ADDR"] = f"localhost:{a.ras_port}"
     args = scenario_args(a.scenario, a.timeout)
@@ -167,6 +188,8 @@ def main():
 
     cmd = ["torchrun", "--standalone", f"--nproc_per_node={a.nproc}", os.path.join(REPO, "examples",
                                                                                     "hang_scenarios.py")] + args
+    if a.cmd:
+        cmd = ["bash", "-c", a.cmd]
     log("start: " + " ".join(cmd))
     job_log = open(os.path.join(work, "job.log"), "w")
     t_launch = now()
@@ -222,6 +245,7 @@ def main():
         os.killpg(proc.pid, signal.SIGKILL)  # nothing of the job may outlive it
     except ProcessLookupError:
         pass
+    kill_tagged(work, log)
     if ras_thread is not None:
         ras_thread.join(timeout=40)
     log(f"job ended ({ended_by}), torchrun exit code {rc}, after {t_end - t_launch:.1f} s")
