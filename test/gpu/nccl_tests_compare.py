@@ -51,9 +51,10 @@ def parse(path):
     return out
 
 
-def write_row(rows_dir, name, row):
+def write_row(rows_dir, name, row, prefix="30"):
+    row["why"] = list(dict.fromkeys(row.get("why", [])))  # one line per distinct problem, in order
     os.makedirs(rows_dir, exist_ok=True)
-    with open(os.path.join(rows_dir, f"30-{name}.json"), "w") as f:
+    with open(os.path.join(rows_dir, f"{prefix}-{name}.json"), "w") as f:
         json.dump(row, f, indent=1)
     print(f"{row['case']}: {'PASS' if row['pass'] else 'FAIL'}: {row['got']}")
     for w in row.get("why", []):
@@ -143,7 +144,7 @@ def cost(name, rows_dir, files):
     row = {"case": f"cost: nccl-tests {name} with/without the shim", "expected": "8 B: <= +0.5 us; >=1 MB: no "
            "busbw loss beyond spread", "got": got, "rank": "", "secs": "", "after_kill": "", "fr": "", "ras": "",
            "pass": not why, "why": why, "per_size": table}
-    write_row(rows_dir, name, row)
+    write_row(rows_dir, name, row, prefix="35")
 
 
 def main():

@@ -110,7 +110,7 @@ if want 1 && [ "$NGPU" -ge 2 ] && [ "$HAVE_SHIM" = 1 ]; then
             --collector "$COLL" --timeout "$TIMEOUT" --nproc 2 --ras-port $port --ras-client "${RAS_CLIENT:-}" \
             --max-sec 100 >"$W/logs/$s-shim.log" 2>&1 &
         pids="$pids $!"
-        sleep 0.3
+        sleep 1  # spread the NCCL inits: a slow init under load would read as an init hang
     done
     wait $pids
     grep -h "run_scenario" "$W"/logs/*-shim.log | grep -v "start:"
@@ -123,7 +123,7 @@ if want 1 && [ "$NGPU" -ge 2 ] && [ "$HAVE_SHIM" = 1 ]; then
             $PY $G/run_scenario.py --scenario "$s" --variant fr --work "$W/scen/$s/fr" --timeout "$TIMEOUT" --nproc 2 \
                 --max-sec 100 $extra >"$W/logs/$s-fr.log" 2>&1 &
             pids="$pids $!"
-            sleep 0.3
+            sleep 1
         done
         wait $pids
         grep -h "run_scenario" "$W"/logs/*-fr.log | grep -v "start:"
@@ -258,7 +258,7 @@ section "4 evidence"
     tar czf "$OUT/rank-files.tgz" --null -T - 2>/dev/null)
 ls -la "$OUT"
 section "table ($(elapsed) s)"
-$PY $G/print_table.py "$W/rows" --out "$OUT/table.md"
+$PY $G/print_table.py "$W/rows" --out "$OUT/table.md" --max-cell 90
 rc=$?
 exec 1>&3 2>&4  # the table has gone through tee: let it finish before the command returns
 wait "$TEE_PID" 2>/dev/null
