@@ -304,7 +304,9 @@ def main():
     # PyTorch's own words on a timeout (the watchdog, the desync report), whatever the variant.
     keys = ("Watchdog caught", "timed out", "Timeout", "desync", "Desync", "DESYNC", "not joined", "hasn't",
             "has not", "Flight Recorder", "dump", "MISMATCH", "STALL", "NOT_JOINED", "INIT_HANG", "RECOVERED",
-            "EXTRA_OP", "DEAD", "GPU_NOT_REACHED", "exitcode", "Signal")
+            "EXTRA_OP", "DEAD", "GPU_NOT_REACHED", "exitcode", "Signal",
+            # TORCH_NCCL_DESYNC_DEBUG's report, one line per finding
+            "best knowledge", "lagging", "didn't join", "joined but", "Timeout at collective")
     result["job_log_key_lines"] = [ln[:400] for ln in text.splitlines() if any(k in ln for k in keys)][:80]
     with open(os.path.join(work, "result.json"), "w") as f:
         json.dump(result, f, indent=1, default=str)

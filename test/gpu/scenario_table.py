@@ -204,9 +204,15 @@ def judge_fr(res):
     if wd:
         m = re.search(r"SeqNum=(\d+), OpType=(\w+)", wd[0])
         bits.append("watchdog timeout" + (f" in {m.group(2)} #{m.group(1)}" if m else ""))
-    desync = [ln for ln in key if "esync" in ln or "DESYNC" in ln]
+    # TORCH_NCCL_DESYNC_DEBUG: "[1] finished collective #N, but didn't join collective #N+1", "ranks [1] are the
+    # lagging ranks", "[0] joined but didn't finish collective #N".
+    desync = [" ".join(ln.split()) for ln in key if re.search(r"didn't join|lagging ranks|joined but didn't", ln)]
+    desync_named = sorted({int(x) for ln in desync
+                           for m in re.finditer(r"\[([0-9, ]+)\] (?:finished collective #\d+, but didn't join|"
+                                                r"are the lagging)", ln)
+                           for x in m.group(1).replace(" ", "").split(",") if x})
     if desync:
-        bits.append("desync: " + " ".join(desync[0].split())[-160:])
+        bits.append("desync report: " + "; ".join(d[-110:] for d in dict.fromkeys(desync))[:260])
     files = res.get("fr_files") or []
     ranks = sorted({int(m.group(1)) for f in files for m in [re.search(r"(\d+)$", f["path"])] if m})
     bits.append(f"dumps from rank(s) {','.join(map(str, ranks))}" if files else "no dump")
@@ -228,6 +234,8 @@ def judge_fr(res):
         if files:
             bits.append("torchfrtrace failed")
     bits.append(f"job exit {res.get('exit_code')} ({res.get('ended_by')})")
+    if named is None and desync_named:
+        named = desync_named
     return "; ".join(bits), named
 
 
