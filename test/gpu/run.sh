@@ -173,6 +173,15 @@ if want 1 && [ -d "$W/scen" ] && [ -n "$(ls "$W/scen")" ]; then
 fi
 
 # ---------------------------------------------------------------------------------------------------------- 3
+# The cost wants a quiet machine: nothing of ours may still hold a GPU (a worker some launcher left behind).
+left_over=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | tr -d ' ')
+if [ -n "$left_over" ]; then
+    echo "processes still on the GPUs before the cost runs (killed): $(echo $left_over)"
+    for p in $left_over; do  # only our own Python workers (the PIDs nvidia-smi prints may be another namespace's)
+        tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q python && kill -9 "$p" 2>/dev/null
+    done
+    sleep 2
+fi
 NT_ENV="LD_LIBRARY_PATH=$NCCL_LIB:$CUDART_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nccl_test() {  # nccl_test OUTFILE with|without BINARY ARGS...
     local out=$1 side=$2
@@ -260,6 +269,9 @@ ls -la "$OUT"
 section "table ($(elapsed) s)"
 $PY $G/print_table.py "$W/rows" --out "$OUT/table.md" --max-cell 90
 rc=$?
-exec 1>&3 2>&4  # the table has gone through tee: let it finish before the command returns
-wait "$TEE_PID" 2>/dev/null
+exec 1>&3 2>&4  # the table has gone through tee: let it finish before the command returns (5 s at most: a
+for _ in $(seq 50); do  # process left behind could hold the pipe open)
+    kill -0 "$TEE_PID" 2>/dev/null || break
+    sleep 0.1
+done
 exit $rc
