@@ -58,20 +58,28 @@ def main():
     elapsed = time.time() - t0
 
     if args.graph:
+        # PyTorch's CUDA graph recipe: warm up on a side stream, then capture. An in-place all_reduce on a 1-rank
+        # communicator is a no-op for NCCL (the graph would be empty), so an add is captured with it.
         t = torch.ones(1024, device="cuda")
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
             for _ in range(3):
-                dist.all_reduce(t)  # warm-up outside capture
+                t.add_(1)
+                dist.all_reduce(t)
         torch.cuda.current_stream().wait_stream(s)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
+            t.add_(1)
             dist.all_reduce(t)
+        t.fill_(1.0)
         for _ in range(10):
             g.replay()
         torch.cuda.synchronize()
-        print(f"rank {rank}: graph replayed, t[0]={t[0].item():.0f}", flush=True)
+        want = 1.0
+        for _ in range(10):
+            want = (want + 1) * world
+        print(f"rank {rank}: graph replayed 10 times, t[0]={t[0].item():.0f} (want {want:.0f})", flush=True)
 
     print(f"rank {rank}: {args.steps} steps in {elapsed:.3f} s ({elapsed / args.steps * 1e3:.3f} ms/step), "
           f"loss {loss.item():.4f}", flush=True)

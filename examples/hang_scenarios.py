@@ -1,56 +1,202 @@
-"""Field hang scenarios, one per --scenario, for torchrun with two or more GPUs under the shim.
+"""Field hang scenarios, one per --scenario, for torchrun with two or more GPUs.
 
-    LD_PRELOAD=libncclwatch.so NCCLWATCH_TIMEOUT_SEC=5 torchrun --standalone --nproc_per_node=2 \
+    LD_PRELOAD=libncclwatch.so NCCLWATCH_TIMEOUT_SEC=10 torchrun --standalone --nproc_per_node=2 \
         examples/hang_scenarios.py --scenario skip
 
-skip:          the last rank skips one all_reduce (an `if ...: continue` before backward()) and then trains on;
-               the hang shows at the end, where the others wait in an all_reduce it never issues.
-size_mismatch: the last rank all-reduces half as many elements at one step. NCCL completes this silently
-               (and corrupts the result); the shim reports MISMATCH while the job runs.
-clean:         nothing wrong.
-The script never hangs for good: after --give-up-sec the waiting ranks exit (os._exit), like a job killed by its
-launcher.
+Every scenario trains a small DDP model in a paced loop (--pace-ms of "data loading" per step, so that the ranks'
+issue times are regular, as in a real job), and one rank departs from it:
+
+skip:          the last rank skips one step (`if bad_batch: continue` before forward/backward) and trains on; at the
+               end the others wait in an all_reduce it never issues, while it stays alive (--linger-sec).
+uneven:        uneven data without drop_last: the last rank has --short-by fewer batches, leaves the epoch early and
+               exits with code 0 while the others wait.
+type_mismatch: at --at-step every rank all-reduces a statistics tensor, but the last rank broadcasts it instead.
+size_mismatch: at --at-step the last rank all-reduces half the statistics tensor. NCCL completes this silently on
+               two GPUs (and corrupts the result).
+rank_dies:     the last rank calls os._exit(1) at --at-step, as after an out-of-memory error.
+init_hang:     the last rank calls init_process_group --delay-sec late (past the watchdog timeout), then all train.
+validation:    rank 0 runs "validation" (GPU work outside NCCL) for --busy-sec at --at-step while the others wait in
+               the next all_reduce; then the job goes on and ends normally.
+grad_accum:    gradient accumulation (--accum micro-steps, DDP no_sync); rank 0 syncs gradients on one extra
+               micro-step at --at-step (one extra all_reduce, same signature); at the end rank 0 waits in an
+               all_reduce the others never issue, and they stay alive (--linger-sec). The culprit is rank 0.
+clean:         nothing wrong; trains for --duration-sec.
+
+For PyTorch's Flight Recorder runs, --pg-timeout-sec passes the same timeout to init_process_group, and --fr-dump-at-end
+writes each rank's Flight Recorder buffer at a normal exit (a job that never times out has no dump otherwise).
+--give-up-sec ends a rank that is still alive that long after init (os._exit(7)): a guard, the harness normally ends
+the job first.
 """
 import argparse
+import contextlib
+import datetime
 import os
+import sys
 import threading
 import time
 
 import torch
 import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+SCENARIOS = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
+             "clean"]
+
+
+def log(rank, msg):
+    print(f"[scenario rank {rank} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def fr_dump_now(rank):
+    """Writes this rank's Flight Recorder buffer where TORCH_FR_DUMP_TEMP_FILE says (prefix + rank)."""
+    prefix = os.environ.get("TORCH_FR_DUMP_TEMP_FILE") or os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+    if not prefix:
+        return
+    try:
+        data = torch._C._distributed_c10d._dump_nccl_trace()
+        with open(f"{prefix}{rank}", "wb") as f:
+            f.write(data)
+        log(rank, f"Flight Recorder buffer written to {prefix}{rank} ({len(data)} bytes)")
+    except Exception as e:  # a missing private API must not fail the scenario
+        log(rank, f"could not write the Flight Recorder buffer: {e!r}")
+
+
+def validate(rank, seconds, hidden):
+    """GPU work outside NCCL for `seconds`: forward passes of a separate model, synchronised now and then."""
+    net = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, hidden)).cuda()
+    x = torch.randn(256, hidden, device="cuda")
+    end = time.time() + seconds
+    n = 0
+    with torch.no_grad():
+        while time.time() < end:
+            for _ in range(20):
+                x = torch.tanh(net(x))
+            torch.cuda.synchronize()
+            n += 20
+    log(rank, f"validation done: {n} forward passes in {seconds:.0f} s")
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--scenario", choices=["skip", "size_mismatch", "clean"], default="clean")
-    p.add_argument("--steps", type=int, default=50)
-    p.add_argument("--at-step", type=int, default=20)
-    p.add_argument("--count", type=int, default=1 << 20)
-    p.add_argument("--linger-sec", type=float, default=20.0, help="the odd rank stays alive this long at the end")
-    p.add_argument("--give-up-sec", type=float, default=30.0)
+    p.add_argument("--scenario", choices=SCENARIOS, default="clean")
+    # 80 steps, the departure at 60: the signature window (64 ops) before the hang then holds only steady steps.
+    p.add_argument("--steps", type=int, default=80)
+    p.add_argument("--at-step", type=int, default=60)
+    p.add_argument("--pace-ms", type=float, default=25.0, help="data loading time per step")
+    # 256: the gradients fit in DDP's first bucket (1 MiB), so each step is exactly one all_reduce.
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--count", type=int, default=1 << 20, help="elements of the statistics tensor (mismatch)")
+    p.add_argument("--short-by", type=int, default=3, help="uneven: batches fewer on the last rank")
+    p.add_argument("--accum", type=int, default=4, help="grad_accum: micro-steps per optimizer step")
+    p.add_argument("--linger-sec", type=float, default=600.0, help="the idle rank stays alive this long at the end")
+    p.add_argument("--delay-sec", type=float, default=18.0, help="init_hang: how late the last rank initialises")
+    p.add_argument("--busy-sec", type=float, default=16.0, help="validation: rank 0 busy outside NCCL this long")
+    p.add_argument("--duration-sec", type=float, default=120.0, help="clean: how long to train")
+    p.add_argument("--pg-timeout-sec", type=float, default=0, help="init_process_group(timeout=...); 0: default")
+    p.add_argument("--fr-dump-at-end", action="store_true")
+    p.add_argument("--give-up-sec", type=float, default=0, help="0: never")
     args = p.parse_args()
 
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    rank = int(os.environ.get("RANK", 0))
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    odd = world - 1  # the rank that departs from the loop (rank 0 for validation and grad_accum)
     torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
-    rank, world = dist.get_rank(), dist.get_world_size()
-    odd = world - 1
-    threading.Timer(args.give_up_sec, lambda: (print(f"rank {rank}: giving up", flush=True), os._exit(7))).start()
+    s = args.scenario
 
-    t = torch.ones(args.count, device="cuda")
-    for step in range(args.steps):
-        if args.scenario == "skip" and rank == odd and step == args.at_step:
+    if s == "init_hang" and rank == odd:
+        log(rank, f"sleeping {args.delay_sec:.0f} s before init_process_group")
+        time.sleep(args.delay_sec)
+    kwargs = {}
+    if args.pg_timeout_sec > 0:
+        kwargs["timeout"] = datetime.timedelta(seconds=args.pg_timeout_sec)
+    t_init = time.time()
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank), **kwargs)
+    log(rank, f"{s}: process group ready after {time.time() - t_init:.1f} s (world {world})")
+    if args.give_up_sec > 0:
+        guard = threading.Timer(args.give_up_sec, lambda: (log(rank, "giving up"), os._exit(7)))
+        guard.daemon = True
+        guard.start()
+
+    torch.manual_seed(0)
+    h = args.hidden
+    model = nn.Sequential(nn.Linear(h, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 1)).cuda()
+    ddp = DDP(model, device_ids=[local_rank])
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    x = torch.randn(64, h, device="cuda")
+    y = torch.randn(64, 1, device="cuda")
+    stats = torch.ones(args.count, device="cuda")
+    pace = args.pace_ms / 1000.0
+
+    def train_step(micro_pace=pace):
+        time.sleep(micro_pace)  # data loading
+        loss = nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        return loss
+
+    steps = args.steps
+    if s == "uneven" and rank == odd:
+        steps = args.steps - args.short_by
+    t0 = time.time()
+    step = 0
+    while True:
+        if s == "clean":
+            if time.time() - t0 >= args.duration_sec:
+                break
+        elif step >= steps:
+            break
+        if s == "rank_dies" and rank == odd and step == args.at_step:
+            log(rank, f"dying at step {step} (os._exit(1), as after an out-of-memory error)")
+            os._exit(1)
+        if s == "skip" and rank == odd and step == args.at_step:
+            log(rank, f"skipping step {step} (a bad batch: `continue` before forward/backward)")
+            time.sleep(pace)
+            step += 1
             continue
-        if args.scenario == "size_mismatch" and rank == odd and step == args.at_step:
-            dist.all_reduce(t[: args.count // 2])
+        if s == "validation" and rank == 0 and step == args.at_step:
+            log(rank, f"validation on rank 0 only, {args.busy_sec:.0f} s, before step {step}")
+            validate(rank, args.busy_sec, h)
+        if s == "grad_accum":
+            for micro in range(args.accum):
+                extra = rank == 0 and step == args.at_step and micro == 0
+                if extra:
+                    log(rank, f"syncing gradients on micro-step 0 of step {step} too (one extra all_reduce)")
+                sync = micro == args.accum - 1 or extra
+                with contextlib.nullcontext() if sync else ddp.no_sync():
+                    loss = train_step(pace / args.accum)
         else:
-            dist.all_reduce(t)
-        t.fill_(1.0)
-    torch.cuda.synchronize()
-    print(f"rank {rank}: done {args.steps} steps", flush=True)
-    if rank == odd:
+            loss = train_step()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if s == "type_mismatch" and step == args.at_step:
+            if rank == odd:
+                log(rank, f"broadcast of the statistics at step {step} where the others all_reduce")
+                dist.broadcast(stats, src=0)
+            else:
+                dist.all_reduce(stats)
+        if s == "size_mismatch" and step == args.at_step:
+            if rank == odd:
+                log(rank, f"all_reduce of {args.count // 2} elements at step {step} where the others use "
+                          f"{args.count}")
+                dist.all_reduce(stats[: args.count // 2])
+            else:
+                dist.all_reduce(stats)
+        step += 1
+
+    torch.cuda.synchronize()  # a rank that waits for a peer that never comes hangs here
+    elapsed = time.time() - t0
+    log(rank, f"done {step} steps in {elapsed:.1f} s, loss {loss.item():.4f}, stats[0] {stats[0].item():.0f}")
+    if s in ("skip", "grad_accum") and rank == odd:
+        log(rank, f"staying alive {args.linger_sec:.0f} s outside NCCL")
         time.sleep(args.linger_sec)
-    os._exit(0)
+    if args.fr_dump_at_end:
+        fr_dump_now(rank)
+    if s == "uneven" and rank == odd:
+        log(rank, "left the epoch early; exiting with code 0 while the others wait")
+        sys.exit(0)
+    dist.destroy_process_group()
+    log(rank, "exit 0")
 
 
 if __name__ == "__main__":

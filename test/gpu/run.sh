@@ -1,0 +1,277 @@
+#!/bin/bash
+# Every GPU check of the GPU issue in one device call, on one or two GPUs (detected), within ~9 minutes; prints one
+# table at the end and writes it, the full log and the evidence to $OUT (4 files).
+#
+#   device tool: run(command="bash test/gpu/run.sh", carry=[".carry"], kind="nvidia-h200-x2", timeout_s=600)
+#
+# Takes the carried build: .carry/ (or .carry-gpu/) with libncclwatch.so, ncclwatch-collector, call_cost_gpu,
+# all_reduce_perf and sendrecv_perf (nccl-tests, built for sm_90 against NCCL 2.28.9; see docs/GPU-CHECKS.md). Without
+# a carried shim it tries a meson build (needs nlohmann_json, spdlog and fmt headers there).
+# Phases, each skipped with a clear line when its inputs are missing or the time is short:
+#   0 environment; 1 two GPUs: the field scenarios under the shim (in parallel, with an NCCL RAS query during each
+#   hang), then under PyTorch's Flight Recorder (in parallel), and a clean run under the shim across both;
+#   2 one GPU: DDP under the shim, a stalled stream, PyTorch features; 3 nccl-tests -g 1 (and -g 2) with and without
+#   the shim, then the cost: all_reduce_perf alternated, the call cost, the DDP step time alternated; 4 the table.
+# Knobs: NCW_GPU_BUDGET_SEC (540), NCW_SCENARIO_TIMEOUT_SEC (10), NCW_CLEAN_SEC (150), NCW_ONLY (space-separated
+# phase numbers to run, e.g. "0 1 4").
+set -u
+T_START=$(date +%s)
+BUDGET=${NCW_GPU_BUDGET_SEC:-540}
+TIMEOUT=${NCW_SCENARIO_TIMEOUT_SEC:-10}
+CLEAN_SEC=${NCW_CLEAN_SEC:-150}
+ONLY=${NCW_ONLY:-"0 1 2 3 4"}
+OUT=${OUT:-/tmp/ncw-gpu-out}
+mkdir -p "$OUT"
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$REPO" || exit 1
+W=/tmp/ncw-run
+rm -rf "$W"
+mkdir -p "$W/rows" "$W/logs" "$W/scen" "$W/nt"
+exec 3>&1 4>&2 > >(tee "$OUT/run.log") 2>&1
+TEE_PID=$!
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+PY=python3
+G=test/gpu
+
+elapsed() { echo $(($(date +%s) - T_START)); }
+left() { echo $((BUDGET - $(elapsed))); }
+section() { echo; echo "=== [$(elapsed) s] $*"; }
+want() { [[ " $ONLY " == *" $1 "* ]]; }
+# A row for a case that did not run: row_not_run FILE-NAME CASE WHY
+row_not_run() {
+    $PY - "$W/rows/$1.json" "$2" "$3" <<'PYEOF'
+import json, sys
+json.dump({"case": sys.argv[2], "expected": "", "got": "NOT RUN: " + sys.argv[3], "pass": None}, open(sys.argv[1], "w"))
+PYEOF
+    echo "not run: $2: $3"
+}
+find_bin() {  # the first carried copy of a file
+    local f
+    for f in "$REPO/.carry/$1" "$REPO/.carry-gpu/$1"; do [ -x "$f" ] && { echo "$f"; return; }; done
+}
+
+# ---------------------------------------------------------------------------------------------------------------- 0
+section "0 environment"
+nvidia-smi -L
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+$PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version(), "gpus", torch.cuda.device_count())'
+SP=$($PY -c 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+NCCL_LIB=$(dirname "$(find "$SP/nvidia" -name 'libnccl.so.2' | head -1)")
+CUDART_LIB=$(dirname "$(find "$SP/nvidia" -name 'libcudart.so.13' | head -1)")
+echo "GPUs: $NGPU; torch's NCCL: $NCCL_LIB; cudart: $CUDART_LIB"
+echo "system NCCL (must never be loaded): $(ldconfig -p | grep -o '/[^ ]*libnccl.so[^ ]*' | tr '\n' ' ')"
+SHIM=$(find_bin libncclwatch.so)
+COLL=$(find_bin ncclwatch-collector)
+if [ -z "$SHIM" ] || [ -z "$COLL" ]; then
+    echo "no carried shim: trying a meson build"
+    NCCL_INC=$(dirname "$(find "$SP/nvidia" -name nccl.h | head -1)")
+    if meson setup /tmp/ncw-build -Dbuildtype=release -Dtests=false -Dbench=true -Dnccl_headers="$NCCL_INC" \
+        >"$W/logs/meson.log" 2>&1 && ninja -C /tmp/ncw-build >>"$W/logs/meson.log" 2>&1; then
+        SHIM=/tmp/ncw-build/shim/libncclwatch.so
+        COLL=/tmp/ncw-build/collector/ncclwatch-collector
+        [ -x /tmp/ncw-build/bench/call_cost_gpu ] && CALL_COST=/tmp/ncw-build/bench/call_cost_gpu
+    else
+        echo "meson build failed (tail of $W/logs/meson.log):"
+        tail -5 "$W/logs/meson.log"
+    fi
+fi
+CALL_COST=${CALL_COST:-$(find_bin call_cost_gpu)}
+ARP=$(find_bin all_reduce_perf)
+SRP=$(find_bin sendrecv_perf)
+HAVE_SHIM=0
+if [ -n "$SHIM" ] && [ -f "$SHIM" ] && [ -n "$COLL" ]; then
+    HAVE_SHIM=1
+    echo "shim $SHIM (DT_NEEDED: $(readelf -d "$SHIM" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' '))"
+    LD_PRELOAD=$SHIM $PY -c 'import torch; print("import torch under the shim: ok")'
+else
+    echo "NO SHIM: every case that needs it is skipped"
+fi
+echo "nccl-tests: ${ARP:-missing} ${SRP:-missing}; call_cost_gpu: ${CALL_COST:-missing}"
+RAS_CLIENT=$(command -v ncclras || find "$SP/nvidia" -name ncclras -type f 2>/dev/null | head -1)
+echo "ncclras: ${RAS_CLIENT:-not on this machine: test/gpu/ras_query.py (the same text protocol) is used}"
+command -v torchfrtrace >/dev/null && echo "torchfrtrace: $(command -v torchfrtrace)" ||
+    echo "torchfrtrace not on PATH: python3 -m torch.distributed.flight_recorder.fr_trace is used"
+$PY -c 'import cupy; print("cupy", cupy.__version__)' 2>&1 | tail -1
+
+# ---------------------------------------------------------------------------------------------------------- 1
+SCENARIOS="skip uneven type_mismatch size_mismatch rank_dies init_hang validation grad_accum"
+CLEAN_PID=""
+if want 1 && [ "$NGPU" -ge 2 ] && [ "$HAVE_SHIM" = 1 ]; then
+    section "1 two GPUs: a clean run under the shim (${CLEAN_SEC} s, in the background), the scenarios under the shim"
+    $PY $G/run_scenario.py --scenario clean --variant shim --work "$W/scen/clean/shim" --shim "$SHIM" \
+        --collector "$COLL" --timeout "$TIMEOUT" --nproc 2 --duration-sec "$CLEAN_SEC" --max-sec $((CLEAN_SEC + 90)) \
+        >"$W/logs/clean-shim.log" 2>&1 &
+    CLEAN_PID=$!
+    port=28100
+    pids=""
+    for s in $SCENARIOS; do
+        port=$((port + 1))
+        $PY $G/run_scenario.py --scenario "$s" --variant shim --work "$W/scen/$s/shim" --shim "$SHIM" \
+            --collector "$COLL" --timeout "$TIMEOUT" --nproc 2 --ras-port $port --ras-client "${RAS_CLIENT:-}" \
+            --max-sec 100 >"$W/logs/$s-shim.log" 2>&1 &
+        pids="$pids $!"
+        sleep 1  # spread the NCCL inits: a slow init under load would read as an init hang
+    done
+    wait $pids
+    grep -h "run_scenario" "$W"/logs/*-shim.log | grep -v "start:"
+    if [ "$(left)" -gt 330 ]; then
+        section "1 two GPUs: the same scenarios under PyTorch's Flight Recorder (timeout ${TIMEOUT} s)"
+        pids=""
+        for s in $SCENARIOS clean; do
+            extra=""
+            [ "$s" = clean ] && extra="--duration-sec 30"
+            $PY $G/run_scenario.py --scenario "$s" --variant fr --work "$W/scen/$s/fr" --timeout "$TIMEOUT" --nproc 2 \
+                --max-sec 100 $extra >"$W/logs/$s-fr.log" 2>&1 &
+            pids="$pids $!"
+            sleep 1
+        done
+        wait $pids
+        grep -h "run_scenario" "$W"/logs/*-fr.log | grep -v "start:"
+    else
+        echo "Flight Recorder runs skipped: only $(left) s left"
+    fi
+elif want 1; then
+    why="needs 2 GPUs (this machine has $NGPU)"
+    [ "$HAVE_SHIM" = 1 ] || why="no shim"
+    section "1 two GPUs: SKIPPED: $why"
+    for s in $SCENARIOS clean; do row_not_run "20-$s" "2 GPUs: $s" "$why"; done
+fi
+
+# ---------------------------------------------------------------------------------------------------------- 2
+if want 2 && [ "$HAVE_SHIM" = 1 ]; then
+    section "2 one GPU: ddp_train.py --steps 300 --subgroup --graph under the shim"
+    NCCLWATCH_TIMEOUT_SEC=10 NCCLWATCH_DIR=$W/one/ddp LD_PRELOAD=$SHIM timeout 90 torchrun --standalone \
+        --nproc_per_node=1 examples/ddp_train.py --steps 300 --subgroup --graph >"$W/logs/ddp.log" 2>&1
+    echo "exit $?"; grep -v "dump written" "$W/logs/ddp.log" | tail -4
+    $PY $G/check_one_gpu.py ddp "$W/one/ddp" "$W/logs/ddp.log" "$COLL" "$W/rows"
+
+    section "2 one GPU: a stalled stream (a kernel spinning on a host flag for 8 s before an all_reduce; timeout 3 s)"
+    NCCLWATCH_TIMEOUT_SEC=3 NCCLWATCH_DIR=$W/one/stall LD_PRELOAD=$SHIM timeout 90 torchrun --standalone \
+        --nproc_per_node=1 examples/gpu_features.py --part stall --stall-sec 8 >"$W/logs/stall.log" 2>&1
+    echo "exit $?"; grep -E "CHECK|rank 0:|GPU_NOT_REACHED|RECOVERED|STALL" "$W/logs/stall.log" | head -8
+    $PY $G/check_one_gpu.py stall "$W/one/stall" "$W/logs/stall.log" "$COLL" "$W/rows"
+
+    nf=$NGPU
+    [ "$nf" -gt 2 ] && nf=2
+    section "2 PyTorch features under the shim on $nf GPU(s): new_group, second group, threads, async wait, CUDA graph"
+    NCCLWATCH_TIMEOUT_SEC=10 NCCLWATCH_DIR=$W/one/features LD_PRELOAD=$SHIM timeout 120 torchrun --standalone \
+        --nproc_per_node=$nf examples/gpu_features.py --part features >"$W/logs/features.log" 2>&1
+    echo "exit $?"; grep -E "CHECK|Graph|Error|error" "$W/logs/features.log" | head -12
+    $PY $G/check_one_gpu.py features "$W/one/features" "$W/logs/features.log" "$COLL" "$W/rows"
+elif want 2; then
+    for c in ddp stall features; do row_not_run "10-$c" "1 GPU: $c" "no shim"; done
+fi
+
+if [ -n "$CLEAN_PID" ]; then
+    section "waiting for the clean run"
+    wait "$CLEAN_PID"
+    tail -2 "$W/logs/clean-shim.log"
+fi
+if want 1 && [ -d "$W/scen" ] && [ -n "$(ls "$W/scen")" ]; then
+    section "1 two GPUs: verdicts"
+    $PY $G/scenario_table.py "$W/scen" --nproc 2 --rows-dir "$W/rows"
+fi
+
+# ---------------------------------------------------------------------------------------------------------- 3
+# The cost wants a quiet machine: nothing of ours may still hold a GPU (a worker some launcher left behind).
+left_over=$(nvidia-smi --query-compute-apps=pid --format=csv,noheader 2>/dev/null | tr -d ' ')
+if [ -n "$left_over" ]; then
+    echo "processes still on the GPUs before the cost runs (killed): $(echo $left_over)"
+    for p in $left_over; do  # only our own Python workers (the PIDs nvidia-smi prints may be another namespace's)
+        tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q python && kill -9 "$p" 2>/dev/null
+    done
+    sleep 2
+fi
+NT_ENV="LD_LIBRARY_PATH=$NCCL_LIB:$CUDART_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nccl_test() {  # nccl_test OUTFILE with|without BINARY ARGS...
+    local out=$1 side=$2
+    shift 2
+    if [ "$side" = with ]; then
+        env "$NT_ENV" NCCL_DEBUG=VERSION NCCLWATCH_DIR=$W/nt/ncw LD_PRELOAD=$SHIM timeout 60 "$@" >"$out" 2>&1
+    else
+        env "$NT_ENV" NCCL_DEBUG=VERSION timeout 60 "$@" >"$out" 2>&1
+    fi
+    echo "  $side: $(basename "$1") ${*:2}: exit $?, $(grep -c '^ *[0-9]' "$out") sizes, $(grep -o 'NCCL version [^ ]*' "$out" | head -1)"
+}
+if want 3 && [ -n "$ARP" ] && [ -n "$SRP" ] && [ "$HAVE_SHIM" = 1 ]; then
+    section "3 nccl-tests with and without the shim (torch's NCCL via LD_LIBRARY_PATH)"
+    gs="1"
+    [ "$NGPU" -ge 2 ] && gs="1 2"
+    for g in $gs; do
+        for t in all_reduce sendrecv; do
+            bin=$ARP
+            [ $t = sendrecv ] && bin=$SRP
+            nccl_test "$W/nt/${t}_g${g}_without.txt" without "$bin" -b 8 -e 64M -f 4 -g "$g"
+            nccl_test "$W/nt/${t}_g${g}_with.txt" with "$bin" -b 8 -e 64M -f 4 -g "$g"
+            $PY $G/nccl_tests_compare.py same "${t}_perf-g$g" "$W/nt/${t}_g${g}_without.txt" \
+                "$W/nt/${t}_g${g}_with.txt" "$W/rows"
+        done
+    done
+    [ "$NGPU" -ge 2 ] || row_not_run "30-g2" "nccl-tests -g 2" "needs 2 GPUs (this machine has $NGPU)"
+
+    gc=$NGPU
+    [ "$gc" -gt 2 ] && gc=2
+    reps=5
+    [ "$(left)" -lt 200 ] && reps=3
+    section "3 cost: all_reduce_perf -b 8 -e 128M -f 2 -g $gc -n 100 -w 20, without/with alternated $reps times"
+    files=""
+    for i in $(seq $reps); do
+        nccl_test "$W/nt/cost_${i}_without.txt" without "$ARP" -b 8 -e 128M -f 2 -g "$gc" -n 100 -w 20
+        nccl_test "$W/nt/cost_${i}_with.txt" with "$ARP" -b 8 -e 128M -f 2 -g "$gc" -n 100 -w 20
+        files="$files $W/nt/cost_${i}_without.txt $W/nt/cost_${i}_with.txt"
+    done
+    $PY $G/nccl_tests_compare.py cost "all_reduce_perf-g$gc" "$W/rows" $files
+elif want 3; then
+    row_not_run "30-nccl-tests" "nccl-tests" "binaries or shim missing (carry all_reduce_perf and sendrecv_perf)"
+fi
+
+if want 3 && [ -n "$CALL_COST" ] && [ "$HAVE_SHIM" = 1 ] && [ "$(left)" -gt 60 ]; then
+    section "3 cost: CPU cost per intercepted call on the GPU (5 alternations; events: 2, 1, 0 per op)"
+    env "$NT_ENV" bash bench/run_call_cost.sh "$SHIM" "$CALL_COST" 5 gpu | tee "$W/logs/call_cost.txt"
+    $PY - "$W/logs/call_cost.txt" "$W/rows/50-call-cost.json" <<'PYEOF'
+import json, re, sys
+v = dict(re.findall(r"^(\w+)\s+median of \d+ medians:\s+[0-9.]+ ns/call \(added:\s+([-0-9.]+) ns\)", open(sys.argv[1]).read(), re.M))
+got = ", ".join(f"{k} +{float(x):.0f} ns" for k, x in v.items() if k != "baseline") or "no numbers"
+json.dump({"case": "cost: CPU per intercepted call (8 B all_reduce, 1 rank)", "expected": "measured (no budget here)",
+           "got": got, "pass": None if v else False}, open(sys.argv[2], "w"))
+PYEOF
+elif want 3; then
+    row_not_run "50-call-cost" "cost: call cost" "call_cost_gpu or shim missing, or no time left ($(left) s)"
+fi
+
+if want 3 && [ "$HAVE_SHIM" = 1 ]; then
+    nd=$NGPU
+    [ "$nd" -gt 2 ] && nd=2
+    section "3 cost: DDP step time on $nd GPU(s), alternated without/with (1000 steps a run, up to 9 pairs, $(left) s left)"
+    : >"$W/logs/steps.txt"
+    for i in 1 2 3 4 5 6 7 8 9; do
+        t0=$(date +%s)
+        timeout 60 torchrun --standalone --nproc_per_node=$nd examples/ddp_train.py --steps 1000 2>&1 |
+            grep "rank 0:.*steps in" | sed 's/^/without: /' | tee -a "$W/logs/steps.txt"
+        NCCLWATCH_DIR=$W/steps LD_PRELOAD=$SHIM timeout 60 torchrun --standalone --nproc_per_node=$nd \
+            examples/ddp_train.py --steps 1000 2>&1 | grep "rank 0:.*steps in" | sed 's/^/with:    /' |
+            tee -a "$W/logs/steps.txt"
+        pair=$(($(date +%s) - t0))
+        if [ "$(left)" -lt $((pair + 20)) ]; then
+            echo "stopping after $i pairs: $(left) s left, a pair takes $pair s"
+            break
+        fi
+    done
+    $PY $G/ddp_pairs.py "$W/logs/steps.txt" "$W/rows"
+fi
+
+# ---------------------------------------------------------------------------------------------------------- 4
+section "4 evidence"
+(cd "$W" && tar czf "$OUT/evidence.tgz" --exclude='*.ncw' --exclude='steps' --exclude='nt/ncw' . 2>/dev/null)
+(cd "$W" && find scen one -name '*.ncw' -not -path '*/clean/*' -print0 2>/dev/null |
+    tar czf "$OUT/rank-files.tgz" --null -T - 2>/dev/null)
+ls -la "$OUT"
+section "table ($(elapsed) s)"
+$PY $G/print_table.py "$W/rows" --out "$OUT/table.md" --max-cell 90
+rc=$?
+exec 1>&3 2>&4  # the table has gone through tee: let it finish before the command returns (5 s at most: a
+for _ in $(seq 50); do  # process left behind could hold the pipe open)
+    kill -0 "$TEE_PID" 2>/dev/null || break
+    sleep 0.1
+done
+exit $rc

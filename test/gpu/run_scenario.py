@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""Runs one scenario of examples/hang_scenarios.py under torchrun, watched, and keeps everything for the checker.
+
+    run_scenario.py --scenario skip --variant shim|fr --work DIR --shim SO --collector EXE [--timeout 10]
+                    [--nproc 2] [--ras-port 28100] [--ras-client CMD] [--max-sec 100]
+
+variant shim: LD_PRELOAD of the shim, NCCLWATCH_TIMEOUT_SEC=timeout, NCCLWATCH_DIR=DIR/ncw. Once the first report
+  event appears, NCCL RAS is queried (the job is hung by then), and the job is ended a scenario-dependent time later
+  the way a scheduler ends a hung job (SIGTERM to torchrun, which ends its workers; SIGKILL 10 s later). Then, with
+  every process gone, `ncclwatch-collector analyze --json` and `dump --json` of each rank file: the evidence after
+  the kill.
+variant fr: no shim; PyTorch's Flight Recorder (TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1
+  TORCH_NCCL_DESYNC_DEBUG=1, dumps to DIR/fr/trace_rank_<rank>), init_process_group(timeout=timeout); the job runs
+  until PyTorch ends it (or the cap); then torchfrtrace over the dumps.
+Writes DIR/result.json (raw facts; test/gpu/scenario_table.py judges them) and DIR/job.log (the job's output).
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+# How long the harness lets a hung job run after the shim's first report before it ends the job (None: let the job
+# end by itself, within the cap), per scenario: time for the RAS query, and for a mismatch to show whether it hangs.
+END_AFTER_REPORT = {"skip": 8, "uneven": 8, "type_mismatch": 14, "size_mismatch": 14, "rank_dies": None,
+                    "init_hang": None, "validation": None, "grad_accum": 8, "clean": None}
+
+
+def scenario_args(scenario, timeout):
+    a = ["--scenario", scenario]
+    if scenario == "init_hang":
+        a += ["--delay-sec", str(timeout + 8)]
+    if scenario == "validation":
+        a += ["--busy-sec", str(timeout + 6)]
+    if scenario in ("type_mismatch", "size_mismatch"):
+        # 100 more steps (2.5 s) after the mismatch: the shim compares signatures once a second while the job runs.
+        a += ["--steps", "160"]
+    return a
+
+
+def now():
+    return time.time()
+
+
+def report_events(ncw_dir):
+    events = []
+    for f in sorted(glob.glob(os.path.join(ncw_dir, "*", "*.report.json"))):
+        try:
+            with open(f) as fh:
+                d = json.load(fh)
+        except (OSError, ValueError):
+            continue  # written atomically, but a partial read is harmless: next poll
+        for e in d.get("events", []):
+            events.append({"file": f, "global_rank": d.get("process", {}).get("global_rank"), **e})
+    return events
+
+
+def run_ras(client, port, out_path):
+    """Queries NCCL RAS (ncclras, or the python client); returns (seconds it took, exit code)."""
+    if os.path.basename(client[0]) == "ncclras":
+        cmd = client + ["-p", str(port), "-t", "5"]
+    else:
+        cmd = client + ["--port", str(port), "--timeout", "5"]
+    t0 = now()
+    try:
+        with open(out_path, "w") as out:
+            rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=35).returncode
+    except subprocess.TimeoutExpired:
+        rc = 124
+    except OSError as e:
+        with open(out_path, "a") as out:
+            out.write(f"RAS client failed to start: {e}\n")
+        rc = 127
+    return now() - t0, rc
+
+
+def end_job(proc, log):
+    """SIGTERM to torchrun (it ends its workers), SIGKILL to the whole process group 10 s later."""
+    if proc.poll() is not None:
+        return
+    log(f"ending the job: SIGTERM to torchrun (pid {proc.pid})")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        log("torchrun still there after 10 s: SIGKILL to its process group")
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # stragglers (workers torchrun did not reap)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def kill_tagged(tag, log):
+    """SIGKILL every process whose environment carries NCW_RUN_TAG=tag (workers torchrun left behind)."""
+    want = f"NCW_RUN_TAG={tag}".encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if want not in f.read().split(b"\0"):
+                    continue
+            os.kill(int(pid), signal.SIGKILL)
+            log(f"killed leftover process {pid}")
+        except (OSError, ProcessLookupError):
+            pass
+
+
+def run_tool(cmd, out_path, timeout=60):
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+        with open(out_path, "w") as f:
+            f.write(r.stdout)
+            if r.stderr:
+                f.write("\n--- stderr\n" + r.stderr)
+        return r.returncode, r.stdout, r.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        with open(out_path, "w") as f:
+            f.write(f"failed: {e}\n")
+        return None, "", str(e)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--scenario", required=True)
+    p.add_argument("--variant", choices=["shim", "fr"], required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--shim", default="")
+    p.add_argument("--collector", default="")
+    p.add_argument("--timeout", type=float, default=10)
+    p.add_argument("--nproc", type=int, default=2)
+    p.add_argument("--ras-port", type=int, default=0, help="NCCL_RAS_ADDR port for this job; 0: no RAS query")
+    p.add_argument("--ras-client", default="", help="ncclras, or the python client (default)")
+    p.add_argument("--max-sec", type=float, default=100)
+    p.add_argument("--duration-sec", type=float, default=0, help="clean: how long to train")
+    p.add_argument("--cmd", default="", help="tests only: launch this shell command instead of torchrun")
+    a = p.parse_args()
+
+    work = os.path.abspath(a.work)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    ncw_dir = os.path.join(work, "ncw")
+    fr_dir = os.path.join(work, "fr")
+    os.makedirs(fr_dir)
+    notes = []
+
+    def log(msg):
+        line = f"[run_scenario {a.scenario}/{a.variant} {time.strftime('%H:%M:%S')}] {msg}"
+        notes.append(line)
+        print(line, flush=True)
+
+    env = dict(os.environ)
+    for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+        env[k] = "0" if k == "NCCL_NVLS_ENABLE" else "1"  # never NVLink multicast on these machines
+    env["PYTHONUNBUFFERED"] = "1"
+    env["NCW_RUN_TAG"] = work  # to find the job's processes should torchrun leave any behind
+    if a.ras_port:
+        env["NCCL_RAS_ADDR"] = f"localhost:{a.ras_port}"
+    args = scenario_args(a.scenario, a.timeout)
+    if a.scenario == "clean" and a.duration_sec:
+        args += ["--duration-sec", str(a.duration_sec)]
+    if a.variant == "shim":
+        env.update({"LD_PRELOAD": a.shim, "NCCLWATCH_DIR": ncw_dir, "NCCLWATCH_TIMEOUT_SEC": str(a.timeout)})
+        args += ["--give-up-sec", str(a.max_sec + 30)]
+    else:
+        env.pop("LD_PRELOAD", None)
+        prefix = os.path.join(fr_dir, "trace_rank_")
+        env.update({"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
+                    "TORCH_NCCL_DESYNC_DEBUG": "1", "TORCH_FR_DUMP_TEMP_FILE": prefix,
+                    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix,
+                    # How long PyTorch waits for the dumps before it ends the process (default 15 s or more).
+                    "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "5000"})
+        args += ["--pg-timeout-sec", str(a.timeout), "--give-up-sec", str(a.max_sec + 30)]
+        if a.scenario in ("type_mismatch", "size_mismatch", "init_hang", "validation", "clean"):
+            args += ["--fr-dump-at-end"]  # jobs that may end normally: what torchfrtrace would say given a dump
+
+    cmd = ["torchrun", "--standalone", f"--nproc_per_node={a.nproc}", os.path.join(REPO, "examples",
+                                                                                    "hang_scenarios.py")] + args
+    if a.cmd:
+        cmd = ["bash", "-c", a.cmd]
+    log("start: " + " ".join(cmd))
+    job_log = open(os.path.join(work, "job.log"), "w")
+    t_launch = now()
+    proc = subprocess.Popen(cmd, env=env, stdout=job_log, stderr=subprocess.STDOUT, start_new_session=True,
+                            cwd=REPO)
+    first_report = None  # (harness time it was seen, event)
+    ras = {}
+    ras_thread = None
+    ended_by = "itself"
+    first_fr_dump = None
+    while True:
+        rc = proc.poll()
+        t = now()
+        if rc is not None:
+            break
+        if a.variant == "shim" and first_report is None:
+            ev = report_events(ncw_dir)
+            if ev:
+                first_report = (t, ev[0])
+                log(f"first report event after {t - t_launch:.1f} s: {ev[0].get('type')}")
+                if a.ras_port and a.scenario != "clean":
+                    def ras_job():
+                        time.sleep(0.5)
+                        client = a.ras_client.split() if a.ras_client else [sys.executable,
+                                                                            os.path.join(HERE, "ras_query.py")]
+                        ras["t_start"] = now()
+                        ras["seconds"], ras["rc"] = run_ras(client, a.ras_port, os.path.join(work, "ras.txt"))
+                        ras["client"] = os.path.basename(client[-1] if client[0] == sys.executable else client[0])
+                    ras_thread = threading.Thread(target=ras_job, daemon=True)
+                    ras_thread.start()
+        if a.variant == "fr" and first_fr_dump is None and glob.glob(os.path.join(fr_dir, "trace_rank_*")):
+            first_fr_dump = t
+            log(f"first Flight Recorder dump after {t - t_launch:.1f} s")
+        wait_more = END_AFTER_REPORT.get(a.scenario)
+        if (a.variant == "shim" and first_report and wait_more is not None and t > first_report[0] + wait_more
+                and (ras_thread is None or not ras_thread.is_alive())):
+            ended_by = "harness after the report (a scheduler ending a hung job)"
+            end_job(proc, log)
+            break
+        if a.variant == "fr" and first_fr_dump and t > first_fr_dump + 25:
+            ended_by = "harness 25 s after the first Flight Recorder dump"
+            end_job(proc, log)
+            break
+        if t - t_launch > a.max_sec:
+            ended_by = f"harness at the {a.max_sec:.0f} s cap"
+            end_job(proc, log)
+            break
+        time.sleep(0.1)
+    rc = proc.wait()
+    t_end = now()
+    job_log.close()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # nothing of the job may outlive it
+    except ProcessLookupError:
+        pass
+    kill_tagged(work, log)
+    if ras_thread is not None:
+        ras_thread.join(timeout=40)
+    log(f"job ended ({ended_by}), torchrun exit code {rc}, after {t_end - t_launch:.1f} s")
+
+    result = {"scenario": a.scenario, "variant": a.variant, "timeout_s": a.timeout, "nproc": a.nproc,
+              "t_launch": t_launch, "t_end": t_end, "exit_code": rc, "ended_by": ended_by, "notes": notes,
+              "ras": ras or None}
+    if ras and os.path.exists(os.path.join(work, "ras.txt")):
+        with open(os.path.join(work, "ras.txt"), errors="replace") as f:
+            result["ras"]["output"] = f.read()[-20000:]
+
+    if a.variant == "shim":
+        time.sleep(0.5)
+        result["first_report_seen"] = first_report[0] if first_report else None
+        result["events"] = report_events(ncw_dir)
+        rc_an, out, err = run_tool([a.collector, "analyze", "--json", ncw_dir], os.path.join(work, "analyze.json"))
+        result["analyze_exit"] = rc_an
+        try:
+            result["analyze"] = json.loads(out)
+        except ValueError:
+            result["analyze"] = None
+            result["analyze_error"] = (err or out)[-2000:]
+        dumps = {}
+        for f in sorted(glob.glob(os.path.join(ncw_dir, "*", "*.ncw"))):
+            # The decoded file is kept for the short scenarios; a long clean run's full ring is not worth it.
+            rc_d, out, err = run_tool([a.collector, "dump", "--json", f],
+                                      f + ".decoded.json" if a.scenario != "clean" else os.devnull)
+            try:
+                d = json.loads(out)
+                # Only what the checker needs: the header, the comm table, and the collective records.
+                dumps[f] = {"header": d.get("header"), "comms": d.get("comms"),
+                            "records": [{k: r.get(k) for k in ("comm_id", "op", "seq", "count", "issue_ms",
+                                                               "reached_ms", "done_ms", "tid", "flags")}
+                                        for r in d.get("records", {}).get("items", [])][-400:]}
+            except ValueError:
+                dumps[f] = {"error": (err or out)[-500:]}
+        result["rank_files"] = dumps
+    else:
+        result["first_fr_dump_seen"] = first_fr_dump
+        files = sorted(glob.glob(os.path.join(fr_dir, "trace_rank_*")))
+        result["fr_files"] = [{"path": f, "size": os.path.getsize(f), "mtime": os.path.getmtime(f)} for f in files]
+        if files:
+            outs = []
+            for cmd_fr in (["torchfrtrace", fr_dir, "-p", "trace_rank_", "--allow-incomplete-ranks"],
+                           ["torchfrtrace", fr_dir, "-p", "trace_rank_"],
+                           [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", fr_dir, "-p",
+                            "trace_rank_", "--allow-incomplete-ranks"]):
+                rc_fr, out, err = run_tool(cmd_fr, os.path.join(work, "frtrace.txt"), timeout=90)
+                outs.append({"cmd": " ".join(cmd_fr), "rc": rc_fr, "output": (out + "\n" + err)[-12000:]})
+                if rc_fr == 0:
+                    break
+            result["frtrace"] = outs
+    with open(os.path.join(work, "job.log"), errors="replace") as f:
+        text = f.read()
+    result["job_log_tail"] = text[-6000:]
+    # PyTorch's own words on a timeout (the watchdog, the desync report), whatever the variant.
+    keys = ("Watchdog caught", "timed out", "Timeout", "desync", "Desync", "DESYNC", "not joined", "hasn't",
+            "has not", "Flight Recorder", "dump", "MISMATCH", "STALL", "NOT_JOINED", "INIT_HANG", "RECOVERED",
+            "EXTRA_OP", "DEAD", "GPU_NOT_REACHED", "exitcode", "Signal",
+            # TORCH_NCCL_DESYNC_DEBUG's report, one line per finding
+            "best knowledge", "lagging", "didn't join", "joined but", "Timeout at collective")
+    result["job_log_key_lines"] = [ln[:400] for ln in text.splitlines() if any(k in ln for k in keys)][:80]
+    with open(os.path.join(work, "result.json"), "w") as f:
+        json.dump(result, f, indent=1, default=str)
+    log(f"result written to {work}/result.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

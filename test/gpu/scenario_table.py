@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""Judges the two-GPU scenarios from what test/gpu/run_scenario.py kept, one table row per scenario.
+
+    scenario_table.py ROOT [--nproc 2] [--rows-dir DIR]
+
+ROOT/<scenario>/shim/result.json and ROOT/<scenario>/fr/result.json (either may be missing). For each scenario:
+  got        the first diagnosis the shim reported while the job ran (the earliest stall, mismatch or init_hang event
+             of any rank's .report.json), its kind and named (comm) ranks;
+  secs       from the stall's start to that report: the start is the issue time of the op the reporting rank waits
+             in (stall), the issue time of the mismatched op on the last rank to issue it (mismatch), or the start
+             of communicator init (init_hang), all read from the rank files; the report time is the event's time;
+  after kill `ncclwatch-collector analyze` over the folder once every process is gone;
+  FR said    PyTorch's Flight Recorder run: its watchdog's words, torchfrtrace's verdict and the ranks it names;
+  RAS said   the NCCL RAS status queried during the hang.
+Writes one JSON row per scenario to --rows-dir (for test/gpu/print_table.py) and prints the rows.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import sys
+
+LAST = "last"  # the last rank (nproc - 1)
+# kinds: what the shim must report while the job runs; rank: the rank it must name; offline: what analyze must still
+# say after the kill (None: no requirement); exit0: the job must end normally; recovered: a "recovered" event.
+EXPECT = {
+    "skip": dict(kinds={"NOT_JOINED"}, rank=LAST, offline={"NOT_JOINED", "DEAD"}),
+    "uneven": dict(kinds={"DEAD", "NOT_JOINED"}, rank=LAST, offline={"DEAD", "NOT_JOINED"}),
+    "type_mismatch": dict(kinds={"MISMATCH"}, rank=LAST, offline={"MISMATCH"}),
+    "size_mismatch": dict(kinds={"MISMATCH"}, rank=LAST, offline={"MISMATCH"}),
+    # torchrun ends the job within a second of the death, before any timeout: only the files can tell.
+    "rank_dies": dict(kinds=None, rank=LAST, offline={"DEAD", "NOT_JOINED"}),
+    "init_hang": dict(kinds={"INIT_HANG"}, rank=LAST, exit0=True),
+    "validation": dict(kinds={"NOT_JOINED", "GPU_NOT_REACHED"}, rank=0, exit0=True, recovered=True),
+    "grad_accum": dict(kinds={"EXTRA_OP"}, rank=0, offline={"EXTRA_OP"}),
+    "clean": dict(kinds=set(), rank=None, exit0=True, offline=set()),
+}
+ORDER = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
+         "clean"]
+DIAGNOSES = ("stall", "mismatch", "init_hang")
+
+
+def parse_time(s):
+    """The report's wall time, '2026-11-30 05:51:02.123 +0000', as seconds since the epoch."""
+    try:
+        return datetime.datetime.strptime(s, "%Y-%m-%d %H:%M:%S.%f %z").timestamp()
+    except (TypeError, ValueError):
+        return None
+
+
+def event_verdicts(e):
+    """(kind, culprits) pairs of one report event."""
+    if e.get("type") == "init_hang":
+        return [("INIT_HANG", sorted(e.get("not_seen") or []))]
+    return [(v.get("kind"), sorted(v.get("culprits") or [])) for v in e.get("verdicts") or []]
+
+
+def rank_file_of(report_path, rank_files):
+    base = report_path[: -len(".report.json")] if report_path.endswith(".report.json") else report_path
+    return rank_files.get(base + ".ncw")
+
+
+def real_time(dump, ms):
+    h = (dump or {}).get("header") or {}
+    if ms is None or not h.get("start_real_ns"):
+        return None
+    return h["start_real_ns"] / 1e9 + ms / 1e3
+
+
+def issue_time(dump, comm_id, seq):
+    for r in (dump or {}).get("records") or []:
+        if r.get("comm_id") == comm_id and r.get("seq") == seq and r.get("op") not in (None, "Send", "Recv"):
+            return real_time(dump, r.get("issue_ms"))
+    return None
+
+
+def stall_start(e, res):
+    """Wall time the diagnosed problem began, from the rank files; None if they do not say."""
+    files = res.get("rank_files") or {}
+    comm = e.get("comm_id")
+    if e.get("type") == "stall":
+        t = issue_time(rank_file_of(e.get("file", ""), files), comm, e.get("waiting_in_seq"))
+        if t is None and parse_time(e.get("time")) is not None and e.get("stalled_for_s") is not None:
+            t = parse_time(e["time"]) - e["stalled_for_s"]  # the shim's own count, when the record was overwritten
+        return t
+    if e.get("type") == "mismatch":
+        seqs = [v.get("seq") for v in e.get("verdicts") or []]
+        times = [issue_time(d, comm, s) for d in files.values() for s in seqs]
+        times = [t for t in times if t is not None]
+        return max(times) if times else None  # visible once the last rank issued it
+    if e.get("type") == "init_hang":
+        dump = rank_file_of(e.get("file", ""), files)
+        for c in (dump or {}).get("comms") or []:
+            if c.get("comm_id") == comm:
+                return real_time(dump, c.get("init_start_ms"))
+        if parse_time(e.get("time")) is not None and e.get("waited_s") is not None:
+            return parse_time(e["time"]) - e["waited_s"]
+    return None
+
+
+def fmt_verdicts(vs):
+    return "; ".join(f"{k} r{','.join(map(str, c))}" if c else str(k) for k, c in vs) or "none"
+
+
+def judge_shim(scn, res, exp, want_rank):
+    out = {"got": "did not run", "rank": "", "secs": "", "after_kill": "", "ok": False, "why": []}
+    if not res:
+        out["why"].append("no shim result")
+        return out
+    events = sorted(res.get("events") or [], key=lambda e: parse_time(e.get("time")) or 0)
+    diag = [e for e in events if e.get("type") in DIAGNOSES]
+    ok = True
+    if diag:
+        first = diag[0]
+        vs = event_verdicts(first)
+        out["got"] = fmt_verdicts(vs) + f" (rank {first.get('global_rank')}'s {first.get('type')})"
+        named = sorted({r for _, c in vs for r in c})
+        out["rank"] = ",".join(map(str, named)) if named else "-"
+        t0, t1 = stall_start(first, res), parse_time(first.get("time"))
+        if t0 is not None and t1 is not None:
+            out["secs"] = f"{t1 - t0:.1f}"
+            out["secs_value"] = t1 - t0
+        if exp["kinds"] is not None:
+            if not any(k in exp["kinds"] and want_rank in c for k, c in vs):
+                ok = False
+                out["why"].append(f"first report {fmt_verdicts(vs)}, want {'/'.join(sorted(exp['kinds']))} "
+                                  f"naming rank {want_rank}")
+            limit = res.get("timeout_s", 10) + 5 if first.get("type") != "mismatch" else 5
+            if out.get("secs_value") is not None and out["secs_value"] > limit:
+                ok = False
+                out["why"].append(f"report {out['secs']} s after the start, more than {limit:.0f} s")
+    else:
+        out["got"] = "no report"
+        out["rank"] = "-"
+        if exp["kinds"]:
+            ok = False
+            out["why"].append("no report while the job ran")
+        if exp["kinds"] is None:
+            out["got"] = "no report (job ended before the timeout)"
+    later = [e for e in events if e.get("type") not in DIAGNOSES]
+    if later:
+        out["got"] += "; then " + ", ".join(sorted({e["type"] for e in later}))
+    if exp.get("recovered") and not any(e.get("type") == "recovered" for e in events):
+        ok = False
+        out["why"].append("no 'recovered' event")
+    if exp.get("exit0") and res.get("exit_code") != 0:
+        ok = False
+        out["why"].append(f"job exit code {res.get('exit_code')}, want 0 (the job must go on)")
+
+    an = res.get("analyze") or {}
+    off = [(v.get("kind"), sorted(v.get("culprits") or [])) for v in an.get("verdicts") or []]
+    reports = len({e.get("file") for e in events})
+    out["after_kill"] = f"{fmt_verdicts(off)}; {reports} report file(s)"
+    if exp.get("offline") is not None:
+        if exp["offline"]:
+            if not any(k in exp["offline"] and want_rank in c for k, c in off):
+                ok = False
+                out["why"].append(f"after the kill analyze says {fmt_verdicts(off)}, want "
+                                  f"{'/'.join(sorted(exp['offline']))} naming rank {want_rank}")
+        elif off:
+            ok = False
+            out["why"].append(f"after the end analyze says {fmt_verdicts(off)}, want nothing")
+    if res.get("analyze") is None:
+        out["after_kill"] = "analyze failed: " + str(res.get("analyze_error", ""))[:120]
+    out["ok"] = ok
+    out["exit_code"] = res.get("exit_code")
+    out["ended_by"] = res.get("ended_by")
+    return out
+
+
+def short_ras(res):
+    ras = (res or {}).get("ras")
+    if not ras:
+        return "not queried"
+    text = ras.get("output") or ""
+    if ras.get("rc") not in (0, None) and "Errors" not in text and "Warnings" not in text:
+        return f"no answer (rc {ras.get('rc')}): " + " ".join(text.split())[-120:]
+    lines = text.splitlines()
+    keep = []
+    section = None
+    for ln in lines:
+        s = ln.strip()
+        if s in ("Errors", "Warnings"):
+            section = s
+            continue
+        if section and s and not set(s) <= {"=", "-"}:
+            keep.append(s)
+    said = " | ".join(keep) if keep else "no errors or warnings"
+    return f"{said[:300]} ({ras.get('seconds', 0):.1f} s)"
+
+
+def ras_named(res):
+    text = ((res or {}).get("ras") or {}).get("output") or ""
+    return sorted({int(m) for m in re.findall(r"Rank (\d+) (?:has|--|reported)", text)})
+
+
+def judge_fr(res):
+    if not res:
+        return "did not run", None
+    bits = []
+    key = res.get("job_log_key_lines") or []
+    wd = [ln for ln in key if "Watchdog caught" in ln or "timed out" in ln]
+    if wd:
+        m = re.search(r"SeqNum=(\d+), OpType=(\w+)", wd[0])
+        bits.append("watchdog timeout" + (f" in {m.group(2)} #{m.group(1)}" if m else ""))
+    # TORCH_NCCL_DESYNC_DEBUG: "[1] finished collective #N, but didn't join collective #N+1", "ranks [1] are the
+    # lagging ranks", "[0] joined but didn't finish collective #N".
+    desync = [" ".join(ln.split()) for ln in key if re.search(r"didn't join|lagging ranks|joined but didn't", ln)]
+    desync_named = sorted({int(x) for ln in desync
+                           for m in re.finditer(r"\[([0-9, ]+)\] (?:finished collective #\d+, but didn't join|"
+                                                r"are the lagging)", ln)
+                           for x in m.group(1).replace(" ", "").split(",") if x})
+    if desync:
+        bits.append("desync report: " + "; ".join(d[-110:] for d in dict.fromkeys(desync))[:260])
+    files = res.get("fr_files") or []
+    ranks = sorted({int(m.group(1)) for f in files for m in [re.search(r"(\d+)$", f["path"])] if m})
+    bits.append(f"dumps from rank(s) {','.join(map(str, ranks))}" if files else "no dump")
+    named = None
+    for o in res.get("frtrace") or []:
+        txt = o.get("output") or ""
+        m = re.search(r"[Mm]issing ranks(?: are|:)\s*\{([0-9, ]+)\}", txt)
+        c = re.findall(r"[Cc]ulprit rank[s]?\W+(\d+)", txt)
+        if m:
+            named = sorted(int(x) for x in m.group(1).replace(" ", "").split(",") if x)
+        elif c:
+            named = sorted({int(x) for x in c})
+        lines = [" ".join(ln.split()) for ln in txt.splitlines()
+                 if re.search(r"mismatch|Not all ranks|missing ranks|[Cc]ulprit|[Ee]rror|No .*found", ln)]
+        if o.get("rc") == 0 or lines:
+            bits.append("torchfrtrace: " + ("; ".join(lines[:3])[:240] if lines else "no problem found"))
+            break
+    else:
+        if files:
+            bits.append("torchfrtrace failed")
+    bits.append(f"job exit {res.get('exit_code')} ({res.get('ended_by')})")
+    if named is None and desync_named:
+        named = desync_named
+    return "; ".join(bits), named
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("root")
+    p.add_argument("--nproc", type=int, default=2)
+    p.add_argument("--rows-dir", default="")
+    a = p.parse_args()
+    rows = []
+    for scn in ORDER:
+        d = os.path.join(a.root, scn)
+        if not os.path.isdir(d):
+            continue
+        res = {}
+        for v in ("shim", "fr"):
+            try:
+                with open(os.path.join(d, v, "result.json")) as f:
+                    res[v] = json.load(f)
+            except (OSError, ValueError):
+                res[v] = None
+        exp = EXPECT[scn]
+        want = a.nproc - 1 if exp["rank"] == LAST else exp["rank"]
+        js = judge_shim(scn, res["shim"], exp, want)
+        fr_said, fr_named = judge_fr(res["fr"])
+        if fr_named is not None:
+            fr_said += f" [names rank(s) {','.join(map(str, fr_named))}: " \
+                       f"{'right' if want in fr_named else 'not the culprit'}]"
+        ras = short_ras(res["shim"])
+        rn = ras_named(res["shim"])
+        if rn:
+            ras += f" [names rank(s) {','.join(map(str, rn))}]"
+        if exp["kinds"]:
+            expected = f"{'/'.join(sorted(exp['kinds']))} r{want}"
+        elif exp["kinds"] is None:
+            expected = f"(killed at once) files: {'/'.join(sorted(exp['offline']))} r{want}"
+        else:
+            expected = "no report"
+        if exp.get("recovered"):
+            expected += ", recovered, job goes on"
+        elif exp.get("exit0"):
+            expected += ", job goes on"
+        row = {"case": f"2 GPUs: {scn}", "expected": expected, "got": js["got"], "rank": js["rank"],
+               "secs": js["secs"], "after_kill": js["after_kill"], "fr": fr_said, "ras": ras,
+               "pass": js["ok"], "why": js["why"], "exit_code": js.get("exit_code"), "ended_by": js.get("ended_by")}
+        rows.append(row)
+        if a.rows_dir:
+            os.makedirs(a.rows_dir, exist_ok=True)
+            with open(os.path.join(a.rows_dir, f"20-{ORDER.index(scn):02d}-{scn}.json"), "w") as f:
+                json.dump(row, f, indent=1)
+    for r in rows:
+        print(f"{r['case']}: {'PASS' if r['pass'] else 'FAIL'}: got {r['got']} (rank {r['rank']}, {r['secs']} s); "
+              f"after kill {r['after_kill']}; exit {r['exit_code']} ({r['ended_by']})")
+        for w in r["why"]:
+            print(f"    why: {w}")
+        print(f"    FR:  {r['fr']}")
+        print(f"    RAS: {r['ras']}")
+    return 0 if rows and all(r["pass"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+#!/bin/bash
+# Checks the GPU harness on a machine without a GPU: syntax of every script, then test/gpu/run_scenario.py and
+# test/gpu/scenario_table.py on fake-NCCL jobs (test/fake_nccl) standing in for the torch scenarios, the nccl-tests
+# parser on synthetic output, and the RAS client against a stand-in server.
+#   bash test/gpu/selftest.sh BUILD_DIR      (BUILD_DIR from `meson setup`, with the shim, collector, fake_launch,
+#                                             fake_rank built)
+# Prints the scenario rows and exits non-zero when a check of the harness itself fails.
+set -u
+B=$(cd "${1:?build dir}" && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+G=$REPO/test/gpu
+PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
+T=$(mktemp -d /tmp/ncw-gpu-selftest-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+for f in "$G"/*.sh; do bash -n "$f" || fail "bash -n $f"; done
+$PY -m py_compile "$G"/*.py "$REPO"/examples/*.py || fail "py_compile"
+
+SHIM=$B/shim/libncclwatch.so
+COLL=$B/collector/ncclwatch-collector
+LAUNCH=$B/test/fake_nccl/fake_launch
+RANK=$B/test/fake_nccl/fake_rank
+for x in "$SHIM" "$COLL" "$LAUNCH" "$RANK"; do [ -e "$x" ] || { echo "missing $x"; exit 2; }; done
+
+# Fake jobs in the shapes of the torch scenarios (2 ranks, timeout 2 s).
+declare -A JOB=(
+    [skip]="--steps 30 --skip-rank 1 --skip-step 20 --hold-ms 60000"
+    [size_mismatch]="--steps 30 --mismatch-rank 1 --mismatch-step 20 --mismatch-kind count --hold-ms 3000"
+    [type_mismatch]="--steps 30 --mismatch-rank 1 --mismatch-step 20 --mismatch-kind op --hold-ms 3000"
+    [rank_dies]="--steps 30 --exit-rank 1 --exit-step 20 --exit-code 1 --hold-ms 3000"
+    [validation]="--steps 30 --sleep-rank 0 --sleep-step 20 --sleep-ms 4000"
+    [grad_accum]="--steps 30 --extra-rank 0 --extra-step 20 --hold-ms 60000"
+    [clean]="--steps 30"
+)
+pids=""
+for s in "${!JOB[@]}"; do
+    kill_first=""
+    [ "$s" = rank_dies ] && kill_first="--kill-on-first-failure"
+    $PY "$G/run_scenario.py" --scenario "$s" --variant shim --work "$T/scen/$s/shim" --shim "$SHIM" --collector "$COLL" \
+        --timeout 2 --nproc 2 --max-sec 60 \
+        --cmd "$LAUNCH --nproc 2 --timeout-sec 80 $kill_first -- $RANK ${JOB[$s]}" >"$T/$s.log" 2>&1 &
+    pids="$pids $!"
+done
+wait $pids
+for s in "${!JOB[@]}"; do
+    [ -f "$T/scen/$s/shim/result.json" ] || { fail "$s: no result.json"; tail -5 "$T/$s.log"; }
+done
+$PY "$G/scenario_table.py" "$T/scen" --nproc 2 --rows-dir "$T/rows" | tee "$T/table.txt"
+# What the harness must get right whatever the verdict engine says.
+grep -q "2 GPUs: skip: PASS" "$T/table.txt" || fail "skip: NOT_JOINED naming rank 1 not recognised"
+grep -q "2 GPUs: size_mismatch: PASS" "$T/table.txt" || fail "size_mismatch: MISMATCH naming rank 1 not recognised"
+grep -q "2 GPUs: validation: PASS" "$T/table.txt" || fail "validation: the wait that recovered not recognised"
+grep -q "2 GPUs: clean: PASS" "$T/table.txt" || fail "clean: a report where none is expected"
+$PY - "$T/scen" <<'PYEOF' || fail "seconds to verdict not measured from the files"
+import json, sys
+for s in ("skip", "validation"):
+    r = json.load(open(f"{sys.argv[1]}/{s}/shim/result.json"))
+    assert r["events"], s
+PYEOF
+grep -A1 "2 GPUs: skip" "$T/table.txt" | grep -q "after kill NOT_JOINED r1\|after kill DEAD r1" ||
+    fail "skip: analyze after the kill does not name rank 1"
+
+# nccl-tests parser on synthetic output.
+$PY - "$T/nt" <<'PYEOF'
+import os, sys
+d = sys.argv[1]; os.makedirs(d)
+def out(path, shift=0.0, wrong=0, lib=22809):
+    L = [f"# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library={lib}", "h:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda13.0"]
+    s = 8
+    while s <= 1 << 27:
+        t = 10 + s / 3e5 + shift
+        bw = s / t / 1e3
+        L.append("%12d  %12d  %8s  %6s  %6s  %7.2f  %6.2f  %6.2f  %6g  %7.2f  %6.2f  %6.2f  %6g" % (s, s // 4, "float", "sum", "-1", t, bw, bw, wrong, t, bw, bw, 0))
+        s *= 2
+    L += [f"# Out of bounds values : {wrong} OK", "# Avg bus bandwidth    : 100 "]
+    open(os.path.join(d, path), "w").write("\n".join(L) + "\n")
+for i in range(3):
+    out(f"wo{i}.txt"); out(f"w{i}.txt", shift=0.05)
+out("bad.txt", wrong=2, lib=22803)
+PYEOF
+$PY "$G/nccl_tests_compare.py" same ok "$T/nt/wo0.txt" "$T/nt/w0.txt" "$T/ntrows" | grep -q PASS || fail "nccl-tests: equal outputs not recognised"
+$PY "$G/nccl_tests_compare.py" same bad "$T/nt/wo0.txt" "$T/nt/bad.txt" "$T/ntrows" | grep -q FAIL || fail "nccl-tests: system NCCL / #wrong not caught"
+$PY "$G/nccl_tests_compare.py" cost c "$T/ntrows" "$T"/nt/wo0.txt "$T"/nt/w0.txt "$T"/nt/wo1.txt "$T"/nt/w1.txt \
+    "$T"/nt/wo2.txt "$T"/nt/w1.txt | grep -q "cost: .*PASS" || fail "nccl-tests cost: +0.05 us should pass"
+
+# RAS client against a stand-in server.
+$PY - <<'PYEOF' &
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 28977)); s.listen(1)
+s.settimeout(20)
+c, _ = s.accept(); f = c.makefile("rb")
+assert f.readline() == b"CLIENT PROTOCOL 2\n"; c.sendall(b"SERVER PROTOCOL 2\n")
+assert f.readline().startswith(b"TIMEOUT"); c.sendall(b"OK\n")
+assert f.readline() == b"STATUS\n"
+c.sendall(b"Errors\n======\n\n#0-0 (ab) DEAD\n  Rank 1 -- GPU 0 managed by process 7 on node h\n"); c.close()
+PYEOF
+sleep 0.5
+$PY "$G/ras_query.py" --port 28977 | grep -q "Rank 1 -- GPU 0" || fail "RAS client"
+wait
+
+cat "$T/rows"/*.json >/dev/null && $PY "$G/print_table.py" "$T/rows" >/dev/null
+[ $fails = 0 ] && echo "selftest: ok" || echo "selftest: $fails failure(s)"
+exit $((fails > 0))
