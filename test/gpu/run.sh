@@ -140,9 +140,14 @@ fi
 # ---------------------------------------------------------------------------------------------------------- 2
 if want 2 && [ "$HAVE_SHIM" = 1 ]; then
     section "2 one GPU: ddp_train.py --steps 300 --subgroup --graph under the shim"
+    # Two variables from operators' write-ups that NCCL 2.28.9 never reads: the environment audit must name them.
+    NCCL_SOCKET_TIMEOUT=30 NCCL_IB_IFNAME=ib0 \
     NCCLWATCH_TIMEOUT_SEC=10 NCCLWATCH_DIR=$W/one/ddp LD_PRELOAD=$SHIM timeout 90 torchrun --standalone \
         --nproc_per_node=1 examples/ddp_train.py --steps 300 --subgroup --graph >"$W/logs/ddp.log" 2>&1
     echo "exit $?"; grep -v "dump written" "$W/logs/ddp.log" | tail -4
+    echo "environment audit and library scan (analyze of the DDP folder):"
+    "$COLL" analyze --color never "$W/one/ddp" 2>&1 | sed -n '/Also noticed/,$p' | head -30
+    grep -a -o 'ncclwatch\.[a-z_]*=[[:print:]]*' "$(ls "$W"/one/ddp/*/rank0-*.ncw | head -1)" | cut -c1-300 | head -12
     $PY $G/check_one_gpu.py ddp "$W/one/ddp" "$W/logs/ddp.log" "$COLL" "$W/rows"
 
     section "2 one GPU: a stalled stream (a kernel spinning on a host flag for 8 s before an all_reduce; timeout 3 s)"
