@@ -176,6 +176,44 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
     }
 }
 
+// Offline, the signature window (the last 64 collectives per communicator) may have rolled past a mismatch that NCCL
+// completed silently while the job went on. The newest kHistoryRecords ring records give the collectives before the
+// window, so the mismatch scan sees them too; bounded, so 1,024 files stay a few tens of MB.
+constexpr uint64_t kHistoryRecords = 2048;
+
+void read_history(const RankFile& file, FileSnapshot& s) {
+    if (s.comms.empty()) return;
+    const uint64_t ticket = s.header.write_ticket;
+    const RecordSet set = file.records(ticket > kHistoryRecords ? ticket - kHistoryRecords : 0);
+    for (auto& c : s.comms) {
+        uint64_t oldest = UINT64_MAX;
+        for (const auto& g : c.recent) oldest = std::min(oldest, g.seq);
+        std::vector<SigInfo> older;
+        for (const auto& r : set.records) {
+            if (r.comm_id != c.comm_id || !disk::is_collective(disk::OpType(r.op)) || !r.seq || r.seq >= oldest)
+                continue;
+            SigInfo g;
+            g.seq = r.seq;
+            g.count = r.count;
+            g.t_issue_ns = r.t_issue_ns;
+            g.op = r.op;
+            g.dtype = r.dtype;
+            g.flags = r.flags;
+            g.redop = r.redop;
+            g.root = disk::is_rooted(disk::OpType(r.op)) ? r.peer_or_root : -1;
+            g.tid = r.tid;
+            g.stream = r.stream;
+            older.push_back(g);
+        }
+        if (older.empty()) continue;
+        std::sort(older.begin(), older.end(), [](const SigInfo& a, const SigInfo& b) { return a.seq < b.seq; });
+        older.erase(
+            std::unique(older.begin(), older.end(), [](const SigInfo& a, const SigInfo& b) { return a.seq == b.seq; }),
+            older.end());
+        c.recent.insert(c.recent.begin(), older.begin(), older.end());
+    }
+}
+
 // "MASTER_ADDR:MASTER_PORT" from the recorded environment, "" when neither is there.
 std::string master_of(const HeaderInfo& h) {
     std::string addr, port;
@@ -201,7 +239,10 @@ FileSnapshot snapshot(const RankFile& file, bool with_p2p) noexcept {
         s.warnings = file.warnings();
         s.header = file.header();
         s.comms = file.comms();
-        if (with_p2p) read_p2p(file, s);
+        if (with_p2p) {
+            read_p2p(file, s);
+            read_history(file, s);
+        }
     } catch (...) {
         s.ok = false;
         s.error = "out of memory while reading";

@@ -18,7 +18,8 @@ struct StragglerOptions {
 
 // One STRAGGLER verdict per rank that arrived last at >= min_last_fraction of the common sequence numbers by a median
 // lateness (its arrival minus the latest other rank's) above the threshold and above the stated clock uncertainty.
-// Each rank's timestamps are moved by its RankCommState::clock_offset_ns first.
+// Each rank's timestamps are moved by its RankCommState::clock_offset_ns first. Communicators with GPU completion
+// tracking get none: there the CPU issue time runs ahead of the GPU and does not measure arrival.
 std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOptions& opt = {});
 
 }  // namespace ncw::verdict

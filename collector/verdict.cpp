@@ -325,6 +325,8 @@ size_t period_of(const std::vector<Key>& v) {
     return 0;
 }
 
+constexpr uint64_t kTieWindow = 64;  // = disk::kRecentSigs: the window a live rank keeps
+
 // Gaps between consecutive issue times in the window, as ratios of the rank's median gap (before seq `upto`).
 struct GapShape {
     double shortest = 0;  // smallest gap / median gap
@@ -336,10 +338,10 @@ struct GapShape {
     bool known = false;
 };
 
-GapShape gap_shape(const RankCommState& r, uint64_t upto) {
+GapShape gap_shape(const RankCommState& r, uint64_t from, uint64_t upto) {
     std::vector<std::pair<uint64_t, uint64_t>> t;  // (seq, issue time)
     for (const auto& s : r.recent)
-        if (s.seq && s.seq <= upto && s.t_issue_ns) t.emplace_back(s.seq, s.t_issue_ns);
+        if (s.seq >= from && s.seq && s.seq <= upto && s.t_issue_ns) t.emplace_back(s.seq, s.t_issue_ns);
     std::sort(t.begin(), t.end());
     std::vector<std::pair<double, uint64_t>> gaps;
     for (size_t i = 1; i < t.size(); ++i)
@@ -374,7 +376,8 @@ Lean tie_break(const RankCommState& ahead, const RankCommState& idle, uint64_t W
         if (s.seq) lo_a = std::min(lo_a, s.seq);
     for (const auto& s : idle.recent)
         if (s.seq) lo_i = std::min(lo_i, s.seq);
-    const uint64_t lo = std::max(lo_a, lo_i);
+    // The last window's worth only: offline, `recent` may also hold older ring history, whose noise is not this tie's.
+    const uint64_t lo = std::max({lo_a, lo_i, W > kTieWindow ? W - kTieWindow : uint64_t(0)});
     const auto a = keys_between(ahead, lo, W);
     const auto b = keys_between(idle, lo, W - 1);
     if (W > lo + 2 && !a.empty() && !b.empty()) {
@@ -412,7 +415,7 @@ Lean tie_break(const RankCommState& ahead, const RankCommState& idle, uint64_t W
     }
 
     Lean by_time = Lean::Unknown;
-    const GapShape ga = gap_shape(ahead, W), gi = gap_shape(idle, W - 1);
+    const GapShape ga = gap_shape(ahead, lo, W), gi = gap_shape(idle, lo, W - 1);
     if (ga.known && gi.known) {
         // One anomaly on one side and a regular rhythm on the other; anything noisier decides nothing.
         const bool short_in_ahead = ga.n_short == 1 && gi.n_short == 0 && gi.n_long == 0;

@@ -149,7 +149,10 @@ def judge_shim(scn, res, exp, want_rank):
         out["why"].append(f"job exit code {res.get('exit_code')}, want 0 (the job must go on)")
 
     an = res.get("analyze") or {}
-    off = [(v.get("kind"), sorted(v.get("culprits") or [])) for v in an.get("verdicts") or []]
+    # analysis/2 names culprits as objects (comm and global rank, host, GPU, pid); analysis/1 as comm ranks.
+    def rank_of(c):
+        return c.get("global_rank", c.get("comm_rank")) if isinstance(c, dict) else c
+    off = [(v.get("kind"), sorted(rank_of(c) for c in v.get("culprits") or [])) for v in an.get("verdicts") or []]
     reports = len({e.get("file") for e in events})
     out["after_kill"] = f"{fmt_verdicts(off)}; {reports} report file(s)"
     if exp.get("offline") is not None:
