@@ -1,7 +1,8 @@
 #!/bin/bash
 # The main job on its embedded default. On a machine with a GPU and PyTorch: torchrun of examples/ddp_train.py
 # under the shim. Elsewhere: a simulated 4-rank job over the test NCCL on CPU in which rank 2 skips one all_reduce
-# and then stays busy; the shim names it within the timeout, and the collector reads the dump folder.
+# and then stays busy; the shim names it within the timeout, the live collector that rank 0 runs inside its shim
+# (NCCLWATCH_COLLECTOR=auto) names it from the ranks' digests, and the collector reads the dump folder.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
@@ -15,6 +16,7 @@ fi
 bash scripts/setup.sh || exit 1
 export NCCLWATCH_DIR=${NCCLWATCH_DIR:-$(mktemp -d /tmp/ncclwatch-demo-XXXXXX)}
 export NCCLWATCH_TIMEOUT_SEC=${NCCLWATCH_TIMEOUT_SEC:-3} FAKE_NCCL_TIMEOUT_SEC=120
+export NCCLWATCH_COLLECTOR=${NCCLWATCH_COLLECTOR:-auto}
 echo "demo: 4 ranks over the test NCCL; rank 2 skips the all_reduce of step 5, trains on, then stays busy outside NCCL."
 echo "demo: NCCLWATCH_TIMEOUT_SEC=$NCCLWATCH_TIMEOUT_SEC, dumps in $NCCLWATCH_DIR"
 echo
@@ -33,6 +35,15 @@ sleep 0.5  # a demo, not a test: let the dumps the siblings asked for land befor
 echo "demo: what the shim wrote on stderr"
 grep -v "dump written\|fake-nccl\|fake-framework" "$log"
 echo
+for _ in $(seq 200); do  # the live collector's report (NCCLWATCH_COLLECTOR=auto), a condition polled
+    ls "$NCCLWATCH_DIR"/*/live-report.txt >/dev/null 2>&1 && break
+    sleep 0.05
+done
+if ls "$NCCLWATCH_DIR"/*/live-report.txt >/dev/null 2>&1; then
+    echo "demo: the live collector's report (rank 0's shim ran it: NCCLWATCH_COLLECTOR=auto)"
+    head -3 "$NCCLWATCH_DIR"/*/live-report.txt
+    echo
+fi
 echo "demo: ncclwatch-collector analyze $NCCLWATCH_DIR   (while the job hangs)"
 build/collector/ncclwatch-collector analyze "$NCCLWATCH_DIR"
 rc=$?
