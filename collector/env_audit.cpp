@@ -399,6 +399,17 @@ struct NoEffect {
     std::string source;
 };
 
+// Set by container images and installers to describe the installation, not to configure NCCL: nobody expects NCCL
+// to read them (NVIDIA's images set NCCL_VERSION=2.28.3-1, seen on the GPU machine), so they are not "no effect".
+bool informational(const std::string& name) {
+    static const char* const names[] = {"NCCL_VERSION", "NCCL_HOME",    "NCCL_ROOT",
+                                        "NCCL_DIR",     "NCCL_PATH",    "NCCL_INCLUDE_DIR",
+                                        "NCCL_LIB_DIR", "NCCL_LIBRARY", "NCCL_PKG_VERSION"};
+    for (const char* n : names)
+        if (name == n) return true;
+    return false;
+}
+
 void audit_no_effect(const std::vector<Proc>& procs, std::vector<Finding>& out) {
     // name -> (how we know) -> processes. The key keeps a scan's verdict apart from the built-in table's.
     std::map<std::string, std::map<std::string, std::vector<const Proc*>>> none, legacy;
@@ -412,6 +423,7 @@ void audit_no_effect(const std::vector<Proc>& procs, std::vector<Finding>& out) 
             for (const auto& n : split(*no_effect, ',')) scanned_none.insert(n);
             for (const auto& n : scanned_none) {
                 if (!p.var(n)) continue;  // the shim's list is of set variables; guard against a damaged entry
+                if (informational(n)) continue;
                 const std::string src = "scan of " + (lib ? *lib : std::string("the NCCL library")) + " (" + *reads +
                                         " NCCL_* names" +
                                         (p.h->nccl_version > 0 ? ", NCCL " + nccl_version_str(p.h->nccl_version) : "") +

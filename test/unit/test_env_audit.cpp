@@ -294,3 +294,15 @@ TEST_CASE("damaged entries and missing pieces never break the audit", "[env_audi
     const auto all = audit_job(facts);
     CHECK(with_topic(all, "no_effect").empty());  // a listed name that is not set is not reported
 }
+
+TEST_CASE("installation variables set by container images are not 'no effect'", "[env_audit]") {
+    // NVIDIA's images set NCCL_VERSION; a scan finds it unread, as it should, but nobody meant it as a setting.
+    Job j;
+    auto env = scanned("NCCL_VERSION,NCCL_SOCKET_TIMEOUT");
+    env.push_back("NCCL_VERSION=2.28.3-1");
+    env.push_back("NCCL_SOCKET_TIMEOUT=30");
+    j.add(0, "node0", 0, 1, env);
+    const auto none = with_topic(j.audit(), "no_effect");
+    REQUIRE(none.size() == 1);
+    CHECK(contains(none[0].summary, "NCCL_SOCKET_TIMEOUT has no effect"));
+}
