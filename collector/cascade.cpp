@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "report_json.h"  // report::hex
+
 namespace ncw::verdict {
 
 namespace {
@@ -47,8 +49,6 @@ std::string process_name(const CommView& v, const Process& p) {
                                r.host.empty() ? "?" : r.host, r.pid);
     return fmt::format("pid {} on {}", p.second, p.first.empty() ? "?" : p.first);
 }
-
-std::string hex(uint64_t id) { return fmt::format("0x{:016x}", id); }
 
 }  // namespace
 
@@ -109,13 +109,14 @@ void assign_cascade_roles(const std::vector<CommVerdicts>& comms) {
             line = fmt::format(
                 "cascade: {} is held in comm {} (waiting in #{} there, stalled {:.1f} s before this one), so it cannot "
                 "issue here",
-                process_name(*a.view, s.link), hex(a.view->comm_id), a.seq, a.stalled_for - s.stalled_for);
-            if (root.view != a.view) line += fmt::format("; the chain starts in comm {}", hex(root.view->comm_id));
+                process_name(*a.view, s.link), report::hex(a.view->comm_id), a.seq, a.stalled_for - s.stalled_for);
+            if (root.view != a.view)
+                line += fmt::format("; the chain starts in comm {}", report::hex(root.view->comm_id));
         } else if (!caused[i].empty()) {
             role = Role::Initiating;
             line = fmt::format("initiating: stalled first ({:.1f} s ago); ", s.stalled_for);
             for (size_t k = 0; k < caused[i].size(); ++k)
-                line += fmt::format("{}comm {}", k ? ", " : "", hex(stalls[caused[i][k]].view->comm_id));
+                line += fmt::format("{}comm {}", k ? ", " : "", report::hex(stalls[caused[i][k]].view->comm_id));
             line += caused[i].size() == 1 ? " waits because of it" : " wait because of it";
         }
         if (role == Role::None) continue;

@@ -1050,6 +1050,10 @@ bool LiveServer::start(std::string* err) noexcept {
         if (err) *err = e.what();
         impl_->close_all();
         return false;
+    } catch (...) {  // noexcept, and with NCCLWATCH_COLLECTOR=auto it runs inside rank 0's training process
+        if (err) *err = "unknown error";
+        impl_->close_all();
+        return false;
     }
 }
 

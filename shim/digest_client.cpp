@@ -308,9 +308,15 @@ public:
                            rt_.file.path, reader_->error());
             loop();
         } catch (const std::exception& e) {
-            NCW_LOG_ONCE(error, "the live digest client stopped: {}", e.what());
+            try {
+                NCW_LOG_ONCE(error, "the live digest client stopped: {}", e.what());
+            } catch (...) {  // this thread lives in the host's process: nothing may escape it
+            }
         } catch (...) {
-            NCW_LOG_ONCE(error, "the live digest client stopped");
+            try {
+                NCW_LOG_ONCE(error, "the live digest client stopped");
+            } catch (...) {
+            }
         }
         close_socket();
         std::lock_guard<std::mutex> lock(mu_);
@@ -416,7 +422,7 @@ private:
                         lost("the collector has not read for 30 s");
                     }
                     break;
-                case State::Rejected: break;
+                case State::Rejected: return;  // refused for good: the thread has nothing left to do
             }
 
             // Wait for the socket or the next deadline.
@@ -512,8 +518,9 @@ private:
         wire::Hello hello;
         hello.token = rt_.cfg.token;
         hello.header = reader_->header();
-        hello.header.env.clear();
-        for (const auto& [name, value] : rt_.env) hello.header.env.push_back(name + "=" + value);
+        // The file's environment region also holds the library scan's facts; without a file, the process's own list.
+        if (hello.header.env.empty())
+            for (const auto& [name, value] : rt_.env) hello.header.env.push_back(name + "=" + value);
         hello.file = rt_.file.file_backed ? rt_.file.path : std::string();
         std::vector<uint8_t> frame;
         wire::encode(hello, frame);
