@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "report_json.h"
+
 namespace ncw::cli {
 
 inline constexpr const char* kProg = "ncclwatch-collector";
@@ -17,13 +19,7 @@ int cmd_analyze(const std::vector<std::string>& args);
 int cmd_dump(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
 
-// Text from a file goes to a terminal: no control characters.
-inline std::string clean(const std::string& s) {
-    std::string out = s;
-    for (auto& c : out)
-        if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
-    return out;
-}
+using report::clean;  // text from a file goes to a terminal: no control characters
 
 // Milliseconds since the file's start; "-" for "never".
 inline std::string rel_ms(uint64_t t, uint64_t start) {

@@ -219,12 +219,7 @@ std::string safe_component(const std::string& s) {
     return out;
 }
 
-std::string clean(const std::string& s) {
-    std::string out = s;
-    for (auto& c : out)
-        if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
-    return out;
-}
+using report::clean;
 
 std::string verdict_key(const verdict::Verdict& v) {
     std::string k = fmt::format("{}|{:x}|{}|", verdict::kind_name(v.kind), v.comm_id, v.seq);

@@ -16,6 +16,7 @@ namespace ncw::report {
 using json = nlohmann::json;
 
 std::string hex(uint64_t v);              // 0x%016x
+std::string clean(const std::string& s);  // text from a file, for a terminal or a log: control characters become '?'
 std::string hexs(uint64_t v);             // 0x%x
 std::string wall_time(uint64_t real_ns);  // "2026-11-30 04:12:07.123 +0000"
 std::string nccl_version_str(int32_t code);

@@ -21,14 +21,6 @@ using verdict::Kind;
 using verdict::RankCommState;
 using verdict::Role;
 
-// Text from a file goes to a terminal: no control characters.
-std::string clean(const std::string& s) {
-    std::string out = s;
-    for (auto& c : out)
-        if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
-    return out;
-}
-
 std::string plural(size_t n, const char* one, const char* many) { return fmt::format("{} {}", n, n == 1 ? one : many); }
 
 std::string time_of_day(uint64_t real_ns) {
