@@ -125,6 +125,7 @@ RankFile& RankFile::operator=(RankFile&& o) noexcept {
     warnings_ = std::move(o.warnings_);
     base_ = std::exchange(o.base_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    owned_ = std::exchange(o.owned_, false);
     truncated_ = o.truncated_;
     comm_table_offset_ = o.comm_table_offset_;
     ring_offset_ = o.ring_offset_;
@@ -139,8 +140,9 @@ RankFile& RankFile::operator=(RankFile&& o) noexcept {
 }
 
 void RankFile::close() noexcept {
-    if (base_) munmap(const_cast<unsigned char*>(base_), size_);
+    if (base_ && owned_) munmap(const_cast<unsigned char*>(base_), size_);
     base_ = nullptr;
+    owned_ = false;
     size_ = 0;
     truncated_ = false;
     usable_comms_ = 0;
@@ -183,11 +185,28 @@ bool RankFile::open(const std::string& path) noexcept {
         if (p == MAP_FAILED) return fail("cannot map: " + errno_str(e));
         base_ = static_cast<const unsigned char*>(p);
         size_ = size_t(st.st_size);
+        owned_ = true;
         return validate();
     } catch (const std::exception& ex) {
         return fail(std::string("cannot read: ") + ex.what());
     } catch (...) {
         return fail("cannot read: unknown error");
+    }
+}
+
+bool RankFile::open_memory(const void* base, size_t size, const std::string& label) noexcept {
+    close();
+    error_.clear();
+    warnings_.clear();
+    try {
+        path_ = label;
+        if (!base || size == 0) return fail("no mapping");
+        base_ = static_cast<const unsigned char*>(base);
+        size_ = size;
+        owned_ = false;
+        return validate();
+    } catch (...) {
+        return fail("cannot read: out of memory");
     }
 }
 

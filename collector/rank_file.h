@@ -169,6 +169,9 @@ public:
     // Maps `path` read-only and validates the header. false: nothing usable, error() says why. true: snapshots work;
     // warnings() may still report damage (a truncated file reads as far as it goes).
     bool open(const std::string& path) noexcept;
+    // The same over a mapping someone else owns and keeps alive (the shim's own anonymous-memory fallback, which has
+    // no path): validated the same way, never unmapped here. `label` stands in for the path in messages.
+    bool open_memory(const void* base, size_t size, const std::string& label) noexcept;
     void close() noexcept;
 
     bool is_open() const noexcept { return base_ != nullptr; }
@@ -197,6 +200,7 @@ private:
     std::vector<std::string> warnings_;
     const unsigned char* base_ = nullptr;
     size_t size_ = 0;
+    bool owned_ = false;  // base_ is our mmap (open) rather than borrowed (open_memory)
     bool truncated_ = false;
     // Validated layout, fixed at open.
     uint64_t comm_table_offset_ = 0;

@@ -119,143 +119,15 @@ bool digest_changed(const std::vector<uint8_t>& prev, const std::vector<uint8_t>
     return memcmp(prev.data() + skip, next.data() + skip, prev.size() - skip) != 0;
 }
 
-namespace {
-
-template <class T>
-T ld(const T& field) noexcept {
-    return __atomic_load_n(&field, __ATOMIC_RELAXED);
-}
-template <class T>
-T lda(const T& field) noexcept {
-    return __atomic_load_n(&field, __ATOMIC_ACQUIRE);
-}
-template <class T>
-T ld(const std::atomic<T>& field, std::memory_order mo = std::memory_order_relaxed) noexcept {
-    return field.load(mo);
-}
-template <size_t N>
-std::string ld_str(const char (&field)[N]) {
-    std::string out;
-    for (size_t i = 0; i < N; ++i) {
-        const char c = ld(field[i]);
-        if (!c) break;
-        out.push_back(c);
-    }
-    return out;
-}
-
-}  // namespace
-
-// The anonymous-memory fallback has no path for RankFile to open: the same fields, read straight from our own
-// mapping (known layout, nothing to validate), with the same seqlock rule for signatures.
-static HeaderInfo header_of_mapping(const RankFileWriter& w) {
-    HeaderInfo out;
-    const disk::FileHeader* h = w.hdr;
-    if (!h) return out;
-    out.major = h->major;
-    out.minor = h->minor;
-    out.header_size = h->header_size;
-    out.comm_slot_size = h->comm_slot_size;
-    out.max_comms = h->max_comms;
-    out.record_size = h->record_size;
-    out.ring_capacity = h->ring_capacity;
-    out.bt_depth = h->bt_depth;
-    out.comm_table_offset = h->comm_table_offset;
-    out.ring_offset = h->ring_offset;
-    out.bt_offset = h->bt_offset;
-    out.file_size = h->file_size;
-    out.actual_size = w.size;
-    out.pid = h->pid;
-    out.global_rank = h->global_rank;
-    out.local_rank = h->local_rank;
-    out.world_size = h->world_size;
-    out.local_world_size = h->local_world_size;
-    out.host = ld_str(h->host);
-    out.job_id = ld_str(h->job_id);
-    out.start_mono_ns = h->start_mono_ns;
-    out.start_real_ns = h->start_real_ns;
-    out.boot_id_hash = h->boot_id_hash;
-    out.nccl_version = ld(h->nccl_version);
-    out.cuda_driver_version = ld(h->cuda_driver_version);
-    out.heartbeat_mono_ns = ld(h->heartbeat_mono_ns);
-    out.process_state = ld(h->process_state);
-    out.num_comms = ld(h->num_comms, std::memory_order_acquire);
-    out.write_ticket = ld(h->write_ticket);
-    out.dump_request = ld(h->dump_request);
-    out.dumps_written = ld(h->dumps_written);
-    out.reports_written = ld(h->reports_written);
-    return out;
-}
-
-static std::vector<CommInfo> comms_of_mapping(const RankFileWriter& w) {
-    std::vector<CommInfo> out;
-    if (!w.hdr || !w.comms) return out;
-    const uint32_t n = std::min(ld(w.hdr->num_comms, std::memory_order_acquire), w.hdr->max_comms);
-    out.reserve(n);
-    for (uint32_t i = 0; i < n; ++i) {
-        const disk::CommSlot& s = w.comms[i];
-        CommInfo c;
-        c.slot = i;
-        c.state = ld(s.state, std::memory_order_acquire);
-        c.stall_flags = ld(s.stall_flags);
-        c.rank = ld(s.rank);
-        c.nranks = ld(s.nranks);
-        c.cuda_dev = ld(s.cuda_dev);
-        c.blocking = ld(s.blocking);
-        c.comm_id = ld(s.comm_id);
-        c.parent_id = ld(s.parent_id);
-        c.split_color = ld(s.split_color);
-        c.split_key = ld(s.split_key);
-        c.comm_ptr = ld(s.comm_ptr);
-        c.pci_bus_id = ld_str(s.pci_bus_id);
-        c.name = ld_str(s.name);
-        c.t_init_start_ns = ld(s.t_init_start_ns);
-        c.t_init_done_ns = ld(s.t_init_done_ns);
-        c.coll_issued = ld(s.coll_issued);
-        c.coll_returned = ld(s.coll_returned);
-        c.coll_reached = ld(s.coll_reached);
-        c.coll_completed = ld(s.coll_completed);
-        c.ops_issued = ld(s.ops_issued);
-        c.ops_completed = ld(s.ops_completed);
-        c.t_last_issue_ns = ld(s.t_last_issue_ns);
-        c.t_last_progress_ns = ld(s.t_last_progress_ns);
-        c.p2p_sends = ld(s.p2p_sends);
-        c.p2p_recvs = ld(s.p2p_recvs);
-        c.async_error = ld(s.async_error);
-        c.gpu_tracking = ld(s.gpu_tracking);
-        c.stall_since_ns = ld(s.stall_since_ns);
-        c.untracked_ops = ld(s.untracked_ops);
-        for (uint32_t j = 0; j < disk::kRecentSigs; ++j) {
-            const disk::OpSignature& e = s.recent[j];
-            const uint64_t seq = ld(e.seq, std::memory_order_acquire);
-            if (seq == 0 || seq % disk::kRecentSigs != j) continue;
-            SigInfo g;
-            g.seq = seq;
-            g.count = lda(e.count);
-            g.t_issue_ns = lda(e.t_issue_ns);
-            g.op = lda(e.op);
-            g.dtype = lda(e.dtype);
-            g.flags = lda(e.flags);
-            g.redop = lda(e.redop);
-            g.root = lda(e.root);
-            g.tid = lda(e.tid);
-            g.stream = lda(e.stream);
-            if (ld(e.seq) != seq) continue;
-            c.recent.push_back(g);
-        }
-        std::sort(c.recent.begin(), c.recent.end(), [](const SigInfo& a, const SigInfo& b) { return a.seq < b.seq; });
-        out.push_back(std::move(c));
-    }
-    return out;
-}
-
-SelfReader::SelfReader(const RankFileWriter& w) : w_(w) {
+SelfReader::SelfReader(const RankFileWriter& w) {
     if (w.file_backed && !file_.open(w.path)) error_ = file_.error();
+    // The anonymous-memory fallback (or a file that cannot be read back): the same reader over our own mapping.
+    if (!file_.is_open()) file_.open_memory(w.hdr, w.size, "(this process's memory)");
 }
 
-HeaderInfo SelfReader::header() const { return file_.is_open() ? file_.header() : header_of_mapping(w_); }
+HeaderInfo SelfReader::header() const { return file_.header(); }
 
-std::vector<CommInfo> SelfReader::comms() const { return file_.is_open() ? file_.comms() : comms_of_mapping(w_); }
+std::vector<CommInfo> SelfReader::comms() const { return file_.comms(); }
 
 bool SendSlot::offer(std::vector<uint8_t>&& frame) {
     if (busy()) return false;

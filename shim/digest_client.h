@@ -84,7 +84,6 @@ public:
     const std::string& error() const { return error_; }
 
 private:
-    const RankFileWriter& w_;
     RankFile file_;
     std::string error_;
 };
