@@ -9,34 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cli.h"
-#include "job_view.h"
 #include "ncclwatch/config_table.h"
-#include "ncclwatch/format.h"
-#include "rank_file.h"
-#include "report_json.h"
 
 namespace ncw::cli {
-
-namespace {
-using json = nlohmann::json;
-using report::comm_json;
-using report::dump_json;
-using report::flags_str;
-using report::header_json;
-using report::hex;
-using report::hexs;
-using report::nccl_result_name;
-using report::nccl_version_str;
-using report::process_state_name;
-using report::record_json;
-using report::verdict_json;
-using report::wall_time;
-}  // namespace
 
 namespace {
 
