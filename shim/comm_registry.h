@@ -29,6 +29,17 @@ struct DeferredOp {
     cudaStream_t stream = nullptr;
 };
 
+// One stream a communicator's ops run on, for sampling (NCCLWATCH_GPU_SAMPLE=auto): at most one op per stream at a
+// time carries GPU events of its own (the "sampled" op); the ops issued while it is in flight follow it, and their
+// completion is inferred from stream order. Why: every event recorded between two NCCL kernels costs about half a
+// microsecond on the issuing thread and on the GPU, which shows in small-message latency.
+struct StreamClaim {
+    static constexpr uint64_t kPauseNs = 1000000;  // an op after a pause this long is always sampled
+    std::atomic<uintptr_t> key{0};                 // the stream handle + 1; 0 = free entry
+    std::atomic<uint64_t> owner{0};                // generation of the sampled op in flight; 0 = none
+    std::atomic<uint64_t> t_last_issue_ns{0};      // the last op issued on this stream (any thread)
+};
+
 struct CommRuntime {
     ncclComm_t comm = nullptr;
     uint64_t comm_id = 0;
@@ -53,6 +64,22 @@ struct CommRuntime {
     std::atomic<uint64_t> failed_ops{0};        // calls that returned an error: a stall ending this way did not recover
     std::atomic<bool> identity_pending{false};  // rank/nranks not known yet (nonblocking split): the watchdog asks
     MpmcQueue<DeferredOp> deferred{256};
+
+    // Streams this communicator's ops ran on. A fifth stream, or the per-thread default stream (whose meaning depends
+    // on the calling thread, so our poller cannot record on it), gets no entry: its ops are always sampled.
+    static constexpr int kClaims = 4;
+    StreamClaim claims[kClaims];
+    StreamClaim* claim_for(cudaStream_t stream) {
+        const uintptr_t key = reinterpret_cast<uintptr_t>(stream) + 1;
+        if (key == kPerThreadStreamKey) return nullptr;
+        for (auto& c : claims) {
+            uintptr_t k = c.key.load(std::memory_order_acquire);
+            if (k == 0 && c.key.compare_exchange_strong(k, key, std::memory_order_acq_rel)) return &c;
+            if (k == key) return &c;
+        }
+        return nullptr;
+    }
+    static constexpr uintptr_t kPerThreadStreamKey = 0x2 + 1;  // cudaStreamPerThread
 };
 
 class CommRegistry {

@@ -2,6 +2,13 @@
 // the enqueue: "completed"; before it: "reached", meaning all earlier work on that stream is done) and hands it to a
 // queue; a thread of ours polls the events and advances the progress block. Events come from a fixed pool per
 // device; when the pool or the queue is exhausted the wrapper falls back to completion-on-return for that op.
+//
+// Sampling (NCCLWATCH_GPU_SAMPLE=auto): an event between two NCCL kernels costs the issuing thread and the GPU about
+// half a microsecond, which shows in small-message latency. So at most one op per stream at a time carries events
+// (the "sampled" op, see StreamClaim); an op issued while one is in flight "follows" it: it goes on the queue without
+// an event, and completes once any event recorded on its stream after its enqueue completes (stream order). When a
+// stream falls quiet with followers not yet covered, the poller records one catch-up event on it. An op after a pause
+// of 1 ms or more is always sampled, so the op a hang starts on (usually the first after compute) has its own events.
 #pragma once
 
 #include <nccl.h>
@@ -17,7 +24,8 @@ namespace ncw {
 
 class CompletionTracker {
 public:
-    static constexpr int kMaxRefs = 8;  // ops covered by one event (a group launch is split over several)
+    static constexpr int kMaxRefs = 8;                   // ops covered by one event (a group launch is split)
+    static constexpr uint64_t kCatchUpAfterNs = 10000000;  // a stream's uncovered followers this old get a catch-up
 
     // nullptr when GPU tracking is off or impossible (no libcuda in the process).
     static CompletionTracker* create(const Config& cfg, const RankFileWriter* file);
@@ -27,9 +35,31 @@ public:
 
     // Hot path.
     bool capturing(cudaStream_t stream) const;
-    bool record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, bool done);
+    // Whether an op issued at `now` on the stream of `claim` carries its own events. Returns the sample's generation
+    // (nonzero, now owning the claim), or 0 when the op follows the sample in flight. No claim entry: always sampled.
+    static uint64_t sample(StreamClaim* claim, uint64_t now, bool every_op) {
+        if (!claim) return now | 1;
+        const uint64_t last = claim->t_last_issue_ns.load(std::memory_order_relaxed);
+        claim->t_last_issue_ns.store(now, std::memory_order_relaxed);
+        if (!every_op && claim->owner.load(std::memory_order_relaxed) != 0 && now - last < StreamClaim::kPauseNs)
+            return 0;
+        const uint64_t gen = now | 1;
+        claim->owner.store(gen, std::memory_order_relaxed);
+        return gen;
+    }
+    static void release(StreamClaim* claim, uint64_t gen) {
+        if (claim && gen) claim->owner.compare_exchange_strong(gen, 0, std::memory_order_relaxed);
+    }
+    // An event for refs[0..n) on the stream; `done` = after the enqueue ("completed"), else before it ("reached").
+    // A completed event of a sampled op releases `claim` (generation `gen`) once it resolves.
+    bool record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, bool done, StreamClaim* claim = nullptr,
+                uint64_t gen = 0);
+    // Ops without events of their own, enqueued on the stream before `t_return_ns`.
+    bool follow(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, uint64_t t_return_ns);
 
     uint64_t events_recorded() const { return recorded_.load(std::memory_order_relaxed); }
+    uint64_t followers() const { return followed_.load(std::memory_order_relaxed); }
+    uint64_t catch_ups() const { return catch_ups_.load(std::memory_order_relaxed); }
     uint64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
     uint64_t last_poll_ns() const { return last_poll_ns_.load(std::memory_order_relaxed); }
 
@@ -41,6 +71,8 @@ private:
     Impl* impl_;
     const RankFileWriter* file_;
     std::atomic<uint64_t> recorded_{0};
+    std::atomic<uint64_t> followed_{0};
+    std::atomic<uint64_t> catch_ups_{0};
     std::atomic<uint64_t> fallbacks_{0};
     std::atomic<uint64_t> last_poll_ns_{0};
 };

@@ -69,6 +69,9 @@ void assign(bool& field, bool v, double, const std::string&) { field = v; }
 void assign(int& field, bool, double d, const std::string&) { field = int(d); }
 void assign(double& field, bool, double d, const std::string&) { field = d; }
 void assign(std::string& field, bool, double, const std::string& s) { field = s; }
+void assign(GpuSample& field, bool, double, const std::string& s) {
+    field = s == "all" ? GpuSample::All : GpuSample::Auto;
+}
 void assign(Action& field, bool, double, const std::string& s) {
     field = s == "abort" ? Action::Abort : s == "kill" ? Action::Kill : Action::Report;
 }

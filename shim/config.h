@@ -8,6 +8,7 @@
 namespace ncw {
 
 enum class Action { Report, Abort, Kill };
+enum class GpuSample { Auto, All };
 
 struct Config {
     bool enable = true;
@@ -19,6 +20,7 @@ struct Config {
     int ring_size = 16384;  // power of two after parsing
     bool gpu_events = true;
     bool gpu_reached = true;
+    GpuSample gpu_sample = GpuSample::Auto;
     bool backtrace = false;
     int backtrace_depth = 16;
     bool dump_at_exit = false;

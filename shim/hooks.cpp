@@ -23,10 +23,12 @@ uint32_t CallScope::tid() {
 }
 
 void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
-                           ncclResult_t r, uint64_t now) {
+                           StreamClaim* claim, uint64_t gen, ncclResult_t r, uint64_t now) {
     if (r == ncclInProgress && pool) {
         // A nonblocking communicator (by config, inherited from a split parent, or NCCL_COMM_BLOCKING=0): nothing
-        // may be on the stream yet, so the event waits until ncclCommGetAsyncError reports success.
+        // may be on the stream yet, so the event waits until ncclCommGetAsyncError reports success (and carries no
+        // claim: the stream's next op may be sampled meanwhile).
+        CompletionTracker::release(claim, gen);
         if (cr.deferred.try_push(DeferredOp{ref, stream})) {
             record_add_flags(rt.file, ref, disk::kFlagDeferred);
             return;
@@ -36,13 +38,16 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
         return;
     }
     if (r != ncclSuccess && r != ncclInProgress) {
+        CompletionTracker::release(claim, gen);
         cr.failed_ops.fetch_add(1, std::memory_order_relaxed);
         record_done(rt.file, ref, now);  // a failed call enqueued nothing: nothing to wait for
         return;
     }
     if (pool) {
-        if (rt.tracker->record(pool, stream, &ref, 1, true)) return;
-        // No event to be had (pool or queue exhausted): counted, but it proves no GPU progress.
+        if (gen ? rt.tracker->record(pool, stream, &ref, 1, true, claim, gen) : rt.tracker->follow(pool, stream, &ref, 1, now))
+            return;
+        // No event or queue slot to be had: counted, but it proves no GPU progress.
+        CompletionTracker::release(claim, gen);
         record_add_flags(rt.file, ref, disk::kFlagUntracked);
         record_done(rt.file, ref, now, false);
         return;
@@ -73,10 +78,12 @@ void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stre
 
 namespace {
 
-// One event per stream covers up to kMaxRefs ops of that stream; ops in a group are all launched together.
+// One event per stream covers up to kMaxRefs ops of that stream; ops in a group are all launched together. The
+// callback gets the chunk's number (0, 1, ...: the same order on every pass over one group).
 template <typename F>
 void for_each_stream_chunk(ThreadState& ts, F&& f) {
     bool handled[ThreadState::kMaxGroupOps] = {};
+    int chunk = 0;
     for (int i = 0; i < ts.group_n; ++i) {
         if (handled[i]) continue;
         OpRef refs[CompletionTracker::kMaxRefs];
@@ -88,11 +95,11 @@ void for_each_stream_chunk(ThreadState& ts, F&& f) {
             handled[j] = true;
             refs[n++] = g.ref;
             if (n == CompletionTracker::kMaxRefs) {
-                f(first, refs, n);
+                f(first, refs, n, chunk++);
                 n = 0;
             }
         }
-        if (n) f(first, refs, n);
+        if (n) f(first, refs, n, chunk++);
     }
 }
 
@@ -170,12 +177,23 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
         }
         return r;
     }
-    // Nothing is on any stream until the outermost ncclGroupEnd launches the group: "reached" is recorded now.
-    if (rt->tracker && rt->cfg.gpu_reached) {
-        for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n) {
-            if (g.pool) rt->tracker->record(g.pool, g.stream, refs, n, false);
-        });
-    }
+    // Nothing is on any stream until the outermost ncclGroupEnd launches the group: each stream's chunk is sampled
+    // (or follows) now, and a sampled chunk's "reached" event is recorded now.
+    StreamClaim* claims[ThreadState::kMaxGroupOps];
+    uint64_t gens[ThreadState::kMaxGroupOps];
+    const uint64_t t_sample = now_mono_ns();
+    const bool every_op = rt->cfg.gpu_sample == GpuSample::All;
+    for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n, int k) {
+        claims[k] = nullptr;
+        gens[k] = 0;
+        if (!g.pool || !rt->tracker) return;
+        claims[k] = refs[0].cr->claim_for(g.stream);
+        gens[k] = CompletionTracker::sample(claims[k], t_sample, every_op);
+        if (!gens[k])
+            for (int i = 0; i < n; ++i) record_add_flags(rt->file, refs[i], disk::kFlagSampledOut);
+        else if (rt->cfg.gpu_reached)
+            rt->tracker->record(g.pool, g.stream, refs, n, false);
+    });
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclGroupEnd);
     ErrnoKeeper keep;
@@ -183,12 +201,16 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
     if (r == ncclSuccess) refresh_pending_identities(*rt);
     uint64_t now = now_mono_ns();
     for (int i = 0; i < ts.group_n; ++i) record_return(rt->file, ts.group_ops[i].ref, r, now);
-    for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n) {
+    for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n, int k) {
         if (n == 1 || !g.pool || r != ncclSuccess) {
-            for (int i = 0; i < n; ++i) complete_after_return(*rt, *refs[i].cr, refs[i], g.stream, g.pool, r, now);
+            for (int i = 0; i < n; ++i)
+                complete_after_return(*rt, *refs[i].cr, refs[i], g.stream, g.pool, claims[k], gens[k], r, now);
             return;
         }
-        if (rt->tracker->record(g.pool, g.stream, refs, n, true)) return;
+        if (gens[k] ? rt->tracker->record(g.pool, g.stream, refs, n, true, claims[k], gens[k])
+                    : rt->tracker->follow(g.pool, g.stream, refs, n, now))
+            return;
+        CompletionTracker::release(claims[k], gens[k]);
         for (int i = 0; i < n; ++i) {
             record_add_flags(rt->file, refs[i], disk::kFlagUntracked);
             record_done(rt->file, refs[i], now, false);
@@ -381,8 +403,8 @@ ncclResult_t ncclCommGetAsyncError(CallScope& s, ncclComm_t comm, ncclResult_t* 
         DeferredOp op;
         uint64_t now = now_mono_ns();
         while (cr->deferred.try_pop(op))
-            complete_after_return(*rt, *cr, op.ref, op.stream, cr->pool.load(std::memory_order_relaxed), ncclSuccess,
-                                  now);
+            complete_after_return(*rt, *cr, op.ref, op.stream, cr->pool.load(std::memory_order_relaxed), nullptr,
+                                  1 /* its own event, no claim */, ncclSuccess, now);
     }
     if (cr->slot && e != ncclInProgress) {
         int32_t prev = cr->slot->async_error.exchange(int32_t(e), std::memory_order_relaxed);

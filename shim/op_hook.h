@@ -9,8 +9,10 @@
 namespace ncw {
 
 void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool);
+// After the call returned: the op's completion event (sampled op: `gen` != 0, owning `claim`), a follower entry, or
+// completion on return.
 void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
-                           ncclResult_t r, uint64_t now);
+                           StreamClaim* claim, uint64_t gen, ncclResult_t r, uint64_t now);
 
 template <typename Call>
 inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
@@ -34,10 +36,19 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
         pool = nullptr;
         opt.flags |= disk::kFlagCaptured;
     }
-    OpRef ref = record_issue(rt->file, *cr, d, opt, now_mono_ns());
+    const uint64_t t_issue = now_mono_ns();
+    // Outside a group the op is sampled (or not) now; a group's ops are sampled per stream at ncclGroupEnd.
+    StreamClaim* claim = nullptr;
+    uint64_t gen = 0;
+    if (pool && !in_group) {
+        claim = cr->claim_for(d.stream);
+        gen = CompletionTracker::sample(claim, t_issue, rt->cfg.gpu_sample == GpuSample::All);
+        if (!gen) opt.flags |= disk::kFlagSampledOut;
+    }
+    OpRef ref = record_issue(rt->file, *cr, d, opt, t_issue);
     if (in_group) {
         group_add(*rt, ts, ref, d.stream, pool);
-    } else if (pool && rt->cfg.gpu_reached) {
+    } else if (gen && rt->cfg.gpu_reached) {
         rt->tracker->record(pool, d.stream, &ref, 1, false);
     }
     errno = scope.saved_errno();
@@ -45,7 +56,7 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     ErrnoKeeper keep;
     uint64_t now = now_mono_ns();
     record_return(rt->file, ref, r, now);
-    if (!in_group) complete_after_return(*rt, *cr, ref, d.stream, pool, r, now);
+    if (!in_group) complete_after_return(*rt, *cr, ref, d.stream, pool, claim, gen, r, now);
     return r;
 }
 

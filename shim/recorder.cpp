@@ -146,6 +146,11 @@ void record_add_flags(const RankFileWriter& f, const OpRef& ref, uint8_t flags) 
     }
     if ((flags & disk::kFlagUntracked) && ref.cr->slot)
         ref.cr->slot->untracked_ops.fetch_add(1, std::memory_order_relaxed);
+    if ((flags & disk::kFlagSampledOut) && ref.coll_seq && ref.cr->slot) {
+        // The verdict reads it from the signature window: "reached" is unknown for such an op.
+        disk::OpSignature& sig = ref.cr->slot->recent[ref.coll_seq % disk::kRecentSigs];
+        if (sig.seq.load(std::memory_order_relaxed) == ref.coll_seq) sig.flags = sig.flags | flags;
+    }
 }
 
 void record_event(const RankFileWriter& f, const CommRuntime* cr, uint64_t comm_id, disk::OpType op, int32_t result,

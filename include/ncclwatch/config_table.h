@@ -27,6 +27,10 @@
       "Track GPU completion with pooled CUDA events (needs libcuda.so.1); 0 = an op completes when its call returns") \
     X(gpu_reached, "NCCLWATCH_GPU_REACHED", Bool, "1", "0|1",                                                        \
       "Also record an event before each op to tell 'GPU busy with earlier work' from 'stuck in NCCL'")               \
+    X(gpu_sample, "NCCLWATCH_GPU_SAMPLE", Enum, "auto", "auto|all",                                                   \
+      "Which ops carry their own GPU events. auto: the first op on a stream after a pause of 1 ms or more, or once "  \
+      "the previous sampled op completed; the others complete by stream order (no cost on small-message latency). "  \
+      "all: every op (each reached/completed exactly; about 1 us more per op at 8 bytes)")                          \
     X(backtrace, "NCCLWATCH_BACKTRACE", Bool, "0", "0|1",                                                            \
       "Record the native call stack of each call (libunwind opened at run time), symbolised at dump time")           \
     X(backtrace_depth, "NCCLWATCH_BACKTRACE_DEPTH", Int, "16", "1..32",                                              \

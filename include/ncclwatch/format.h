@@ -19,7 +19,7 @@ namespace ncw::disk {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'W', 'A', 'T', 'C', 'H', '1'};
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 1;  // 1.1: the environment region
+inline constexpr uint16_t kFormatMinor = 2;  // 1.1: the environment region; 1.2: kFlagSampledOut
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -71,6 +71,9 @@ enum RecordFlags : uint8_t {
     kFlagDeferred = 1u << 3,     // nonblocking communicator returned ncclInProgress: event recorded later
     kFlagNonBlocking = 1u << 4,  // communicator was created with config.blocking = 0
     kFlagHasBacktrace = 1u << 5,
+    // 1.2: the op carried no GPU events of its own (NCCLWATCH_GPU_SAMPLE=auto): its completion was inferred from a
+    // later event on its stream, and whether its GPU reached it is not known while it is outstanding.
+    kFlagSampledOut = 1u << 6,
 };
 
 // Process state in FileHeader::process_state.

@@ -841,7 +841,7 @@ TEST_CASE("the writer's environment region round-trips through the reader", "[ra
     RankFileWriter w = create_rank_file(dir.path.string(), id, disk::kMinRingCapacity, 0);
     REQUIRE(w.file_backed);
     REQUIRE(w.env_capacity == disk::kEnvCapacity);
-    CHECK(w.hdr->minor == 1);
+    CHECK(w.hdr->minor == disk::kFormatMinor);
 
     // Whole entries only, keeping room for later appends; an entry with a NUL or an empty one is refused.
     const std::string big(disk::kEnvCapacity - 100, 'x');
