@@ -648,6 +648,7 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
             o.t_issue_ns = g.t_issue_ns;
             o.tid = g.tid;
             o.stream = g.stream;
+            o.flags = g.flags;
             s.recent.push_back(o);
         }
     } catch (...) {

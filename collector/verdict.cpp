@@ -131,9 +131,19 @@ std::optional<uint64_t> wait_start(const RankCommState& r) {
     return t;
 }
 
+// An op that carried no GPU events of its own (NCCLWATCH_GPU_SAMPLE=auto) has no "reached" of its own: until it
+// completes, whether the rank's GPU got to it is not known. Such a rank counts as inside the op, never as behind.
+bool reach_unknown(const RankCommState& r, uint64_t seq) {
+    if (!r.gpu_tracking || r.reached >= seq) return false;
+    const OpSig* s = find_sig(r, seq);
+    return s && (s->flags & disk::kFlagSampledOut);
+}
+
 // The rank has issued collectives but its GPU has not reached the oldest incomplete one: it is busy with earlier
 // work on its stream, not waiting inside NCCL.
-bool gpu_behind(const RankCommState& r) { return r.gpu_tracking && r.issued > r.completed && r.reached <= r.completed; }
+bool gpu_behind(const RankCommState& r) {
+    return r.gpu_tracking && r.issued > r.completed && r.reached <= r.completed && !reach_unknown(r, r.completed + 1);
+}
 
 // Seconds the rank has waited inside its oldest incomplete collective; nothing if it is not waiting. A dead rank
 // is never "waiting" (it is a candidate culprit instead), nor is one whose GPU has not got to the collective yet.
@@ -849,7 +859,66 @@ std::vector<Verdict> find_mismatches(const CommView& view) {
     return out;
 }
 
+namespace {
+
+// Collectives after which, once one rank completed it, every rank has joined it: each rank's result needs every
+// other rank's data. (A rooted op can complete on its root while the data still sits in a peer's buffers.)
+bool completes_only_when_all_joined(uint8_t op) {
+    const OpType t = OpType(op);
+    return t == OpType::AllReduce || t == OpType::AllGather || t == OpType::ReduceScatter;
+}
+
+// With NCCLWATCH_GPU_SAMPLE=auto, an op without GPU events of its own is completed on the record only once a later
+// event on its stream completes; in a hang that event never does, so a rank's "completed" lags by the ops it issued
+// just before the stuck one. Another rank's completion of the same all-reduce (all-gather, reduce-scatter) proves
+// this rank joined it, and since its stream went on past it, those ops are done: "completed" is raised to match, one
+// op at a time while the op is such a collective, unsampled here, and the same op on the peer.
+CommView with_inferred_progress(const CommView& view, std::vector<std::string>& notes) {
+    CommView v = view;
+    for (size_t i = 0; i < v.ranks.size(); ++i) {
+        RankCommState& r = v.ranks[i];
+        if (!r.gpu_tracking || r.issued <= r.completed) continue;
+        const RankCommState* best = nullptr;  // the peer that completed most, as recorded (never as inferred here)
+        for (size_t j = 0; j < view.ranks.size(); ++j)
+            if (j != i && view.ranks[j].gpu_tracking && (!best || view.ranks[j].completed > best->completed))
+                best = &view.ranks[j];
+        if (!best || best->completed <= r.completed) continue;
+        const uint64_t from = r.completed + 1;
+        uint64_t upto = r.completed;
+        for (uint64_t s = from; s <= std::min(r.issued, best->completed); ++s) {
+            const OpSig* mine = find_sig(r, s);
+            const OpSig* theirs = find_sig(*best, s);
+            if (!mine || !(mine->flags & disk::kFlagSampledOut) || !completes_only_when_all_joined(mine->op) ||
+                !theirs || theirs->op != mine->op || theirs->count != mine->count || theirs->dtype != mine->dtype)
+                break;
+            upto = s;
+        }
+        if (upto == r.completed) continue;
+        notes.push_back(fmt::format("{}: #{}{} carried no GPU events of {} own; {} completing {} proves {} done",
+                                    rank_id(r), from, upto > from ? fmt::format("..#{}", upto) : "",
+                                    upto > from ? "their" : "its", rank_id(*best),
+                                    upto > from ? "them" : "it", upto > from ? "them" : "it"));
+        r.completed = upto;
+        r.reached = std::max(r.reached, upto);
+    }
+    return v;
+}
+
+std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_ns, double timeout_s);
+
+}  // namespace
+
 std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, double timeout_s) {
+    std::vector<std::string> notes;
+    const CommView v = with_inferred_progress(view, notes);
+    auto out = diagnose_stall_inferred(v, now_ns, timeout_s);
+    for (auto& verdict : out) verdict.evidence.insert(verdict.evidence.end(), notes.begin(), notes.end());
+    return out;
+}
+
+namespace {
+
+std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_ns, double timeout_s) {
     const auto order = by_comm_rank(view);
     const auto missing = missing_ranks(view);
     // nranks 0 means the size is unknown: the visible ranks are then all we can count.
@@ -877,7 +946,8 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
     double stalled_for = 0;
     for (size_t i : order) {
         const auto& r = view.ranks[i];
-        if (!r.alive || r.issued < W || r.completed >= W || (r.gpu_tracking && r.reached < W)) continue;
+        if (!r.alive || r.issued < W || r.completed >= W || (r.gpu_tracking && r.reached < W && !reach_unknown(r, W)))
+            continue;
         waiting.push_back(r.comm_rank);
         if (const auto w = wait_seconds(r, now_ns)) stalled_for = std::max(stalled_for, *w);
     }
@@ -1120,11 +1190,15 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
     if (!dead.empty() || !behind.empty()) return out;
 
     // 5. Every live rank issued W, but some GPU has not got to it yet.
-    std::vector<int> not_reached;
+    std::vector<int> not_reached, unknown_reach;
     std::string nr_what;
     for (size_t i : order) {
         const auto& r = view.ranks[i];
         if (!r.alive || !r.gpu_tracking || r.reached >= W || r.completed >= W) continue;
+        if (reach_unknown(r, W)) {
+            unknown_reach.push_back(r.comm_rank);
+            continue;
+        }
         not_reached.push_back(r.comm_rank);
         nr_what +=
             fmt::format("{}rank {}'s GPU has not reached #{} (busy with earlier work on its stream): reached #{}",
@@ -1152,10 +1226,21 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
                                  : fmt::format("all {} ranks issued #{}; {} completed it, {} still inside", nranks, W,
                                                done, waiting.size());
     what += ": stuck inside NCCL (transport?)";
-    out.push_back(make(Kind::StuckInNccl, {}, what,
-                       {"every rank issued and reached the op: check the network path (NCCL_SOCKET_IFNAME, "
-                        "NCCL_IB_HCA, GDR/P2P settings) in the environment audit"}));
+    std::vector<std::string> stuck_ev{
+        "every rank issued and reached the op: check the network path (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, GDR/P2P "
+        "settings) in the environment audit"};
+    if (!unknown_reach.empty()) {
+        what += fmt::format(", or {} busy with earlier work on {} stream", ranks_word(unknown_reach),
+                            unknown_reach.size() == 1 ? "its" : "their");
+        stuck_ev.front() = fmt::format(
+            "every rank issued the op; whether the GPU of {} reached it is not known: it carried no GPU events of its "
+            "own (NCCLWATCH_GPU_SAMPLE=auto samples one op per stream at a time; =all records them for every op)",
+            ranks_word(unknown_reach));
+    }
+    out.push_back(make(Kind::StuckInNccl, {}, what, stuck_ev));
     return out;
 }
+
+}  // namespace
 
 }  // namespace ncw::verdict

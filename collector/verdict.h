@@ -19,6 +19,7 @@ struct OpSig {
     uint64_t t_issue_ns = 0;
     uint32_t tid = 0;
     uint64_t stream = 0;
+    uint8_t flags = 0;  // disk::RecordFlags (kFlagSampledOut: no GPU events of its own)
 };
 
 // Point-to-point traffic of one rank with one peer on one communicator, from the rank's ring. p2p sequence numbers

@@ -234,6 +234,73 @@ TEST_CASE("verdict: a lone rank's GPU stays busy before its collective past the 
     CHECK(diagnose_stall(view(1, {r1}), kNow, kTimeout).empty());
 }
 
+// NCCLWATCH_GPU_SAMPLE=auto: ops from `first` to the rank's last issued carried no GPU events of their own.
+void sampled_out_from(RankCommState& r, uint64_t first) {
+    for (auto& g : r.recent)
+        if (g.seq >= first) g.flags |= ncw::disk::kFlagSampledOut;
+}
+
+TEST_CASE("verdict: an op without GPU events of its own is not called unreached", "[verdict][sampling]") {
+    SECTION("a lone rank: stuck, with the reach unknown, not GPU_NOT_REACHED") {
+        auto r0 = waiting(0, 44, 12.0);
+        r0.reached = 44;
+        sampled_out_from(r0, 45);
+        auto vs = diagnose_stall(view(1, {r0}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::StuckInNccl);
+        CHECK(vs[0].seq == 45);
+        CHECK(contains(vs[0].summary, "or rank 0 busy with earlier work on its stream"));
+        CHECK(contains(vs[0].evidence.front(), "NCCLWATCH_GPU_SAMPLE"));
+    }
+    SECTION("the same op with its own events, not reached: GPU_NOT_REACHED") {
+        auto r0 = waiting(0, 44, 12.0);
+        r0.reached = 44;
+        auto vs = diagnose_stall(view(1, {r0}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::GpuNotReached);
+    }
+}
+
+TEST_CASE("verdict: a peer's completion of an all-reduce proves unsampled ops done", "[verdict][sampling]") {
+    // Ranks 0 and 1 issued #40..#42 while a sampled op was in flight: their GPUs did #40 and #41, but nothing
+    // recorded after them completed, since #42 hangs (rank 2 never issued it). Rank 2 completed #41: so did they.
+    auto r0 = waiting(0, 39, 12.0, 42);
+    auto r1 = waiting(1, 39, 12.0, 42);
+    for (auto* r : {&r0, &r1}) {
+        r->reached = 39;
+        sampled_out_from(*r, 40);
+    }
+    auto vs = diagnose_stall(view(3, {r0, r1, idle(2, 41)}), kNow, kTimeout);
+    REQUIRE(!vs.empty());
+    CHECK(vs[0].kind == Kind::NotJoined);
+    CHECK(vs[0].seq == 42);
+    CHECK(vs[0].culprits == Ranks{2});
+    CHECK(vs[0].waiting == Ranks{0, 1});
+    bool noted = false;
+    for (const auto& e : vs[0].evidence) noted |= contains(e, "#40..#41 carried no GPU events of their own");
+    CHECK(noted);
+
+    SECTION("not for a rooted op: a broadcast can complete on its root before the others joined") {
+        auto b0 = r0, b1 = r1;
+        auto b2 = idle(2, 41);
+        for (auto* r : {&b0, &b1, &b2})
+            for (auto& g : r->recent)
+                if (g.seq == 41) g.op = uint8_t(OpType::Broadcast), g.root = 2;
+        auto bs = diagnose_stall(view(3, {b0, b1, b2}), kNow, kTimeout);
+        REQUIRE(!bs.empty());
+        CHECK(bs[0].seq == 41);
+    }
+    SECTION("not over an op that carried its own events") {
+        auto c0 = r0;
+        c0.recent.back().flags = 0;  // #42 sampled: its own events say where the GPU is
+        for (auto& g : c0.recent)
+            if (g.seq == 41) g.flags = 0;
+        auto cs = diagnose_stall(view(3, {c0, r1, idle(2, 41)}), kNow, kTimeout);
+        REQUIRE(!cs.empty());
+        CHECK(cs[0].seq == 41);
+    }
+}
+
 TEST_CASE("verdict: every rank inside the op, none completes", "[verdict]") {
     SECTION("all ranks visible: stuck inside NCCL") {
         auto vs = diagnose_stall(
