@@ -14,10 +14,11 @@ export NCCLWATCH_DIR=$W/ncw
 NG=$(nvidia-smi -L | grep -c '^GPU')
 configs=${NCW_DIAG_CONFIGS:-"g1C0 g2C0"}
 [ "$NG" -ge 2 ] || configs=${configs//g2C0/}
-# Pinned to one core near GPU 0 (the run-to-run spread unpinned is several microseconds at 8 B).
+# Pinned to cores near GPU 0 (the run-to-run spread unpinned is several microseconds at 8 B).
 CPU=$(nvidia-smi topo -m 2>/dev/null | awk '$1=="GPU0" {for (i=2;i<=NF;i++) if ($i ~ /^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$/ && $i ~ /-/) {print $i; exit}}')
 PIN=""
-[ -n "$CPU" ] && PIN="taskset -c ${CPU%%-*}"
+# Four cores, not one: NCCL's proxy thread and our threads must not share the caller's core.
+[ -n "$CPU" ] && PIN="taskset -c ${CPU%%-*}-$((${CPU%%-*} + 3))"
 echo "pinned with: ${PIN:-nothing} (GPU0 affinity ${CPU:-unknown})"
 settings=${NCW_DIAG_SETTINGS:-"without default no_reached no_events"}
 for r in $(seq "$ROUNDS"); do

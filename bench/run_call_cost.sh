@@ -3,7 +3,8 @@
 #   bench/run_call_cost.sh SHIM_SO BENCH_EXE [N] [fake|gpu]
 #   e.g. bench/run_call_cost.sh build/shim/libncclwatch.so build/bench/call_cost_fake 9
 # gpu: run on the device machine with LD_LIBRARY_PATH naming torch's libnccl.so.2 and libcudart.so.13; the extra
-# variants show the cost of the completion events (NCCLWATCH_GPU_REACHED=0: one event per op; GPU_EVENTS=0: none).
+# variants show the cost of the completion events (default: sampled, most ops carry none; GPU_SAMPLE=all: two per op;
+# with GPU_REACHED=0 as well: one per op; GPU_EVENTS=0: none).
 set -u
 shim=$1
 n=${3:-7}
@@ -14,13 +15,14 @@ exe=("$2")
 [ "$kind" = gpu ] && exe+=(--cuda)
 declare -A results
 variants=(baseline shim)
-[ "$kind" = gpu ] && variants=(baseline shim shim_one_event shim_no_events)
+[ "$kind" = gpu ] && variants=(baseline shim shim_sample_all shim_one_event shim_no_events)
 for i in $(seq "$n"); do
     for v in "${variants[@]}"; do
         case $v in
         baseline) out=$("${exe[@]}") ;;
         shim) out=$(LD_PRELOAD=$shim "${exe[@]}" 2>/dev/null) ;;
-        shim_one_event) out=$(NCCLWATCH_GPU_REACHED=0 LD_PRELOAD=$shim "${exe[@]}" 2>/dev/null) ;;
+        shim_sample_all) out=$(NCCLWATCH_GPU_SAMPLE=all LD_PRELOAD=$shim "${exe[@]}" 2>/dev/null) ;;
+        shim_one_event) out=$(NCCLWATCH_GPU_SAMPLE=all NCCLWATCH_GPU_REACHED=0 LD_PRELOAD=$shim "${exe[@]}" 2>/dev/null) ;;
         shim_no_events) out=$(NCCLWATCH_GPU_EVENTS=0 LD_PRELOAD=$shim "${exe[@]}" 2>/dev/null) ;;
         esac
         results[$v]="${results[$v]:-} $(echo "$out" | sed -n 's/.*median \([0-9.]*\) ns.*/\1/p')"

@@ -896,8 +896,8 @@ CommView with_inferred_progress(const CommView& view, std::vector<std::string>& 
         if (upto == r.completed) continue;
         notes.push_back(fmt::format("{}: #{}{} carried no GPU events of {} own; {} completing {} proves {} done",
                                     rank_id(r), from, upto > from ? fmt::format("..#{}", upto) : "",
-                                    upto > from ? "their" : "its", rank_id(*best),
-                                    upto > from ? "them" : "it", upto > from ? "them" : "it"));
+                                    upto > from ? "their" : "its", rank_id(*best), upto > from ? "them" : "it",
+                                    upto > from ? "them" : "it"));
         r.completed = upto;
         r.reached = std::max(r.reached, upto);
     }

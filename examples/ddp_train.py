@@ -19,6 +19,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=0,
+                   help="steps run before the timed ones (first-step setup: cuBLAS, NCCL, the allocator)")
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--gpu-busy-ms", type=int, default=0)
@@ -43,7 +45,10 @@ def main():
     y = torch.randn(args.batch, 1, device="cuda")
     torch.cuda.synchronize()
     t0 = time.time()
-    for step in range(args.steps):
+    for step in range(-args.warmup, args.steps):
+        if step == 0 and args.warmup:
+            torch.cuda.synchronize()
+            t0 = time.time()
         opt.zero_grad(set_to_none=True)
         loss = nn.functional.mse_loss(ddp(x), y)
         if args.gpu_busy_ms and step == args.busy_step and rank == 0:

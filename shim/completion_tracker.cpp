@@ -175,8 +175,9 @@ void CompletionTracker::poll_forever() {
         use_ctx(p.pool);
         return cu.cuEventQuery(p.ev);
     };
+    CompletionBatch batch;
     auto done_refs = [&](const Pending& e, uint64_t now, bool progress) {
-        for (int k = 0; k < e.n; ++k) record_done(*file_, e.refs[k], now, progress);
+        for (int k = 0; k < e.n; ++k) batch.done(*file_, e.refs[k], now, progress);
     };
     auto capturing_now = [&](cudaStream_t stream) {
         CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -252,7 +253,8 @@ void CompletionTracker::poll_forever() {
             }
         }
         for (size_t i = 0; i < pending.size(); ++i)
-            if (state[i] == 1) streams[stream_of[i]].covered = std::max(streams[stream_of[i]].covered, pending[i].t_mark);
+            if (state[i] == 1)
+                streams[stream_of[i]].covered = std::max(streams[stream_of[i]].covered, pending[i].t_mark);
 
         const uint64_t now = now_mono_ns();
         std::deque<Pending> still;
@@ -277,9 +279,9 @@ void CompletionTracker::poll_forever() {
             if (state[i] == 1) {
                 for (int k = 0; k < e.n; ++k) {
                     if (e.done)
-                        record_done(*file_, e.refs[k], now);
+                        batch.done(*file_, e.refs[k], now);
                     else
-                        record_reached(*file_, e.refs[k], now);
+                        batch.reached(*file_, e.refs[k], now);
                 }
                 release(e.claim, e.gen);
                 e.pool->free.try_push(e.ev);
@@ -300,8 +302,9 @@ void CompletionTracker::poll_forever() {
             if (catch_up(st) < 0) {
                 // The stream takes no event from us (another context's stream?): its followers count as done
                 // without proving progress, rather than stalling for ever.
-                NCW_LOG_ONCE(warn, "cannot record a catch-up event on a stream: ops without their own events on it "
-                                   "are counted as done without GPU evidence");
+                NCW_LOG_ONCE(warn,
+                             "cannot record a catch-up event on a stream: ops without their own events on it "
+                             "are counted as done without GPU evidence");
                 for (Pending& e : pending) {
                     if (e.ev || e.pool != st.pool || e.stream != st.stream) continue;
                     for (int k = 0; k < e.n; ++k) record_add_flags(*file_, e.refs[k], disk::kFlagUntracked);
@@ -311,6 +314,7 @@ void CompletionTracker::poll_forever() {
                 }
             }
         }
+        batch.flush(now);
         // Completion times are kept to a few milliseconds; stalls are judged in seconds.
         std::this_thread::sleep_for(std::chrono::milliseconds(pending.empty() ? 20 : 5));
     }

@@ -24,7 +24,7 @@ namespace ncw {
 
 class CompletionTracker {
 public:
-    static constexpr int kMaxRefs = 8;                   // ops covered by one event (a group launch is split)
+    static constexpr int kMaxRefs = 8;                     // ops covered by one event (a group launch is split)
     static constexpr uint64_t kCatchUpAfterNs = 10000000;  // a stream's uncovered followers this old get a catch-up
 
     // nullptr when GPU tracking is off or impossible (no libcuda in the process).
@@ -52,8 +52,8 @@ public:
     }
     // An event for refs[0..n) on the stream; `done` = after the enqueue ("completed"), else before it ("reached").
     // A completed event of a sampled op releases `claim` (generation `gen`) once it resolves.
-    bool record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, bool done, StreamClaim* claim = nullptr,
-                uint64_t gen = 0);
+    bool record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, bool done,
+                StreamClaim* claim = nullptr, uint64_t gen = 0);
     // Ops without events of their own, enqueued on the stream before `t_return_ns`.
     bool follow(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, uint64_t t_return_ns);
 

@@ -44,7 +44,8 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
         return;
     }
     if (pool) {
-        if (gen ? rt.tracker->record(pool, stream, &ref, 1, true, claim, gen) : rt.tracker->follow(pool, stream, &ref, 1, now))
+        if (gen ? rt.tracker->record(pool, stream, &ref, 1, true, claim, gen)
+                : rt.tracker->follow(pool, stream, &ref, 1, now))
             return;
         // No event or queue slot to be had: counted, but it proves no GPU progress.
         CompletionTracker::release(claim, gen);

@@ -3,6 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ncw {
@@ -137,6 +138,44 @@ void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool p
         s->ops_completed.fetch_add(1, std::memory_order_acq_rel);
         if (progress) s->t_last_progress_ns.store(now, std::memory_order_relaxed);
     }
+}
+
+CompletionBatch::PerComm& CompletionBatch::of(disk::CommSlot* slot) {
+    for (auto& c : comms_)
+        if (c.slot == slot) return c;
+    comms_.push_back(PerComm{slot});
+    return comms_.back();
+}
+
+void CompletionBatch::done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress) {
+    if (disk::OpRecord* rec = live_record(f, ref)) {
+        rec->t_done_ns.store(now, std::memory_order_relaxed);
+        if (rec->t_reached_ns.load(std::memory_order_relaxed) == 0)
+            rec->t_reached_ns.store(now, std::memory_order_relaxed);
+    }
+    if (!ref.cr->slot) return;
+    PerComm& c = of(ref.cr->slot);
+    c.completed = std::max(c.completed, ref.coll_seq);
+    c.reached = std::max(c.reached, ref.coll_seq);
+    ++c.count;
+    c.progress |= progress;
+}
+
+void CompletionBatch::reached(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
+    if (disk::OpRecord* rec = live_record(f, ref)) rec->t_reached_ns.store(now, std::memory_order_relaxed);
+    if (!ref.cr->slot) return;
+    PerComm& c = of(ref.cr->slot);
+    c.reached = std::max(c.reached, ref.coll_seq);
+}
+
+void CompletionBatch::flush(uint64_t now) {
+    for (const auto& c : comms_) {
+        if (c.reached) atomic_max(c.slot->coll_reached, c.reached);
+        if (c.completed) atomic_max(c.slot->coll_completed, c.completed);
+        if (c.count) c.slot->ops_completed.fetch_add(c.count, std::memory_order_acq_rel);
+        if (c.progress) c.slot->t_last_progress_ns.store(now, std::memory_order_relaxed);
+    }
+    comms_.clear();
 }
 
 void record_add_flags(const RankFileWriter& f, const OpRef& ref, uint8_t flags) {

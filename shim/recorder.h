@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "comm_registry.h"
 #include "ncclwatch/format.h"
@@ -51,6 +52,27 @@ void record_reached(const RankFileWriter& f, const OpRef& ref, uint64_t now);
 // progress=false: counted as done (nothing left to wait for, e.g. no event could be had) without proving that the
 // GPU moved, so the stall clock is not reset.
 void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress = true);
+// Completions found by the completion poller, applied to each communicator's progress block once per poll: the
+// block's cache lines are written by the issuing thread on every call, and one write per poll instead of one per op
+// keeps the poller from pulling them away from it (measured: about 100 ns per call at high op rates).
+class CompletionBatch {
+public:
+    void done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress = true);
+    void reached(const RankFileWriter& f, const OpRef& ref, uint64_t now);
+    void flush(uint64_t now);
+
+private:
+    struct PerComm {
+        disk::CommSlot* slot = nullptr;
+        uint64_t reached = 0;
+        uint64_t completed = 0;
+        uint64_t count = 0;
+        bool progress = false;
+    };
+    PerComm& of(disk::CommSlot* slot);
+    std::vector<PerComm> comms_;
+};
+
 // Sets flags on a record after the fact (e.g. kFlagUntracked when no event could be had).
 void record_add_flags(const RankFileWriter& f, const OpRef& ref, uint8_t flags);
 
