@@ -12,11 +12,11 @@ r=$(ls "$(job_dir)"/rank0-*.report.json)
 dump_rank 0 || fail "cannot read rank 0's file"
 comm=$(json_get "$WORK/rank0.json" "d['comms'][0]['comm_id']")
 stall="[e for e in d['events'] if e['type'] == 'stall'][0]"
-[ "$(json_get "$r" "$stall['comm_id']")" = "$comm" ] || fail "the stall is not reported for communicator $comm"
-[ "$(json_get "$r" "$stall['verdicts'][0]['comm_id']")" = "$comm" ] || fail "the verdict is not about $comm"
-echo "verdict: $(json_get "$r" "$stall['verdicts'][0]['kind']") at #$(json_get "$r" "$stall['verdicts'][0]['seq']")," \
-    "culprits $(json_get "$r" "$stall['verdicts'][0]['culprits']"): $(json_get "$r" "$stall['verdicts'][0]['summary']")"
-echo "evidence: $(json_get "$r" "$stall['verdicts'][0]['evidence']")"
+[ "$(json_get "$r" "${stall}['comm_id']")" = "$comm" ] || fail "the stall is not reported for communicator $comm"
+[ "$(json_get "$r" "${stall}['verdicts'][0]['comm_id']")" = "$comm" ] || fail "the verdict is not about $comm"
+echo "verdict: $(json_get "$r" "${stall}['verdicts'][0]['kind']") at #$(json_get "$r" "${stall}['verdicts'][0]['seq']")," \
+    "culprits $(json_get "$r" "${stall}['verdicts'][0]['culprits']"): $(json_get "$r" "${stall}['verdicts'][0]['summary']")"
+echo "evidence: $(json_get "$r" "${stall}['verdicts'][0]['evidence']")"
 grep -q "STALL on communicator $comm (1 ranks; this process is rank 0)" "$WORK/launch.err" ||
     fail "the stderr report does not name communicator $comm and rank 0"
 

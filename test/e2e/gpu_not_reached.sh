@@ -11,10 +11,10 @@ wait_for 30 has_files 'rank0-*.report.json' 1 || fail "no stall report"
 [ -e "$FAKE_CUDA_HOLD_FILE" ] || fail "the GPU was not held"
 r=$(ls "$(job_dir)"/rank0-*.report.json)
 stall="[e for e in d['events'] if e['type'] == 'stall'][0]"
-v=$(json_get "$r" "$stall['verdicts'][0]")
-[ "$(json_get "$r" "$stall['verdicts'][0]['kind']")" = GPU_NOT_REACHED ] || fail "verdict $v, want GPU_NOT_REACHED"
-[ "$(json_get "$r" "$stall['verdicts'][0]['culprits']")" = "[0]" ] || fail "culprits in $v, want [0]"
-[ "$(json_get "$r" "$stall['verdicts'][0]['seq']")" = 3 ] || fail "seq in $v, want 3"
+v=$(json_get "$r" "${stall}['verdicts'][0]")
+[ "$(json_get "$r" "${stall}['verdicts'][0]['kind']")" = GPU_NOT_REACHED ] || fail "verdict $v, want GPU_NOT_REACHED"
+[ "$(json_get "$r" "${stall}['verdicts'][0]['culprits']")" = "[0]" ] || fail "culprits in $v, want [0]"
+[ "$(json_get "$r" "${stall}['verdicts'][0]['seq']")" = 3 ] || fail "seq in $v, want 3"
 grep -q "GPU_NOT_REACHED" "$WORK/launch.err" || fail "the stderr report does not say GPU_NOT_REACHED"
 dump_rank 0 || fail "cannot read rank 0's file"
 eval "$(record_counts "$WORK/rank0.json" "r['op'] == 'AllReduce' and r['seq'] == 3")"

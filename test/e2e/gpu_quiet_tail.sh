@@ -12,11 +12,11 @@ dump_rank 0 || fail "cannot read rank 0's file"
 [ "$(json_get "$WORK/rank0.json" "[(c['ops_issued'], c['ops_completed']) for c in d['comms']]")" = "[(3000, 3000)]" ] ||
     fail "not every op completed: $(json_get "$WORK/rank0.json" "[(c['ops_issued'], c['ops_completed']) for c in d['comms']]")"
 last="[r for r in d['records']['items'] if r['op'] == 'AllReduce'][-1]"
-[ "$(json_get "$WORK/rank0.json" "$last['seq']")" = 3000 ] || fail "the last record is not #3000"
-[ "$(json_get "$WORK/rank0.json" "$last['done_ms'] is not None")" = True ] || fail "the last op has no completion time"
+[ "$(json_get "$WORK/rank0.json" "${last}['seq']")" = 3000 ] || fail "the last record is not #3000"
+[ "$(json_get "$WORK/rank0.json" "${last}['done_ms'] is not None")" = True ] || fail "the last op has no completion time"
 eval "$(record_counts "$WORK/rank0.json" "r['op'] == 'AllReduce' and r['seq'] == 3000")"
 catch_ups=$(json_get "$(ls "$(job_dir)"/rank0-*.dump.json)" "d['catch_up_events']")
-after=$(json_get "$WORK/rank0.json" "round($last['done_ms'] - $last['return_ms'], 1)")
+after=$(json_get "$WORK/rank0.json" "round(${last}['done_ms'] - ${last}['return_ms'], 1)")
 if [ "$FOLLOWED" = 1 ]; then
     # Nothing after it carries an event: only a catch-up, recorded once the stream was quiet 10 ms, can cover it.
     [ "$catch_ups" -ge 1 ] || fail "the last op followed, yet no catch-up event was recorded"

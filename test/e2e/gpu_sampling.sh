@@ -15,7 +15,7 @@ burst() {
     [ -n "${3:-}" ] && export "${3?}"
     launch_job 1 --fake-cuda --steps "$n" --count 1024 --wait-gone "$GO"
     [ -n "${3:-}" ] && unset "${3%%=*}"
-    wait_for 60 rank_settled 0 "$n" || fail "$n ops: not every op completed: $(cat "$WORK/rank0.json" 2>/dev/null | head -c 600)"
+    wait_for 60 rank_settled 0 "$n" || fail "$n ops: not every op completed: $(head -c 600 "$WORK/rank0.json" 2>/dev/null)"
     finish_job
     [ "$JOB_RC" = 0 ] || fail "$n ops: the job failed (rc $JOB_RC)"
     dump_rank 0 || fail "cannot read rank 0's file"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the end-to-end tests of GPU completion tracking, which run the fake ranks with the fake libcuda.so.1
 # (fake_rank --fake-cuda; test/fake_cuda/fake_cuda.h says what the fake does). Sources lib.sh.
 . "$(dirname "$0")/lib.sh"
