@@ -19,7 +19,7 @@ ncclResult_t invalid(const std::string& message) { return group_error(report(ncc
 
 bool valid_size(int nranks) { return nranks >= 1 && nranks <= kMaxRanks; }
 
-ncclResult_t collective(ncclComm_t comm, const char* name, ncclDataType_t datatype, int root = 0) {
+ncclResult_t collective(ncclComm_t comm, const char* name, ncclDataType_t datatype, cudaStream_t stream, int root = 0) {
     Comm* c = from_handle(comm, name);
     if (c == nullptr) return group_error(ncclInvalidArgument);
     if (datatype < 0 || datatype >= ncclNumTypes) {
@@ -29,10 +29,10 @@ ncclResult_t collective(ncclComm_t comm, const char* name, ncclDataType_t dataty
         return invalid(std::string(name) + ": invalid root " + std::to_string(root) + " for " +
                        std::to_string(c->nranks) + " ranks");
     }
-    return submit(Op{OpKind::Collective, c, name, -1, 0});
+    return submit(Op{OpKind::Collective, c, name, -1, 0, stream});
 }
 
-ncclResult_t p2p(ncclComm_t comm, OpKind kind, ncclDataType_t datatype, int peer) {
+ncclResult_t p2p(ncclComm_t comm, OpKind kind, ncclDataType_t datatype, int peer, cudaStream_t stream) {
     const char* name = kind == OpKind::Send ? "Send" : "Recv";
     Comm* c = from_handle(comm, name);
     if (c == nullptr) return group_error(ncclInvalidArgument);
@@ -40,7 +40,7 @@ ncclResult_t p2p(ncclComm_t comm, OpKind kind, ncclDataType_t datatype, int peer
         return invalid(std::string(name) + ": invalid datatype " + std::to_string(datatype));
     }
     if (peer < 0 || peer >= c->nranks) return invalid(std::string(name) + ": invalid peer " + std::to_string(peer));
-    return submit(Op{kind, c, name, peer, 0});
+    return submit(Op{kind, c, name, peer, 0, stream});
 }
 
 ncclResult_t init_checked(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
@@ -264,14 +264,14 @@ NCW_EXPORT ncclResult_t pncclRedOpDestroy(ncclRedOp_t /*op*/, ncclComm_t comm) {
 NCW_ALIAS(ncclRedOpDestroy)
 
 NCW_EXPORT ncclResult_t pncclAllReduce(const void*, void*, size_t, ncclDataType_t datatype, ncclRedOp_t,
-                                       ncclComm_t comm, cudaStream_t) {
-    return collective(comm, "AllReduce", datatype);
+                                       ncclComm_t comm, cudaStream_t stream) {
+    return collective(comm, "AllReduce", datatype, stream);
 }
 NCW_ALIAS(ncclAllReduce)
 
 NCW_EXPORT ncclResult_t pncclBroadcast(const void*, void*, size_t, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                       cudaStream_t) {
-    return collective(comm, "Broadcast", datatype, root);
+                                       cudaStream_t stream) {
+    return collective(comm, "Broadcast", datatype, stream, root);
 }
 NCW_ALIAS(ncclBroadcast)
 
@@ -284,49 +284,50 @@ NCW_EXPORT ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t data
 NCW_ALIAS(ncclBcast)
 
 NCW_EXPORT ncclResult_t pncclReduce(const void*, void*, size_t, ncclDataType_t datatype, ncclRedOp_t, int root,
-                                    ncclComm_t comm, cudaStream_t) {
-    return collective(comm, "Reduce", datatype, root);
+                                    ncclComm_t comm, cudaStream_t stream) {
+    return collective(comm, "Reduce", datatype, stream, root);
 }
 NCW_ALIAS(ncclReduce)
 
 NCW_EXPORT ncclResult_t pncclAllGather(const void*, void*, size_t, ncclDataType_t datatype, ncclComm_t comm,
-                                       cudaStream_t) {
-    return collective(comm, "AllGather", datatype);
+                                       cudaStream_t stream) {
+    return collective(comm, "AllGather", datatype, stream);
 }
 NCW_ALIAS(ncclAllGather)
 
 NCW_EXPORT ncclResult_t pncclReduceScatter(const void*, void*, size_t, ncclDataType_t datatype, ncclRedOp_t,
-                                           ncclComm_t comm, cudaStream_t) {
-    return collective(comm, "ReduceScatter", datatype);
+                                           ncclComm_t comm, cudaStream_t stream) {
+    return collective(comm, "ReduceScatter", datatype, stream);
 }
 NCW_ALIAS(ncclReduceScatter)
 
 NCW_EXPORT ncclResult_t pncclAlltoAll(const void*, void*, size_t, ncclDataType_t datatype, ncclComm_t comm,
-                                      cudaStream_t) {
-    return collective(comm, "AlltoAll", datatype);
+                                      cudaStream_t stream) {
+    return collective(comm, "AlltoAll", datatype, stream);
 }
 NCW_ALIAS(ncclAlltoAll)
 
 NCW_EXPORT ncclResult_t pncclGather(const void*, void*, size_t, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                    cudaStream_t) {
-    return collective(comm, "Gather", datatype, root);
+                                    cudaStream_t stream) {
+    return collective(comm, "Gather", datatype, stream, root);
 }
 NCW_ALIAS(ncclGather)
 
 NCW_EXPORT ncclResult_t pncclScatter(const void*, void*, size_t, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                     cudaStream_t) {
-    return collective(comm, "Scatter", datatype, root);
+                                     cudaStream_t stream) {
+    return collective(comm, "Scatter", datatype, stream, root);
 }
 NCW_ALIAS(ncclScatter)
 
 NCW_EXPORT ncclResult_t pncclSend(const void*, size_t, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                                  cudaStream_t) {
-    return p2p(comm, OpKind::Send, datatype, peer);
+                                  cudaStream_t stream) {
+    return p2p(comm, OpKind::Send, datatype, peer, stream);
 }
 NCW_ALIAS(ncclSend)
 
-NCW_EXPORT ncclResult_t pncclRecv(void*, size_t, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t) {
-    return p2p(comm, OpKind::Recv, datatype, peer);
+NCW_EXPORT ncclResult_t pncclRecv(void*, size_t, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                  cudaStream_t stream) {
+    return p2p(comm, OpKind::Recv, datatype, peer, stream);
 }
 NCW_ALIAS(ncclRecv)
 

@@ -1,5 +1,6 @@
 #include "fake_nccl_comm.h"
 
+#include <dlfcn.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -33,6 +34,18 @@ thread_local GroupState t_group;
 // Deliberately never destroyed itself.
 std::mutex g_comms_mutex;
 std::vector<Comm*>* g_comms = new std::vector<Comm*>;
+
+// With the fake libcuda in the process (test/fake_cuda), posting an operation also enqueues one item, its "kernel",
+// on its stream: for an operation in a group, at the outermost ncclGroupEnd, where NCCL launches the group. Its
+// fakecuda_enqueue is looked up when a communicator is created.
+using EnqueueFn = void (*)(void*);
+std::atomic<EnqueueFn> g_fake_cuda_enqueue{nullptr};
+
+void find_fake_cuda() {
+    if (g_fake_cuda_enqueue.load(std::memory_order_relaxed) != nullptr) return;
+    g_fake_cuda_enqueue.store(reinterpret_cast<EnqueueFn>(dlsym(RTLD_DEFAULT, "fakecuda_enqueue")),
+                              std::memory_order_relaxed);
+}
 
 Clock::time_point deadline_from_now() {
     return Clock::now() +
@@ -120,8 +133,9 @@ void post(Op& op) {
             break;
         case OpKind::Join:
             op.target = 1;  // attaching already published joined = 1
-            break;
+            return;
     }
+    if (EnqueueFn enqueue = g_fake_cuda_enqueue.load(std::memory_order_relaxed)) enqueue(op.stream);
 }
 
 ncclResult_t wait_op(const Op& op, Clock::time_point deadline) {
@@ -276,6 +290,7 @@ ncclResult_t new_unique_id(ncclUniqueId* id) {
 }
 
 ncclResult_t create_comm(const ncclUniqueId& id, int nranks, int rank, int device, bool nonblocking, Comm** out) {
+    find_fake_cuda();
     std::string name = segment_name(id);
     std::string error;
     Segment* seg = open_segment(name, nranks, settings().timeout_sec, error);

@@ -41,8 +41,9 @@ struct Op {
     OpKind kind = OpKind::Collective;
     Comm* comm = nullptr;
     const char* name = "";
-    int peer = -1;        // Send/Recv only
-    uint64_t target = 0;  // set when posted: the counter value that completes it
+    int peer = -1;                  // Send/Recv only
+    uint64_t target = 0;            // set when posted: the counter value that completes it
+    cudaStream_t stream = nullptr;  // collectives and p2p: where the fake libcuda gets the op's "kernel"
 };
 
 // Settings read once from the environment: FAKE_NCCL_TIMEOUT_SEC (default 120, fractions allowed) and

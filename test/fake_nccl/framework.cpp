@@ -2,6 +2,7 @@
 // every NCCL call itself, so a preloaded shim sees the calls come from a library that was loaded RTLD_LOCAL.
 //
 // Exit codes of fw_run: 0 done, 2 usage or environment error, 3 an NCCL call failed; --exit-code for --exit-rank.
+#include <dlfcn.h>
 #include <nccl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "fake_cuda.h"
 #include "fw_options.h"
 
 namespace ncw::fw {
@@ -28,6 +30,34 @@ int env_int(const char* name, int fallback) {
 }
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// The test API of the fake libcuda.so.1 (--fake-cuda).
+struct FakeCuda {
+    decltype(&fakecuda_enqueue) enqueue = nullptr;
+    decltype(&fakecuda_set_capturing) set_capturing = nullptr;
+    decltype(&fakecuda_stats) stats = nullptr;
+    decltype(&fakecuda_stream_records) stream_records = nullptr;
+};
+
+// Loads it as a CUDA application has libcuda loaded before NCCL starts: RTLD_GLOBAL (so that the fake NCCL finds
+// fakecuda_enqueue), through this library's DT_RPATH (which names the fake's directory first, so a real driver is
+// never picked up), and checked to be the fake.
+bool load_fake_cuda(FakeCuda& f, std::string& error) {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (lib == nullptr) {
+        error = std::string("dlopen(libcuda.so.1): ") + dlerror();
+        return false;
+    }
+    f.enqueue = reinterpret_cast<decltype(f.enqueue)>(dlsym(lib, "fakecuda_enqueue"));
+    f.set_capturing = reinterpret_cast<decltype(f.set_capturing)>(dlsym(lib, "fakecuda_set_capturing"));
+    f.stats = reinterpret_cast<decltype(f.stats)>(dlsym(lib, "fakecuda_stats"));
+    f.stream_records = reinterpret_cast<decltype(f.stream_records)>(dlsym(lib, "fakecuda_stream_records"));
+    if (f.enqueue == nullptr || f.set_capturing == nullptr || f.stats == nullptr || f.stream_records == nullptr) {
+        error = "the libcuda.so.1 found is not the fake one (no fakecuda_* functions)";
+        return false;
+    }
+    return true;
+}
 
 // Rank 0 creates the unique id and publishes it atomically (write a temporary file, then rename); the others poll.
 bool exchange_id(int rank, int world, ncclUniqueId& id, std::string& error) {
@@ -78,6 +108,10 @@ public:
     int run() {
         ncclUniqueId id;
         std::string error;
+        if (o_.fake_cuda && !load_fake_cuda(cuda_, error)) {
+            std::fprintf(stderr, "fake-framework: rank %d: %s\n", rank_, error.c_str());
+            return kUsageError;
+        }
         if (!exchange_id(rank_, world_, id, error)) {
             std::fprintf(stderr, "fake-framework: rank %d: %s\n", rank_, error.c_str());
             return kUsageError;
@@ -120,7 +154,9 @@ public:
         }
         step_ = -1;
         if (o_.hold_ms > 0) sleep_ms(o_.hold_ms);
+        if (!o_.wait_gone.empty()) wait_gone();
         if (!teardown()) return kNcclError;
+        if (o_.fake_cuda) print_fake_cuda();
         std::printf("rank %d done steps=%d\n", rank_, o_.steps);
         std::fflush(stdout);
         return 0;
@@ -150,6 +186,55 @@ private:
         return settle(world_comm_, what) && settle(sub_comm_, what) && settle(tp_comm_, what) && settle(dp_comm_, what);
     }
 
+    // With --fake-cuda each communicator has a stream handle of its own (the fake libcuda takes any value); without,
+    // the legacy default stream.
+    cudaStream_t stream(ncclComm_t comm) const {
+        if (!o_.fake_cuda || comm == nullptr) return nullptr;
+        int k = comm == world_comm_ ? 0 : comm == sub_comm_ ? 1 : comm == tp_comm_ ? 2 : 3;
+        return reinterpret_cast<cudaStream_t>(uintptr_t{0x5a0000} + uintptr_t(k) * 0x1000);
+    }
+
+    void print_fake_cuda() {
+        FakeCudaStats st{};
+        cuda_.stats(&st);
+        uint64_t main_capturing = 0;
+        uint64_t main_records = cuda_.stream_records(stream(world_comm_), &main_capturing);
+        std::printf(
+            "fake-cuda rank %d: event_records=%llu records_while_capturing=%llu main_stream_records=%llu "
+            "main_stream_records_while_capturing=%llu event_queries=%llu capture_violations=%llu "
+            "capture_checks_active=%llu events_created=%llu enqueued=%llu captured=%llu streams=%llu "
+            "proc_address_found=%llu\n",
+            rank_, (unsigned long long)st.event_records, (unsigned long long)st.records_while_capturing,
+            (unsigned long long)main_records, (unsigned long long)main_capturing, (unsigned long long)st.event_queries,
+            (unsigned long long)st.capture_violations, (unsigned long long)st.capture_checks_active,
+            (unsigned long long)st.events_created, (unsigned long long)st.enqueued, (unsigned long long)st.captured,
+            (unsigned long long)st.streams, (unsigned long long)st.proc_address_found);
+        std::fflush(stdout);
+    }
+
+    // --wait-gone: a test lets the job end once it has seen what it waits for.
+    void wait_gone() {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+        while (access(o_.wait_gone.c_str(), F_OK) == 0 && std::chrono::steady_clock::now() < deadline) sleep_ms(10);
+    }
+
+    // --cuda-hold-step: the GPU is stuck in "compute" before this step's collectives, until the test removes the file.
+    bool hold_gpu() {
+        const char* path = std::getenv("FAKE_CUDA_HOLD_FILE");
+        if (path == nullptr || *path == '\0') {
+            std::fprintf(stderr, "fake-framework: rank %d: --cuda-hold-step needs FAKE_CUDA_HOLD_FILE\n", rank_);
+            return false;
+        }
+        if (std::FILE* f = std::fopen(path, "w")) {
+            std::fclose(f);
+        } else {
+            std::fprintf(stderr, "fake-framework: rank %d: cannot create %s\n", rank_, path);
+            return false;
+        }
+        cuda_.enqueue(stream(main_comm()));
+        return true;
+    }
+
     // Device-like addresses: the fake library never dereferences buffers, and nor may a shim.
     void* buf(int which) const {
         return reinterpret_cast<void*>(uintptr_t{0x7f0000000000} + uintptr_t(rank_) * 0x100000000 +
@@ -158,9 +243,10 @@ private:
 
     bool broadcast(int root) {
         const char* name = o_.bcast_legacy ? "ncclBcast" : "ncclBroadcast";
-        ncclResult_t r = o_.bcast_legacy
-                             ? ncclBcast(buf(0), o_.count, ncclFloat32, root, world_comm_, nullptr)
-                             : ncclBroadcast(buf(0), buf(0), o_.count, ncclFloat32, root, world_comm_, nullptr);
+        ncclResult_t r =
+            o_.bcast_legacy
+                ? ncclBcast(buf(0), o_.count, ncclFloat32, root, world_comm_, stream(world_comm_))
+                : ncclBroadcast(buf(0), buf(0), o_.count, ncclFloat32, root, world_comm_, stream(world_comm_));
         return check(r, name) && settle(world_comm_, name);
     }
 
@@ -168,7 +254,7 @@ private:
     ncclComm_t main_comm() const { return o_.grid > 0 ? tp_comm_ : world_comm_; }
 
     bool all_reduce(ncclComm_t comm, size_t count, ncclDataType_t dtype) {
-        return check(ncclAllReduce(buf(0), buf(1), count, dtype, ncclSum, comm, nullptr), "ncclAllReduce");
+        return check(ncclAllReduce(buf(0), buf(1), count, dtype, ncclSum, comm, stream(comm)), "ncclAllReduce");
     }
 
     // The step's main collective on the world communicator, as this rank issues it.
@@ -179,13 +265,15 @@ private:
                 case MismatchKind::Count: return all_reduce(main_comm(), o_.count / 2, ncclFloat32);
                 case MismatchKind::Dtype: return all_reduce(main_comm(), o_.count, ncclFloat16);
                 case MismatchKind::Op:
-                    return check(ncclBroadcast(buf(0), buf(1), o_.count, ncclFloat32, 0, main_comm(), nullptr),
-                                 "ncclBroadcast");
+                    return check(
+                        ncclBroadcast(buf(0), buf(1), o_.count, ncclFloat32, 0, main_comm(), stream(main_comm())),
+                        "ncclBroadcast");
                 case MismatchKind::Root:
                 case MismatchKind::None: break;  // root mismatches happen in the broadcast
             }
         }
-        if (!all_reduce(main_comm(), o_.count, ncclFloat32)) return false;
+        for (int i = 0; i < o_.coll_per_step; ++i)
+            if (!all_reduce(main_comm(), o_.count, ncclFloat32)) return false;
         if (at(o_.extra_rank, o_.extra_step)) return all_reduce(main_comm(), o_.count, ncclFloat32);
         return true;
     }
@@ -200,18 +288,21 @@ private:
             std::exit(o_.exit_code);
         }
         if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);
+        if (step_ == o_.cuda_hold_step && !hold_gpu()) return false;
+        if (step_ == o_.capture_step) cuda_.set_capturing(stream(main_comm()), 1);
 
         if (o_.group && !check(ncclGroupStart(), "ncclGroupStart")) return false;
         if (!main_collective()) return false;
         if (o_.group) {
             int next = (rank_ + 1) % world_;
             int prev = (rank_ + world_ - 1) % world_;
-            if (!check(ncclSend(buf(2), o_.count, ncclFloat32, next, world_comm_, nullptr), "ncclSend") ||
-                !check(ncclRecv(buf(3), o_.count, ncclFloat32, prev, world_comm_, nullptr), "ncclRecv")) {
+            if (!check(ncclSend(buf(2), o_.count, ncclFloat32, next, world_comm_, stream(world_comm_)), "ncclSend") ||
+                !check(ncclRecv(buf(3), o_.count, ncclFloat32, prev, world_comm_, stream(world_comm_)), "ncclRecv")) {
                 return false;
             }
         }
-        if (o_.split && !all_reduce(sub_comm_, o_.count, ncclFloat32)) return false;
+        for (int i = 0; o_.split && i < o_.coll_per_step; ++i)
+            if (!all_reduce(sub_comm_, o_.count, ncclFloat32)) return false;
         if (o_.grid > 0 && !all_reduce(dp_comm_, o_.count, ncclFloat32)) return false;
         if (o_.group && !check(ncclGroupEnd(), "ncclGroupEnd")) return false;
         if (!settle_all("step")) return false;
@@ -220,6 +311,10 @@ private:
         if ((o_.bcast_every > 0 && step_ % o_.bcast_every == 0) || root_mismatch) {
             int root = root_mismatch && rank_ == o_.mismatch_rank ? 1 % world_ : 0;
             if (!broadcast(root)) return false;
+        }
+        if (o_.capture_step >= 0 && step_ == o_.capture_step + o_.capture_count - 1) {
+            sleep_ms(o_.capture_ms);
+            cuda_.set_capturing(stream(main_comm()), 0);
         }
         return true;
     }
@@ -244,6 +339,7 @@ private:
     }
 
     const Options& o_;
+    FakeCuda cuda_;
     int rank_;
     int world_;
     int step_ = -1;

@@ -41,9 +41,20 @@ const char* usage_text() {
            "  --group                 each step's all_reduce(s) and a ring send/recv in one group\n"
            "  --nonblocking           init with config.blocking = 0; poll ncclCommGetAsyncError after each op\n"
            "  --hold-ms M             sleep M ms after the last step, before the teardown\n"
+           "  --wait-gone PATH        then wait (at most 120 s) until the file PATH does not exist\n"
            "  --teardown destroy|finalize|abort|none   how the comms end (default destroy; finalize = finalize\n"
            "                          then destroy; none = exit without touching them)\n"
-           "  --never-nccl            make no NCCL call at all\n";
+           "  --never-nccl            make no NCCL call at all\n"
+           "  --coll-per-step N       issue the step's all_reduce (and the one on the split comm) N times (default 1)\n"
+           "  --fake-cuda             dlopen the fake libcuda.so.1 (RTLD_GLOBAL, before any NCCL call), give each\n"
+           "                          communicator a stream of its own and print the fake's counters at the end:\n"
+           "                          \"fake-cuda rank R: name=value ...\"\n"
+           "  --cuda-hold-step S      (--fake-cuda) before step S's collectives, create the file FAKE_CUDA_HOLD_FILE\n"
+           "                          names (which holds every stream until it is removed) and put one \"compute\"\n"
+           "                          item on the main communicator's stream: the GPU is stuck before step S\n"
+           "  --capture-step S [--capture-count M] [--capture-ms T]   (--fake-cuda) steps S .. S+M-1 (default M 1)\n"
+           "                          are issued while the main communicator's stream is under graph capture, which\n"
+           "                          ends T ms after the last of them\n";
 }
 
 bool parse_options(int argc, char** argv, Options& o, std::string& error) {
@@ -71,6 +82,11 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--sleep-ms", &o.sleep_ms, 0},
         {"--hold-ms", &o.hold_ms, 0},
         {"--grid", &o.grid, 0},
+        {"--coll-per-step", &o.coll_per_step, 1},
+        {"--cuda-hold-step", &o.cuda_hold_step, -1},
+        {"--capture-step", &o.capture_step, -1},
+        {"--capture-count", &o.capture_count, 1},
+        {"--capture-ms", &o.capture_ms, 0},
     };
     const std::pair<const char*, bool*> flags[] = {
         {"--split", &o.split},
@@ -78,6 +94,7 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--bcast-legacy", &o.bcast_legacy},
         {"--never-nccl", &o.never_nccl},
         {"--nonblocking", &o.nonblocking},
+        {"--fake-cuda", &o.fake_cuda},
     };
 
     for (int i = 1; i < argc; ++i) {
@@ -132,6 +149,9 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
                 return false;
             }
             o.count = static_cast<size_t>(v);
+        } else if (arg == "--wait-gone") {
+            if (!take_value()) return false;
+            o.wait_gone = value;
         } else if (arg == "--mismatch-kind") {
             if (!take_value()) return false;
             if (value == "count") {
@@ -167,6 +187,10 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
     }
     if (o.mismatch_rank >= 0 && o.mismatch_kind == MismatchKind::None) {
         error = "--mismatch-rank needs --mismatch-kind";
+        return false;
+    }
+    if ((o.cuda_hold_step >= 0 || o.capture_step >= 0) && !o.fake_cuda) {
+        error = "--cuda-hold-step and --capture-step need --fake-cuda";
         return false;
     }
     return true;

@@ -29,7 +29,16 @@ struct Options {
     bool never_nccl = false;
     bool nonblocking = false;
     int hold_ms = 0;
+    std::string wait_gone;  // after --hold-ms, wait (up to 120 s) until this file does not exist
     Teardown teardown = Teardown::Destroy;
+    int coll_per_step = 1;  // the step's main all_reduce (and the one on the split comm) this many times
+
+    // With the fake libcuda (test/fake_cuda).
+    bool fake_cuda = false;
+    int cuda_hold_step = -1;  // before this step's collectives: hold the GPU (FAKE_CUDA_HOLD_FILE) behind "compute"
+    int capture_step = -1;    // steps [capture_step, capture_step + capture_count) run under graph capture
+    int capture_count = 1;
+    int capture_ms = 0;  // the capture lasts at least this long
 };
 
 // Parses argv[1..]. Returns false and sets `error` on an unknown option or a bad value.

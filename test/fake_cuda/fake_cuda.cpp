@@ -1,0 +1,293 @@
+// The fake libcuda.so.1: see fake_cuda.h for its semantics. Only what shim/cuda_driver.cpp loads is implemented.
+#include "fake_cuda.h"
+
+#include <cuda.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+namespace {
+
+constexpr int kDevices = 64;
+constexpr uint32_t kEventMagic = 0x45564e54;  // "EVNT"
+
+struct Stream {
+    uint64_t enqueued = 0;
+    uint64_t completed = 0;
+    bool held = false;
+    bool capturing = false;
+    uint64_t records = 0;
+    uint64_t records_capturing = 0;
+};
+
+struct Event {
+    uint32_t magic = kEventMagic;
+    bool armed = false;  // recorded outside a capture: `target` on `stream` says when it is complete
+    uintptr_t stream = 0;
+    uint64_t target = 0;
+};
+
+struct Context {
+    int dev = 0;
+};
+
+struct State {
+    std::mutex mu;
+    std::unordered_map<uintptr_t, Stream> streams;
+    int capturing_streams = 0;
+    FakeCudaStats stats{};
+    bool initialized = false;
+    Context contexts[kDevices];
+    const char* hold_file = nullptr;
+    bool no_proc_address = false;
+
+    State() {
+        for (int i = 0; i < kDevices; ++i) contexts[i].dev = i;
+        const char* h = std::getenv("FAKE_CUDA_HOLD_FILE");
+        hold_file = h != nullptr && *h != '\0' ? h : nullptr;
+        const char* n = std::getenv("FAKE_CUDA_NO_PROC_ADDRESS");
+        no_proc_address = n != nullptr && std::strcmp(n, "1") == 0;
+    }
+
+    Stream& stream(uintptr_t s) {
+        auto [it, added] = streams.try_emplace(s);
+        if (added) ++stats.streams;
+        return it->second;
+    }
+
+    // Brings `completed` up to date: everything enqueued is done unless the stream is held.
+    void settle(Stream& st) const {
+        if (st.held) return;
+        if (hold_file != nullptr && access(hold_file, F_OK) == 0) return;
+        st.completed = st.enqueued;
+    }
+};
+
+State& state() {
+    static State* s = new State;  // never destroyed: the shim's threads may call in during exit
+    return *s;
+}
+
+thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+thread_local CUcontext t_ctx_stack[16];
+thread_local int t_ctx_depth = 0;  // t_ctx_stack[t_ctx_depth - 1] is current
+
+uintptr_t key(const void* stream) { return reinterpret_cast<uintptr_t>(stream); }
+
+}  // namespace
+
+// ---- the driver API ----
+
+extern "C" {
+
+CUresult CUDAAPI cuInit(unsigned int flags) {
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.initialized = true;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int* version) {
+    if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *version = 12080;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
+    if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (!state().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (ordinal < 0 || ordinal >= kDevices) return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
+    if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= kDevices) return CUDA_ERROR_INVALID_DEVICE;
+    std::snprintf(pciBusId, size_t(len), "0000:%02x:00.0", 0x10 + dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+    if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= kDevices) return CUDA_ERROR_INVALID_DEVICE;
+    *pctx = reinterpret_cast<CUcontext>(&state().contexts[dev]);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
+    if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    if (t_ctx_depth == 16) return CUDA_ERROR_OUT_OF_MEMORY;
+    t_ctx_stack[t_ctx_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {
+    if (t_ctx_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    CUcontext c = t_ctx_stack[--t_ctx_depth];
+    if (pctx != nullptr) *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+    if (ctx == nullptr) {
+        if (t_ctx_depth > 0) --t_ctx_depth;
+        return CUDA_SUCCESS;
+    }
+    if (t_ctx_depth == 0) t_ctx_depth = 1;
+    t_ctx_stack[t_ctx_depth - 1] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventCreate(CUevent* phEvent, unsigned int /*flags*/) {
+    if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (t_ctx_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    *phEvent = reinterpret_cast<CUevent>(new Event);
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.stats.events_created;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+    auto* ev = reinterpret_cast<Event*>(hEvent);
+    if (ev == nullptr || ev->magic != kEventMagic) return CUDA_ERROR_INVALID_HANDLE;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    Stream& st = s.stream(key(hStream));
+    ++st.records;
+    ++s.stats.event_records;
+    if (st.capturing) {
+        // A node of the captured graph: it does not re-arm the event now.
+        ++st.records_capturing;
+        ++s.stats.records_while_capturing;
+        return CUDA_SUCCESS;
+    }
+    ev->armed = true;
+    ev->stream = key(hStream);
+    ev->target = st.enqueued;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+    auto* ev = reinterpret_cast<Event*>(hEvent);
+    if (ev == nullptr || ev->magic != kEventMagic) return CUDA_ERROR_INVALID_HANDLE;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.stats.event_queries;
+    if (s.capturing_streams > 0 && t_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+        ++s.stats.capture_violations;
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (!ev->armed) return CUDA_SUCCESS;
+    Stream& st = s.stream(ev->stream);
+    s.settle(st);
+    return st.completed >= ev->target ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
+    if (captureStatus == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const bool capturing = s.stream(key(hStream)).capturing;
+    *captureStatus = capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    if (capturing && t_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) ++s.stats.capture_checks_active;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+    if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = t_capture_mode;
+    t_capture_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int /*cudaVersion*/, cuuint64_t /*flags*/,
+                                     CUdriverProcAddressQueryResult* symbolStatus) {
+    if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    // By base name, as the driver serves them: the entry of the ABI the caller's CUDA version expects.
+    static const struct {
+        const char* name;
+        void* fn;
+    } table[] = {
+        {"cuInit", reinterpret_cast<void*>(&cuInit)},
+        {"cuDriverGetVersion", reinterpret_cast<void*>(&cuDriverGetVersion)},
+        {"cuDeviceGet", reinterpret_cast<void*>(&cuDeviceGet)},
+        {"cuDeviceGetPCIBusId", reinterpret_cast<void*>(&cuDeviceGetPCIBusId)},
+        {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
+        {"cuCtxPushCurrent", reinterpret_cast<void*>(&cuCtxPushCurrent_v2)},
+        {"cuCtxPopCurrent", reinterpret_cast<void*>(&cuCtxPopCurrent_v2)},
+        {"cuCtxSetCurrent", reinterpret_cast<void*>(&cuCtxSetCurrent)},
+        {"cuEventCreate", reinterpret_cast<void*>(&cuEventCreate)},
+        {"cuEventRecord", reinterpret_cast<void*>(&cuEventRecord)},
+        {"cuEventQuery", reinterpret_cast<void*>(&cuEventQuery)},
+        {"cuStreamIsCapturing", reinterpret_cast<void*>(&cuStreamIsCapturing)},
+        {"cuThreadExchangeStreamCaptureMode", reinterpret_cast<void*>(&cuThreadExchangeStreamCaptureMode)},
+        {"cuGetProcAddress", reinterpret_cast<void*>(&cuGetProcAddress_v2)},
+    };
+    State& s = state();
+    *pfn = nullptr;
+    if (!s.no_proc_address)
+        for (const auto& e : table)
+            if (std::strcmp(e.name, symbol) == 0) *pfn = e.fn;
+    if (*pfn != nullptr) {
+        std::lock_guard<std::mutex> lock(s.mu);
+        ++s.stats.proc_address_found;
+    }
+    if (symbolStatus != nullptr)
+        *symbolStatus = *pfn != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return *pfn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+// ---- the test-facing API ----
+
+void fakecuda_enqueue(void* stream) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    Stream& st = s.stream(key(stream));
+    if (st.capturing) {
+        ++s.stats.captured;
+        return;
+    }
+    ++st.enqueued;
+    ++s.stats.enqueued;
+    s.settle(st);
+}
+
+void fakecuda_hold(void* stream, int held) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    Stream& st = s.stream(key(stream));
+    st.held = held != 0;
+    s.settle(st);
+}
+
+void fakecuda_set_capturing(void* stream, int capturing) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    Stream& st = s.stream(key(stream));
+    if (st.capturing != (capturing != 0)) s.capturing_streams += capturing != 0 ? 1 : -1;
+    st.capturing = capturing != 0;
+}
+
+void fakecuda_stats(FakeCudaStats* out) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    *out = s.stats;
+}
+
+uint64_t fakecuda_stream_records(void* stream, uint64_t* while_capturing) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    Stream& st = s.stream(key(stream));
+    if (while_capturing != nullptr) *while_capturing = st.records_capturing;
+    return st.records;
+}
+
+}  // extern "C"

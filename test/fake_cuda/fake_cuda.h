@@ -1,0 +1,52 @@
+// The test-facing API of the fake libcuda.so.1 (fake_cuda.cpp). A test double for the few CUDA driver functions
+// the shim's GPU completion tracking calls (shim/cuda_driver.cpp), over streams that are nothing but counters:
+//
+//   - A stream is any handle value, 0 included. Each has `enqueued` and `completed` work counts. The fake NCCL
+//     enqueues one item (its "kernel") per operation with fakecuda_enqueue; the framework may enqueue "compute".
+//   - Work completes at once, unless the stream is held: by fakecuda_hold, or for every stream while the file named
+//     by FAKE_CUDA_HOLD_FILE exists. Items enqueued before a hold began are complete already; on release everything
+//     enqueued completes.
+//   - cuEventRecord(ev, s) remembers (s, enqueued(s) now); cuEventQuery says CUDA_SUCCESS once completed(s) reaches
+//     that, else CUDA_ERROR_NOT_READY. An event never recorded is complete, as in CUDA.
+//   - A stream flagged with fakecuda_set_capturing is under graph capture: cuStreamIsCapturing says ACTIVE, work
+//     enqueued on it does not run (it is counted as captured), and an event recorded on it joins the "graph": it is
+//     counted, and not armed (querying it says CUDA_SUCCESS). While any stream is capturing, cuEventQuery from a
+//     thread whose capture mode is GLOBAL (every thread's mode until cuThreadExchangeStreamCaptureMode) fails with
+//     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and counts a capture violation, as a capture in global mode forbids it.
+//
+// Thread-safe (one mutex). FAKE_CUDA_NO_PROC_ADDRESS=1 makes cuGetProcAddress find nothing, so that a caller must
+// fall back to dlsym of the versioned names.
+#pragma once
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct FakeCudaStats {
+    uint64_t event_records;            // cuEventRecord calls that succeeded, on any stream
+    uint64_t records_while_capturing;  // of which on a stream under capture
+    uint64_t event_queries;            // cuEventQuery calls
+    uint64_t capture_violations;       // cuEventQuery from a GLOBAL-mode thread while a stream was capturing
+    uint64_t capture_checks_active;    // cuStreamIsCapturing calls that said ACTIVE, from a RELAXED-mode thread
+    uint64_t events_created;
+    uint64_t enqueued;            // items enqueued on streams not under capture
+    uint64_t captured;            // items enqueued on streams under capture (they never run)
+    uint64_t streams;             // distinct stream handles seen
+    uint64_t proc_address_found;  // cuGetProcAddress lookups that found the function
+};
+
+// What the fake NCCL calls once per operation, where a real NCCL launches its kernel.
+void fakecuda_enqueue(void* stream);
+// Holds (1) or releases (0) one stream; releasing completes everything enqueued on it.
+void fakecuda_hold(void* stream, int held);
+// Starts (1) or ends (0) a graph capture on one stream.
+void fakecuda_set_capturing(void* stream, int capturing);
+void fakecuda_stats(struct FakeCudaStats* out);
+// Event records on one stream, in all and while it was capturing.
+uint64_t fakecuda_stream_records(void* stream, uint64_t* while_capturing);
+
+#ifdef __cplusplus
+}
+#endif
