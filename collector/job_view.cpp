@@ -57,6 +57,8 @@ uint64_t shift(uint64_t t, int64_t d) {
     return back >= t ? 1 : t - back;
 }
 
+constexpr double kOfflineStaleSec = 1.0;
+
 // The latest moment the file shows the process alive: its heartbeat, or its last activity if later or no heartbeat.
 uint64_t last_seen(const FileSnapshot& f) {
     uint64_t t = std::max(f.header.heartbeat_mono_ns, f.header.start_mono_ns);
@@ -327,7 +329,9 @@ Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& 
                 frame.real = to_real(ref->header, frame.mono);
                 ctx.live = false;
                 ctx.now_mono_ns = frame.mono;
-                ctx.stale_after_s = opt.stale_after_s;
+                // After the fact, a process whose heartbeat stopped a second before the job's last sign of life died
+                // first (torchrun then kills the others within a few hundred milliseconds).
+                ctx.stale_after_s = std::min(opt.stale_after_s, kOfflineStaleSec);
             }
             jr.now_mono_ns = frame.mono;
             jr.now_real_ns = frame.real;

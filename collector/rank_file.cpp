@@ -14,6 +14,7 @@
 #include <climits>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -614,7 +615,11 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
         if (can_age && h.heartbeat_mono_ns && ctx.now_mono_ns) {
             s.heartbeat_age_s =
                 ctx.now_mono_ns > h.heartbeat_mono_ns ? double(ctx.now_mono_ns - h.heartbeat_mono_ns) / 1e9 : 0.0;
-            if (s.heartbeat_age_s > ctx.stale_after_s) s.alive = false;
+            // Never less than three of this process's heartbeats (its watchdog writes one per poll).
+            double poll_s = 0.1;
+            for (const auto& e : h.env)
+                if (e.rfind("NCCLWATCH_POLL_MS=", 0) == 0) poll_s = std::max(0.01, atof(e.c_str() + 18) / 1000.0);
+            if (s.heartbeat_age_s > std::max(ctx.stale_after_s, 3 * poll_s)) s.alive = false;
         }
         // pid must be > 0: kill(0, ...) and kill(-1, ...) address process groups. Same host name AND boot, so a
         // different container or a rebooted node with a reused pid is never probed.

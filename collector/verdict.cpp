@@ -135,8 +135,10 @@ std::optional<uint64_t> wait_start(const RankCommState& r) {
 // completes, whether the rank's GPU got to it is not known. Such a rank counts as inside the op, never as behind.
 bool reach_unknown(const RankCommState& r, uint64_t seq) {
     if (!r.gpu_tracking || r.reached >= seq) return false;
-    const OpSig* s = find_sig(r, seq);
-    return s && (s->flags & disk::kFlagSampledOut);
+    if (const OpSig* s = find_sig(r, seq)) return s->flags & disk::kFlagSampledOut;
+    // Out of the window (the host ran far ahead of its GPU): unknown as soon as this rank samples at all.
+    return std::any_of(r.recent.begin(), r.recent.end(),
+                       [](const OpSig& g) { return g.flags & disk::kFlagSampledOut; });
 }
 
 // The rank has issued collectives but its GPU has not reached the oldest incomplete one: it is busy with earlier
@@ -868,11 +870,11 @@ bool completes_only_when_all_joined(uint8_t op) {
     return t == OpType::AllReduce || t == OpType::AllGather || t == OpType::ReduceScatter;
 }
 
-// With NCCLWATCH_GPU_SAMPLE=auto, an op without GPU events of its own is completed on the record only once a later
-// event on its stream completes; in a hang that event never does, so a rank's "completed" lags by the ops it issued
-// just before the stuck one. Another rank's completion of the same all-reduce (all-gather, reduce-scatter) proves
-// this rank joined it, and since its stream went on past it, those ops are done: "completed" is raised to match, one
-// op at a time while the op is such a collective, unsampled here, and the same op on the peer.
+// A rank's "completed" can lag its GPU: with NCCLWATCH_GPU_SAMPLE=auto an op without events of its own completes on
+// the record only once a later event on its stream does, which never happens in a hang; and a process that died (or
+// was killed) a few milliseconds after its GPU finished an op never saw that op's event. Another rank's completion
+// of the same all-reduce (all-gather, reduce-scatter) proves this rank joined it and finished its part: so
+// "completed" is raised to match, one op at a time while the op is such a collective with the same signature.
 CommView with_inferred_progress(const CommView& view, std::vector<std::string>& notes) {
     CommView v = view;
     for (size_t i = 0; i < v.ranks.size(); ++i) {
@@ -885,19 +887,24 @@ CommView with_inferred_progress(const CommView& view, std::vector<std::string>& 
         if (!best || best->completed <= r.completed) continue;
         const uint64_t from = r.completed + 1;
         uint64_t upto = r.completed;
-        for (uint64_t s = from; s <= std::min(r.issued, best->completed); ++s) {
+        // Only over ops every rank issued: a completion where some rank never issued the op is not this proof.
+        uint64_t all_issued = r.issued;
+        for (const auto& q : view.ranks) all_issued = std::min(all_issued, q.issued);
+        if (view.nranks > 0 && view.ranks.size() < size_t(view.nranks)) all_issued = 0;  // ranks we cannot see
+        for (uint64_t s = from; s <= std::min(all_issued, best->completed); ++s) {
             const OpSig* mine = find_sig(r, s);
             const OpSig* theirs = find_sig(*best, s);
-            if (!mine || !(mine->flags & disk::kFlagSampledOut) || !completes_only_when_all_joined(mine->op) ||
-                !theirs || theirs->op != mine->op || theirs->count != mine->count || theirs->dtype != mine->dtype)
+            if (!mine || !completes_only_when_all_joined(mine->op) || !theirs || theirs->op != mine->op ||
+                theirs->count != mine->count || theirs->dtype != mine->dtype)
                 break;
             upto = s;
         }
         if (upto == r.completed) continue;
-        notes.push_back(fmt::format("{}: #{}{} carried no GPU events of {} own; {} completing {} proves {} done",
-                                    rank_id(r), from, upto > from ? fmt::format("..#{}", upto) : "",
-                                    upto > from ? "their" : "its", rank_id(*best), upto > from ? "them" : "it",
-                                    upto > from ? "them" : "it"));
+        notes.push_back(
+            fmt::format("{}: #{}{} not completed on record; {} completing {} proves {} done (a "
+                        "collective every rank contributes to completes only once every rank joined it)",
+                        rank_id(r), from, upto > from ? fmt::format("..#{}", upto) : "", rank_id(*best),
+                        upto > from ? "them" : "it", upto > from ? "them" : "it"));
         r.completed = upto;
         r.reached = std::max(r.reached, upto);
     }
@@ -1230,8 +1237,15 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
         "every rank issued and reached the op: check the network path (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, GDR/P2P "
         "settings) in the environment audit"};
     if (!unknown_reach.empty()) {
+        uint64_t upto = W;
+        for (const auto& r : view.ranks)
+            if (std::find(unknown_reach.begin(), unknown_reach.end(), r.comm_rank) != unknown_reach.end())
+                upto = std::max(upto, r.issued);
         what += fmt::format(", or {} busy with earlier work on {} stream", ranks_word(unknown_reach),
                             unknown_reach.size() == 1 ? "its" : "their");
+        if (upto > W)
+            what +=
+                fmt::format(" (its GPU completed #{} for certain; the op it is in is one of #{}..#{})", W - 1, W, upto);
         stuck_ev.front() = fmt::format(
             "every rank issued the op; whether the GPU of {} reached it is not known: it carried no GPU events of its "
             "own (NCCLWATCH_GPU_SAMPLE=auto samples one op per stream at a time; =all records them for every op)",

@@ -142,8 +142,13 @@ def main():
     step = 0
     while True:
         if s == "clean":
-            if time.time() - t0 >= args.duration_sec:
-                break
+            # Every rank must stop after the same step, or the clean run itself hangs: the ranks agree every 50
+            # steps (an all_reduce of "my time is up", max) instead of each reading its own clock.
+            if step % 50 == 0:
+                up = torch.tensor([1.0 if time.time() - t0 >= args.duration_sec else 0.0], device="cuda")
+                dist.all_reduce(up, op=dist.ReduceOp.MAX)
+                if up.item() > 0:
+                    break
         elif step >= steps:
             break
         if s == "rank_dies" and rank == odd and step == args.at_step:

@@ -30,14 +30,24 @@ struct DeferredOp {
 };
 
 // One stream a communicator's ops run on, for sampling (NCCLWATCH_GPU_SAMPLE=auto): at most one op per stream at a
-// time carries GPU events of its own (the "sampled" op); the ops issued while it is in flight follow it, and their
-// completion is inferred from stream order. Why: every event recorded between two NCCL kernels costs about half a
-// microsecond on the issuing thread and on the GPU, which shows in small-message latency.
+// time carries GPU events of its own (the "sampled" op); the ops issued while it is in flight follow it: they are only
+// counted here, and complete when an event recorded on the stream after they were counted completes (stream order).
+// Why: every event recorded between two NCCL kernels costs about half a microsecond on the issuing thread and on the
+// GPU, and a queue entry per op costs the issuing thread a cache-line transfer; a counter in a line it owns costs
+// nothing.
 struct StreamClaim {
-    static constexpr uint64_t kPauseNs = 1000000;  // an op after a pause this long is always sampled
-    std::atomic<uintptr_t> key{0};                 // the stream handle + 1; 0 = free entry
-    std::atomic<uint64_t> owner{0};                // generation of the sampled op in flight; 0 = none
-    std::atomic<uint64_t> t_last_issue_ns{0};      // the last op issued on this stream (any thread)
+    static constexpr uint64_t kPauseNs = 1000000;  // an op after a pause this long is sampled...
+    static constexpr uint32_t kMaxSamples = 4;     // ...unless this many samples are in flight (a stuck stream)
+    // Written by the issuing threads.
+    std::atomic<uintptr_t> key{0};             // the stream handle + 1; 0 = free entry
+    std::atomic<uint64_t> owner{0};            // generation of the newest sampled op in flight; 0 = none
+    std::atomic<uint32_t> samples{0};          // sampled ops in flight
+    std::atomic<uint64_t> t_last_issue_ns{0};  // the last op issued on this stream (any thread)
+    std::atomic<uint64_t> followers{0};        // ops that followed, counted once their call returned (enqueued)
+    std::atomic<uint64_t> follower_seq{0};     // the highest collective sequence number among them
+    // The completion poller's own, on a line of their own.
+    alignas(64) uint64_t credited = 0;  // followers counted as completed
+    uint64_t covered_ns = 0;            // work enqueued on the stream before this time is complete
 };
 
 struct CommRuntime {

@@ -25,21 +25,21 @@ struct DevicePool {
 namespace {
 
 struct Pending {
-    CUevent ev = nullptr;  // nullptr: followers (ops without events of their own)
+    CUevent ev = nullptr;
     DevicePool* pool = nullptr;
     cudaStream_t stream = nullptr;
-    StreamClaim* claim = nullptr;  // a sampled op's completed event releases it once resolved
-    uint64_t gen = 0;
-    uint64_t t_mark = 0;  // event: just before it was recorded; followers: after their enqueue returned
+    CommRuntime* cr = nullptr;     // the claim's communicator
+    StreamClaim* claim = nullptr;  // whose followers this event covers (nullptr: none)
+    uint64_t gen = 0;              // nonzero: a sampled op's completed event, which releases the claim
+    uint64_t followers = 0;        // the claim's follower count and highest seq just before the record
+    uint64_t follower_seq = 0;
+    uint64_t t_mark = 0;  // just before the record
     bool done = false;    // completion event (else "reached"); a catch-up event is a completion event with n == 0
     int n = 0;
     OpRef refs[CompletionTracker::kMaxRefs];
 };
 
 constexpr size_t kQueueCapacity = 8192;
-// Entries the poller holds at most; beyond it the queue fills and new ops fall back to completion-on-return. Reached
-// only when a stream is stuck while its host thread keeps issuing.
-constexpr size_t kMaxPending = 16384;
 constexpr int kMaxDevices = 64;
 
 }  // namespace
@@ -50,12 +50,13 @@ struct CompletionTracker::Impl {
     DevicePool* pools[kMaxDevices] = {};
 };
 
-CompletionTracker::CompletionTracker(const RankFileWriter* file) : impl_(new Impl), file_(file) {}
+CompletionTracker::CompletionTracker(const RankFileWriter* file, const CommRegistry* comms)
+    : impl_(new Impl), file_(file), comms_(comms) {}
 
-CompletionTracker* CompletionTracker::create(const Config& cfg, const RankFileWriter* file) {
+CompletionTracker* CompletionTracker::create(const Config& cfg, const RankFileWriter* file, const CommRegistry* comms) {
     if (!cfg.gpu_events) return nullptr;
     if (!cuda_driver().ok) return nullptr;
-    return new CompletionTracker(file);  // never freed: its thread may outlive static destruction at exit
+    return new CompletionTracker(file, comms);  // never freed: its thread may outlive static destruction at exit
 }
 
 DevicePool* CompletionTracker::pool_for_device(int dev) {
@@ -103,6 +104,11 @@ bool CompletionTracker::record(DevicePool* pool, cudaStream_t stream, const OpRe
         fallbacks_.fetch_add(1, std::memory_order_relaxed);
         return false;
     }
+    if (claim) {
+        // Read before the record: every follower counted by now was enqueued before the event.
+        p.followers = claim->followers.load(std::memory_order_acquire);
+        p.follower_seq = claim->follower_seq.load(std::memory_order_relaxed);
+    }
     p.t_mark = now_mono_ns();
     if (cuda_driver().cuEventRecord(p.ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
         pool->free.try_push(p.ev);
@@ -111,8 +117,9 @@ bool CompletionTracker::record(DevicePool* pool, cudaStream_t stream, const OpRe
     }
     p.pool = pool;
     p.stream = stream;
+    p.cr = refs[0].cr;
     p.claim = claim;
-    p.gen = gen;
+    p.gen = done ? gen : 0;
     p.done = done;
     p.n = n < kMaxRefs ? n : kMaxRefs;
     for (int i = 0; i < p.n; ++i) p.refs[i] = refs[i];
@@ -126,36 +133,13 @@ bool CompletionTracker::record(DevicePool* pool, cudaStream_t stream, const OpRe
     return true;
 }
 
-bool CompletionTracker::follow(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, uint64_t t_return_ns) {
-    if (!pool || n <= 0) return false;
-    Pending p;
-    p.pool = pool;
-    p.stream = stream;
-    p.t_mark = t_return_ns;
-    p.done = true;
-    p.n = n < kMaxRefs ? n : kMaxRefs;
-    for (int i = 0; i < p.n; ++i) p.refs[i] = refs[i];
-    if (!impl_->queue.try_push(p)) {
-        fallbacks_.fetch_add(1, std::memory_order_relaxed);
-        return false;
-    }
-    followed_.fetch_add(1, std::memory_order_relaxed);
-    return true;
+uint64_t CompletionTracker::followers() const {
+    uint64_t n = 0;
+    comms_->for_each([&](const CommRuntime& cr) {
+        for (const auto& c : cr.claims) n += c.followers.load(std::memory_order_relaxed);
+    });
+    return n;
 }
-
-namespace {
-
-// One stream of the pending entries: (pool, stream) identifies it, whatever communicator recorded on it.
-struct StreamState {
-    DevicePool* pool = nullptr;
-    cudaStream_t stream = nullptr;
-    uint64_t covered = 0;       // work enqueued before this time is complete (newest completed event's t_mark)
-    uint64_t newest_event = 0;  // t_mark of the newest event still pending
-    uint64_t tail = 0;          // t_mark of the newest follower still pending
-    bool dead_comm = false;     // a follower's communicator was destroyed: nothing more may be recorded for it
-};
-
-}  // namespace
 
 void CompletionTracker::poll_forever() {
     const CudaDriver& cu = cuda_driver();
@@ -164,9 +148,10 @@ void CompletionTracker::poll_forever() {
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     cu.cuThreadExchangeStreamCaptureMode(&mode);
     std::deque<Pending> pending;
-    std::vector<StreamState> streams;
+    std::vector<std::pair<DevicePool*, cudaStream_t>> streams;
     std::vector<uint16_t> stream_of;  // per pending entry: its index in `streams`
     std::vector<uint8_t> state;       // per pending entry: 0 not known done, 1 complete, 2 failed
+    CompletionBatch batch;
     CUcontext current = nullptr;
     auto use_ctx = [&](DevicePool* pool) {
         if (pool->ctx != current && cu.cuCtxSetCurrent(pool->ctx) == CUDA_SUCCESS) current = pool->ctx;
@@ -175,56 +160,71 @@ void CompletionTracker::poll_forever() {
         use_ctx(p.pool);
         return cu.cuEventQuery(p.ev);
     };
-    CompletionBatch batch;
-    auto done_refs = [&](const Pending& e, uint64_t now, bool progress) {
-        for (int k = 0; k < e.n; ++k) batch.done(*file_, e.refs[k], now, progress);
-    };
     auto capturing_now = [&](cudaStream_t stream) {
         CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
         return cu.cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &st) != CUDA_SUCCESS ||
                st != CU_STREAM_CAPTURE_STATUS_NONE;
     };
+    // Followers covered by a completed event: counted complete in their communicator's progress block.
+    auto credit = [&](CommRuntime& cr, StreamClaim& c, uint64_t followers, uint64_t seq, uint64_t t_mark,
+                      uint64_t now) {
+        c.covered_ns = std::max(c.covered_ns, t_mark);
+        if (followers <= c.credited) return;
+        batch.followers_done(cr.slot, followers - c.credited, seq, now);
+        c.credited = followers;
+    };
     // 1: a catch-up event is pending on the stream; 0: not now (no free event, or the stream is being captured: an
     // event recorded into a capture must never be queried, and nothing of ours may join a user's graph); -1: the
     // stream refuses our events.
-    auto catch_up = [&](const StreamState& st) {
-        Pending c;
-        if (!st.pool->free.try_pop(c.ev)) return 0;
-        use_ctx(st.pool);
-        if (capturing_now(st.stream)) {
-            st.pool->free.try_push(c.ev);
+    auto catch_up = [&](CommRuntime& cr, StreamClaim& c, DevicePool* pool, cudaStream_t stream) {
+        Pending e;
+        if (!pool->free.try_pop(e.ev)) return 0;
+        use_ctx(pool);
+        if (capturing_now(stream)) {
+            pool->free.try_push(e.ev);
             return 0;
         }
-        c.t_mark = now_mono_ns();
-        if (cu.cuEventRecord(c.ev, reinterpret_cast<CUstream>(st.stream)) != CUDA_SUCCESS) {
-            st.pool->free.try_push(c.ev);
+        e.followers = c.followers.load(std::memory_order_acquire);
+        e.follower_seq = c.follower_seq.load(std::memory_order_relaxed);
+        e.t_mark = now_mono_ns();
+        if (cu.cuEventRecord(e.ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
+            pool->free.try_push(e.ev);
             return -1;
         }
         // A capture that began between the check and the record may hold the record: never query that event (a
         // later record outside any capture re-arms it, so it can go back to the pool).
-        if (capturing_now(st.stream)) {
-            st.pool->free.try_push(c.ev);
+        if (capturing_now(stream)) {
+            pool->free.try_push(e.ev);
             return 0;
         }
-        c.pool = st.pool;
-        c.stream = st.stream;
-        c.done = true;
-        pending.push_back(c);
+        e.pool = pool;
+        e.stream = stream;
+        e.cr = &cr;
+        e.claim = &c;
+        e.done = true;
+        pending.push_back(e);
         catch_ups_.fetch_add(1, std::memory_order_relaxed);
         return 1;
     };
+    // Followers' ring records, for their completion times: scanned from the ring as they appear.
+    uint64_t ring_cursor = 0;
+    uint64_t ring_head_prev = 0;
+    std::vector<uint64_t> unstamped;  // tickets
+    std::vector<CommRuntime*> by_slot(disk::kMaxComms, nullptr);
+    std::vector<std::pair<StreamClaim*, uint64_t>>
+        claim_pending;  // claim, highest follower count a pending event covers
+
     for (;;) {
         last_poll_ns_.store(now_mono_ns(), std::memory_order_relaxed);
         Pending p;
-        while (pending.size() < kMaxPending && impl_->queue.try_pop(p)) pending.push_back(p);
+        while (impl_->queue.try_pop(p)) pending.push_back(p);
 
         streams.clear();
         stream_of.assign(pending.size(), 0);
         for (size_t i = 0; i < pending.size(); ++i) {
-            size_t s = 0;
-            while (s < streams.size() && (streams[s].pool != pending[i].pool || streams[s].stream != pending[i].stream))
-                ++s;
-            if (s == streams.size()) streams.push_back(StreamState{pending[i].pool, pending[i].stream});
+            const std::pair<DevicePool*, cudaStream_t> key{pending[i].pool, pending[i].stream};
+            size_t s = std::find(streams.begin(), streams.end(), key) - streams.begin();
+            if (s == streams.size()) streams.push_back(key);
             stream_of[i] = uint16_t(s);
         }
 
@@ -235,14 +235,14 @@ void CompletionTracker::poll_forever() {
         for (size_t s = 0; s < streams.size(); ++s) {
             size_t newest = SIZE_MAX;
             for (size_t i = pending.size(); i-- > 0;)
-                if (stream_of[i] == s && pending[i].ev) {
+                if (stream_of[i] == s) {
                     newest = i;
                     break;
                 }
             if (newest == SIZE_MAX) continue;
             const CUresult r = query(pending[newest]);
             for (size_t j = 0; j <= newest; ++j) {
-                if (stream_of[j] != s || !pending[j].ev) continue;
+                if (stream_of[j] != s) continue;
                 if (r == CUDA_SUCCESS) {
                     state[j] = 1;
                     continue;
@@ -252,30 +252,12 @@ void CompletionTracker::poll_forever() {
                 state[j] = rj == CUDA_SUCCESS ? 1 : 2;
             }
         }
-        for (size_t i = 0; i < pending.size(); ++i)
-            if (state[i] == 1)
-                streams[stream_of[i]].covered = std::max(streams[stream_of[i]].covered, pending[i].t_mark);
 
         const uint64_t now = now_mono_ns();
         std::deque<Pending> still;
+        claim_pending.clear();
         for (size_t i = 0; i < pending.size(); ++i) {
             Pending& e = pending[i];
-            StreamState& st = streams[stream_of[i]];
-            if (!e.ev) {
-                // Followers: done once an event recorded on their stream after their enqueue is done.
-                if (e.n == 0) {
-                    // resolved already (see below)
-                } else if (e.t_mark < st.covered) {
-                    done_refs(e, now, true);
-                } else if (e.refs[0].cr->destroyed.load(std::memory_order_acquire)) {
-                    st.dead_comm = true;  // its stream may be gone too: no catch-up on it
-                    done_refs(e, now, false);
-                } else {
-                    st.tail = std::max(st.tail, e.t_mark);
-                    still.push_back(e);
-                }
-                continue;
-            }
             if (state[i] == 1) {
                 for (int k = 0; k < e.n; ++k) {
                     if (e.done)
@@ -283,40 +265,106 @@ void CompletionTracker::poll_forever() {
                     else
                         batch.reached(*file_, e.refs[k], now);
                 }
-                release(e.claim, e.gen);
+                // The claim lives in its communicator's runtime, which is never freed.
+                if (e.claim) credit(*e.cr, *e.claim, e.followers, e.follower_seq, e.t_mark, now);
+                if (e.gen) release(e.claim, e.gen);
                 e.pool->free.try_push(e.ev);
             } else if (state[i] == 2) {
                 // A dead context or a sticky error: the ops stay incomplete, and the watchdog will say so.
                 NCW_LOG_ONCE(warn, "cuEventQuery failed: GPU completion tracking is unreliable from here on");
-                release(e.claim, e.gen);
+                if (e.gen) release(e.claim, e.gen);
             } else {
-                st.newest_event = std::max(st.newest_event, e.t_mark);
+                if (e.claim) {
+                    auto it = std::find_if(claim_pending.begin(), claim_pending.end(),
+                                           [&](const auto& cp) { return cp.first == e.claim; });
+                    if (it == claim_pending.end())
+                        claim_pending.push_back({e.claim, e.followers});
+                    else
+                        it->second = std::max(it->second, e.followers);
+                }
                 still.push_back(e);
             }
         }
         pending.swap(still);
 
-        // A stream that fell quiet with followers no pending event covers: one catch-up event after them.
-        for (StreamState& st : streams) {
-            if (!st.tail || st.dead_comm || st.newest_event > st.tail || now - st.tail < kCatchUpAfterNs) continue;
-            if (catch_up(st) < 0) {
-                // The stream takes no event from us (another context's stream?): its followers count as done
-                // without proving progress, rather than stalling for ever.
-                NCW_LOG_ONCE(warn,
-                             "cannot record a catch-up event on a stream: ops without their own events on it "
-                             "are counted as done without GPU evidence");
-                for (Pending& e : pending) {
-                    if (e.ev || e.pool != st.pool || e.stream != st.stream) continue;
-                    for (int k = 0; k < e.n; ++k) record_add_flags(*file_, e.refs[k], disk::kFlagUntracked);
-                    done_refs(e, now, false);
-                    e.n = 0;
-                    e.t_mark = 0;  // resolved: dropped at the next poll (covered by anything)
+        // Streams that fell quiet with followers no pending event covers: one catch-up event after them.
+        std::fill(by_slot.begin(), by_slot.end(), nullptr);
+        comms_->for_each([&](CommRuntime& cr) {
+            if (cr.slot_index < by_slot.size()) by_slot[cr.slot_index] = &cr;
+            DevicePool* pool = cr.pool.load(std::memory_order_relaxed);
+            for (auto& c : cr.claims) {
+                const uintptr_t key = c.key.load(std::memory_order_acquire);
+                if (!key || !pool) continue;
+                const uint64_t followers = c.followers.load(std::memory_order_acquire);
+                if (followers <= c.credited) continue;
+                if (cr.destroyed.load(std::memory_order_acquire)) {
+                    // Its stream may be gone too: nothing more is recorded on it, and nobody watches it any more.
+                    batch.followers_done(cr.slot, followers - c.credited, 0, now, false);
+                    c.credited = followers;
+                    continue;
+                }
+                auto it = std::find_if(claim_pending.begin(), claim_pending.end(),
+                                       [&](const auto& cp) { return cp.first == &c; });
+                if (it != claim_pending.end() && it->second >= followers) continue;
+                if (now - c.t_last_issue_ns.load(std::memory_order_relaxed) < kCatchUpAfterNs) continue;
+                if (catch_up(cr, c, pool, reinterpret_cast<cudaStream_t>(key - 1)) < 0) {
+                    // The stream takes no event from us (another context's stream?): its followers count as done
+                    // without proving progress, rather than stalling for ever.
+                    NCW_LOG_ONCE(warn,
+                                 "cannot record a catch-up event on a stream: ops without their own events on "
+                                 "it are counted as done without GPU evidence");
+                    batch.followers_done(cr.slot, followers - c.credited, 0, now, false);
+                    c.credited = followers;
+                    c.covered_ns = now;
                 }
             }
+        });
+
+        // Completion times of followers' ring records (best effort). Only records claimed before the previous poll
+        // are read: the issuing thread is done writing them, so reading them costs it no cache line.
+        const uint64_t head = ring_head_prev;
+        ring_head_prev = file_->hdr->write_ticket.load(std::memory_order_acquire);
+        const uint64_t capacity = uint64_t(file_->ring_mask) + 1;
+        if (head > ring_cursor + capacity) ring_cursor = head - capacity;
+        for (; ring_cursor < head; ++ring_cursor) {
+            const disk::OpRecord& r = file_->ring[ring_cursor & file_->ring_mask];
+            if (r.stamp.load(std::memory_order_acquire) != 2 * ring_cursor + 2) {
+                if (r.stamp.load(std::memory_order_acquire) < 2 * ring_cursor + 2) break;  // still being written
+                continue;                                                                  // overwritten
+            }
+            if (disk::is_collective(disk::OpType(r.op)) || disk::is_p2p(disk::OpType(r.op)))
+                unstamped.push_back(ring_cursor);
         }
+        size_t keep = 0;
+        for (uint64_t t : unstamped) {
+            disk::OpRecord& r = file_->ring[t & file_->ring_mask];
+            if (r.stamp.load(std::memory_order_acquire) != 2 * t + 2) continue;  // overwritten
+            if (r.t_done_ns.load(std::memory_order_relaxed)) continue;           // completed by its own event
+            const uint64_t t_return = r.t_return_ns.load(std::memory_order_relaxed);
+            const uint8_t flags = r.flags;
+            if (t_return && !(flags & disk::kFlagSampledOut)) continue;  // its own events (or none) decide
+            if (t_return && r.comm_slot < by_slot.size() && by_slot[r.comm_slot]) {
+                CommRuntime& cr = *by_slot[r.comm_slot];
+                StreamClaim* c = nullptr;
+                for (auto& cl : cr.claims)
+                    if (cl.key.load(std::memory_order_relaxed) == uintptr_t(r.stream) + 1) c = &cl;
+                if (c && t_return < c->covered_ns) {
+                    r.t_done_ns.store(now, std::memory_order_relaxed);
+                    if (!r.t_reached_ns.load(std::memory_order_relaxed))
+                        r.t_reached_ns.store(now, std::memory_order_relaxed);
+                    continue;
+                }
+                if (!c) continue;  // no claim: never a follower
+            } else if (t_return) {
+                continue;  // a communicator no longer (or never) in the registry: nothing will cover it
+            }
+            unstamped[keep++] = t;
+        }
+        unstamped.resize(keep);
+
         batch.flush(now);
         // Completion times are kept to a few milliseconds; stalls are judged in seconds.
-        std::this_thread::sleep_for(std::chrono::milliseconds(pending.empty() ? 20 : 5));
+        std::this_thread::sleep_for(std::chrono::milliseconds(pending.empty() && unstamped.empty() ? 20 : 5));
     }
 }
 

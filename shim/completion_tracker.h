@@ -5,10 +5,12 @@
 //
 // Sampling (NCCLWATCH_GPU_SAMPLE=auto): an event between two NCCL kernels costs the issuing thread and the GPU about
 // half a microsecond, which shows in small-message latency. So at most one op per stream at a time carries events
-// (the "sampled" op, see StreamClaim); an op issued while one is in flight "follows" it: it goes on the queue without
-// an event, and completes once any event recorded on its stream after its enqueue completes (stream order). When a
-// stream falls quiet with followers not yet covered, the poller records one catch-up event on it. An op after a pause
-// of 1 ms or more is always sampled, so the op a hang starts on (usually the first after compute) has its own events.
+// (the "sampled" op, see StreamClaim); an op issued while one is in flight "follows" it: it is only counted in its
+// StreamClaim. Each event carries a snapshot of that count taken just before it was recorded, so when it completes,
+// that many followers are complete (stream order). When a stream falls quiet with followers not yet covered, the
+// poller records one catch-up event on it. An op after a pause of 1 ms or more is always sampled, so the op a hang
+// starts on (usually the first after compute) has its own events. Followers' ring records get their completion time
+// from the poller's scan of the ring (best effort: a record the ring overwrote first keeps none).
 #pragma once
 
 #include <nccl.h>
@@ -27,8 +29,9 @@ public:
     static constexpr int kMaxRefs = 8;                     // ops covered by one event (a group launch is split)
     static constexpr uint64_t kCatchUpAfterNs = 10000000;  // a stream's uncovered followers this old get a catch-up
 
-    // nullptr when GPU tracking is off or impossible (no libcuda in the process).
-    static CompletionTracker* create(const Config& cfg, const RankFileWriter* file);
+    // nullptr when GPU tracking is off or impossible (no libcuda in the process). `comms`: where the poller finds
+    // the stream claims to catch up on.
+    static CompletionTracker* create(const Config& cfg, const RankFileWriter* file, const CommRegistry* comms);
 
     // At communicator registration (not the hot path): the event pool of the communicator's device.
     DevicePool* pool_for_device(int dev);
@@ -41,24 +44,40 @@ public:
         if (!claim) return now | 1;
         const uint64_t last = claim->t_last_issue_ns.load(std::memory_order_relaxed);
         claim->t_last_issue_ns.store(now, std::memory_order_relaxed);
-        if (!every_op && claim->owner.load(std::memory_order_relaxed) != 0 && now - last < StreamClaim::kPauseNs)
+        if (!every_op && claim->owner.load(std::memory_order_relaxed) != 0 &&
+            (now - last < StreamClaim::kPauseNs ||
+             claim->samples.load(std::memory_order_relaxed) >= StreamClaim::kMaxSamples))
             return 0;
         const uint64_t gen = now | 1;
+        claim->samples.fetch_add(1, std::memory_order_relaxed);
         claim->owner.store(gen, std::memory_order_relaxed);
         return gen;
     }
+    // The sampled op `gen` is resolved (its completed event done or failed, or it got none).
     static void release(StreamClaim* claim, uint64_t gen) {
-        if (claim && gen) claim->owner.compare_exchange_strong(gen, 0, std::memory_order_relaxed);
+        if (!claim || !gen) return;
+        claim->samples.fetch_sub(1, std::memory_order_relaxed);
+        claim->owner.compare_exchange_strong(gen, 0, std::memory_order_relaxed);
     }
     // An event for refs[0..n) on the stream; `done` = after the enqueue ("completed"), else before it ("reached").
-    // A completed event of a sampled op releases `claim` (generation `gen`) once it resolves.
+    // With a claim, the event also covers the followers counted in it so far, and a completed event of a sampled op
+    // releases the claim (generation `gen`) once it resolves.
     bool record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, bool done,
                 StreamClaim* claim = nullptr, uint64_t gen = 0);
-    // Ops without events of their own, enqueued on the stream before `t_return_ns`.
-    bool follow(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, uint64_t t_return_ns);
+    // Ops without events of their own, enqueued on the claim's stream (their calls returned).
+    static void follow(StreamClaim* claim, const OpRef* refs, int n) {
+        uint64_t seq = 0;
+        for (int i = 0; i < n; ++i) seq = refs[i].coll_seq > seq ? refs[i].coll_seq : seq;
+        if (seq) {
+            uint64_t cur = claim->follower_seq.load(std::memory_order_relaxed);
+            while (cur < seq && !claim->follower_seq.compare_exchange_weak(cur, seq, std::memory_order_relaxed)) {
+            }
+        }
+        claim->followers.fetch_add(uint64_t(n), std::memory_order_release);
+    }
 
     uint64_t events_recorded() const { return recorded_.load(std::memory_order_relaxed); }
-    uint64_t followers() const { return followed_.load(std::memory_order_relaxed); }
+    uint64_t followers() const;  // summed over the claims (not the hot path)
     uint64_t catch_ups() const { return catch_ups_.load(std::memory_order_relaxed); }
     uint64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
     uint64_t last_poll_ns() const { return last_poll_ns_.load(std::memory_order_relaxed); }
@@ -66,12 +85,12 @@ public:
     void poll_forever();  // the tracker thread's body
 
 private:
-    explicit CompletionTracker(const RankFileWriter* file);
+    CompletionTracker(const RankFileWriter* file, const CommRegistry* comms);
     struct Impl;
     Impl* impl_;
     const RankFileWriter* file_;
+    const CommRegistry* comms_;
     std::atomic<uint64_t> recorded_{0};
-    std::atomic<uint64_t> followed_{0};
     std::atomic<uint64_t> catch_ups_{0};
     std::atomic<uint64_t> fallbacks_{0};
     std::atomic<uint64_t> last_poll_ns_{0};

@@ -44,9 +44,11 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
         return;
     }
     if (pool) {
-        if (gen ? rt.tracker->record(pool, stream, &ref, 1, true, claim, gen)
-                : rt.tracker->follow(pool, stream, &ref, 1, now))
+        if (!gen) {
+            CompletionTracker::follow(claim, &ref, 1);  // gen 0 means there is a claim
             return;
+        }
+        if (rt.tracker->record(pool, stream, &ref, 1, true, claim, gen)) return;
         // No event or queue slot to be had: counted, but it proves no GPU progress.
         CompletionTracker::release(claim, gen);
         record_add_flags(rt.file, ref, disk::kFlagUntracked);
@@ -193,7 +195,7 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
         if (!gens[k])
             for (int i = 0; i < n; ++i) record_add_flags(rt->file, refs[i], disk::kFlagSampledOut);
         else if (rt->cfg.gpu_reached)
-            rt->tracker->record(g.pool, g.stream, refs, n, false);
+            rt->tracker->record(g.pool, g.stream, refs, n, false, claims[k]);
     });
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclGroupEnd);
@@ -208,9 +210,11 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
                 complete_after_return(*rt, *refs[i].cr, refs[i], g.stream, g.pool, claims[k], gens[k], r, now);
             return;
         }
-        if (gens[k] ? rt->tracker->record(g.pool, g.stream, refs, n, true, claims[k], gens[k])
-                    : rt->tracker->follow(g.pool, g.stream, refs, n, now))
+        if (!gens[k]) {
+            CompletionTracker::follow(claims[k], refs, n);
             return;
+        }
+        if (rt->tracker->record(g.pool, g.stream, refs, n, true, claims[k], gens[k])) return;
         CompletionTracker::release(claims[k], gens[k]);
         for (int i = 0; i < n; ++i) {
             record_add_flags(rt->file, refs[i], disk::kFlagUntracked);

@@ -49,7 +49,7 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     if (in_group) {
         group_add(*rt, ts, ref, d.stream, pool);
     } else if (gen && rt->cfg.gpu_reached) {
-        rt->tracker->record(pool, d.stream, &ref, 1, false);
+        rt->tracker->record(pool, d.stream, &ref, 1, false, claim);
     }
     errno = scope.saved_errno();
     ncclResult_t r = call();

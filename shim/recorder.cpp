@@ -168,6 +168,16 @@ void CompletionBatch::reached(const RankFileWriter& f, const OpRef& ref, uint64_
     c.reached = std::max(c.reached, ref.coll_seq);
 }
 
+void CompletionBatch::followers_done(disk::CommSlot* slot, uint64_t count, uint64_t seq, uint64_t now, bool progress) {
+    if (!slot || !count) return;
+    PerComm& c = of(slot);
+    c.completed = std::max(c.completed, seq);
+    c.reached = std::max(c.reached, seq);
+    c.count += count;
+    c.progress |= progress;
+    (void)now;
+}
+
 void CompletionBatch::flush(uint64_t now) {
     for (const auto& c : comms_) {
         if (c.reached) atomic_max(c.slot->coll_reached, c.reached);

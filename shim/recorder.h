@@ -59,6 +59,8 @@ class CompletionBatch {
 public:
     void done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress = true);
     void reached(const RankFileWriter& f, const OpRef& ref, uint64_t now);
+    // `count` ops without records to update (followers, see StreamClaim), the highest collective seq among them.
+    void followers_done(disk::CommSlot* slot, uint64_t count, uint64_t seq, uint64_t now, bool progress = true);
     void flush(uint64_t now);
 
 private:

@@ -94,7 +94,7 @@ Runtime* start_runtime_locked() {
     append_env_entries(rt->file, env_probe::env_entries(rt->env), env_probe::kFactsReserve);
     NCW_CALL_REAL(ncclGetVersion, &rt->nccl_version);
     rt->file.hdr->nccl_version = rt->nccl_version;
-    rt->tracker = CompletionTracker::create(cfg, &rt->file);
+    rt->tracker = CompletionTracker::create(cfg, &rt->file, &rt->comms);
     rt->file.hdr->cuda_driver_version = cuda_driver().driver_version;
     if (cfg.backtrace) rt->backtrace = load_backtrace_fn();
 

@@ -41,6 +41,7 @@ struct CommWatch {
     bool stall_reported = false;
     uint64_t stall_since_ns = 0;
     uint64_t progress_at_report = 0;
+    uint64_t progress_ns_at_report = 0;
     uint64_t failed_at_report = 0;
     uint64_t last_mismatch_seq = 0;
     bool init_reported = false;
@@ -151,7 +152,7 @@ private:
             uint64_t since = s->t_last_progress_ns.load(std::memory_order_relaxed);
             bool outstanding = issued > done;
             if (w.stall_reported) {
-                if (!outstanding || done > w.progress_at_report) recovered(cr, w, now);
+                if (!outstanding || progressed(*s, w)) recovered(cr, w, now);
                 return;
             }
             if (outstanding && now > since && now - since >= timeout_ns) stalled(cr, w, since, now);
@@ -165,9 +166,14 @@ private:
     // them all.
     void recover_finished(uint64_t now, bool destroyed_only) {
         for (auto& [id, w] : watch_)
-            if (w.stall_reported && w.cr && (!destroyed_only || w.cr->destroyed.load()) &&
-                w.cr->slot->ops_completed.load() > w.progress_at_report)
+            if (w.stall_reported && w.cr && (!destroyed_only || w.cr->destroyed.load()) && progressed(*w.cr->slot, w))
                 recovered(*w.cr, w, now);
+    }
+
+    // Completions since the report that prove the GPU moved: ops counted done without evidence (no event to be
+    // had while the stream is stuck and the host keeps issuing) advance the count but not the progress time.
+    static bool progressed(const disk::CommSlot& s, const CommWatch& w) {
+        return s.ops_completed.load() > w.progress_at_report && s.t_last_progress_ns.load() > w.progress_ns_at_report;
     }
 
     void check_init_hangs(uint64_t now, uint64_t timeout_ns) {
@@ -189,6 +195,7 @@ private:
         w.stall_reported = true;
         w.stall_since_ns = since;
         w.progress_at_report = cr.slot->ops_completed.load();
+        w.progress_ns_at_report = cr.slot->t_last_progress_ns.load();
         w.failed_at_report = cr.failed_ops.load();
         cr.slot->stall_since_ns.store(since, std::memory_order_relaxed);
         cr.slot->stall_flags.fetch_or(disk::kStallActive | disk::kStallReported);

@@ -277,7 +277,7 @@ TEST_CASE("verdict: a peer's completion of an all-reduce proves unsampled ops do
     CHECK(vs[0].culprits == Ranks{2});
     CHECK(vs[0].waiting == Ranks{0, 1});
     bool noted = false;
-    for (const auto& e : vs[0].evidence) noted |= contains(e, "#40..#41 carried no GPU events of their own");
+    for (const auto& e : vs[0].evidence) noted |= contains(e, "#40..#41 not completed on record");
     CHECK(noted);
 
     SECTION("not for a rooted op: a broadcast can complete on its root before the others joined") {
@@ -290,14 +290,21 @@ TEST_CASE("verdict: a peer's completion of an all-reduce proves unsampled ops do
         REQUIRE(!bs.empty());
         CHECK(bs[0].seq == 41);
     }
-    SECTION("not over an op that carried its own events") {
+    SECTION("also over an op with events of its own: a process gone before its poller saw them") {
         auto c0 = r0;
-        c0.recent.back().flags = 0;  // #42 sampled: its own events say where the GPU is
-        for (auto& g : c0.recent)
-            if (g.seq == 41) g.flags = 0;
+        for (auto& g : c0.recent) g.flags = 0;
+        c0.alive = false;  // died right after its GPU finished #41; rank 2's completion of #41 proves it
         auto cs = diagnose_stall(view(3, {c0, r1, idle(2, 41)}), kNow, kTimeout);
         REQUIRE(!cs.empty());
-        CHECK(cs[0].seq == 41);
+        CHECK(cs[0].seq == 42);
+    }
+    SECTION("not past an op whose signature differs on the peer") {
+        auto d2 = idle(2, 41);
+        for (auto& g : d2.recent)
+            if (g.seq == 41) g.count = 7;
+        auto ds = diagnose_stall(view(3, {r0, r1, d2}), kNow, kTimeout);
+        REQUIRE(!ds.empty());
+        CHECK(ds[0].seq == 41);  // #40 proven, #41 not
     }
 }
 
