@@ -184,18 +184,30 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
     // (or follows) now, and a sampled chunk's "reached" event is recorded now.
     StreamClaim* claims[ThreadState::kMaxGroupOps];
     uint64_t gens[ThreadState::kMaxGroupOps];
+    bool captured[ThreadState::kMaxGroupOps];
     const uint64_t t_sample = now_mono_ns();
     const bool every_op = rt->cfg.gpu_sample == GpuSample::All;
     for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n, int k) {
         claims[k] = nullptr;
         gens[k] = 0;
+        captured[k] = false;
         if (!g.pool || !rt->tracker) return;
         claims[k] = refs[0].cr->claim_for(g.stream);
         gens[k] = CompletionTracker::sample(claims[k], t_sample, every_op);
-        if (!gens[k])
+        if (!gens[k]) {
             for (int i = 0; i < n; ++i) record_add_flags(rt->file, refs[i], disk::kFlagSampledOut);
-        else if (rt->cfg.gpu_reached)
+        } else if (rt->tracker->capturing(g.stream)) {
+            // Only a chunk that would carry events asks the driver (a group of ops on other devices' streams is the
+            // latency-bound case, and a follower then costs no driver call); captured ops complete on return. A
+            // capture starts after a pause on its stream, so its first chunk is a sampled one and gets marked.
+            CompletionTracker::release(claims[k], gens[k]);
+            claims[k] = nullptr;
+            gens[k] = 0;
+            for (int i = 0; i < n; ++i) record_add_flags(rt->file, refs[i], disk::kFlagCaptured);
+            captured[k] = true;
+        } else if (rt->cfg.gpu_reached) {
             rt->tracker->record(g.pool, g.stream, refs, n, false, claims[k]);
+        }
     });
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclGroupEnd);
@@ -205,9 +217,10 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
     uint64_t now = now_mono_ns();
     for (int i = 0; i < ts.group_n; ++i) record_return(rt->file, ts.group_ops[i].ref, r, now);
     for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n, int k) {
-        if (n == 1 || !g.pool || r != ncclSuccess) {
+        DevicePool* pool = captured[k] ? nullptr : g.pool;
+        if (n == 1 || !pool || r != ncclSuccess) {
             for (int i = 0; i < n; ++i)
-                complete_after_return(*rt, *refs[i].cr, refs[i], g.stream, g.pool, claims[k], gens[k], r, now);
+                complete_after_return(*rt, *refs[i].cr, refs[i], g.stream, pool, claims[k], gens[k], r, now);
             return;
         }
         if (!gens[k]) {
