@@ -58,12 +58,14 @@ const char* nccl_result_name(int32_t r) {
 
 std::string flags_str(uint8_t f) {
     static const std::pair<uint8_t, const char*> names[] = {
-        {disk::kFlagInGroup, "group"},     {disk::kFlagCaptured, "captured"},       {disk::kFlagUntracked, "untracked"},
-        {disk::kFlagDeferred, "deferred"}, {disk::kFlagNonBlocking, "nonblocking"}, {disk::kFlagHasBacktrace, "bt"}};
+        {disk::kFlagInGroup, "group"},           {disk::kFlagCaptured, "captured"},
+        {disk::kFlagUntracked, "untracked"},     {disk::kFlagDeferred, "deferred"},
+        {disk::kFlagNonBlocking, "nonblocking"}, {disk::kFlagHasBacktrace, "bt"},
+        {disk::kFlagSampledOut, "sampled_out"}};
     std::string out;
     for (const auto& [bit, name] : names)
         if (f & bit) out += (out.empty() ? "" : ",") + std::string(name);
-    if (f & ~uint8_t(0x3f)) out += (out.empty() ? "" : ",") + hexs(f & ~uint8_t(0x3f));
+    if (f & ~uint8_t(0x7f)) out += (out.empty() ? "" : ",") + hexs(f & ~uint8_t(0x7f));
     return out.empty() ? "-" : out;
 }
 
