@@ -2,6 +2,7 @@
 # Alternates the call-cost benchmark without and with the shim, N times, and prints the median of the medians.
 #   bench/run_call_cost.sh SHIM_SO BENCH_EXE [N] [fake|gpu]
 #   e.g. bench/run_call_cost.sh build/shim/libncclwatch.so build/bench/call_cost_fake 9
+#   NCW_CALL_COST_ARGS="--group 2" bench/run_call_cost.sh ...: per group of two all_reduces on two communicators
 # gpu: run on the device machine with LD_LIBRARY_PATH naming torch's libnccl.so.2 and libcudart.so.13; the extra
 # variants show the cost of the completion events (default: sampled, most ops carry none; GPU_SAMPLE=all: two per op;
 # with GPU_REACHED=0 as well: one per op; GPU_EVENTS=0: none).
@@ -13,6 +14,9 @@ export NCCLWATCH_DIR=$(mktemp -d /tmp/ncw-bench-XXXXXX)
 trap 'rm -rf "$NCCLWATCH_DIR"' EXIT
 exe=("$2")
 [ "$kind" = gpu ] && exe+=(--cuda)
+# More arguments for the benchmark, e.g. NCW_CALL_COST_ARGS="--group 2" (all_reduce_perf -g 2's group launches).
+read -r -a more <<<"${NCW_CALL_COST_ARGS:-}"
+exe+=("${more[@]}")
 declare -A results
 variants=(baseline shim)
 [ "$kind" = gpu ] && variants=(baseline shim shim_sample_all shim_one_event shim_no_events)

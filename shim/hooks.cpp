@@ -44,8 +44,8 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
         return;
     }
     if (pool) {
-        if (!gen) {
-            CompletionTracker::follow(claim, &ref, 1);  // gen 0 means there is a claim
+        if (!gen && claim) {
+            CompletionTracker::follow(claim, &ref, 1);
             return;
         }
         if (rt.tracker->record(pool, stream, &ref, 1, true, claim, gen)) return;
@@ -223,7 +223,7 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
                 complete_after_return(*rt, *refs[i].cr, refs[i], g.stream, pool, claims[k], gens[k], r, now);
             return;
         }
-        if (!gens[k]) {
+        if (!gens[k] && claims[k]) {
             CompletionTracker::follow(claims[k], refs, n);
             return;
         }

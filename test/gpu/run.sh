@@ -254,6 +254,11 @@ PYEOF
 elif want 3; then
     row_not_run "50-call-cost" "cost: call cost" "call_cost_gpu or shim missing, or no time left ($(left) s)"
 fi
+if want 3 && [ -n "$CALL_COST" ] && [ "$HAVE_SHIM" = 1 ] && [ "$NGPU" -ge 2 ] && [ "$(left)" -gt 90 ]; then
+    section "3 cost: CPU cost per group of two all_reduces on two GPUs (all_reduce_perf -g 2's launch; 3 alternations)"
+    env "$NT_ENV" NCW_CALL_COST_ARGS="--group 2" bash bench/run_call_cost.sh "$SHIM" "$CALL_COST" 3 gpu |
+        tee "$W/logs/call_cost_g2.txt"
+fi
 
 if want 3 && [ "$HAVE_SHIM" = 1 ]; then
     nd=$NGPU
