@@ -58,7 +58,11 @@ rm -rf "$NCCLWATCH_DIR"
 
 # ---- 2. SIGKILL: DEAD ----
 start_serve kill
-launch_job 3 --steps 10 --count 4096 --die-rank 1 --die-step 4 --hold-ms 60000
+# Rank 1 lives a second first (asleep before step 3, below the collector's 2 s timeout): dying within milliseconds of
+# its start, it could be gone before its digest thread said Hello, and a rank the collector never heard of is
+# "not visible", not DEAD.
+launch_job 3 --steps 10 --count 4096 --die-rank 1 --die-step 4 --sleep-rank 1 --sleep-step 3 --sleep-ms 1000 \
+    --hold-ms 60000
 dead_reported() { r=$(report_of kill) && [ -n "$r" ] && "$PY" -c "
 import json, sys
 d = json.load(open(sys.argv[1]))
