@@ -166,11 +166,10 @@ void CompletionTracker::poll_forever() {
                st != CU_STREAM_CAPTURE_STATUS_NONE;
     };
     // Followers covered by a completed event: counted complete in their communicator's progress block.
-    auto credit = [&](CommRuntime& cr, StreamClaim& c, uint64_t followers, uint64_t seq, uint64_t t_mark,
-                      uint64_t now) {
+    auto credit = [&](CommRuntime& cr, StreamClaim& c, uint64_t followers, uint64_t seq, uint64_t t_mark) {
         c.covered_ns = std::max(c.covered_ns, t_mark);
         if (followers <= c.credited) return;
-        batch.followers_done(cr.slot, followers - c.credited, seq, now);
+        batch.followers_done(cr.slot, followers - c.credited, seq);
         c.credited = followers;
     };
     // 1: a catch-up event is pending on the stream; 0: not now (no free event, or the stream is being captured: an
@@ -266,7 +265,7 @@ void CompletionTracker::poll_forever() {
                         batch.reached(*file_, e.refs[k], now);
                 }
                 // The claim lives in its communicator's runtime, which is never freed.
-                if (e.claim) credit(*e.cr, *e.claim, e.followers, e.follower_seq, e.t_mark, now);
+                if (e.claim) credit(*e.cr, *e.claim, e.followers, e.follower_seq, e.t_mark);
                 if (e.gen) release(e.claim, e.gen);
                 e.pool->free.try_push(e.ev);
             } else if (state[i] == 2) {
@@ -299,7 +298,7 @@ void CompletionTracker::poll_forever() {
                 if (followers <= c.credited) continue;
                 if (cr.destroyed.load(std::memory_order_acquire)) {
                     // Its stream may be gone too: nothing more is recorded on it, and nobody watches it any more.
-                    batch.followers_done(cr.slot, followers - c.credited, 0, now, false);
+                    batch.followers_done(cr.slot, followers - c.credited, 0, false);
                     c.credited = followers;
                     continue;
                 }
@@ -313,7 +312,7 @@ void CompletionTracker::poll_forever() {
                     NCW_LOG_ONCE(warn,
                                  "cannot record a catch-up event on a stream: ops without their own events on "
                                  "it are counted as done without GPU evidence");
-                    batch.followers_done(cr.slot, followers - c.credited, 0, now, false);
+                    batch.followers_done(cr.slot, followers - c.credited, 0, false);
                     c.credited = followers;
                     c.covered_ns = now;
                 }
@@ -349,9 +348,7 @@ void CompletionTracker::poll_forever() {
                 for (auto& cl : cr.claims)
                     if (cl.key.load(std::memory_order_relaxed) == uintptr_t(r.stream) + 1) c = &cl;
                 if (c && t_return < c->covered_ns) {
-                    r.t_done_ns.store(now, std::memory_order_relaxed);
-                    if (!r.t_reached_ns.load(std::memory_order_relaxed))
-                        r.t_reached_ns.store(now, std::memory_order_relaxed);
+                    stamp_done(r, now);
                     continue;
                 }
                 if (!c) continue;  // no claim: never a follower

@@ -122,12 +122,7 @@ void record_reached(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
 }
 
 void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress) {
-    if (disk::OpRecord* rec = live_record(f, ref)) {
-        // One completer per op; "reached" may race with the poller's own, and either time is right.
-        rec->t_done_ns.store(now, std::memory_order_relaxed);
-        if (rec->t_reached_ns.load(std::memory_order_relaxed) == 0)
-            rec->t_reached_ns.store(now, std::memory_order_relaxed);  // a completed op was necessarily reached
-    }
+    if (disk::OpRecord* rec = live_record(f, ref)) stamp_done(*rec, now);
     if (disk::CommSlot* s = ref.cr->slot) {
         if (ref.coll_seq) {
             atomic_max(s->coll_reached, ref.coll_seq);
@@ -148,17 +143,8 @@ CompletionBatch::PerComm& CompletionBatch::of(disk::CommSlot* slot) {
 }
 
 void CompletionBatch::done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress) {
-    if (disk::OpRecord* rec = live_record(f, ref)) {
-        rec->t_done_ns.store(now, std::memory_order_relaxed);
-        if (rec->t_reached_ns.load(std::memory_order_relaxed) == 0)
-            rec->t_reached_ns.store(now, std::memory_order_relaxed);
-    }
-    if (!ref.cr->slot) return;
-    PerComm& c = of(ref.cr->slot);
-    c.completed = std::max(c.completed, ref.coll_seq);
-    c.reached = std::max(c.reached, ref.coll_seq);
-    ++c.count;
-    c.progress |= progress;
+    if (disk::OpRecord* rec = live_record(f, ref)) stamp_done(*rec, now);
+    followers_done(ref.cr->slot, 1, ref.coll_seq, progress);
 }
 
 void CompletionBatch::reached(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
@@ -168,14 +154,13 @@ void CompletionBatch::reached(const RankFileWriter& f, const OpRef& ref, uint64_
     c.reached = std::max(c.reached, ref.coll_seq);
 }
 
-void CompletionBatch::followers_done(disk::CommSlot* slot, uint64_t count, uint64_t seq, uint64_t now, bool progress) {
+void CompletionBatch::followers_done(disk::CommSlot* slot, uint64_t count, uint64_t seq, bool progress) {
     if (!slot || !count) return;
     PerComm& c = of(slot);
     c.completed = std::max(c.completed, seq);
     c.reached = std::max(c.reached, seq);
     c.count += count;
     c.progress |= progress;
-    (void)now;
 }
 
 void CompletionBatch::flush(uint64_t now) {

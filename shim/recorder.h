@@ -52,6 +52,13 @@ void record_reached(const RankFileWriter& f, const OpRef& ref, uint64_t now);
 // progress=false: counted as done (nothing left to wait for, e.g. no event could be had) without proving that the
 // GPU moved, so the stall clock is not reset.
 void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress = true);
+// A record's completion time, and its "reached" time if it has none: a completed op was necessarily reached. One
+// completer per op; "reached" may race with the poller's own, and either time is right.
+inline void stamp_done(disk::OpRecord& rec, uint64_t now) {
+    rec.t_done_ns.store(now, std::memory_order_relaxed);
+    if (rec.t_reached_ns.load(std::memory_order_relaxed) == 0) rec.t_reached_ns.store(now, std::memory_order_relaxed);
+}
+
 // Completions found by the completion poller, applied to each communicator's progress block once per poll: the
 // block's cache lines are written by the issuing thread on every call, and one write per poll instead of one per op
 // keeps the poller from pulling them away from it (measured: about 100 ns per call at high op rates).
@@ -60,7 +67,7 @@ public:
     void done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress = true);
     void reached(const RankFileWriter& f, const OpRef& ref, uint64_t now);
     // `count` ops without records to update (followers, see StreamClaim), the highest collective seq among them.
-    void followers_done(disk::CommSlot* slot, uint64_t count, uint64_t seq, uint64_t now, bool progress = true);
+    void followers_done(disk::CommSlot* slot, uint64_t count, uint64_t seq, bool progress = true);
     void flush(uint64_t now);
 
 private:
