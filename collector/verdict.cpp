@@ -875,25 +875,37 @@ bool completes_only_when_all_joined(uint8_t op) {
 // was killed) a few milliseconds after its GPU finished an op never saw that op's event. Another rank's completion
 // of the same all-reduce (all-gather, reduce-scatter) proves this rank joined it and finished its part: so
 // "completed" is raised to match, one op at a time while the op is such a collective with the same signature.
-CommView with_inferred_progress(const CommView& view, std::vector<std::string>& notes) {
-    CommView v = view;
-    for (size_t i = 0; i < v.ranks.size(); ++i) {
-        RankCommState& r = v.ranks[i];
+// The raises, as (rank index, new "completed"), with a note each; none in the common case, so that the caller copies
+// the view only when it must (a live collector analyses communicators of 16,384 ranks several times a second).
+std::vector<std::pair<size_t, uint64_t>> inferred_progress(const CommView& view, std::vector<std::string>& notes) {
+    std::vector<std::pair<size_t, uint64_t>> raises;
+    // Only over ops every rank issued: a completion where some rank never issued the op is not this proof.
+    if (view.ranks.empty() || (view.nranks > 0 && view.ranks.size() < size_t(view.nranks))) return raises;
+    uint64_t all_issued = UINT64_MAX;
+    // The two peers that completed most, as recorded: the best one other than the rank itself is one of them.
+    size_t best1 = SIZE_MAX, best2 = SIZE_MAX;
+    for (size_t j = 0; j < view.ranks.size(); ++j) {
+        const auto& q = view.ranks[j];
+        all_issued = std::min(all_issued, q.issued);
+        if (!q.gpu_tracking) continue;
+        if (best1 == SIZE_MAX || q.completed > view.ranks[best1].completed) {
+            best2 = best1;
+            best1 = j;
+        } else if (best2 == SIZE_MAX || q.completed > view.ranks[best2].completed) {
+            best2 = j;
+        }
+    }
+    for (size_t i = 0; i < view.ranks.size(); ++i) {
+        const RankCommState& r = view.ranks[i];
         if (!r.gpu_tracking || r.issued <= r.completed) continue;
-        const RankCommState* best = nullptr;  // the peer that completed most, as recorded (never as inferred here)
-        for (size_t j = 0; j < view.ranks.size(); ++j)
-            if (j != i && view.ranks[j].gpu_tracking && (!best || view.ranks[j].completed > best->completed))
-                best = &view.ranks[j];
-        if (!best || best->completed <= r.completed) continue;
+        const size_t b = i == best1 ? best2 : best1;
+        if (b == SIZE_MAX || view.ranks[b].completed <= r.completed) continue;
+        const RankCommState& best = view.ranks[b];
         const uint64_t from = r.completed + 1;
         uint64_t upto = r.completed;
-        // Only over ops every rank issued: a completion where some rank never issued the op is not this proof.
-        uint64_t all_issued = r.issued;
-        for (const auto& q : view.ranks) all_issued = std::min(all_issued, q.issued);
-        if (view.nranks > 0 && view.ranks.size() < size_t(view.nranks)) all_issued = 0;  // ranks we cannot see
-        for (uint64_t s = from; s <= std::min(all_issued, best->completed); ++s) {
+        for (uint64_t s = from; s <= std::min({all_issued, r.issued, best.completed}); ++s) {
             const OpSig* mine = find_sig(r, s);
-            const OpSig* theirs = find_sig(*best, s);
+            const OpSig* theirs = find_sig(best, s);
             if (!mine || !completes_only_when_all_joined(mine->op) || !theirs || theirs->op != mine->op ||
                 theirs->count != mine->count || theirs->dtype != mine->dtype)
                 break;
@@ -903,12 +915,11 @@ CommView with_inferred_progress(const CommView& view, std::vector<std::string>& 
         notes.push_back(
             fmt::format("{}: #{}{} not completed on record; {} completing {} proves {} done (a "
                         "collective every rank contributes to completes only once every rank joined it)",
-                        rank_id(r), from, upto > from ? fmt::format("..#{}", upto) : "", rank_id(*best),
+                        rank_id(r), from, upto > from ? fmt::format("..#{}", upto) : "", rank_id(best),
                         upto > from ? "them" : "it", upto > from ? "them" : "it"));
-        r.completed = upto;
-        r.reached = std::max(r.reached, upto);
+        raises.push_back({i, upto});
     }
-    return v;
+    return raises;
 }
 
 std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_ns, double timeout_s);
@@ -917,7 +928,13 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
 
 std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, double timeout_s) {
     std::vector<std::string> notes;
-    const CommView v = with_inferred_progress(view, notes);
+    const auto raises = inferred_progress(view, notes);
+    if (raises.empty()) return diagnose_stall_inferred(view, now_ns, timeout_s);
+    CommView v = view;
+    for (const auto& [i, upto] : raises) {
+        v.ranks[i].completed = upto;
+        v.ranks[i].reached = std::max(v.ranks[i].reached, upto);
+    }
     auto out = diagnose_stall_inferred(v, now_ns, timeout_s);
     for (auto& verdict : out) verdict.evidence.insert(verdict.evidence.end(), notes.begin(), notes.end());
     return out;
