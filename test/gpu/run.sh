@@ -198,6 +198,19 @@ nccl_test() {  # nccl_test OUTFILE with|without BINARY ARGS...
     fi
     echo "  $side: $(basename "$1") ${*:2}: exit $?, $(grep -c '^ *[0-9]' "$out") sizes, $(grep -o 'NCCL version [^ ]*' "$out" | head -1)"
 }
+# all_reduce_perf without and with the shim, alternated REPS times, then the medians compared:
+# alternate_cost FILE-PREFIX ROW-NAME REPS ARGS...
+alternate_cost() {
+    local prefix=$1 name=$2 reps=$3 files="" i
+    shift 3
+    for i in $(seq "$reps"); do
+        nccl_test "$W/nt/${prefix}_${i}_without.txt" without "$ARP" "$@"
+        nccl_test "$W/nt/${prefix}_${i}_with.txt" with "$ARP" "$@"
+        files="$files $W/nt/${prefix}_${i}_without.txt $W/nt/${prefix}_${i}_with.txt"
+    done
+    # shellcheck disable=SC2086 # one path per word
+    $PY $G/nccl_tests_compare.py cost "$name" "$W/rows" $files
+}
 if want 3 && [ -n "$ARP" ] && [ -n "$SRP" ] && [ "$HAVE_SHIM" = 1 ]; then
     section "3 nccl-tests with and without the shim (torch's NCCL via LD_LIBRARY_PATH)"
     gs="1"
@@ -219,24 +232,12 @@ if want 3 && [ -n "$ARP" ] && [ -n "$SRP" ] && [ "$HAVE_SHIM" = 1 ]; then
     reps=5
     [ "$(left)" -lt 200 ] && reps=3
     section "3 cost: all_reduce_perf -b 8 -e 128M -f 2 -g $gc -n 100 -w 20, without/with alternated $reps times"
-    files=""
-    for i in $(seq $reps); do
-        nccl_test "$W/nt/cost_${i}_without.txt" without "$ARP" -b 8 -e 128M -f 2 -g "$gc" -n 100 -w 20
-        nccl_test "$W/nt/cost_${i}_with.txt" with "$ARP" -b 8 -e 128M -f 2 -g "$gc" -n 100 -w 20
-        files="$files $W/nt/cost_${i}_without.txt $W/nt/cost_${i}_with.txt"
-    done
-    $PY $G/nccl_tests_compare.py cost "all_reduce_perf-g$gc" "$W/rows" $files
+    alternate_cost cost "all_reduce_perf-g$gc" "$reps" -b 8 -e 128M -f 2 -g "$gc" -n 100 -w 20
     # The 8-byte latency on its own: 100 iterations of the sweep above leave a spread of microseconds.
     lreps=9
     [ "$(left)" -lt 300 ] && lreps=5
     section "3 cost: all_reduce_perf -b 8 -e 8 -g $gc -n 5000 -w 1000, without/with alternated $lreps times"
-    files=""
-    for i in $(seq $lreps); do
-        nccl_test "$W/nt/lat_${i}_without.txt" without "$ARP" -b 8 -e 8 -g "$gc" -n 5000 -w 1000
-        nccl_test "$W/nt/lat_${i}_with.txt" with "$ARP" -b 8 -e 8 -g "$gc" -n 5000 -w 1000
-        files="$files $W/nt/lat_${i}_without.txt $W/nt/lat_${i}_with.txt"
-    done
-    $PY $G/nccl_tests_compare.py cost "all_reduce_perf-g$gc-8B" "$W/rows" $files
+    alternate_cost lat "all_reduce_perf-g$gc-8B" "$lreps" -b 8 -e 8 -g "$gc" -n 5000 -w 1000
 elif want 3; then
     row_not_run "30-nccl-tests" "nccl-tests" "binaries or shim missing (carry all_reduce_perf and sendrecv_perf)"
 fi
