@@ -59,7 +59,9 @@ public:
         const uint64_t poll_ns = uint64_t(rt_.cfg.poll_ms) * 1000000ull;
         const uint64_t timeout_ns = uint64_t(rt_.cfg.timeout_sec * 1e9);
         uint64_t last_mismatch_check = 0;
-        uint64_t seen_requests = rt_.file.hdr->dump_request.load();
+        // From 0, not from the counter's value now: the file is new, so any request already counted (the live
+        // collector's, received by the digest thread before this thread first ran) is one to honour.
+        uint64_t seen_requests = 0;
         for (;;) {
             std::unique_lock<std::timed_mutex> lock(mu_);
             refresh_tsc_anchor();
