@@ -5,6 +5,13 @@
 // G communicators (ncclCommInitAll over devices 0..G-1, a stream each), ncclGroupEnd; the time is per group.
 // --cuda: a real NCCL on a GPU (libcudart.so.13 opened at run time for the stream and the buffer); the GPU work is
 // synchronised after every batch so the queue never fills. Without it: the fake NCCL on CPU, buffers unused.
+// --ab: latency, in one process, through the shim and around it. all_reduce_perf's loop (ITERS iterations launched
+// back to back, then every stream synchronised; the time per iteration), in blocks that alternate between NCCL's own
+// entry points (dlopen of libnccl.so.2 with RTLD_NOLOAD) and the ones this process links to, which are the shim's
+// under LD_PRELOAD. A run of all_reduce_perf lands in one of two modes microseconds apart at 8 B on the H200
+// machines, either side; both arms here share one process, so its mode. Without LD_PRELOAD both arms are NCCL's:
+// the method's own error (an A/A run).
+//   call_cost --cuda --group 2 --ab [--rounds R] [--iters ITERS]
 #include <dlfcn.h>
 #include <nccl.h>
 
@@ -39,14 +46,48 @@ bool load_cudart(Cudart& c) {
     return c.malloc_fn && c.stream_create && c.stream_sync && c.set_device;
 }
 
+// The three entry points the loop calls.
+struct NcclFns {
+    ncclResult_t (*group_start)() = ncclGroupStart;  // this process's binding: the shim's under LD_PRELOAD
+    ncclResult_t (*group_end)() = ncclGroupEnd;
+    ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                               cudaStream_t) = ncclAllReduce;
+};
+
+// NCCL's own definitions, whoever comes first in the lookup order.
+bool load_real_nccl(NcclFns& f) {
+    void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+    if (!h) return false;
+    f.group_start = reinterpret_cast<decltype(f.group_start)>(dlsym(h, "ncclGroupStart"));
+    f.group_end = reinterpret_cast<decltype(f.group_end)>(dlsym(h, "ncclGroupEnd"));
+    f.all_reduce = reinterpret_cast<decltype(f.all_reduce)>(dlsym(h, "ncclAllReduce"));
+    return f.group_start && f.group_end && f.all_reduce;
+}
+
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double quantile_of(std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[std::min(v.size() - 1, size_t(q * double(v.size())))];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool cuda = false;
-    int batches = 60, calls = 2000, group = 0;
+    bool cuda = false, ab = false;
+    int batches = 60, calls = 2000, group = 0, rounds = 60, iters = 1000;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--cuda"))
             cuda = true;
+        else if (!strcmp(argv[i], "--ab"))
+            ab = true;
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+            rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
+            iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batches") && i + 1 < argc)
             batches = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
@@ -90,21 +131,71 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    auto one = [&] {
+    const NcclFns linked;
+    auto one_via = [&](const NcclFns& f) {
         if (group > 0) {
-            ncclGroupStart();
+            f.group_start();
             for (int d = 0; d < ncomms; ++d)
-                ncclAllReduce(bufs[size_t(d)], bufs[size_t(d)], 2, ncclFloat32, ncclSum, comms[size_t(d)],
-                              streams[size_t(d)]);
-            ncclGroupEnd();
+                f.all_reduce(bufs[size_t(d)], bufs[size_t(d)], 2, ncclFloat32, ncclSum, comms[size_t(d)],
+                             streams[size_t(d)]);
+            f.group_end();
         } else {
-            ncclAllReduce(bufs[0], bufs[0], 2, ncclFloat32, ncclSum, comms[0], streams[0]);
+            f.all_reduce(bufs[0], bufs[0], 2, ncclFloat32, ncclSum, comms[0], streams[0]);
         }
     };
+    auto one = [&] { one_via(linked); };
     auto sync = [&] {
         if (!cuda) return;
         for (int d = 0; d < ncomms; ++d) cu.stream_sync(streams[size_t(d)]);
     };
+    if (ab) {
+        NcclFns real;
+        if (!load_real_nccl(real)) {
+            fprintf(stderr, "call_cost: cannot find libnccl.so.2's own entry points\n");
+            return 2;
+        }
+        const bool same = real.all_reduce == linked.all_reduce;
+        // One block: ITERS iterations launched back to back, then the streams synchronised (all_reduce_perf's
+        // timing); the time per iteration, and the launch's share of it (the rest is the GPU catching up).
+        auto block = [&](const NcclFns& f, double& launch_us) {
+            auto t0 = Clock::now();
+            for (int i = 0; i < iters; ++i) one_via(f);
+            auto t1 = Clock::now();
+            sync();
+            auto t2 = Clock::now();
+            launch_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / iters;
+            return std::chrono::duration<double, std::micro>(t2 - t0).count() / iters;
+        };
+        double l;
+        for (auto end = Clock::now() + std::chrono::milliseconds(500); Clock::now() < end;) {
+            block(real, l);
+            block(linked, l);
+        }
+        std::vector<double> a, b, d, la, lb;
+        for (int r = 0; r < rounds; ++r) {
+            double ta, tb, lta, ltb;
+            if (r % 2) {  // ABBA: a drift during the run cancels
+                ta = block(real, lta);
+                tb = block(linked, ltb);
+            } else {
+                tb = block(linked, ltb);
+                ta = block(real, lta);
+            }
+            a.push_back(ta);
+            b.push_back(tb);
+            d.push_back(tb - ta);
+            la.push_back(lta);
+            lb.push_back(ltb);
+        }
+        printf(
+            "ab nccl %d %s%s, %s: NCCL's own %.3f us/iter (launch %.3f), linked %.3f us/iter (launch %.3f); "
+            "added: median %.3f us, p10 %.3f, p90 %.3f (%d rounds of %d iterations)\n",
+            version, cuda ? "GPU" : "fake", group > 0 ? (" group of " + std::to_string(group)).c_str() : "",
+            same ? "A/A (no shim)" : "linked = the shim", median_of(a), median_of(la), median_of(b), median_of(lb),
+            median_of(d), quantile_of(d, 0.1), quantile_of(d, 0.9), rounds, iters);
+        for (auto c : comms) ncclCommDestroy(c);
+        return 0;
+    }
     // Warm up for half a second: caches, the resolver, and the shim's clock anchor (its watchdog publishes one after
     // its first polls).
     for (auto end = Clock::now() + std::chrono::milliseconds(500); Clock::now() < end;) {

@@ -45,9 +45,17 @@ struct StreamClaim {
     std::atomic<uint64_t> t_last_issue_ns{0};  // the last op issued on this stream (any thread)
     std::atomic<uint64_t> followers{0};        // ops that followed, counted once their call returned (enqueued)
     std::atomic<uint64_t> follower_seq{0};     // the highest collective sequence number among them
-    // The completion poller's own, on a line of their own.
-    alignas(64) uint64_t credited = 0;  // followers counted as completed
-    uint64_t covered_ns = 0;            // work enqueued on the stream before this time is complete
+    // The completion poller's, on a line of their own (`credited` is also raised once by a teardown call).
+    alignas(64) std::atomic<uint64_t> credited{0};  // followers counted as completed
+    uint64_t covered_ns = 0;                        // work enqueued on the stream before this time is complete
+
+    // Raises `credited` to n; returns how many followers that newly credits (zero if another thread got there).
+    uint64_t credit_upto(uint64_t n) {
+        uint64_t cur = credited.load(std::memory_order_acquire);
+        while (cur < n && !credited.compare_exchange_weak(cur, n, std::memory_order_acq_rel)) {
+        }
+        return cur < n ? n - cur : 0;
+    }
 };
 
 struct CommRuntime {

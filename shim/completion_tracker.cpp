@@ -133,6 +133,120 @@ bool CompletionTracker::record(DevicePool* pool, cudaStream_t stream, const OpRe
     return true;
 }
 
+namespace {
+
+// Our driver calls from a user's thread in relaxed capture mode, so that a query cannot invalidate a global-mode
+// capture that thread may have going on another stream; and in the pool's context, restored after.
+class TeardownCallScope {
+public:
+    explicit TeardownCallScope(CUcontext ctx) : cu_(cuda_driver()) {
+        cu_.cuThreadExchangeStreamCaptureMode(&mode_);
+        pushed_ = cu_.cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
+    }
+    ~TeardownCallScope() {
+        CUcontext popped;
+        if (pushed_) cu_.cuCtxPopCurrent(&popped);
+        cu_.cuThreadExchangeStreamCaptureMode(&mode_);
+    }
+    TeardownCallScope(const TeardownCallScope&) = delete;
+    TeardownCallScope& operator=(const TeardownCallScope&) = delete;
+
+private:
+    const CudaDriver& cu_;
+    CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool pushed_ = false;
+};
+
+}  // namespace
+
+CompletionTracker::Settle CompletionTracker::settle_begin(CommRuntime& cr) {
+    Settle s;
+    s.cr = &cr;
+    DevicePool* pool = cr.pool.load(std::memory_order_acquire);
+    if (!pool) return s;
+    const CudaDriver& cu = cuda_driver();
+    TeardownCallScope scope(pool->ctx);
+    for (auto& c : cr.claims) {
+        const uintptr_t key = c.key.load(std::memory_order_acquire);
+        if (!key) continue;
+        const uint64_t followers = c.followers.load(std::memory_order_acquire);
+        if (followers <= c.credited.load(std::memory_order_acquire)) continue;
+        const auto stream = reinterpret_cast<cudaStream_t>(key - 1);
+        if (capturing(stream)) continue;  // nothing of ours may join a user's graph
+        CUevent ev;
+        if (!pool->free.try_pop(ev)) break;
+        const Settle::Entry e{&c,           pool, ev, stream, followers, c.follower_seq.load(std::memory_order_relaxed),
+                              now_mono_ns()};
+        // As the poller's catch-up: an event a capture that began meanwhile may hold is never queried.
+        if (cu.cuEventRecord(ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS || capturing(stream)) {
+            pool->free.try_push(ev);
+            continue;
+        }
+        s.e[s.n++] = e;
+    }
+    return s;
+}
+
+// The poller's ring scan would give these followers' records their completion time, but a destroyed communicator
+// is out of its sight and the process may be gone before its next pass: so the newest `n` of them, newest first.
+void CompletionTracker::stamp_followers(const CommRuntime& cr, cudaStream_t stream, uint64_t t_mark, uint64_t n) {
+    const uint64_t head = file_->hdr->write_ticket.load(std::memory_order_acquire);
+    const uint64_t capacity = uint64_t(file_->ring_mask) + 1;
+    const uint64_t now = now_mono_ns();
+    for (uint64_t t = head; n > 0 && t-- > 0 && head - t <= capacity;) {
+        disk::OpRecord& r = file_->ring[t & file_->ring_mask];
+        if (r.stamp.load(std::memory_order_acquire) != 2 * t + 2) continue;  // being written, or overwritten
+        if (r.comm_slot != cr.slot_index || r.stream != uint64_t(reinterpret_cast<uintptr_t>(stream)) ||
+            !(r.flags & disk::kFlagSampledOut))
+            continue;
+        const uint64_t t_return = r.t_return_ns.load(std::memory_order_relaxed);
+        if (!t_return || t_return >= t_mark || r.t_done_ns.load(std::memory_order_relaxed)) continue;
+        stamp_done(r, now);
+        --n;
+    }
+}
+
+void CompletionTracker::settle_end(Settle& s) {
+    if (!s.n) return;
+    const CudaDriver& cu = cuda_driver();
+    TeardownCallScope scope(s.e[0].pool->ctx);
+    CompletionBatch batch;
+    for (int i = 0; i < s.n; ++i) {
+        const Settle::Entry& e = s.e[i];
+        const auto ev = static_cast<CUevent>(e.ev);
+        const CUresult r = cu.cuEventQuery(ev);
+        if (r == CUDA_SUCCESS) {
+            const uint64_t credited = e.claim->credit_upto(e.followers);
+            batch.followers_done(s.cr->slot, credited, e.follower_seq);
+            stamp_followers(*s.cr, e.stream, e.t_mark, credited);
+            e.pool->free.try_push(ev);
+            continue;
+        }
+        if (r != CUDA_ERROR_NOT_READY) continue;  // a dead context: the followers stay incomplete (as the poller)
+        Pending p;
+        p.ev = ev;
+        p.pool = e.pool;
+        p.stream = e.stream;
+        p.cr = s.cr;
+        p.claim = e.claim;
+        p.followers = e.followers;
+        p.follower_seq = e.follower_seq;
+        p.t_mark = e.t_mark;
+        p.done = true;
+        if (impl_->queue.try_push(p)) catch_ups_.fetch_add(1, std::memory_order_relaxed);
+    }
+    batch.flush(now_mono_ns());
+    s.n = 0;
+}
+
+void CompletionTracker::drain_at_exit(int max_wait_ms) {
+    // The pass under way may have begun before the request; the next records the catch-ups, the one after reads them.
+    const uint64_t target = passes_.load(std::memory_order_acquire) + 3;
+    drain_requested_.store(true, std::memory_order_release);
+    for (int i = 0; i < max_wait_ms && passes_.load(std::memory_order_acquire) < target; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 uint64_t CompletionTracker::followers() const {
     uint64_t n = 0;
     comms_->for_each([&](const CommRuntime& cr) {
@@ -168,9 +282,7 @@ void CompletionTracker::poll_forever() {
     // Followers covered by a completed event: counted complete in their communicator's progress block.
     auto credit = [&](CommRuntime& cr, StreamClaim& c, uint64_t followers, uint64_t seq, uint64_t t_mark) {
         c.covered_ns = std::max(c.covered_ns, t_mark);
-        if (followers <= c.credited) return;
-        batch.followers_done(cr.slot, followers - c.credited, seq);
-        c.credited = followers;
+        batch.followers_done(cr.slot, c.credit_upto(followers), seq);
     };
     // 1: a catch-up event is pending on the stream; 0: not now (no free event, or the stream is being captured: an
     // event recorded into a capture must never be queried, and nothing of ours may join a user's graph); -1: the
@@ -215,6 +327,7 @@ void CompletionTracker::poll_forever() {
 
     for (;;) {
         last_poll_ns_.store(now_mono_ns(), std::memory_order_relaxed);
+        const bool draining = drain_requested_.load(std::memory_order_acquire);
         Pending p;
         while (impl_->queue.try_pop(p)) pending.push_back(p);
 
@@ -295,25 +408,23 @@ void CompletionTracker::poll_forever() {
                 const uintptr_t key = c.key.load(std::memory_order_acquire);
                 if (!key || !pool) continue;
                 const uint64_t followers = c.followers.load(std::memory_order_acquire);
-                if (followers <= c.credited) continue;
+                if (followers <= c.credited.load(std::memory_order_acquire)) continue;
                 if (cr.destroyed.load(std::memory_order_acquire)) {
                     // Its stream may be gone too: nothing more is recorded on it, and nobody watches it any more.
-                    batch.followers_done(cr.slot, followers - c.credited, 0, false);
-                    c.credited = followers;
+                    batch.followers_done(cr.slot, c.credit_upto(followers), 0, false);
                     continue;
                 }
                 auto it = std::find_if(claim_pending.begin(), claim_pending.end(),
                                        [&](const auto& cp) { return cp.first == &c; });
                 if (it != claim_pending.end() && it->second >= followers) continue;
-                if (now - c.t_last_issue_ns.load(std::memory_order_relaxed) < kCatchUpAfterNs) continue;
+                if (!draining && now - c.t_last_issue_ns.load(std::memory_order_relaxed) < kCatchUpAfterNs) continue;
                 if (catch_up(cr, c, pool, reinterpret_cast<cudaStream_t>(key - 1)) < 0) {
                     // The stream takes no event from us (another context's stream?): its followers count as done
                     // without proving progress, rather than stalling for ever.
                     NCW_LOG_ONCE(warn,
                                  "cannot record a catch-up event on a stream: ops without their own events on "
                                  "it are counted as done without GPU evidence");
-                    batch.followers_done(cr.slot, followers - c.credited, 0, false);
-                    c.credited = followers;
+                    batch.followers_done(cr.slot, c.credit_upto(followers), 0, false);
                     c.covered_ns = now;
                 }
             }
@@ -360,8 +471,11 @@ void CompletionTracker::poll_forever() {
         unstamped.resize(keep);
 
         batch.flush(now);
+        passes_.fetch_add(1, std::memory_order_release);
         // Completion times are kept to a few milliseconds; stalls are judged in seconds.
-        std::this_thread::sleep_for(std::chrono::milliseconds(pending.empty() && unstamped.empty() ? 20 : 5));
+        std::this_thread::sleep_for(std::chrono::milliseconds(draining                               ? 1
+                                                              : pending.empty() && unstamped.empty() ? 20
+                                                                                                     : 5));
     }
 }
 

@@ -76,6 +76,32 @@ public:
         claim->followers.fetch_add(uint64_t(n), std::memory_order_release);
     }
 
+    // Teardown (ncclCommFinalize, ncclCommDestroy; not the hot path). Those calls return once NCCL has completed the
+    // communicator's work, and a process often exits right after, before the poller's next pass would cover the last
+    // followers (they would stay "issued, not completed" in the file for ever). So the calling thread records one
+    // event on each stream with uncovered followers before the call (settle_begin) and, once it returned, credits
+    // the followers of every such event already complete (settle_end); one not complete yet goes to the poller.
+    // Neither ever waits.
+    struct Settle {
+        struct Entry {
+            StreamClaim* claim;
+            DevicePool* pool;
+            void* ev;  // CUevent
+            cudaStream_t stream;
+            uint64_t followers, follower_seq, t_mark;
+        };
+        CommRuntime* cr = nullptr;
+        int n = 0;
+        Entry e[CommRuntime::kClaims];
+    };
+    Settle settle_begin(CommRuntime& cr);
+    void settle_end(Settle& s);
+
+    // At a clean exit (the runtime's atexit path; its thread is leaving anyway): the poller makes a few quick passes in
+    // which a stream's uncovered followers get their catch-up event at once, so that the file left behind says what
+    // completed. Waits for them at most `max_wait_ms` (a stuck GPU, or a poller stuck in the driver).
+    void drain_at_exit(int max_wait_ms);
+
     uint64_t events_recorded() const { return recorded_.load(std::memory_order_relaxed); }
     uint64_t followers() const;  // summed over the claims (not the hot path)
     uint64_t catch_ups() const { return catch_ups_.load(std::memory_order_relaxed); }
@@ -86,6 +112,7 @@ public:
 
 private:
     CompletionTracker(const RankFileWriter* file, const CommRegistry* comms);
+    void stamp_followers(const CommRuntime& cr, cudaStream_t stream, uint64_t t_mark, uint64_t n);
     struct Impl;
     Impl* impl_;
     const RankFileWriter* file_;
@@ -94,6 +121,8 @@ private:
     std::atomic<uint64_t> catch_ups_{0};
     std::atomic<uint64_t> fallbacks_{0};
     std::atomic<uint64_t> last_poll_ns_{0};
+    std::atomic<uint64_t> passes_{0};  // the poller's passes so far
+    std::atomic<bool> drain_requested_{false};
 };
 
 }  // namespace ncw

@@ -165,6 +165,19 @@ void end_comm(ncclComm_t comm, disk::OpType event, disk::CommState state, ncclRe
     }
 }
 
+// A communicator's last followers at its teardown: see CompletionTracker::Settle. Not after ncclCommAbort, whose ops
+// never completed.
+CompletionTracker::Settle settle_begin(ncclComm_t comm) {
+    Runtime* rt = runtime();
+    CommRuntime* cr = rt && rt->tracker ? rt->comms.find(comm) : nullptr;
+    return cr ? rt->tracker->settle_begin(*cr) : CompletionTracker::Settle{};
+}
+
+void settle_end(CompletionTracker::Settle& settle) {
+    Runtime* rt = runtime();
+    if (rt && rt->tracker) rt->tracker->settle_end(settle);
+}
+
 }  // namespace
 
 namespace hook {
@@ -385,21 +398,32 @@ ncclResult_t ncclCommShrink(CallScope& s, ncclComm_t comm, int* excludeRanksList
 }
 
 ncclResult_t ncclCommFinalize(CallScope& s, ncclComm_t comm) {
+    CompletionTracker::Settle settle;
+    {
+        ErrnoKeeper keep;
+        settle = settle_begin(comm);
+    }
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclCommFinalize, comm);
     ErrnoKeeper keep;
+    settle_end(settle);
     end_comm(comm, disk::OpType::CommFinalize, disk::CommState::Finalized, r, false);
     return r;
 }
 
 ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
+    CompletionTracker::Settle settle;
     {
         ErrnoKeeper keep;
+        settle = settle_begin(comm);
         // Before the call: once it returns, NCCL may hand the same pointer to a new communicator.
         end_comm(comm, disk::OpType::CommDestroy, disk::CommState::Destroyed, ncclSuccess, true);
     }
     errno = s.saved_errno();
-    return NCW_CALL_REAL(ncclCommDestroy, comm);
+    ncclResult_t r = NCW_CALL_REAL(ncclCommDestroy, comm);
+    ErrnoKeeper keep;
+    settle_end(settle);
+    return r;
 }
 
 ncclResult_t ncclCommAbort(CallScope& s, ncclComm_t comm) {

@@ -45,6 +45,7 @@ void on_exit() {
     Runtime* rt = runtime();
     if (!rt) return;
     stop_digest_client();  // Bye first: the collector must not take our exit for a death
+    if (rt->tracker) rt->tracker->drain_at_exit(100);
     watchdog_on_exit(*rt);
     rt->file.hdr->process_state.store(uint32_t(disk::ProcessState::ExitedClean), std::memory_order_release);
 }

@@ -13,7 +13,8 @@
 #   2 one GPU: DDP under the shim, a stalled stream, PyTorch features; 3 nccl-tests -g 1 (and -g 2) with and without
 #   the shim, then the cost: all_reduce_perf alternated, the call cost, the DDP step time alternated; 4 the table.
 # Knobs: NCW_GPU_BUDGET_SEC (540), NCW_SCENARIO_TIMEOUT_SEC (10), NCW_CLEAN_SEC (150), NCW_ONLY (space-separated
-# phase numbers to run, e.g. "0 1 4").
+# phase numbers to run, e.g. "0 1 4"); alternations in the cost phase: NCW_SWEEP_REPS (5), NCW_LAT_REPS (9),
+# NCW_CALL_COST_REPS (5); the DDP pairs get the time left.
 set -u
 T_START=$(date +%s)
 BUDGET=${NCW_GPU_BUDGET_SEC:-540}
@@ -187,14 +188,15 @@ if [ -n "$left_over" ]; then
     done
     sleep 2
 fi
+PIN=""  # set for the cost series only (below)
 NT_ENV="LD_LIBRARY_PATH=$NCCL_LIB:$CUDART_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nccl_test() {  # nccl_test OUTFILE with|without BINARY ARGS...
     local out=$1 side=$2
     shift 2
     if [ "$side" = with ]; then
-        env "$NT_ENV" NCCL_DEBUG=VERSION NCCLWATCH_DIR=$W/nt/ncw LD_PRELOAD=$SHIM timeout 60 "$@" >"$out" 2>&1
+        env "$NT_ENV" NCCL_DEBUG=VERSION NCCLWATCH_DIR=$W/nt/ncw LD_PRELOAD=$SHIM $PIN timeout 60 "$@" >"$out" 2>&1
     else
-        env "$NT_ENV" NCCL_DEBUG=VERSION timeout 60 "$@" >"$out" 2>&1
+        env "$NT_ENV" NCCL_DEBUG=VERSION $PIN timeout 60 "$@" >"$out" 2>&1
     fi
     echo "  $side: $(basename "$1") ${*:2}: exit $?, $(grep -c '^ *[0-9]' "$out") sizes, $(grep -o 'NCCL version [^ ]*' "$out" | head -1)"
 }
@@ -229,22 +231,31 @@ if want 3 && [ -n "$ARP" ] && [ -n "$SRP" ] && [ "$HAVE_SHIM" = 1 ]; then
 
     gc=$NGPU
     [ "$gc" -gt 2 ] && gc=2
-    reps=5
+    reps=${NCW_SWEEP_REPS:-5}
     [ "$(left)" -lt 200 ] && reps=3
+    # Both sides pinned to eight cores local to GPU 0: unpinned, a run lands in one of two modes 5 us apart at 8 B
+    # (13 to 15 or 18 to 21 us, either side), which swamps a budget of 0.5 us. Eight, not one: NCCL's proxy threads
+    # and the shim's poller must not share the launching thread's core.
+    aff=$(nvidia-smi topo -m 2>/dev/null | awk '$1=="GPU0" {for (i=2;i<=NF;i++) if ($i ~ /^[0-9]+-[0-9]+/) {print $i; exit}}')
+    first=${aff%%[-,]*}
+    [ -n "$first" ] && PIN="taskset -c $first-$((first + 7))"
+    echo "cost series pinned with: ${PIN:-nothing} (GPU 0's CPU affinity: ${aff:-unknown})"
     section "3 cost: all_reduce_perf -b 8 -e 128M -f 2 -g $gc -n 100 -w 20, without/with alternated $reps times"
     alternate_cost cost "all_reduce_perf-g$gc" "$reps" -b 8 -e 128M -f 2 -g "$gc" -n 100 -w 20
     # The 8-byte latency on its own: 100 iterations of the sweep above leave a spread of microseconds.
-    lreps=9
-    [ "$(left)" -lt 300 ] && lreps=5
+    lreps=${NCW_LAT_REPS:-9}
+    [ "$(left)" -lt 300 ] && [ "$lreps" -gt 5 ] && lreps=5
     section "3 cost: all_reduce_perf -b 8 -e 8 -g $gc -n 5000 -w 1000, without/with alternated $lreps times"
     alternate_cost lat "all_reduce_perf-g$gc-8B" "$lreps" -b 8 -e 8 -g "$gc" -n 5000 -w 1000
+    PIN=""
 elif want 3; then
     row_not_run "30-nccl-tests" "nccl-tests" "binaries or shim missing (carry all_reduce_perf and sendrecv_perf)"
 fi
 
 if want 3 && [ -n "$CALL_COST" ] && [ "$HAVE_SHIM" = 1 ] && [ "$(left)" -gt 60 ]; then
-    section "3 cost: CPU cost per intercepted call on the GPU (5 alternations; events: 2, 1, 0 per op)"
-    env "$NT_ENV" bash bench/run_call_cost.sh "$SHIM" "$CALL_COST" 5 gpu | tee "$W/logs/call_cost.txt"
+    section "3 cost: CPU cost per intercepted call on the GPU (${NCW_CALL_COST_REPS:-5} alternations; events: 2, 1, 0 per op)"
+    env "$NT_ENV" bash bench/run_call_cost.sh "$SHIM" "$CALL_COST" "${NCW_CALL_COST_REPS:-5}" gpu |
+        tee "$W/logs/call_cost.txt"
     $PY - "$W/logs/call_cost.txt" "$W/rows/50-call-cost.json" <<'PYEOF'
 import json, re, sys
 v = dict(re.findall(r"^(\w+)\s+median of \d+ medians:\s+[0-9.]+ ns/call \(added:\s+([-0-9.]+) ns\)", open(sys.argv[1]).read(), re.M))
@@ -255,10 +266,45 @@ PYEOF
 elif want 3; then
     row_not_run "50-call-cost" "cost: call cost" "call_cost_gpu or shim missing, or no time left ($(left) s)"
 fi
-if want 3 && [ -n "$CALL_COST" ] && [ "$HAVE_SHIM" = 1 ] && [ "$NGPU" -ge 2 ] && [ "$(left)" -gt 90 ]; then
-    section "3 cost: CPU cost per group of two all_reduces on two GPUs (all_reduce_perf -g 2's launch; 3 alternations)"
-    env "$NT_ENV" NCW_CALL_COST_ARGS="--group 2" bash bench/run_call_cost.sh "$SHIM" "$CALL_COST" 3 gpu |
-        tee "$W/logs/call_cost_g2.txt"
+if want 3 && [ -n "$CALL_COST" ] && [ "$HAVE_SHIM" = 1 ] && [ "$NGPU" -ge 2 ] && [ "$(left)" -gt 60 ]; then
+    # all_reduce_perf -g 2's 8-byte loop with and without the shim in one process (call_cost --ab: blocks alternate
+    # between NCCL's own entry points and the shim's), so that the process's mode is the same on both sides; the run
+    # without LD_PRELOAD is the method's own error (A/A).
+    section "3 cost: 8 B latency in one process, through the shim and around it (call_cost --ab, group of 2 on 2 GPUs)"
+    ab=(--cuda --group 2 --ab --rounds 60 --iters 1000)
+    {
+        env "$NT_ENV" $PIN timeout 60 "$CALL_COST" "${ab[@]}" 2>&1 | grep '^ab'
+        for i in 1 2 3 4 5; do
+            env "$NT_ENV" NCCLWATCH_DIR=$W/nt/ncw LD_PRELOAD=$SHIM timeout 60 "$CALL_COST" "${ab[@]}" 2>&1 |
+                grep '^ab' | sed 's/^ab/ab default:/'
+        done
+        env "$NT_ENV" NCCLWATCH_DIR=$W/nt/ncw NCCLWATCH_GPU_SAMPLE=all LD_PRELOAD=$SHIM timeout 60 "$CALL_COST" \
+            "${ab[@]}" 2>&1 | grep '^ab' | sed 's/^ab/ab sample_all:/'
+        env "$NT_ENV" NCCLWATCH_DIR=$W/nt/ncw NCCLWATCH_GPU_EVENTS=0 LD_PRELOAD=$SHIM timeout 60 "$CALL_COST" \
+            "${ab[@]}" 2>&1 | grep '^ab' | sed 's/^ab/ab no_events:/'
+    } | tee "$W/logs/ab.txt"
+    $PY - "$W/logs/ab.txt" "$W/rows/31-ab-latency.json" <<'PYEOF'
+import json, re, statistics, sys
+text = open(sys.argv[1]).read()
+def added(tag):
+    return [float(x) for x in re.findall(r"^ab%s nccl .*?added: median ([-0-9.]+) us" % tag, text, re.M)]
+aa, d = added(""), added(" default:")
+row = {"case": "cost: 8 B latency, all_reduce_perf -g 2's loop, shim vs none in one process (call_cost --ab)",
+       "expected": "<= +0.5 us (median of the runs' medians)"}
+if d:
+    m = statistics.median(d)
+    row["got"] = (f"+{m:.3f} us, {len(d)} runs {min(d):+.3f}..{max(d):+.3f}; A/A (no shim) "
+                  + (f"{aa[0]:+.3f} us" if aa else "-")
+                  + "".join(f"; {t} {added(' ' + t + ':')[0]:+.3f}" for t in ("sample_all", "no_events")
+                            if added(' ' + t + ':')))
+    row["pass"] = m <= 0.5
+else:
+    row["got"], row["pass"] = "no numbers", False
+json.dump(row, open(sys.argv[2], "w"))
+print(f"{row['case']}: {'PASS' if row['pass'] else 'FAIL'}: {row['got']}")
+PYEOF
+elif want 3; then
+    row_not_run "31-ab-latency" "cost: 8 B latency in one process" "needs 2 GPUs and call_cost_gpu ($(left) s left)"
 fi
 
 if want 3 && [ "$HAVE_SHIM" = 1 ]; then
