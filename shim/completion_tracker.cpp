@@ -175,8 +175,14 @@ CompletionTracker::Settle CompletionTracker::settle_begin(CommRuntime& cr) {
         if (capturing(stream)) continue;  // nothing of ours may join a user's graph
         CUevent ev;
         if (!pool->free.try_pop(ev)) break;
-        const Settle::Entry e{&c,           pool, ev, stream, followers, c.follower_seq.load(std::memory_order_relaxed),
-                              now_mono_ns()};
+        Settle::Entry e{};
+        e.claim = &c;
+        e.pool = pool;
+        e.ev = ev;
+        e.stream = stream;
+        e.followers = followers;
+        e.follower_seq = c.follower_seq.load(std::memory_order_relaxed);
+        e.t_mark = now_mono_ns();
         // As the poller's catch-up: an event a capture that began meanwhile may hold is never queried.
         if (cu.cuEventRecord(ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS || capturing(stream)) {
             pool->free.try_push(ev);

@@ -170,12 +170,23 @@ void end_comm(ncclComm_t comm, disk::OpType event, disk::CommState state, ncclRe
 CompletionTracker::Settle settle_begin(ncclComm_t comm) {
     Runtime* rt = runtime();
     CommRuntime* cr = rt && rt->tracker ? rt->comms.find(comm) : nullptr;
-    return cr ? rt->tracker->settle_begin(*cr) : CompletionTracker::Settle{};
+    if (!cr) return {};
+    try {
+        return rt->tracker->settle_begin(*cr);
+    } catch (...) {
+        NCW_LOG_ONCE(warn, "could not settle a communicator's last ops at its teardown");
+    }
+    return {};
 }
 
 void settle_end(CompletionTracker::Settle& settle) {
     Runtime* rt = runtime();
-    if (rt && rt->tracker) rt->tracker->settle_end(settle);
+    if (!rt || !rt->tracker) return;
+    try {
+        rt->tracker->settle_end(settle);  // its completion batch may allocate
+    } catch (...) {
+        NCW_LOG_ONCE(warn, "could not settle a communicator's last ops at its teardown");
+    }
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
     nccl_tests_compare.py cost NAME ROWS_DIR WITHOUT1.txt WITH1.txt WITHOUT2.txt WITH2.txt ...
         alternated runs: per size the median time (out-of-place, us) and bus bandwidth (GB/s) of each side, the
         deltas, and the spread between runs; budget: +0.5 us median latency at 8 B, no bus bandwidth loss beyond the
-        run-to-run spread at 1 MB and above
+        run-to-run spread at 1 MB and above; an 8 B difference within the spread of the runs without the shim alone
+        is "not resolved" (neither pass nor fail)
 Prints a table and writes ROWS_DIR/30-NAME.json.
 """
 import json
@@ -56,7 +57,7 @@ def write_row(rows_dir, name, row, prefix="30"):
     os.makedirs(rows_dir, exist_ok=True)
     with open(os.path.join(rows_dir, f"{prefix}-{name}.json"), "w") as f:
         json.dump(row, f, indent=1)
-    print(f"{row['case']}: {'PASS' if row['pass'] else 'FAIL'}: {row['got']}")
+    print(f"{row['case']}: {'info' if row['pass'] is None else 'PASS' if row['pass'] else 'FAIL'}: {row['got']}")
     for w in row.get("why", []):
         print(f"    why: {w}")
 
@@ -125,12 +126,20 @@ def cost(name, rows_dir, files):
         table.append({"size": s, "t_without_us": mt_w, "t_with_us": mt_v, "t_spread_us": t_spread,
                       "busbw_without": mb_w, "busbw_with": mb_v, "d_busbw_pct": d_bw, "busbw_spread_pct": b_spread})
         if s == min(sizes):
-            lat8 = (s, mt_v - mt_w, t_spread)
+            lat8 = (s, mt_v - mt_w, t_spread, max(tw) - min(tw))
         if s >= 1 << 20 and d_bw < 0 and -d_bw > max(b_spread, 0.5):
             bw_fail.append(f"{fmt_size(s)} {d_bw:+.1f}% (spread {b_spread:.1f}%)")
+    # Runs of all_reduce_perf land in one of two modes microseconds apart at 8 B (either side): when the runs without
+    # the shim alone spread wider than the difference, these runs cannot tell +0.5 us, and the row says so rather
+    # than pass or fail; the in-process A/B (call_cost --ab, row 31) is the measurement that can.
+    unresolved = None
     if lat8 and lat8[1] > 0.5:
-        why.append(f"median latency at {fmt_size(lat8[0])} +{lat8[1]:.2f} us, budget +0.5 us "
-                   f"(spread {lat8[2]:.2f} us)")
+        if lat8[1] <= lat8[3]:
+            unresolved = (f"not resolved: {fmt_size(lat8[0])} +{lat8[1]:.2f} us is within the spread of the runs "
+                          f"without the shim alone ({lat8[3]:.2f} us); see the in-process A/B row")
+        else:
+            why.append(f"median latency at {fmt_size(lat8[0])} +{lat8[1]:.2f} us, budget +0.5 us "
+                       f"(spread {lat8[2]:.2f} us)")
     if bw_fail:
         why.append("bus bandwidth loss beyond the spread at " + ", ".join(bw_fail))
     if not sizes:
@@ -144,6 +153,8 @@ def cost(name, rows_dir, files):
     row = {"case": f"cost: nccl-tests {name} with/without the shim", "expected": "8 B: <= +0.5 us; >=1 MB: no "
            "busbw loss beyond spread", "got": got, "rank": "", "secs": "", "after_kill": "", "fr": "", "ras": "",
            "pass": not why, "why": why, "per_size": table}
+    if unresolved and not why:
+        row["pass"], row["why"] = None, [unresolved]
     write_row(rows_dir, name, row, prefix="35")
 
 

@@ -4,8 +4,9 @@
     print_table.py ROWS_DIR [--out FILE] [--max-cell N]
 
 Columns: case, expected, got, named rank, seconds to verdict, evidence after kill, what PyTorch's Flight Recorder
-said, what NCCL RAS said, pass/fail. Ends with the plain 'N passed, N failed' line. --out FILE gets the full table;
-with --max-cell, the table printed has each cell cut to N characters (the device tool returns only the output's end).
+said, what NCCL RAS said, pass/fail ("info": a measurement, or a budget the runs could not resolve). Ends with the
+plain 'N passed, N failed' line. --out FILE gets the full table; with --max-cell, the table printed has each cell cut
+to N characters (the device tool returns only the output's end).
 """
 import glob
 import json
@@ -32,7 +33,8 @@ def render(rows, limit):
     npass = sum(1 for r in rows if r.get("pass") is True)
     nfail = sum(1 for r in rows if r.get("pass") is False)
     lines.append("")
-    lines.append(f"{npass} passed, {nfail} failed")
+    ninfo = sum(1 for r in rows if r.get("pass") is None)
+    lines.append(f"{npass} passed, {nfail} failed" + (f", {ninfo} measured or not resolved" if ninfo else ""))
     return "\n".join(lines), nfail
 
 
