@@ -11,7 +11,8 @@
 #   0 environment; 1 two GPUs: the field scenarios under the shim (in parallel, with an NCCL RAS query during each
 #   hang), then under PyTorch's Flight Recorder (in parallel), and a clean run under the shim across both;
 #   2 one GPU: DDP under the shim, a stalled stream, PyTorch features; 3 nccl-tests -g 1 (and -g 2) with and without
-#   the shim, then the cost: all_reduce_perf alternated, the call cost, the DDP step time alternated; 4 the table.
+#   the shim, then the cost: all_reduce_perf alternated, the call cost, the 8 B latency A/B in one process, the DDP
+#   step time alternated; 4 the table.
 # Knobs: NCW_GPU_BUDGET_SEC (540), NCW_SCENARIO_TIMEOUT_SEC (10), NCW_CLEAN_SEC (150), NCW_ONLY (space-separated
 # phase numbers to run, e.g. "0 1 4"); alternations in the cost phase: NCW_SWEEP_REPS (5), NCW_LAT_REPS (9),
 # NCW_CALL_COST_REPS (5); the DDP pairs get the time left.
@@ -233,10 +234,11 @@ if want 3 && [ -n "$ARP" ] && [ -n "$SRP" ] && [ "$HAVE_SHIM" = 1 ]; then
     [ "$gc" -gt 2 ] && gc=2
     reps=${NCW_SWEEP_REPS:-5}
     [ "$(left)" -lt 200 ] && reps=3
-    # Both sides pinned to eight cores local to GPU 0: unpinned, a run lands in one of two modes 5 us apart at 8 B
-    # (13 to 15 or 18 to 21 us, either side), which swamps a budget of 0.5 us. Eight, not one: NCCL's proxy threads
-    # and the shim's poller must not share the launching thread's core.
-    aff=$(nvidia-smi topo -m 2>/dev/null | awk '$1=="GPU0" {for (i=2;i<=NF;i++) if ($i ~ /^[0-9]+-[0-9]+/) {print $i; exit}}')
+    # Both sides pinned to eight cores local to GPU 0 (eight, not one: NCCL's proxy threads and the shim's poller must
+    # not share the launching thread's core). A run still lands in one of two modes about 5 us apart at 8 B, either
+    # side, pinned or not: these series cannot resolve 0.5 us, the in-process A/B below can.
+    aff=$(nvidia-smi topo -m 2>/dev/null |
+        awk '$1=="GPU0" {for (i=2;i<=NF;i++) if ($i ~ /^[0-9]+-[0-9]+/) {print $i; exit}}')
     first=${aff%%[-,]*}
     [ -n "$first" ] && PIN="taskset -c $first-$((first + 7))"
     echo "cost series pinned with: ${PIN:-nothing} (GPU 0's CPU affinity: ${aff:-unknown})"
@@ -253,7 +255,8 @@ elif want 3; then
 fi
 
 if want 3 && [ -n "$CALL_COST" ] && [ "$HAVE_SHIM" = 1 ] && [ "$(left)" -gt 60 ]; then
-    section "3 cost: CPU cost per intercepted call on the GPU (${NCW_CALL_COST_REPS:-5} alternations; events: 2, 1, 0 per op)"
+    section "3 cost: CPU cost per intercepted call on the GPU (${NCW_CALL_COST_REPS:-5} alternations;" \
+        "events: 2, 1, 0 per op)"
     env "$NT_ENV" bash bench/run_call_cost.sh "$SHIM" "$CALL_COST" "${NCW_CALL_COST_REPS:-5}" gpu |
         tee "$W/logs/call_cost.txt"
     $PY - "$W/logs/call_cost.txt" "$W/rows/50-call-cost.json" <<'PYEOF'
@@ -273,7 +276,7 @@ if want 3 && [ -n "$CALL_COST" ] && [ "$HAVE_SHIM" = 1 ] && [ "$NGPU" -ge 2 ] &&
     section "3 cost: 8 B latency in one process, through the shim and around it (call_cost --ab, group of 2 on 2 GPUs)"
     ab=(--cuda --group 2 --ab --rounds 60 --iters 1000)
     {
-        env "$NT_ENV" $PIN timeout 60 "$CALL_COST" "${ab[@]}" 2>&1 | grep '^ab'
+        env "$NT_ENV" timeout 60 "$CALL_COST" "${ab[@]}" 2>&1 | grep '^ab'
         for i in 1 2 3 4 5; do
             env "$NT_ENV" NCCLWATCH_DIR=$W/nt/ncw LD_PRELOAD=$SHIM timeout 60 "$CALL_COST" "${ab[@]}" 2>&1 |
                 grep '^ab' | sed 's/^ab/ab default:/'

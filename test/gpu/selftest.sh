@@ -79,11 +79,28 @@ def out(path, shift=0.0, wrong=0, lib=22809):
 for i in range(3):
     out(f"wo{i}.txt"); out(f"w{i}.txt", shift=0.05)
 out("bad.txt", wrong=2, lib=22803)
+# Runs in two modes 5 us apart: +2 us within the spread of the runs without the shim is not resolved; +2 us on
+# steady runs is a loss.
+for i, (a, b) in enumerate(((0, 2), (5, 2), (0, 5))):
+    out(f"mo{i}.txt", shift=a); out(f"mw{i}.txt", shift=b); out(f"sw{i}.txt", shift=2)
 PYEOF
 $PY "$G/nccl_tests_compare.py" same ok "$T/nt/wo0.txt" "$T/nt/w0.txt" "$T/ntrows" | grep -q PASS || fail "nccl-tests: equal outputs not recognised"
 $PY "$G/nccl_tests_compare.py" same bad "$T/nt/wo0.txt" "$T/nt/bad.txt" "$T/ntrows" | grep -q FAIL || fail "nccl-tests: system NCCL / #wrong not caught"
 $PY "$G/nccl_tests_compare.py" cost c "$T/ntrows" "$T"/nt/wo0.txt "$T"/nt/w0.txt "$T"/nt/wo1.txt "$T"/nt/w1.txt \
     "$T"/nt/wo2.txt "$T"/nt/w1.txt | grep -q "cost: .*PASS" || fail "nccl-tests cost: +0.05 us should pass"
+$PY "$G/nccl_tests_compare.py" cost m "$T/ntrows" "$T"/nt/mo0.txt "$T"/nt/mw0.txt "$T"/nt/mo1.txt "$T"/nt/mw1.txt \
+    "$T"/nt/mo2.txt "$T"/nt/mw2.txt | grep -q "cost: .*info" ||
+    fail "nccl-tests cost: +2 us within a 5 us spread is not resolved"
+$PY "$G/nccl_tests_compare.py" cost s "$T/ntrows" "$T"/nt/wo0.txt "$T"/nt/sw0.txt "$T"/nt/wo1.txt "$T"/nt/sw1.txt \
+    "$T"/nt/wo2.txt "$T"/nt/sw2.txt | grep -q "cost: .*FAIL" || fail "nccl-tests cost: a steady +2 us should fail"
+printf 'without: rank 0: 9 steps in 1 s (%s ms/step), loss 1\nwith:    rank 0: 9 steps in 1 s (%s ms/step), loss 1\n' \
+    1.0 0.9 1.0 1.1 1.0 0.97 >"$T/steps_mixed.txt"
+printf 'without: rank 0: 9 steps in 1 s (%s ms/step), loss 1\nwith:    rank 0: 9 steps in 1 s (%s ms/step), loss 1\n' \
+    1.0 1.02 1.0 1.03 1.0 1.02 >"$T/steps_slow.txt"
+$PY "$G/ddp_pairs.py" "$T/steps_mixed.txt" "$T/ddp1" >/dev/null && grep -q '"pass": null' "$T/ddp1/40-ddp.json" ||
+    fail "ddp_pairs: pairs on both sides of 1 are not resolved"
+$PY "$G/ddp_pairs.py" "$T/steps_slow.txt" "$T/ddp2" >/dev/null && grep -q '"pass": false' "$T/ddp2/40-ddp.json" ||
+    fail "ddp_pairs: every pair 2 to 3 % slower should fail"
 
 # RAS client against a stand-in server.
 $PY - <<'PYEOF' &
