@@ -157,6 +157,61 @@ private:
     bool pushed_ = false;
 };
 
+// A stream whose capture status cannot be had counts as captured: nothing of ours may join a user's graph.
+bool capturing_now(const CudaDriver& cu, cudaStream_t stream) {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return cu.cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &st) != CUDA_SUCCESS ||
+           st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+enum class CoverResult { Recorded, NotNow, Refused };
+
+// One event on `stream` after the claim's followers counted so far (the caller has the pool's context current).
+// NotNow: no free event, or the stream is being captured (an event recorded into a capture must never be queried);
+// Refused: the stream takes no event from us.
+CoverResult record_cover(const CudaDriver& cu, DevicePool* pool, StreamClaim& c, cudaStream_t stream,
+                         CompletionTracker::Cover& out) {
+    CUevent ev;
+    if (!pool->free.try_pop(ev)) return CoverResult::NotNow;
+    if (capturing_now(cu, stream)) {
+        pool->free.try_push(ev);
+        return CoverResult::NotNow;
+    }
+    out.claim = &c;
+    out.pool = pool;
+    out.ev = ev;
+    out.stream = stream;
+    out.followers = c.followers.load(std::memory_order_acquire);  // read before the record: all enqueued before it
+    out.follower_seq = c.follower_seq.load(std::memory_order_relaxed);
+    out.t_mark = now_mono_ns();
+    if (cu.cuEventRecord(ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
+        pool->free.try_push(ev);
+        return CoverResult::Refused;
+    }
+    // A capture that began between the check and the record may hold the record: never query that event (a later
+    // record outside any capture re-arms it, so it can go back to the pool).
+    if (capturing_now(cu, stream)) {
+        pool->free.try_push(ev);
+        return CoverResult::NotNow;
+    }
+    return CoverResult::Recorded;
+}
+
+// A cover event for the poller to query: a completion event of no op of its own.
+Pending pending_for(const CompletionTracker::Cover& cv, CommRuntime* cr) {
+    Pending p;
+    p.ev = static_cast<CUevent>(cv.ev);
+    p.pool = cv.pool;
+    p.stream = cv.stream;
+    p.cr = cr;
+    p.claim = cv.claim;
+    p.followers = cv.followers;
+    p.follower_seq = cv.follower_seq;
+    p.t_mark = cv.t_mark;
+    p.done = true;
+    return p;
+}
+
 }  // namespace
 
 CompletionTracker::Settle CompletionTracker::settle_begin(CommRuntime& cr) {
@@ -168,27 +223,9 @@ CompletionTracker::Settle CompletionTracker::settle_begin(CommRuntime& cr) {
     TeardownCallScope scope(pool->ctx);
     for (auto& c : cr.claims) {
         const uintptr_t key = c.key.load(std::memory_order_acquire);
-        if (!key) continue;
-        const uint64_t followers = c.followers.load(std::memory_order_acquire);
-        if (followers <= c.credited.load(std::memory_order_acquire)) continue;
-        const auto stream = reinterpret_cast<cudaStream_t>(key - 1);
-        if (capturing(stream)) continue;  // nothing of ours may join a user's graph
-        CUevent ev;
-        if (!pool->free.try_pop(ev)) break;
-        Settle::Entry e{};
-        e.claim = &c;
-        e.pool = pool;
-        e.ev = ev;
-        e.stream = stream;
-        e.followers = followers;
-        e.follower_seq = c.follower_seq.load(std::memory_order_relaxed);
-        e.t_mark = now_mono_ns();
-        // As the poller's catch-up: an event a capture that began meanwhile may hold is never queried.
-        if (cu.cuEventRecord(ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS || capturing(stream)) {
-            pool->free.try_push(ev);
-            continue;
-        }
-        s.e[s.n++] = e;
+        if (!key || c.followers.load(std::memory_order_acquire) <= c.credited.load(std::memory_order_acquire)) continue;
+        if (record_cover(cu, pool, c, reinterpret_cast<cudaStream_t>(key - 1), s.e[s.n]) == CoverResult::Recorded)
+            ++s.n;
     }
     return s;
 }
@@ -218,7 +255,7 @@ void CompletionTracker::settle_end(Settle& s) {
     TeardownCallScope scope(s.e[0].pool->ctx);
     CompletionBatch batch;
     for (int i = 0; i < s.n; ++i) {
-        const Settle::Entry& e = s.e[i];
+        const Cover& e = s.e[i];
         const auto ev = static_cast<CUevent>(e.ev);
         const CUresult r = cu.cuEventQuery(ev);
         if (r == CUDA_SUCCESS) {
@@ -229,17 +266,7 @@ void CompletionTracker::settle_end(Settle& s) {
             continue;
         }
         if (r != CUDA_ERROR_NOT_READY) continue;  // a dead context: the followers stay incomplete (as the poller)
-        Pending p;
-        p.ev = ev;
-        p.pool = e.pool;
-        p.stream = e.stream;
-        p.cr = s.cr;
-        p.claim = e.claim;
-        p.followers = e.followers;
-        p.follower_seq = e.follower_seq;
-        p.t_mark = e.t_mark;
-        p.done = true;
-        if (impl_->queue.try_push(p)) catch_ups_.fetch_add(1, std::memory_order_relaxed);
+        if (impl_->queue.try_push(pending_for(e, s.cr))) catch_ups_.fetch_add(1, std::memory_order_relaxed);
     }
     batch.flush(now_mono_ns());
     s.n = 0;
@@ -280,48 +307,21 @@ void CompletionTracker::poll_forever() {
         use_ctx(p.pool);
         return cu.cuEventQuery(p.ev);
     };
-    auto capturing_now = [&](cudaStream_t stream) {
-        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-        return cu.cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &st) != CUDA_SUCCESS ||
-               st != CU_STREAM_CAPTURE_STATUS_NONE;
-    };
     // Followers covered by a completed event: counted complete in their communicator's progress block.
     auto credit = [&](CommRuntime& cr, StreamClaim& c, uint64_t followers, uint64_t seq, uint64_t t_mark) {
         c.covered_ns = std::max(c.covered_ns, t_mark);
         batch.followers_done(cr.slot, c.credit_upto(followers), seq);
     };
-    // 1: a catch-up event is pending on the stream; 0: not now (no free event, or the stream is being captured: an
-    // event recorded into a capture must never be queried, and nothing of ours may join a user's graph); -1: the
-    // stream refuses our events.
+    // One catch-up event after the claim's uncovered followers (see record_cover).
     auto catch_up = [&](CommRuntime& cr, StreamClaim& c, DevicePool* pool, cudaStream_t stream) {
-        Pending e;
-        if (!pool->free.try_pop(e.ev)) return 0;
         use_ctx(pool);
-        if (capturing_now(stream)) {
-            pool->free.try_push(e.ev);
-            return 0;
+        Cover cv;
+        const CoverResult r = record_cover(cu, pool, c, stream, cv);
+        if (r == CoverResult::Recorded) {
+            pending.push_back(pending_for(cv, &cr));
+            catch_ups_.fetch_add(1, std::memory_order_relaxed);
         }
-        e.followers = c.followers.load(std::memory_order_acquire);
-        e.follower_seq = c.follower_seq.load(std::memory_order_relaxed);
-        e.t_mark = now_mono_ns();
-        if (cu.cuEventRecord(e.ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
-            pool->free.try_push(e.ev);
-            return -1;
-        }
-        // A capture that began between the check and the record may hold the record: never query that event (a
-        // later record outside any capture re-arms it, so it can go back to the pool).
-        if (capturing_now(stream)) {
-            pool->free.try_push(e.ev);
-            return 0;
-        }
-        e.pool = pool;
-        e.stream = stream;
-        e.cr = &cr;
-        e.claim = &c;
-        e.done = true;
-        pending.push_back(e);
-        catch_ups_.fetch_add(1, std::memory_order_relaxed);
-        return 1;
+        return r;
     };
     // Followers' ring records, for their completion times: scanned from the ring as they appear.
     uint64_t ring_cursor = 0;
@@ -415,16 +415,14 @@ void CompletionTracker::poll_forever() {
                 if (!key || !pool) continue;
                 const uint64_t followers = c.followers.load(std::memory_order_acquire);
                 if (followers <= c.credited.load(std::memory_order_acquire)) continue;
-                if (cr.destroyed.load(std::memory_order_acquire)) {
-                    // Its stream may be gone too: nothing more is recorded on it, and nobody watches it any more.
-                    batch.followers_done(cr.slot, c.credit_upto(followers), 0, false);
-                    continue;
-                }
+                // Torn down (its stream may be gone too): ncclCommDestroy settles its followers itself, and after
+                // ncclCommAbort they never completed.
+                if (cr.destroyed.load(std::memory_order_acquire)) continue;
                 auto it = std::find_if(claim_pending.begin(), claim_pending.end(),
                                        [&](const auto& cp) { return cp.first == &c; });
                 if (it != claim_pending.end() && it->second >= followers) continue;
                 if (!draining && now - c.t_last_issue_ns.load(std::memory_order_relaxed) < kCatchUpAfterNs) continue;
-                if (catch_up(cr, c, pool, reinterpret_cast<cudaStream_t>(key - 1)) < 0) {
+                if (catch_up(cr, c, pool, reinterpret_cast<cudaStream_t>(key - 1)) == CoverResult::Refused) {
                     // The stream takes no event from us (another context's stream?): its followers count as done
                     // without proving progress, rather than stalling for ever.
                     NCW_LOG_ONCE(warn,

@@ -82,17 +82,19 @@ public:
     // event on each stream with uncovered followers before the call (settle_begin) and, once it returned, credits
     // the followers of every such event already complete (settle_end); one not complete yet goes to the poller.
     // Neither ever waits.
+    // An event recorded on a claim's stream after the followers counted so far (the poller's catch-up, a teardown's
+    // settling event): once it completes, so have they.
+    struct Cover {
+        StreamClaim* claim;
+        DevicePool* pool;
+        void* ev;  // CUevent
+        cudaStream_t stream;
+        uint64_t followers, follower_seq, t_mark;
+    };
     struct Settle {
-        struct Entry {
-            StreamClaim* claim;
-            DevicePool* pool;
-            void* ev;  // CUevent
-            cudaStream_t stream;
-            uint64_t followers, follower_seq, t_mark;
-        };
         CommRuntime* cr = nullptr;
         int n = 0;
-        Entry e[CommRuntime::kClaims];
+        Cover e[CommRuntime::kClaims];
     };
     Settle settle_begin(CommRuntime& cr);
     void settle_end(Settle& s);

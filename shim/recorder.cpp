@@ -116,11 +116,6 @@ void record_return(const RankFileWriter& f, const OpRef& ref, ncclResult_t resul
     if (ref.coll_seq && ref.cr->slot) atomic_max(ref.cr->slot->coll_returned, ref.coll_seq);
 }
 
-void record_reached(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
-    if (disk::OpRecord* rec = live_record(f, ref)) rec->t_reached_ns.store(now, std::memory_order_relaxed);
-    if (ref.coll_seq && ref.cr->slot) atomic_max(ref.cr->slot->coll_reached, ref.coll_seq);
-}
-
 void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress) {
     if (disk::OpRecord* rec = live_record(f, ref)) stamp_done(*rec, now);
     if (disk::CommSlot* s = ref.cr->slot) {

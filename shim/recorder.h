@@ -47,8 +47,8 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
 
 // The call returned (result known).
 void record_return(const RankFileWriter& f, const OpRef& ref, ncclResult_t result, uint64_t now);
-// The GPU reached the operation / completed it (or, without GPU tracking, the call returned).
-void record_reached(const RankFileWriter& f, const OpRef& ref, uint64_t now);
+// The GPU completed the operation (or, without GPU tracking, the call returned). (The poller's completions, and its
+// "reached", go through CompletionBatch below.)
 // progress=false: counted as done (nothing left to wait for, e.g. no event could be had) without proving that the
 // GPU moved, so the stall clock is not reset.
 void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress = true);
