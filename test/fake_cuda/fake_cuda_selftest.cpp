@@ -9,19 +9,10 @@
 #include <string>
 #include <thread>
 
+#include "../self_check.h"
 #include "fake_cuda.h"
 
 namespace {
-
-int g_failures = 0;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            std::fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-            ++g_failures;                                                                 \
-        }                                                                                 \
-    } while (0)
 
 void* s(uintptr_t v) { return reinterpret_cast<void*>(v); }
 CUstream cs(uintptr_t v) { return reinterpret_cast<CUstream>(v); }
@@ -35,94 +26,94 @@ FakeCudaStats stats() {
 CUevent new_event() {
     CUdevice dev;
     CUcontext ctx;
-    CHECK(cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
-    CHECK(cuCtxPushCurrent(ctx) == CUDA_SUCCESS);
+    EXPECT(cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
+    EXPECT(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
+    EXPECT(cuCtxPushCurrent(ctx) == CUDA_SUCCESS);
     CUevent ev = nullptr;
-    CHECK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
+    EXPECT(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS);
     CUcontext popped = nullptr;
-    CHECK(cuCtxPopCurrent(&popped) == CUDA_SUCCESS && popped == ctx);
+    EXPECT(cuCtxPopCurrent(&popped) == CUDA_SUCCESS && popped == ctx);
     return ev;
 }
 
 void driver_basics() {
     CUdevice dev;
-    CHECK(cuDeviceGet(&dev, 0) == CUDA_ERROR_NOT_INITIALIZED);
-    CHECK(cuInit(0) == CUDA_SUCCESS);
+    EXPECT(cuDeviceGet(&dev, 0) == CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT(cuInit(0) == CUDA_SUCCESS);
     int version = 0;
-    CHECK(cuDriverGetVersion(&version) == CUDA_SUCCESS && version >= 12000);
-    CHECK(cuDeviceGet(&dev, 3) == CUDA_SUCCESS && dev == 3);
-    CHECK(cuDeviceGet(&dev, -1) == CUDA_ERROR_INVALID_DEVICE);
+    EXPECT(cuDriverGetVersion(&version) == CUDA_SUCCESS && version >= 12000);
+    EXPECT(cuDeviceGet(&dev, 3) == CUDA_SUCCESS && dev == 3);
+    EXPECT(cuDeviceGet(&dev, -1) == CUDA_ERROR_INVALID_DEVICE);
     char bus[32];
-    CHECK(cuDeviceGetPCIBusId(bus, sizeof bus, 3) == CUDA_SUCCESS && std::strcmp(bus, "0000:13:00.0") == 0);
+    EXPECT(cuDeviceGetPCIBusId(bus, sizeof bus, 3) == CUDA_SUCCESS && std::strcmp(bus, "0000:13:00.0") == 0);
     CUevent ev = nullptr;
-    CHECK(cuEventCreate(&ev, 0) == CUDA_ERROR_INVALID_CONTEXT);  // no current context
+    EXPECT(cuEventCreate(&ev, 0) == CUDA_ERROR_INVALID_CONTEXT);  // no current context
 
     // By base name, the ABI the shim asks for; unknown names are not found.
     void* fn = nullptr;
     CUdriverProcAddressQueryResult st{};
-    CHECK(cuGetProcAddress("cuCtxPushCurrent", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_SUCCESS);
-    CHECK(fn == reinterpret_cast<void*>(&cuCtxPushCurrent_v2) && st == CU_GET_PROC_ADDRESS_SUCCESS);
-    CHECK(cuGetProcAddress("cuMemAlloc", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_ERROR_NOT_FOUND);
-    CHECK(fn == nullptr && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    EXPECT(cuGetProcAddress("cuCtxPushCurrent", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_SUCCESS);
+    EXPECT(fn == reinterpret_cast<void*>(&cuCtxPushCurrent_v2) && st == CU_GET_PROC_ADDRESS_SUCCESS);
+    EXPECT(cuGetProcAddress("cuMemAlloc", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_ERROR_NOT_FOUND);
+    EXPECT(fn == nullptr && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
     // What shim/cuda_driver.cpp falls back to.
     void* self = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    CHECK(self != nullptr);
+    EXPECT(self != nullptr);
     for (const char* name :
          {"cuInit", "cuDriverGetVersion", "cuGetProcAddress_v2", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
           "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuCtxSetCurrent", "cuEventCreate", "cuEventRecord",
           "cuEventQuery", "cuStreamIsCapturing", "cuThreadExchangeStreamCaptureMode", "cuDeviceGetPCIBusId"}) {
         if (dlsym(self, name) == nullptr) {
             std::fprintf(stderr, "libcuda.so.1 lacks %s\n", name);
-            ++g_failures;
+            ++ncw_test::check_failures();
         }
     }
 }
 
 void events_follow_stream_order() {
     CUevent ev = new_event();
-    CHECK(cuEventQuery(ev) == CUDA_SUCCESS);  // never recorded
+    EXPECT(cuEventQuery(ev) == CUDA_SUCCESS);  // never recorded
     // Not held: work completes at once.
     fakecuda_enqueue(s(0x100));
-    CHECK(cuEventRecord(ev, cs(0x100)) == CUDA_SUCCESS);
-    CHECK(cuEventQuery(ev) == CUDA_SUCCESS);
+    EXPECT(cuEventRecord(ev, cs(0x100)) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(ev) == CUDA_SUCCESS);
     // Held: earlier work is done, later work waits, and so does an event after it; another stream is unaffected.
     fakecuda_hold(s(0x100), 1);
     CUevent before = new_event();
-    CHECK(cuEventRecord(before, cs(0x100)) == CUDA_SUCCESS);
+    EXPECT(cuEventRecord(before, cs(0x100)) == CUDA_SUCCESS);
     fakecuda_enqueue(s(0x100));
     CUevent after = new_event();
-    CHECK(cuEventRecord(after, cs(0x100)) == CUDA_SUCCESS);
-    CHECK(cuEventQuery(before) == CUDA_SUCCESS);
-    CHECK(cuEventQuery(after) == CUDA_ERROR_NOT_READY);
+    EXPECT(cuEventRecord(after, cs(0x100)) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(before) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(after) == CUDA_ERROR_NOT_READY);
     fakecuda_enqueue(nullptr);  // the null stream is a stream like any other
     CUevent other = new_event();
-    CHECK(cuEventRecord(other, nullptr) == CUDA_SUCCESS);
-    CHECK(cuEventQuery(other) == CUDA_SUCCESS);
+    EXPECT(cuEventRecord(other, nullptr) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(other) == CUDA_SUCCESS);
     fakecuda_hold(s(0x100), 0);
-    CHECK(cuEventQuery(after) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(after) == CUDA_SUCCESS);
     // Re-recording re-arms.
     fakecuda_hold(s(0x100), 1);
     fakecuda_enqueue(s(0x100));
-    CHECK(cuEventRecord(after, cs(0x100)) == CUDA_SUCCESS);
-    CHECK(cuEventQuery(after) == CUDA_ERROR_NOT_READY);
+    EXPECT(cuEventRecord(after, cs(0x100)) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(after) == CUDA_ERROR_NOT_READY);
     fakecuda_hold(s(0x100), 0);
-    CHECK(cuEventQuery(after) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(after) == CUDA_SUCCESS);
 }
 
 void hold_file() {
     const char* path = std::getenv("FAKE_CUDA_HOLD_FILE");
-    CHECK(path != nullptr);
+    EXPECT(path != nullptr);
     if (path == nullptr) return;
     CUevent ev = new_event();
     std::FILE* f = std::fopen(path, "w");
-    CHECK(f != nullptr);
+    EXPECT(f != nullptr);
     if (f) std::fclose(f);
     fakecuda_enqueue(s(0x200));
-    CHECK(cuEventRecord(ev, cs(0x200)) == CUDA_SUCCESS);
-    CHECK(cuEventQuery(ev) == CUDA_ERROR_NOT_READY);
+    EXPECT(cuEventRecord(ev, cs(0x200)) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(ev) == CUDA_ERROR_NOT_READY);
     std::remove(path);
-    CHECK(cuEventQuery(ev) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(ev) == CUDA_SUCCESS);
 }
 
 void capture() {
@@ -130,31 +121,31 @@ void capture() {
     const FakeCudaStats s0 = stats();
     fakecuda_set_capturing(s(0x300), 1);
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    CHECK(cuStreamIsCapturing(cs(0x300), &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
-    CHECK(cuStreamIsCapturing(cs(0x301), &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE);
+    EXPECT(cuStreamIsCapturing(cs(0x300), &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    EXPECT(cuStreamIsCapturing(cs(0x301), &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE);
     fakecuda_hold(s(0x300), 1);
     fakecuda_enqueue(s(0x300));  // captured: never runs, so it holds nothing up
-    CHECK(cuEventRecord(ev, cs(0x300)) == CUDA_SUCCESS);
+    EXPECT(cuEventRecord(ev, cs(0x300)) == CUDA_SUCCESS);
     uint64_t capturing = 0;
-    CHECK(fakecuda_stream_records(s(0x300), &capturing) == 1 && capturing == 1);
+    EXPECT(fakecuda_stream_records(s(0x300), &capturing) == 1 && capturing == 1);
     // Querying from this thread (global mode) during a capture is a violation; a relaxed thread may.
-    CHECK(cuEventQuery(ev) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    EXPECT(cuEventQuery(ev) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     std::thread([&] {
         CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-        CHECK(cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS && mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
-        CHECK(cuEventQuery(ev) == CUDA_SUCCESS);  // recorded into the capture only: not armed
+        EXPECT(cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS && mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+        EXPECT(cuEventQuery(ev) == CUDA_SUCCESS);  // recorded into the capture only: not armed
         CUstreamCaptureStatus st2 = CU_STREAM_CAPTURE_STATUS_NONE;
-        CHECK(cuStreamIsCapturing(cs(0x300), &st2) == CUDA_SUCCESS && st2 == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+        EXPECT(cuStreamIsCapturing(cs(0x300), &st2) == CUDA_SUCCESS && st2 == CU_STREAM_CAPTURE_STATUS_ACTIVE);
     }).join();
     fakecuda_set_capturing(s(0x300), 0);
     fakecuda_hold(s(0x300), 0);
-    CHECK(cuEventQuery(ev) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(ev) == CUDA_SUCCESS);
     const FakeCudaStats s1 = stats();
-    CHECK(s1.captured - s0.captured == 1);
-    CHECK(s1.enqueued == s0.enqueued);
-    CHECK(s1.records_while_capturing - s0.records_while_capturing == 1);
-    CHECK(s1.capture_violations - s0.capture_violations == 1);
-    CHECK(s1.capture_checks_active - s0.capture_checks_active == 1);
+    EXPECT(s1.captured - s0.captured == 1);
+    EXPECT(s1.enqueued == s0.enqueued);
+    EXPECT(s1.records_while_capturing - s0.records_while_capturing == 1);
+    EXPECT(s1.capture_violations - s0.capture_violations == 1);
+    EXPECT(s1.capture_checks_active - s0.capture_checks_active == 1);
 }
 
 }  // namespace
@@ -164,10 +155,5 @@ int main() {
     events_follow_stream_order();
     hold_file();
     capture();
-    if (g_failures) {
-        std::fprintf(stderr, "%d check(s) failed\n", g_failures);
-        return 1;
-    }
-    std::printf("fake libcuda: all checks passed\n");
-    return 0;
+    return ncw_test::check_summary("fake_cuda_selftest");
 }

@@ -12,17 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "../self_check.h"
+
 namespace {
-
-int g_failures = 0;
-
-#define EXPECT(cond)                                                                \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            std::fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
-            ++g_failures;                                                           \
-        }                                                                           \
-    } while (0)
 
 using Clock = std::chrono::steady_clock;
 
@@ -237,10 +229,5 @@ int main() {
     test_abort_unblocks();
     test_timeout();
     test_errors();
-    if (g_failures != 0) {
-        std::fprintf(stderr, "fake_nccl_selftest: %d check(s) failed\n", g_failures);
-        return 1;
-    }
-    std::fprintf(stderr, "fake_nccl_selftest: all checks passed\n");
-    return 0;
+    return ncw_test::check_summary("fake_nccl_selftest");
 }
