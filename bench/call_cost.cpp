@@ -64,15 +64,12 @@ bool load_real_nccl(NcclFns& f) {
     return f.group_start && f.group_end && f.all_reduce;
 }
 
-double median_of(std::vector<double> v) {
+// The value num/den of the way up the sorted values (1/2: the median).
+double quantile_of(std::vector<double> v, size_t num, size_t den) {
     std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
+    return v.empty() ? 0 : v[std::min(v.size() - 1, v.size() * num / den)];
 }
-
-double quantile_of(std::vector<double> v, double q) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[std::min(v.size() - 1, size_t(q * double(v.size())))];
-}
+double median_of(const std::vector<double>& v) { return quantile_of(v, 1, 2); }
 
 }  // namespace
 
@@ -192,7 +189,7 @@ int main(int argc, char** argv) {
             "added: median %.3f us, p10 %.3f, p90 %.3f (%d rounds of %d iterations)\n",
             version, cuda ? "GPU" : "fake", group > 0 ? (" group of " + std::to_string(group)).c_str() : "",
             same ? "A/A (no shim)" : "linked = the shim", median_of(a), median_of(la), median_of(b), median_of(lb),
-            median_of(d), quantile_of(d, 0.1), quantile_of(d, 0.9), rounds, iters);
+            median_of(d), quantile_of(d, 1, 10), quantile_of(d, 9, 10), rounds, iters);
         for (auto c : comms) ncclCommDestroy(c);
         return 0;
     }
@@ -210,10 +207,9 @@ int main(int argc, char** argv) {
         sync();
         if (b >= 5) per_call.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / calls);  // warm
     }
-    std::sort(per_call.begin(), per_call.end());
     printf("nccl %d %s%s: median %.1f ns/call, p10 %.1f, p90 %.1f (%d batches of %d)\n", version, cuda ? "GPU" : "fake",
-           group > 0 ? (" group of " + std::to_string(group)).c_str() : "", per_call[per_call.size() / 2],
-           per_call[per_call.size() / 10], per_call[per_call.size() * 9 / 10], batches, calls);
+           group > 0 ? (" group of " + std::to_string(group)).c_str() : "", median_of(per_call),
+           quantile_of(per_call, 1, 10), quantile_of(per_call, 9, 10), batches, calls);
     for (auto c : comms) ncclCommDestroy(c);
     return 0;
 }
