@@ -9,8 +9,7 @@ run_job 1 --fake-cuda --steps 3000 --count 1024 --hold-ms 3000
 [ "$(count_files '*.report.json')" = 0 ] || fail "a stall was reported: $(cat "$(job_dir)"/*.report.json)"
 grep -q "STALL" "$WORK/launch.err" && fail "a stall was reported on stderr"
 dump_rank 0 || fail "cannot read rank 0's file"
-[ "$(json_get "$WORK/rank0.json" "[(c['ops_issued'], c['ops_completed']) for c in d['comms']]")" = "[(3000, 3000)]" ] ||
-    fail "not every op completed: $(json_get "$WORK/rank0.json" "[(c['ops_issued'], c['ops_completed']) for c in d['comms']]")"
+[ "$(comm_counts 0)" = "[(3000, 3000)]" ] || fail "not every op completed: $(comm_counts 0)"
 last="[r for r in d['records']['items'] if r['op'] == 'AllReduce'][-1]"
 [ "$(json_get "$WORK/rank0.json" "${last}['seq']")" = 3000 ] || fail "the last record is not #3000"
 [ "$(json_get "$WORK/rank0.json" "${last}['done_ms'] is not None")" = True ] || fail "the last op has no completion time"

@@ -6,13 +6,11 @@
 # found it). After an abort the ops never completed, and the file must not claim they did.
 . "$(dirname "$0")/lib_gpu.sh"
 export NCCLWATCH_TIMEOUT_SEC=30 NCCLWATCH_RING_SIZE=1024
-counts="[(c['ops_issued'], c['ops_completed']) for c in d['comms']]"
 for teardown in destroy finalize; do
     run_job 1 --fake-cuda --steps 3000 --count 1024 --teardown "$teardown"
     [ "$JOB_RC" = 0 ] || fail "$teardown: job failed (rc $JOB_RC)"
     dump_rank 0 || fail "$teardown: cannot read rank 0's file"
-    [ "$(json_get "$WORK/rank0.json" "$counts")" = "[(3000, 3000)]" ] ||
-        fail "$teardown: not every op completed: $(json_get "$WORK/rank0.json" "$counts")"
+    [ "$(comm_counts 0)" = "[(3000, 3000)]" ] || fail "$teardown: not every op completed: $(comm_counts 0)"
     eval "$(record_counts "$WORK/rank0.json" "r['op'] == 'AllReduce'")"
     [ "$FOLLOWED" -ge 1 ] || fail "$teardown: no op followed (the test proves nothing)"
     [ "$NOT_DONE" = 0 ] || fail "$teardown: $NOT_DONE of the last $KEPT records have no completion time"

@@ -16,6 +16,9 @@ dump_rank() {
     [ -n "$f" ] && "$NCW_COLLECTOR" dump --json "$f" >"$WORK/rank$1.json"
 }
 
+# (ops issued, ops completed) for each communicator in rank R's last dump_rank, as a Python list.
+comm_counts() { json_get "$WORK/rank$1.json" "[(c['ops_issued'], c['ops_completed']) for c in d['comms']]"; }
+
 # Rank R issued at least N operations in all, and each of its communicators has completed every one it issued.
 rank_settled() {
     dump_rank "$1" && "$PY" - "$WORK/rank$1.json" "$2" <<'EOF'
