@@ -107,6 +107,12 @@ struct Proc {
         auto it = facts.find(name);
         return it == facts.end() ? nullptr : &it->second;
     }
+    // The host as NCCL sees it: NCCL takes its host hash from NCCL_HOSTID when that is set, so ranks of one machine
+    // with different NCCL_HOSTID values are different hosts to it (and may share a GPU).
+    std::string nccl_host() const {
+        const std::string* id = var("NCCL_HOSTID");
+        return id ? h->host + "|NCCL_HOSTID=" + *id : h->host;
+    }
     std::string label() const {
         std::string s =
             h->global_rank >= 0 ? "rank " + std::to_string(h->global_rank) : "pid " + std::to_string(h->pid);
@@ -271,7 +277,9 @@ void audit_differences(const std::vector<Proc>& procs, std::vector<Finding>& out
     std::set<std::string> names;
     for (const auto& p : procs)
         for (const auto& [n, v] : p.env)
-            if (n == "MASTER_ADDR" || n == "MASTER_PORT" || starts_with(n, "NCCL_") || starts_with(n, "TORCH_NCCL_"))
+            // NCCL_HOSTID names a host: it differs across hosts by design (the GPU audit below reads it).
+            if (n == "MASTER_ADDR" || n == "MASTER_PORT" || starts_with(n, "TORCH_NCCL_") ||
+                (starts_with(n, "NCCL_") && n != "NCCL_HOSTID"))
                 names.insert(n);
     for (const auto& name : names) {
         std::vector<Valued> vals;
@@ -303,14 +311,14 @@ Gpu gpu_of(const Proc& p) {
         if (c.cuda_dev < 0 && c.pci_bus_id.empty()) continue;
         g.cuda_dev = c.cuda_dev;
         if (!c.pci_bus_id.empty()) {
-            g.key = p.h->host + "|pci|" + c.pci_bus_id;
+            g.key = p.nccl_host() + "|pci|" + c.pci_bus_id;
             g.label = "GPU " + c.pci_bus_id + " (cuda:" + std::to_string(c.cuda_dev) + ")";
         } else {
             // Without the environment (a 1.0 file) the ordinal says nothing: under per-rank CUDA_VISIBLE_DEVICES
             // every rank is cuda:0 on its own GPU.
             if (p.h->env.empty()) return g;
             const std::string* cvd = p.var("CUDA_VISIBLE_DEVICES");
-            g.key = p.h->host + "|dev|" + std::to_string(c.cuda_dev) + "|" + (cvd ? *cvd : "*");
+            g.key = p.nccl_host() + "|dev|" + std::to_string(c.cuda_dev) + "|" + (cvd ? *cvd : "*");
             g.label = "cuda:" + std::to_string(c.cuda_dev) + (cvd ? " of CUDA_VISIBLE_DEVICES=" + *cvd : "");
         }
         return g;
@@ -326,7 +334,33 @@ bool share_a_comm(const Proc& a, const Proc& b) {
     return false;
 }
 
+// Ranks of one machine that NCCL_HOSTID splits into several NCCL hosts: legal (two of them may then share a GPU), but
+// NCCL connects them through its network transport, not shared memory or NVLink. Said once, for every such machine.
+void audit_nccl_hostid(const std::vector<Proc>& procs, std::vector<Finding>& out) {
+    std::map<std::string, std::map<std::string, std::vector<const Proc*>>> by_machine;  // host -> NCCL host -> procs
+    for (const auto& p : procs)
+        if (p.has_env) by_machine[p.h->host][p.nccl_host()].push_back(&p);
+    Finding f;
+    for (const auto& [host, nccl_hosts] : by_machine) {
+        if (nccl_hosts.size() < 2) continue;
+        std::vector<const Proc*> ps;
+        for (const auto& [key, members] : nccl_hosts) ps.insert(ps.end(), members.begin(), members.end());
+        f.evidence.push_back(who(ps) + " on host " + host + ": " + std::to_string(nccl_hosts.size()) +
+                             " NCCL hosts by NCCL_HOSTID");
+        for (const auto* p : ps) f.ranks.push_back(p->h->global_rank);
+    }
+    if (f.evidence.empty()) return;
+    f.severity = Severity::Info;
+    f.topic = "nccl_hostid";
+    f.summary = "NCCL_HOSTID differs among ranks of one machine: NCCL sees them as separate hosts and connects them "
+                "through its network transport (sockets or InfiniBand), not shared memory, P2P or NVLink";
+    f.ranks.erase(std::remove(f.ranks.begin(), f.ranks.end(), -1), f.ranks.end());
+    std::sort(f.ranks.begin(), f.ranks.end());
+    out.push_back(std::move(f));
+}
+
 void audit_gpus(const std::vector<Proc>& procs, std::vector<Finding>& out) {
+    audit_nccl_hostid(procs, out);
     std::map<std::string, std::vector<const Proc*>> by_gpu;
     std::map<std::string, std::string> labels;
     for (const auto& p : procs) {

@@ -160,6 +160,42 @@ TEST_CASE("two ranks on one GPU of one host", "[env_audit]") {
     }
 }
 
+TEST_CASE("ranks of one machine with different NCCL_HOSTID are different hosts to NCCL, and may share a GPU",
+          "[env_audit]") {
+    // The one-GPU multi-rank set-up: every rank on cuda:0 of one machine, each with NCCL_HOSTID=fakehost<LOCAL_RANK>.
+    Job j;
+    for (int r = 0; r < 4; ++r) {
+        j.add(r, "node0", r, 4, {"NCCL_HOSTID=fakehost" + std::to_string(r), "NCCL_SOCKET_IFNAME=lo"});
+        j.comms[r][0].cuda_dev = 0;
+        j.comms[r][0].pci_bus_id = "0000:10:00.0";
+    }
+    auto all = j.audit();
+    CHECK(with_topic(all, "duplicate_gpu").empty());
+    CHECK(with_topic(all, "env_mismatch").empty());  // NCCL_HOSTID names a host: it differs by design
+    auto info = with_topic(all, "nccl_hostid");
+    REQUIRE(info.size() == 1);  // said once
+    CHECK(info[0].severity == Severity::Info);
+    CHECK(info[0].ranks == std::vector<int>{0, 1, 2, 3});
+    CHECK(contains(info[0].summary, "NCCL sees them as separate hosts"));
+    CHECK(contains(info[0].summary, "network transport"));
+    CHECK(any_evidence(info[0], "ranks 0-3 on host node0: 4 NCCL hosts by NCCL_HOSTID"));
+
+    SECTION("two ranks with the same NCCL_HOSTID on one GPU are still a duplicate") {
+        for (auto& e : j.headers[1].env)
+            if (e == "NCCL_HOSTID=fakehost1") e = "NCCL_HOSTID=fakehost0";
+        auto dup = with_topic(j.audit(), "duplicate_gpu");
+        REQUIRE(dup.size() == 1);
+        CHECK(dup[0].ranks == std::vector<int>{0, 1});
+    }
+    SECTION("one NCCL_HOSTID per machine says nothing") {
+        for (int r = 0; r < 4; ++r) {
+            j.headers[r].host = "node" + std::to_string(r);
+            j.comms[r][0].cuda_dev = r;
+        }
+        CHECK(with_topic(j.audit(), "nccl_hostid").empty());
+    }
+}
+
 TEST_CASE("LOCAL_RANK vs the device in use, judged only where every rank sees every device", "[env_audit]") {
     Job j;
     for (int r = 0; r < 2; ++r) j.add(r, "node0", r, 2);
