@@ -12,11 +12,16 @@ variant shim: LD_PRELOAD of the shim, NCCLWATCH_TIMEOUT_SEC=timeout, NCCLWATCH_D
 variant fr: no shim; PyTorch's Flight Recorder (TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1
   TORCH_NCCL_DESYNC_DEBUG=1, dumps to DIR/fr/trace_rank_<rank>), init_process_group(timeout=timeout); the job runs
   until PyTorch ends it (or the cap); then torchfrtrace over the dumps.
+Other scripts than examples/hang_scenarios.py (--script, with --script-args; --end-after-report says how long after
+the first report the harness ends the job, -1: never), several ranks on one GPU (--one-gpu: the script's own
+--one-gpu flag, see examples/one_gpu.py), and the live collector inside rank 0's shim (--live auto). Each rank may
+write its own ground truth to $NCW_TRUTH_DIR/truth-rank<R>.json (DIR/truth): it lands in result.json's "truth".
 Writes DIR/result.json (raw facts; test/gpu/scenario_table.py judges them) and DIR/job.log (the job's output).
 """
 import argparse
 import glob
 import json
+import shlex
 import os
 import shutil
 import signal
@@ -61,6 +66,30 @@ def report_events(ncw_dir):
         for e in d.get("events", []):
             events.append({"file": f, "global_rank": d.get("process", {}).get("global_rank"), **e})
     return events
+
+
+def live_reports(ncw_dir):
+    """What the live collector inside rank 0's shim wrote (NCCLWATCH_COLLECTOR=auto): <job>/live-report.json."""
+    out = []
+    for f in sorted(glob.glob(os.path.join(ncw_dir, "*", "live-report.json"))):
+        try:
+            with open(f) as fh:
+                out.append({"file": f, "report": json.load(fh)})
+        except (OSError, ValueError) as e:
+            out.append({"file": f, "error": str(e)})
+    return out
+
+
+def read_truth(truth_dir):
+    """Each rank's own ground truth, {global rank: what it wrote}."""
+    out = {}
+    for f in sorted(glob.glob(os.path.join(truth_dir, "truth-rank*.json"))):
+        try:
+            with open(f) as fh:
+                out[os.path.basename(f)[len("truth-rank"):-len(".json")]] = json.load(fh)
+        except (OSError, ValueError) as e:
+            out[os.path.basename(f)] = {"error": str(e)}
+    return out
 
 
 def run_ras(client, port, out_path):
@@ -146,6 +175,13 @@ def main():
     p.add_argument("--max-sec", type=float, default=100)
     p.add_argument("--duration-sec", type=float, default=0, help="clean: how long to train")
     p.add_argument("--cmd", default="", help="tests only: launch this shell command instead of torchrun")
+    p.add_argument("--script", default="", help="instead of examples/hang_scenarios.py (--scenario is then a label)")
+    p.add_argument("--script-args", default="", help="the script's arguments, one shell-quoted string")
+    p.add_argument("--end-after-report", type=float, default=None,
+                   help="seconds after the first report to end the job (-1: let it end by itself)")
+    p.add_argument("--one-gpu", action="store_true", help="every rank on device 0 (the script's --one-gpu)")
+    p.add_argument("--live", default="", help="NCCLWATCH_COLLECTOR for the job, e.g. auto")
+    p.add_argument("--env", action="append", default=[], help="K=V for the job's environment (repeatable)")
     a = p.parse_args()
 
     work = os.path.abspath(a.work)
@@ -154,6 +190,8 @@ def main():
     ncw_dir = os.path.join(work, "ncw")
     fr_dir = os.path.join(work, "fr")
     os.makedirs(fr_dir)
+    truth_dir = os.path.join(work, "truth")
+    os.makedirs(truth_dir)
     notes = []
 
     def log(msg):
@@ -166,13 +204,22 @@ def main():
         env[k] = "0" if k == "NCCL_NVLS_ENABLE" else "1"  # never NVLink multicast on these machines
     env["PYTHONUNBUFFERED"] = "1"
     env["NCW_RUN_TAG"] = work  # to find the job's processes should torchrun leave any behind
+    env["NCW_TRUTH_DIR"] = truth_dir
+    for kv in a.env:
+        k, _, v = kv.partition("=")
+        env[k] = v
     if a.ras_port:
         env["NCCL_RAS_ADDR"] = f"localhost:{a.ras_port}"
-    args = scenario_args(a.scenario, a.timeout)
-    if a.scenario == "clean" and a.duration_sec:
+    args = scenario_args(a.scenario, a.timeout) if not a.script else []
+    if a.scenario == "clean" and a.duration_sec and not a.script:
         args += ["--duration-sec", str(a.duration_sec)]
+    args += shlex.split(a.script_args)
+    if a.one_gpu:
+        args += ["--one-gpu"]
     if a.variant == "shim":
         env.update({"LD_PRELOAD": a.shim, "NCCLWATCH_DIR": ncw_dir, "NCCLWATCH_TIMEOUT_SEC": str(a.timeout)})
+        if a.live:
+            env["NCCLWATCH_COLLECTOR"] = a.live
         args += ["--give-up-sec", str(a.max_sec + 30)]
     else:
         env.pop("LD_PRELOAD", None)
@@ -186,8 +233,8 @@ def main():
         if a.scenario in ("type_mismatch", "size_mismatch", "init_hang", "validation", "clean"):
             args += ["--fr-dump-at-end"]  # jobs that may end normally: what torchfrtrace would say given a dump
 
-    cmd = ["torchrun", "--standalone", f"--nproc_per_node={a.nproc}", os.path.join(REPO, "examples",
-                                                                                    "hang_scenarios.py")] + args
+    script = os.path.join(REPO, a.script) if a.script else os.path.join(REPO, "examples", "hang_scenarios.py")
+    cmd = ["torchrun", "--standalone", f"--nproc_per_node={a.nproc}", script] + args
     if a.cmd:
         cmd = ["bash", "-c", a.cmd]
     log("start: " + " ".join(cmd))
@@ -224,6 +271,8 @@ def main():
             first_fr_dump = t
             log(f"first Flight Recorder dump after {t - t_launch:.1f} s")
         wait_more = END_AFTER_REPORT.get(a.scenario)
+        if a.end_after_report is not None:
+            wait_more = None if a.end_after_report < 0 else a.end_after_report
         if (a.variant == "shim" and first_report and wait_more is not None and t > first_report[0] + wait_more
                 and (ras_thread is None or not ras_thread.is_alive())):
             ended_by = "harness after the report (a scheduler ending a hung job)"
@@ -251,8 +300,9 @@ def main():
     log(f"job ended ({ended_by}), torchrun exit code {rc}, after {t_end - t_launch:.1f} s")
 
     result = {"scenario": a.scenario, "variant": a.variant, "timeout_s": a.timeout, "nproc": a.nproc,
+              "one_gpu": a.one_gpu, "script": a.script or "examples/hang_scenarios.py", "args": args,
               "t_launch": t_launch, "t_end": t_end, "exit_code": rc, "ended_by": ended_by, "notes": notes,
-              "ras": ras or None}
+              "ras": ras or None, "truth": read_truth(truth_dir)}
     if ras and os.path.exists(os.path.join(work, "ras.txt")):
         with open(os.path.join(work, "ras.txt"), errors="replace") as f:
             result["ras"]["output"] = f.read()[-20000:]
@@ -261,6 +311,7 @@ def main():
         time.sleep(0.5)
         result["first_report_seen"] = first_report[0] if first_report else None
         result["events"] = report_events(ncw_dir)
+        result["live_reports"] = live_reports(ncw_dir)
         rc_an, out, err = run_tool([a.collector, "analyze", "--json", ncw_dir], os.path.join(work, "analyze.json"))
         result["analyze_exit"] = rc_an
         try:
