@@ -1,7 +1,10 @@
-"""Field hang scenarios, one per --scenario, for torchrun with two or more GPUs.
+"""Field hang scenarios, one per --scenario, for torchrun with two or more GPUs, or with several ranks on one GPU.
 
     LD_PRELOAD=libncclwatch.so NCCLWATCH_TIMEOUT_SEC=10 torchrun --standalone --nproc_per_node=2 \
         examples/hang_scenarios.py --scenario skip
+    ... torchrun --standalone --nproc_per_node=4 examples/hang_scenarios.py --scenario skip --one-gpu
+
+--one-gpu puts every rank on device 0, each as its own NCCL host (examples/one_gpu.py).
 
 Every scenario trains a small DDP model in a paced loop (--pace-ms of "data loading" per step, so that the ranks'
 issue times are regular, as in a real job), and one rank departs from it:
@@ -13,7 +16,7 @@ uneven:        uneven data without drop_last: the last rank has --short-by fewer
 type_mismatch: at --at-step every rank all-reduces a statistics tensor, but the last rank broadcasts it instead.
 size_mismatch: at --at-step the last rank all-reduces half the statistics tensor. NCCL completes this silently on
                two GPUs (and corrupts the result).
-rank_dies:     the last rank calls os._exit(1) at --at-step, as after an out-of-memory error.
+rank_dies:     the last rank calls os._exit(--exit-code, default 1) at --at-step, as after an out-of-memory error.
 init_hang:     the last rank calls init_process_group --delay-sec late (past the watchdog timeout), then all train.
 validation:    rank 0 runs "validation" (GPU work outside NCCL) for --busy-sec at --at-step while the others wait in
                the next all_reduce; then the job goes on and ends normally.
@@ -35,6 +38,7 @@ import sys
 import threading
 import time
 
+import one_gpu  # examples/one_gpu.py, beside this script
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -96,13 +100,15 @@ def main():
     p.add_argument("--pg-timeout-sec", type=float, default=0, help="init_process_group(timeout=...); 0: default")
     p.add_argument("--fr-dump-at-end", action="store_true")
     p.add_argument("--give-up-sec", type=float, default=0, help="0: never")
+    p.add_argument("--exit-code", type=int, default=1, help="rank_dies: the dying rank's exit code")
+    p.add_argument("--one-gpu", action="store_true", help="every rank on device 0, each its own NCCL host")
     args = p.parse_args()
 
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    dev = one_gpu.setup(args.one_gpu)  # the device index: LOCAL_RANK, or 0 with --one-gpu
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
     odd = world - 1  # the rank that departs from the loop (rank 0 for validation and grad_accum)
-    torch.cuda.set_device(local_rank)
+    torch.cuda.set_device(dev)
     s = args.scenario
 
     if s == "init_hang" and rank == odd:
@@ -112,7 +118,7 @@ def main():
     if args.pg_timeout_sec > 0:
         kwargs["timeout"] = datetime.timedelta(seconds=args.pg_timeout_sec)
     t_init = time.time()
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank), **kwargs)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", dev), **kwargs)
     log(rank, f"{s}: process group ready after {time.time() - t_init:.1f} s (world {world})")
     if args.give_up_sec > 0:
         guard = threading.Timer(args.give_up_sec, lambda: (log(rank, "giving up"), os._exit(7)))
@@ -122,7 +128,7 @@ def main():
     torch.manual_seed(0)
     h = args.hidden
     model = nn.Sequential(nn.Linear(h, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 1)).cuda()
-    ddp = DDP(model, device_ids=[local_rank])
+    ddp = DDP(model, device_ids=[dev])
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
     x = torch.randn(64, h, device="cuda")
     y = torch.randn(64, 1, device="cuda")
@@ -152,8 +158,8 @@ def main():
         elif step >= steps:
             break
         if s == "rank_dies" and rank == odd and step == args.at_step:
-            log(rank, f"dying at step {step} (os._exit(1), as after an out-of-memory error)")
-            os._exit(1)
+            log(rank, f"dying at step {step} (os._exit({args.exit_code}), as after an out-of-memory error)")
+            os._exit(args.exit_code)
         if s == "skip" and rank == odd and step == args.at_step:
             log(rank, f"skipping step {step} (a bad batch: `continue` before forward/backward)")
             time.sleep(pace)

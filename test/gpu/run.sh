@@ -1,8 +1,12 @@
 #!/bin/bash
-# Every GPU check of the GPU issue in one device call, on one or two GPUs (detected), within ~9 minutes; prints one
-# table at the end and writes it, the full log and the evidence to $OUT (4 files).
+# Every GPU check in one device call, within ~9 minutes; prints one table at the end and writes it, the full log and
+# the evidence to $OUT (4 files). The GPUs are counted, and the phases follow:
+#   one GPU (the default there): several real NCCL ranks share it, each its own NCCL host (examples/one_gpu.py:
+#     NCCL_HOSTID=fakehost<RANK>, NCCL_SOCKET_IFNAME=lo, device 0; NCCL uses its socket transport);
+#   two GPUs: the NVLink runs of phase 1, and the cost of phase 3.
 #
-#   device tool: run(command="bash test/gpu/run.sh", carry=[".carry"], kind="nvidia-h200-x2", timeout_s=600)
+#   device tool: run(command="bash test/gpu/run.sh", carry=[".carry"], kind="nvidia-h200", timeout_s=600)
+#                run(command="bash test/gpu/run.sh", carry=[".carry"], kind="nvidia-h200-x2", timeout_s=600)
 #
 # Takes the carried build: .carry/ (or .carry-gpu/) with libncclwatch.so, ncclwatch-collector, call_cost_gpu,
 # all_reduce_perf and sendrecv_perf (nccl-tests, built for sm_90 against NCCL 2.28.9; see docs/GPU-CHECKS.md). Without
@@ -10,18 +14,24 @@
 # Phases, each skipped with a clear line when its inputs are missing or the time is short:
 #   0 environment; 1 two GPUs: the field scenarios under the shim (in parallel, with an NCCL RAS query during each
 #   hang), then under PyTorch's Flight Recorder (in parallel), and a clean run under the shim across both;
+#   5 one GPU, several ranks: the nine field scenarios at 4 ranks under the shim and under Flight Recorder; the 2x4
+#   grid at 8 ranks (a tensor-parallel rank stalls in a named function, a rank dies, clean; judged live, by the
+#   embedded live collector and after the end, and against each rank's own ground truth); two "nodes" of 4 ranks
+#   (two torchrun agents, a folder each, the live collector on node 0); FSDP2, FSDP + tensor parallelism on a 2-D
+#   DeviceMesh, and FSDP2 with rank 0 in a 15 s evaluate();
 #   2 one GPU: DDP under the shim, a stalled stream, PyTorch features; 3 nccl-tests -g 1 (and -g 2) with and without
 #   the shim, then the cost: all_reduce_perf alternated, the call cost, the 8 B latency A/B in one process, the DDP
 #   step time alternated; 4 the table.
 # Knobs: NCW_GPU_BUDGET_SEC (540), NCW_SCENARIO_TIMEOUT_SEC (10), NCW_CLEAN_SEC (150), NCW_ONLY (space-separated
-# phase numbers to run, e.g. "0 1 4"); alternations in the cost phase: NCW_SWEEP_REPS (5), NCW_LAT_REPS (9),
-# NCW_CALL_COST_REPS (5); the DDP pairs get the time left.
+# phase numbers to run; default "0 5 2 4" on one GPU, "0 1 2 3 4" on two or more), NCW_RANKS (4: ranks per one-GPU
+# scenario); alternations in the cost phase: NCW_SWEEP_REPS (5), NCW_LAT_REPS (9), NCW_CALL_COST_REPS (5); the DDP
+# pairs get the time left.
 set -u
 T_START=$(date +%s)
 BUDGET=${NCW_GPU_BUDGET_SEC:-540}
 TIMEOUT=${NCW_SCENARIO_TIMEOUT_SEC:-10}
 CLEAN_SEC=${NCW_CLEAN_SEC:-150}
-ONLY=${NCW_ONLY:-"0 1 2 3 4"}
+RANKS=${NCW_RANKS:-4}
 OUT=${OUT:-/tmp/ncw-gpu-out}
 mkdir -p "$OUT"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -94,6 +104,8 @@ echo "ncclras: ${RAS_CLIENT:-not on this machine: test/gpu/ras_query.py (the sam
 command -v torchfrtrace >/dev/null && echo "torchfrtrace: $(command -v torchfrtrace)" ||
     echo "torchfrtrace not on PATH: python3 -m torch.distributed.flight_recorder.fr_trace is used"
 $PY -c 'import cupy; print("cupy", cupy.__version__)' 2>&1 | tail -1
+if [ "$NGPU" -le 1 ]; then ONLY=${NCW_ONLY:-"0 5 2 4"}; else ONLY=${NCW_ONLY:-"0 1 2 3 4"}; fi
+echo "phases: $ONLY"
 
 # ---------------------------------------------------------------------------------------------------------- 1
 SCENARIOS="skip uneven type_mismatch size_mismatch rank_dies init_hang validation grad_accum"
@@ -139,6 +151,88 @@ elif want 1; then
     for s in $SCENARIOS clean; do row_not_run "20-$s" "2 GPUs: $s" "$why"; done
 fi
 
+# ---------------------------------------------------------------------------------------------------------- 5
+# One GPU, several ranks. Each wave runs its jobs in parallel, started a second apart (a slow NCCL init under load
+# would read as an init hang), and waits for all of them: every job ends by itself or by its runner's SIGTERM and
+# SIGKILL, as a scheduler ends a hung job.
+ONE=$W/one_gpu
+one_job() {  # one_job NAME VARIANT [run_scenario.py ARGS...]: a job of $RANKS ranks (or --nproc) on device 0
+    local name=$1 variant=$2
+    shift 2
+    $PY $G/run_scenario.py --scenario "$name" --variant "$variant" --work "$ONE/$name/$variant" --shim "$SHIM" \
+        --collector "$COLL" --timeout "$TIMEOUT" --nproc "$RANKS" --one-gpu --max-sec 100 "$@" \
+        >"$W/logs/one-$name-$variant.log" 2>&1
+}
+if want 5 && [ "$HAVE_SHIM" = 1 ]; then
+    section "5 one GPU, $RANKS ranks: the field scenarios under the shim"
+    port=28200
+    pids=""
+    for s in $SCENARIOS; do
+        port=$((port + 1))
+        extra=""
+        [ "$s" = rank_dies ] && extra="--exit-code 3"
+        one_job "$s" shim --ras-port $port --ras-client "${RAS_CLIENT:-}" --script-args "$extra" &
+        pids="$pids $!"
+        sleep 1
+    done
+    one_job clean shim --duration-sec 40 --max-sec 120 &
+    pids="$pids $!"
+    wait $pids
+    grep -h "run_scenario" "$W"/logs/one-*-shim.log | grep -v "start:"
+
+    section "5 one GPU: the 2x4 grid at 8 ranks (stall in slow_eval, death, clean) and two nodes of $RANKS ranks"
+    pids=""
+    for g in stall death clean; do
+        end_after=8
+        [ $g = clean ] && end_after=-1
+        one_job "grid_$g" shim --nproc 8 --script examples/grid_2x4.py --script-args "--scenario $g" --live auto \
+            --end-after-report $end_after --max-sec 110 &
+        pids="$pids $!"
+        sleep 1
+    done
+    $PY $G/run_two_nodes.py --work "$ONE/two_nodes" --shim "$SHIM" --collector "$COLL" --rows "$W/rows" \
+        --nproc-per-node "$RANKS" --timeout "$TIMEOUT" --one-gpu --port 29710 >"$W/logs/two-nodes.log" 2>&1 &
+    pids="$pids $!"
+    wait $pids
+    grep -h "run_scenario\|run_two_nodes" "$W"/logs/one-grid_*.log "$W/logs/two-nodes.log" | grep -v "start:"
+
+    if [ "$(left)" -gt 200 ]; then
+        section "5 one GPU, $RANKS ranks: the same scenarios under PyTorch's Flight Recorder (timeout ${TIMEOUT} s)"
+        pids=""
+        for s in $SCENARIOS clean; do
+            extra=""
+            [ "$s" = rank_dies ] && extra="--exit-code 3"
+            [ "$s" = clean ] && extra="--duration-sec 30"
+            one_job "$s" fr --script-args "$extra" &
+            pids="$pids $!"
+            sleep 1
+        done
+        wait $pids
+        grep -h "run_scenario" "$W"/logs/one-*-fr.log | grep -v "start:"
+    else
+        echo "Flight Recorder runs skipped: only $(left) s left"
+    fi
+
+    section "5 one GPU, $RANKS ranks: FSDP2, FSDP + TP on a 2-D DeviceMesh, FSDP2 with a 15 s evaluate() on rank 0"
+    pids=""
+    one_job fsdp2_clean shim --script examples/fsdp_train.py --script-args "--mode fsdp2" --end-after-report -1 \
+        --max-sec 130 &
+    pids="$pids $!"
+    sleep 1
+    one_job fsdp_tp_clean shim --script examples/fsdp_train.py --script-args "--mode fsdp_tp" \
+        --end-after-report -1 --max-sec 130 &
+    pids="$pids $!"
+    sleep 1
+    one_job fsdp2_eval shim --script examples/fsdp_train.py \
+        --script-args "--mode fsdp2 --eval-rank 0 --eval-at-sec 10 --eval-sec 15" --end-after-report -1 \
+        --max-sec 130 &
+    pids="$pids $!"
+    wait $pids
+    grep -h "run_scenario" "$W"/logs/one-fsdp*.log | grep -v "start:"
+elif want 5; then
+    for c in scenarios grid two-nodes frameworks; do row_not_run "21-$c" "1 GPU, several ranks: $c" "no shim"; done
+fi
+
 # ---------------------------------------------------------------------------------------------------------- 2
 if want 2 && [ "$HAVE_SHIM" = 1 ]; then
     section "2 one GPU: ddp_train.py --steps 300 --subgroup --graph under the shim"
@@ -177,6 +271,12 @@ fi
 if want 1 && [ -d "$W/scen" ] && [ -n "$(ls "$W/scen")" ]; then
     section "1 two GPUs: verdicts"
     $PY $G/scenario_table.py "$W/scen" --nproc 2 --rows-dir "$W/rows"
+fi
+if want 5 && [ -d "$ONE" ]; then
+    section "5 one GPU, several ranks: verdicts"
+    $PY $G/scenario_table.py "$ONE" --nproc "$RANKS" --one-gpu --rows-dir "$W/rows"
+    $PY $G/grid_table.py "$ONE" --rows-dir "$W/rows"
+    $PY $G/framework_table.py "$ONE" --rows-dir "$W/rows"
 fi
 
 # ---------------------------------------------------------------------------------------------------------- 3
@@ -333,8 +433,11 @@ fi
 
 # ---------------------------------------------------------------------------------------------------------- 4
 section "4 evidence"
-(cd "$W" && tar czf "$OUT/evidence.tgz" --exclude='*.ncw' --exclude='steps' --exclude='nt/ncw' . 2>/dev/null)
-(cd "$W" && find scen one -name '*.ncw' -not -path '*/clean/*' -print0 2>/dev/null |
+(cd "$W" && tar czf "$OUT/evidence.tgz" --exclude='*.ncw' --exclude='*.decoded.json' --exclude='trace_rank_*' \
+    --exclude='steps' --exclude='nt/ncw' . 2>/dev/null)
+# Of the one-GPU runs, the rank files of the cases a later issue judges (16 MiB a file comes back at most).
+(cd "$W" && find scen one one_gpu/grid_stall one_gpu/grid_death one_gpu/rank_dies one_gpu/two_nodes -name '*.ncw' \
+    -not -path '*/clean/*' -print0 2>/dev/null |
     tar czf "$OUT/rank-files.tgz" --null -T - 2>/dev/null)
 ls -la "$OUT"
 section "table ($(elapsed) s)"

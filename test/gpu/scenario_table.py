@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Judges the two-GPU scenarios from what test/gpu/run_scenario.py kept, one table row per scenario.
 
-    scenario_table.py ROOT [--nproc 2] [--rows-dir DIR]
+    scenario_table.py ROOT [--nproc 2] [--rows-dir DIR] [--one-gpu]
 
 ROOT/<scenario>/shim/result.json and ROOT/<scenario>/fr/result.json (either may be missing). For each scenario:
   got        the first diagnosis the shim reported while the job ran (the earliest stall, mismatch or init_hang event
@@ -13,6 +13,9 @@ ROOT/<scenario>/shim/result.json and ROOT/<scenario>/fr/result.json (either may 
   FR said    PyTorch's Flight Recorder run: its watchdog's words, torchfrtrace's verdict and the ranks it names;
   RAS said   the NCCL RAS status queried during the hang.
 Writes one JSON row per scenario to --rows-dir (for test/gpu/print_table.py) and prints the rows.
+--one-gpu: the ranks shared one GPU (examples/one_gpu.py); the rows are labelled so, and two answers are stated as
+they should be (EXPECT_ONE_GPU): a dying rank is DEAD, named live (the final verdict when the launcher tears the job
+down) and after the end, and the lead verdict after the end names the culprit, never a survivor.
 """
 import argparse
 import datetime
@@ -35,6 +38,11 @@ EXPECT = {
     "validation": dict(kinds={"NOT_JOINED", "GPU_NOT_REACHED"}, rank=0, exit0=True, recovered=True),
     "grad_accum": dict(kinds={"EXTRA_OP"}, rank=0, offline={"EXTRA_OP"}),
     "clean": dict(kinds=set(), rank=None, exit0=True, offline=set()),
+}
+# The right answers where the two-GPU rows were written before they could be had (kept there, so that the recorded
+# two-GPU runs stay comparable): the harness's 4-rank run states them.
+EXPECT_ONE_GPU = {
+    "rank_dies": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="exit code 3"),
 }
 ORDER = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
          "clean"]
@@ -155,6 +163,19 @@ def judge_shim(scn, res, exp, want_rank):
     off = [(v.get("kind"), sorted(rank_of(c) for c in v.get("culprits") or [])) for v in an.get("verdicts") or []]
     reports = len({e.get("file") for e in events})
     out["after_kill"] = f"{fmt_verdicts(off)}; {reports} report file(s)"
+    if exp.get("lead") and exp.get("offline") and off and want_rank not in off[0][1]:
+        ok = False
+        out["why"].append(f"after the end analyze leads with {fmt_verdicts(off[:1])}, which does not name the "
+                          f"culprit, rank {want_rank}")
+    if exp.get("exit_text"):
+        said = json.dumps([v for v in an.get("verdicts") or [] if v.get("kind") in (exp.get("offline") or ())])
+        said_live = json.dumps([v for e in events for v in e.get("verdicts") or []])
+        if exp["exit_text"] not in said:
+            ok = False
+            out["why"].append(f"after the end the verdict does not say '{exp['exit_text']}'")
+        if exp["kinds"] and diag and exp["exit_text"] not in said_live:
+            ok = False
+            out["why"].append(f"the live verdict does not say '{exp['exit_text']}'")
     if exp.get("offline") is not None:
         if exp["offline"]:
             if not any(k in exp["offline"] and want_rank in c for k, c in off):
@@ -247,7 +268,10 @@ def main():
     p.add_argument("root")
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--rows-dir", default="")
+    p.add_argument("--one-gpu", action="store_true", help="the ranks shared one GPU: its labels and EXPECT_ONE_GPU")
     a = p.parse_args()
+    label = f"1 GPU, {a.nproc} ranks" if a.one_gpu else f"{a.nproc} GPUs"
+    row_prefix = "21" if a.one_gpu else "20"
     rows = []
     for scn in ORDER:
         d = os.path.join(a.root, scn)
@@ -260,7 +284,10 @@ def main():
                     res[v] = json.load(f)
             except (OSError, ValueError):
                 res[v] = None
-        exp = EXPECT[scn]
+        exp = dict(EXPECT[scn])
+        if a.one_gpu:
+            exp.update(EXPECT_ONE_GPU.get(scn, {}))
+            exp["lead"] = True
         want = a.nproc - 1 if exp["rank"] == LAST else exp["rank"]
         js = judge_shim(scn, res["shim"], exp, want)
         fr_said, fr_named = judge_fr(res["fr"])
@@ -281,13 +308,13 @@ def main():
             expected += ", recovered, job goes on"
         elif exp.get("exit0"):
             expected += ", job goes on"
-        row = {"case": f"2 GPUs: {scn}", "expected": expected, "got": js["got"], "rank": js["rank"],
+        row = {"case": f"{label}: {scn}", "expected": expected, "got": js["got"], "rank": js["rank"],
                "secs": js["secs"], "after_kill": js["after_kill"], "fr": fr_said, "ras": ras,
                "pass": js["ok"], "why": js["why"], "exit_code": js.get("exit_code"), "ended_by": js.get("ended_by")}
         rows.append(row)
         if a.rows_dir:
             os.makedirs(a.rows_dir, exist_ok=True)
-            with open(os.path.join(a.rows_dir, f"20-{ORDER.index(scn):02d}-{scn}.json"), "w") as f:
+            with open(os.path.join(a.rows_dir, f"{row_prefix}-{ORDER.index(scn):02d}-{scn}.json"), "w") as f:
                 json.dump(row, f, indent=1)
     for r in rows:
         print(f"{r['case']}: {'PASS' if r['pass'] else 'FAIL'}: got {r['got']} (rank {r['rank']}, {r['secs']} s); "

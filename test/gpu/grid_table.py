@@ -1,0 +1,659 @@
+#!/usr/bin/env python3
+"""Judges the 2 x 4 grid runs of examples/grid_2x4.py (8 ranks, kept by test/gpu/run_scenario.py), one row per check.
+
+    grid_table.py ROOT [--rows-dir DIR]
+
+Reads ROOT/grid_stall/shim/result.json, ROOT/grid_death/shim/result.json and ROOT/grid_clean/shim/result.json (a
+missing one gets a failing row saying so). Communicators are named by the set of global ranks in them, read from
+analyze's comms[] (comm_id -> ranks[].global_rank; the live report's own comms[] too): TP[0-3], TP[4-7], DP[0,4],
+DP[1,5], DP[2,6], DP[3,7], the world (all eight). The shims' events and the live report name culprits by comm rank;
+they are mapped to global ranks through that table. The rows state the right answer, whatever today's build says:
+  grid stall, live           the first diagnosis event (stall, mismatch or init_hang, by time) names NOT_JOINED rank 5
+                             on TP[4-7]; no event of any rank holds a STUCK_IN_NCCL verdict;
+  grid stall, live report    the embedded live collector's live-report.json leads with NOT_JOINED r5 on TP[4-7] and
+                             holds no STUCK_IN_NCCL (no live report: FAIL);
+  grid stall, after the end  analyze's verdicts[0] is NOT_JOINED r5 on TP[4-7], role initiating; every verdict on
+                             DP[0,4], DP[2,6], DP[3,7] is a cascade caused by TP[4-7] (at least one exists); DP[1,5]
+                             has a verdict, each NOT_JOINED naming r5 or a cascade; TP[0-3]'s verdicts are cascades;
+                             no STUCK_IN_NCCL anywhere;
+  grid stall, ground truth   per rank and group, analyze's issued == the rank's own count of issued ops, completed ==
+                             its all-completed prefix (Work.is_completed()), completed <= reached <= issued (reached is
+                             not observable from torch); the truth is each rank's last snapshot before the job ended;
+  grid stall, audit          the analysis' environment audit: no duplicate_gpu finding, exactly one nccl_hostid;
+  grid death                 DEAD naming rank 5 and saying "exit code 3" leads live (the last diagnosis event of the
+                             shims, or the live report) and after the end (analyze's verdicts[0]);
+  grid clean                 exit code 0, no report event, analyze without verdicts and with exit code 0, no live
+                             report.
+Each check is wrapped: a missing key or an unexpected shape makes a failing row with the reason, never a traceback.
+Writes DIR/40-grid-*.json (rows for test/gpu/print_table.py) and prints the rows.
+"""
+import argparse
+import datetime
+import json
+import os
+import sys
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+try:  # the scenario table's readers of report times and stall starts, when it imports cleanly
+    from scenario_table import parse_time, stall_start
+except Exception:  # noqa: BLE001 -- a sibling being edited must not stop this table
+    stall_start = None
+
+    def parse_time(s):
+        try:
+            return datetime.datetime.strptime(s, "%Y-%m-%d %H:%M:%S.%f %z").timestamp()
+        except (TypeError, ValueError):
+            return None
+
+CULPRIT = 5
+EXIT_TEXT = "exit code 3"
+WORLD = frozenset(range(8))
+TP03, TP47 = frozenset({0, 1, 2, 3}), frozenset({4, 5, 6, 7})
+DP04, DP15, DP26, DP37 = frozenset({0, 4}), frozenset({1, 5}), frozenset({2, 6}), frozenset({3, 7})
+GROUPS = {TP03: "TP[0-3]", TP47: "TP[4-7]", DP04: "DP[0,4]", DP15: "DP[1,5]", DP26: "DP[2,6]", DP37: "DP[3,7]",
+          WORLD: "world"}
+DIAGNOSES = ("stall", "mismatch", "init_hang")
+RUNS = ["grid_stall", "grid_death", "grid_clean"]
+
+
+class JudgeError(Exception):
+    """A shape the judge cannot read: the row fails with this reason."""
+
+
+def need(d, key, kind, where):
+    """d[key], which must be of `kind`; JudgeError otherwise."""
+    if not isinstance(d, dict):
+        raise JudgeError(f"{where} is {type(d).__name__}, not an object")
+    if key not in d:
+        raise JudgeError(f"{where} has no '{key}'")
+    v = d[key]
+    if not isinstance(v, kind):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise JudgeError(f"{where}.{key} is {type(v).__name__}, not {names}")
+    return v
+
+
+def norm_id(x):
+    return x.lower() if isinstance(x, str) else x
+
+
+class Comms:
+    """comm_id -> the global ranks in it, comm rank -> global rank, and analyze's per-rank row."""
+
+    def __init__(self):
+        self.ranks = {}  # comm id -> frozenset of global ranks
+        self.c2g = {}  # comm id -> {comm rank: global rank}
+        self.rows = {}  # comm id -> {global rank: analyze rank row}
+        self.issued = {}  # comm id -> sum of issued over its rows (to choose among comms of one rank set)
+        self.notes = []
+
+    def add(self, comms, source, rows=False):
+        if not isinstance(comms, list):
+            raise JudgeError(f"{source}: comms is {type(comms).__name__}, not a list")
+        for i, c in enumerate(comms):
+            cid = norm_id(need(c, "comm_id", str, f"{source}.comms[{i}]"))
+            rs = need(c, "ranks", list, f"{source}.comms[{i}]")
+            c2g = self.c2g.setdefault(cid, {})
+            gr = set(self.ranks.get(cid, ()))
+            for j, r in enumerate(rs):
+                g = need(r, "global_rank", int, f"{source}.comms[{i}].ranks[{j}]")
+                if isinstance(r.get("comm_rank"), int):
+                    c2g.setdefault(r["comm_rank"], g)
+                gr.add(g)
+                if rows:
+                    self.rows.setdefault(cid, {})[g] = r
+                    if isinstance(r.get("issued"), int):
+                        self.issued[cid] = self.issued.get(cid, 0) + r["issued"]
+            self.ranks[cid] = frozenset(gr)
+
+    def add_rank_files(self, rank_files):
+        """Comm rank -> global rank from the decoded rank files (header.global_rank, comms[].comm_id and rank), for
+        comms the tables above did not have (analyze failed, say). Entries of another shape are skipped."""
+        seen = {}
+        for d in (rank_files or {}).values() if isinstance(rank_files, dict) else ():
+            if not isinstance(d, dict) or not isinstance(d.get("header"), dict):
+                continue
+            g = d["header"].get("global_rank")
+            if not isinstance(g, int) or g < 0:
+                continue
+            for c in d.get("comms") or []:
+                if isinstance(c, dict) and isinstance(c.get("comm_id"), str) and isinstance(c.get("rank"), int):
+                    seen.setdefault(norm_id(c["comm_id"]), {})[c["rank"]] = g
+        for cid, c2g in seen.items():
+            if cid in self.ranks:
+                continue
+            self.c2g[cid] = c2g
+            self.ranks[cid] = frozenset(c2g.values())
+
+    def name(self, cid):
+        cid = norm_id(cid)
+        if cid not in self.ranks:
+            return f"comm {cid} (not in the comm table)"
+        rs = self.ranks[cid]
+        return GROUPS.get(rs, f"comm {cid} ranks {sorted(rs)}")
+
+    def ids_of(self, rank_set):
+        return [cid for cid, rs in self.ranks.items() if rs == rank_set]
+
+    def id_of(self, rank_set):
+        """The comm of these global ranks (the busiest when several have them); None when there is none."""
+        ids = self.ids_of(rank_set)
+        if not ids:
+            return None
+        if len(ids) > 1:
+            note = f"{len(ids)} comms hold ranks {sorted(rank_set)}: the busiest taken"
+            if note not in self.notes:
+                self.notes.append(note)
+        return max(ids, key=lambda c: self.issued.get(c, 0))
+
+    def culprits(self, v):
+        """Global ranks a verdict names: culprit objects carry global_rank; plain numbers are comm ranks."""
+        out = []
+        if not isinstance(v, dict):
+            return out
+        cid = norm_id(v.get("comm_id"))
+        for c in v.get("culprits") or []:
+            g = None
+            if isinstance(c, dict):
+                g = c.get("global_rank")
+                if not isinstance(g, int) or g < 0:
+                    g = self.c2g.get(cid, {}).get(c.get("comm_rank"))
+            elif isinstance(c, int) and not isinstance(c, bool):
+                g = self.c2g.get(cid, {}).get(c)
+            out.append(g if isinstance(g, int) else f"?{c if not isinstance(c, dict) else c.get('comm_rank')}")
+        return out
+
+
+def desc(v, cm):
+    if not isinstance(v, dict):
+        return f"unreadable verdict {v!r:.60}"
+    cs = cm.culprits(v)
+    s = f"{v.get('kind')} r{','.join(map(str, cs))}" if cs else str(v.get("kind"))
+    s += f" on {cm.name(v.get('comm_id'))}"
+    if v.get("role") not in (None, "none"):
+        s += f" [{v['role']}" + (f" of {cm.name(v['caused_by_comm'])}" if v.get("caused_by_comm") else "") + "]"
+    return s
+
+
+def named(v, cm):
+    return sorted(g for g in cm.culprits(v) if isinstance(g, int))
+
+
+def is_lead_notjoined(v, cm, tp47):
+    """(ok, reasons) for NOT_JOINED naming exactly rank 5 on TP[4-7]."""
+    why = []
+    if not isinstance(v, dict):
+        return False, ["the verdict is not an object"]
+    if v.get("kind") != "NOT_JOINED":
+        why.append(f"kind {v.get('kind')}, want NOT_JOINED")
+    cs = cm.culprits(v)
+    if cs != [CULPRIT]:
+        why.append(f"culprits {cs or 'none'}, want [{CULPRIT}]")
+    if tp47 is None or norm_id(v.get("comm_id")) != tp47:
+        why.append(f"on {cm.name(v.get('comm_id'))}, want TP[4-7]")
+    return not why, why
+
+
+def text_of(v):
+    if not isinstance(v, dict):
+        return ""
+    return json.dumps([v.get("headline"), v.get("summary"), v.get("evidence")])
+
+
+def stuck(vs):
+    return [v for v in vs if isinstance(v, dict) and v.get("kind") == "STUCK_IN_NCCL"]
+
+
+def comms_of(res, with_live=True):
+    cm = Comms()
+    an = res.get("analyze")
+    if isinstance(an, dict) and "comms" in an:
+        cm.add(an["comms"], "analyze", rows=True)
+    if with_live:
+        for k, lr in enumerate(res.get("live_reports") or []):
+            if isinstance(lr, dict) and isinstance(lr.get("report"), dict) and "comms" in lr["report"]:
+                cm.add(lr["report"]["comms"], f"live_reports[{k}].report")
+    cm.add_rank_files(res.get("rank_files"))
+    return cm
+
+
+def events_of(res):
+    evs = need(res, "events", list, "result")
+    for i, e in enumerate(evs):
+        if not isinstance(e, dict):
+            raise JudgeError(f"events[{i}] is {type(e).__name__}, not an object")
+    return sorted(evs, key=lambda e: parse_time(e.get("time")) or 0)
+
+
+def event_vs(e, i):
+    vs = e.get("verdicts") or []
+    if not isinstance(vs, list):
+        raise JudgeError(f"events[{i}].verdicts is {type(vs).__name__}, not a list")
+    return vs
+
+
+def offline_summary(res, cm):
+    an = res.get("analyze")
+    if not isinstance(an, dict):
+        return "analyze gave no JSON: " + str(res.get("analyze_error", ""))[:100]
+    vs = an.get("verdicts")
+    if not isinstance(vs, list):
+        return "analyze: no verdict list"
+    s = "; ".join(desc(v, cm) for v in vs[:4]) or "no verdict"
+    return s + (f"; +{len(vs) - 4} more" if len(vs) > 4 else "") + f" (analyze exit {res.get('analyze_exit')})"
+
+
+# ---------------------------------------------------------------------------------------------------- the checks
+def check_stall_live(row, res):
+    cm = comms_of(res)
+    tp47 = cm.id_of(TP47)
+    events = events_of(res)
+    diag = [e for e in events if e.get("type") in DIAGNOSES]
+    row["after_kill"] = offline_summary(res, cm)
+    if tp47 is None:
+        row["why"].append("no communicator of ranks 4-7 in the comm table (analyze comms): TP[4-7] unknown")
+    all_stuck = [(e.get("global_rank"), v) for i, e in enumerate(events) for v in stuck(event_vs(e, i))]
+    if all_stuck:
+        row["why"].append("STUCK_IN_NCCL in the events: " +
+                          "; ".join(f"rank {r}'s {desc(v, cm)}" for r, v in all_stuck[:4]))
+    if not diag:
+        row["got"] = f"no diagnosis event ({len(events)} event(s))"
+        row["rank"] = "-"
+        row["why"].append("no stall report while the job ran")
+        return
+    first = diag[0]
+    vs = event_vs(first, events.index(first))
+    row["got"] = (f"rank {first.get('global_rank')}'s {first.get('type')} on {cm.name(first.get('comm_id'))}: " +
+                  ("; ".join(desc(v, cm) for v in vs) or "no verdict") +
+                  f"; {len(diag)} diagnosis event(s) from {len({e.get('file') for e in diag})} rank file(s)" +
+                  (f"; {len(all_stuck)} STUCK_IN_NCCL" if all_stuck else "; no STUCK_IN_NCCL"))
+    row["rank"] = ",".join(map(str, sorted({g for v in vs for g in named(v, cm)}))) or "-"
+    try:
+        t0 = stall_start(first, res) if stall_start else None
+    except Exception:  # noqa: BLE001 -- the seconds are a measurement, not the verdict
+        t0 = None
+    t1 = parse_time(first.get("time"))
+    if t0 is not None and t1 is not None:
+        row["secs"] = f"{t1 - t0:.1f}"
+    hits = [v for v in vs if is_lead_notjoined(v, cm, tp47)[0]]
+    if not hits:
+        row["why"].append("the first diagnosis event does not name NOT_JOINED rank 5 on TP[4-7]: " +
+                          ("; ".join(desc(v, cm) for v in vs) or "it has no verdict"))
+    if not row["why"]:
+        row["pass"] = True
+
+
+def check_stall_live_report(row, res):
+    lrs = res.get("live_reports")
+    if lrs is None:
+        raise JudgeError("result has no 'live_reports'")
+    if not isinstance(lrs, list):
+        raise JudgeError(f"live_reports is {type(lrs).__name__}, not a list")
+    cm = comms_of(res)
+    row["after_kill"] = offline_summary(res, cm)
+    good = [lr for lr in lrs if isinstance(lr, dict) and isinstance(lr.get("report"), dict)]
+    bad = [lr for lr in lrs if lr not in good]
+    if bad:
+        row["why"].append("unreadable live report(s): " +
+                          "; ".join(f"{(lr or {}).get('file')}: {(lr or {}).get('error')}" for lr in bad
+                                    if isinstance(lr, dict))[:200])
+    if not good:
+        row["got"] = "no live report"
+        row["rank"] = "-"
+        row["why"].append("the embedded live collector wrote no live-report.json")
+        return
+    tp47 = cm.id_of(TP47)
+    rep = good[0]["report"]
+    vs = need(rep, "verdicts", list, "live report")
+    row["got"] = ("live report" + (f" (1 of {len(good)})" if len(good) > 1 else "") + f" of {rep.get('time')}: " +
+                  ("; ".join(desc(v, cm) for v in vs[:4]) or "no verdict") +
+                  (f"; +{len(vs) - 4} more" if len(vs) > 4 else ""))
+    if not vs:
+        row["rank"] = "-"
+        row["why"].append("the live report holds no verdict")
+    else:
+        row["rank"] = ",".join(map(str, named(vs[0], cm))) or "-"
+        ok, why = is_lead_notjoined(vs[0], cm, tp47)
+        if not ok:
+            row["why"].append(f"lead verdict {desc(vs[0], cm)}: " + ", ".join(why))
+    st = stuck(vs)
+    if st:
+        row["why"].append("STUCK_IN_NCCL in the live report: " + "; ".join(desc(v, cm) for v in st[:3]))
+    if len(good) > 1:
+        for lr in good[1:]:
+            st2 = stuck(lr["report"].get("verdicts") or [])
+            if st2:
+                row["why"].append(f"STUCK_IN_NCCL in {lr.get('file')}")
+    if not row["why"]:
+        row["pass"] = True
+
+
+def check_stall_offline(row, res):
+    an = res.get("analyze")
+    if not isinstance(an, dict):
+        raise JudgeError("analyze gave no JSON: " + str(res.get("analyze_error", ""))[:160])
+    vs = need(an, "verdicts", list, "analyze")
+    need(an, "comms", list, "analyze")
+    cm = comms_of(res, with_live=False)
+    row["after_kill"] = offline_summary(res, cm)
+    ids = {rs: cm.id_of(rs) for rs in (TP03, TP47, DP04, DP15, DP26, DP37)}
+    tp47 = ids[TP47]
+    if tp47 is None:
+        row["why"].append("analyze has no communicator of ranks 4-7 (TP[4-7])")
+    row["got"] = "; ".join(desc(v, cm) for v in vs[:6]) or "no verdict"
+    if len(vs) > 6:
+        row["got"] += f"; +{len(vs) - 6} more"
+    if not vs:
+        row["rank"] = "-"
+        row["why"].append("analyze has no verdict")
+        return
+    v0 = vs[0]
+    if not isinstance(v0, dict):
+        raise JudgeError(f"analyze verdicts[0] is {type(v0).__name__}, not an object")
+    row["rank"] = ",".join(map(str, named(v0, cm))) or "-"
+    ok, why = is_lead_notjoined(v0, cm, tp47)
+    if v0.get("role") != "initiating":
+        why.append(f"role {v0.get('role')}, want initiating")
+    if why:
+        row["why"].append(f"verdicts[0] {desc(v0, cm)}: " + ", ".join(why))
+    on = {}
+    for v in vs:
+        if isinstance(v, dict):
+            on.setdefault(norm_id(v.get("comm_id")), []).append(v)
+    cascades = 0
+    for rs in (DP04, DP26, DP37):
+        for v in on.get(ids[rs], []) if ids[rs] else []:
+            if v.get("role") == "cascade" and tp47 is not None and norm_id(v.get("caused_by_comm")) == tp47:
+                cascades += 1
+            else:
+                row["why"].append(f"{GROUPS[rs]}: {desc(v, cm)}, want a cascade caused by TP[4-7]")
+    if not cascades:
+        row["why"].append("no cascade verdict on DP[0,4], DP[2,6] or DP[3,7] caused by TP[4-7]")
+    v15 = on.get(ids[DP15], []) if ids[DP15] else []
+    if not v15:
+        row["why"].append("DP[1,5] has no verdict (rank 1 waits there for rank 5, which never issued it)")
+    for v in v15:
+        if not ((v.get("kind") == "NOT_JOINED" and CULPRIT in named(v, cm)) or v.get("role") == "cascade"):
+            row["why"].append(f"DP[1,5]: {desc(v, cm)}, want NOT_JOINED r5 or a cascade")
+    for v in on.get(ids[TP03], []) if ids[TP03] else []:
+        if v.get("role") != "cascade" or v.get("kind") == "STUCK_IN_NCCL":
+            row["why"].append(f"TP[0-3]: {desc(v, cm)}, want a cascade (never STUCK_IN_NCCL)")
+    st = stuck(vs)
+    if st:
+        row["why"].append("STUCK_IN_NCCL after the end: " + "; ".join(desc(v, cm) for v in st[:3]))
+    row["got"] += f" ({cascades} DP cascade(s) caused by TP[4-7])"
+    if cm.notes:
+        row["got"] += "; " + "; ".join(cm.notes)
+    if not row["why"]:
+        row["pass"] = True
+
+
+def check_stall_truth(row, res):
+    truth = need(res, "truth", dict, "result")
+    an = res.get("analyze")
+    if not isinstance(an, dict):
+        raise JudgeError("analyze gave no JSON: no per-communicator counts to compare")
+    need(an, "comms", list, "analyze")
+    cm = comms_of(res, with_live=False)
+    t_end = res.get("t_end")
+    bad, phases, ages, pairs = [], {}, [], 0
+    for r in range(8):
+        t = truth.get(str(r))
+        if not isinstance(t, dict) or "groups" not in t:
+            bad.append(f"r{r}: no truth" + (f" ({t.get('error')})" if isinstance(t, dict) and t.get("error") else ""))
+            continue
+        phases.setdefault(str(t.get("phase")), []).append(r)
+        if isinstance(t.get("time"), (int, float)) and isinstance(t_end, (int, float)):
+            ages.append(t_end - t["time"])
+        gs = need(t, "groups", dict, f"truth r{r}")
+        for g in ("tp", "dp"):
+            tg = gs.get(g)
+            if not isinstance(tg, dict):
+                bad.append(f"r{r} {g}: not in its truth")
+                continue
+            try:
+                rs = frozenset(tg["ranks"])
+                t_issued, t_prefix = int(tg["issued"]), int(tg["completed_prefix"])
+            except (KeyError, TypeError, ValueError) as e:
+                bad.append(f"r{r} {g}: unreadable truth ({e!r})")
+                continue
+            cid = cm.id_of(rs)
+            if cid is None:
+                bad.append(f"r{r} {g}: no communicator of ranks {sorted(rs)} in analyze")
+                continue
+            nr = cm.rows.get(cid, {}).get(r)
+            if not isinstance(nr, dict):
+                bad.append(f"r{r} {g}: rank not visible in {GROUPS.get(rs, sorted(rs))}")
+                continue
+            pairs += 1
+            iss, rea, com = nr.get("issued"), nr.get("reached"), nr.get("completed")
+            if not all(isinstance(x, int) for x in (iss, rea, com)):
+                bad.append(f"r{r} {g}: counts unreadable ({iss}, {rea}, {com})")
+                continue
+            if iss != t_issued:
+                bad.append(f"r{r} {g}: issued {iss} (truth {t_issued})")
+            if com != t_prefix:
+                bad.append(f"r{r} {g}: completed {com} (truth {t_prefix})")
+            if not com <= rea <= iss:
+                bad.append(f"r{r} {g}: reached {rea} outside [completed {com}, issued {iss}]")
+    ph = ", ".join(f"{p}: r{','.join(map(str, rs))}" for p, rs in sorted(phases.items()))
+    age = f"; last snapshots {min(ages):.1f}-{max(ages):.1f} s before the job ended" if ages else ""
+    row["got"] = (f"{pairs} (rank, group) pairs compared, {len(bad)} mismatch(es)" +
+                  (": " + "; ".join(bad[:12]) + (f"; +{len(bad) - 12} more" if len(bad) > 12 else "") if bad else "") +
+                  f" [truth phases {ph or 'none'}{age}]")
+    row["rank"] = "-"
+    row["after_kill"] = offline_summary(res, cm)
+    if bad:
+        row["why"].append(f"{len(bad)} disagreement(s) with the ranks' own counts: " + "; ".join(bad[:6]))
+    else:
+        row["pass"] = True
+
+
+def check_stall_audit(row, res):
+    an = res.get("analyze")
+    if not isinstance(an, dict):
+        raise JudgeError("analyze gave no JSON: " + str(res.get("analyze_error", ""))[:160])
+    jobs = need(an, "jobs", list, "analyze")
+    findings = []
+    for i, j in enumerate(jobs):
+        for k, f in enumerate(need(j, "audit", list, f"analyze.jobs[{i}]")):
+            need(f, "topic", str, f"analyze.jobs[{i}].audit[{k}]")
+            findings.append(f)
+    dup = [f for f in findings if f["topic"] == "duplicate_gpu"]
+    host = [f for f in findings if f["topic"] == "nccl_hostid"]
+    topics = ", ".join(f"{f['topic']} ({f.get('severity')})" for f in findings) or "none"
+    row["got"] = f"{len(findings)} finding(s) in {len(jobs)} job(s): {topics}"
+    if host:
+        row["got"] += f"; nccl_hostid says: {str(host[0].get('summary'))[:120]}"
+    row["rank"] = "-"
+    row["after_kill"] = offline_summary(res, comms_of(res, with_live=False))
+    if dup:
+        row["why"].append(f"{len(dup)} duplicate_gpu finding(s): " + "; ".join(str(f.get("summary"))[:100]
+                                                                            for f in dup[:2]))
+    if len(host) != 1:
+        row["why"].append(f"{len(host)} nccl_hostid finding(s), want exactly one")
+    if not row["why"]:
+        row["pass"] = True
+
+
+def check_death(row, res):
+    cm = comms_of(res)
+    events = events_of(res)
+    diag = [e for e in events if e.get("type") in DIAGNOSES]
+
+    def judge(v, where):
+        if not isinstance(v, dict):
+            return False, f"{where}: none"
+        said = EXIT_TEXT in text_of(v)
+        ok = v.get("kind") == "DEAD" and cm.culprits(v) == [CULPRIT] and said
+        return ok, f"{where}: {desc(v, cm)} (exit code {'named' if said else 'not named'})"
+
+    live = []
+    if diag:
+        last = diag[-1]
+        vs = event_vs(last, events.index(last))
+        live.append(judge(vs[0] if vs else None, f"last diagnosis event (rank {last.get('global_rank')}'s "
+                                                 f"{last.get('type')})"))
+    else:
+        live.append((False, f"shim events: no diagnosis event ({len(events)} event(s): "
+                            f"{', '.join(sorted({str(e.get('type')) for e in events})) or 'none'})"))
+    lrs = [lr for lr in res.get("live_reports") or [] if isinstance(lr, dict) and isinstance(lr.get("report"), dict)]
+    if lrs:
+        vs = lrs[0]["report"].get("verdicts") or []
+        live.append(judge(vs[0] if isinstance(vs, list) and vs else None, "live report lead"))
+    else:
+        live.append((False, "live report: none"))
+    an = res.get("analyze")
+    if isinstance(an, dict) and isinstance(an.get("verdicts"), list):
+        off = judge(an["verdicts"][0] if an["verdicts"] else None, "verdicts[0]")
+    else:
+        off = (False, "analyze gave no verdict list")
+    row["got"] = "; ".join(s for _, s in live)
+    row["after_kill"] = off[1] + f" (analyze exit {res.get('analyze_exit')})"
+    names = set()
+    for e in diag[-1:]:
+        for v in event_vs(e, events.index(e))[:1]:
+            names.update(named(v, cm))
+    if isinstance(an, dict) and isinstance(an.get("verdicts"), list) and an["verdicts"]:
+        names.update(named(an["verdicts"][0], cm))
+    row["rank"] = ",".join(map(str, sorted(names))) or "-"
+    row["got"] += f"; job exit {res.get('exit_code')} ({res.get('ended_by')})"
+    if not any(ok for ok, _ in live):
+        row["why"].append(f"live: no lead DEAD r{CULPRIT} saying '{EXIT_TEXT}' ({'; '.join(s for _, s in live)})")
+    if not off[0]:
+        row["why"].append(f"after the end: want a lead DEAD r{CULPRIT} saying '{EXIT_TEXT}' ({off[1]})")
+    if not row["why"]:
+        row["pass"] = True
+
+
+def check_clean(row, res):
+    events = events_of(res)
+    an = res.get("analyze")
+    lrs = res.get("live_reports")
+    if lrs is not None and not isinstance(lrs, list):
+        raise JudgeError(f"live_reports is {type(lrs).__name__}, not a list")
+    vs = an.get("verdicts") if isinstance(an, dict) else None
+    cm = comms_of(res)
+    row["got"] = (f"exit {res.get('exit_code')} ({res.get('ended_by')}); {len(events)} report event(s)" +
+                  (f" ({', '.join(sorted({str(e.get('type')) for e in events}))})" if events else "") +
+                  f"; {len(lrs or [])} live report(s)")
+    row["after_kill"] = offline_summary(res, cm)
+    row["rank"] = "-"
+    if res.get("exit_code") != 0:
+        row["why"].append(f"job exit code {res.get('exit_code')}, want 0")
+    if events:
+        row["why"].append(f"{len(events)} report event(s), want none")
+    if not isinstance(an, dict):
+        row["why"].append("analyze gave no JSON: " + str(res.get("analyze_error", ""))[:120])
+    elif not isinstance(vs, list):
+        row["why"].append("analyze JSON has no verdict list")
+    elif vs:
+        row["why"].append(f"analyze says {'; '.join(desc(v, cm) for v in vs[:3])}, want no verdict")
+    if res.get("analyze_exit") != 0:
+        row["why"].append(f"analyze exit {res.get('analyze_exit')}, want 0")
+    if lrs:
+        row["why"].append(f"{len(lrs)} live report(s), want none")
+    if not row["why"]:
+        row["pass"] = True
+
+
+CHECKS = [  # (file tag, run, case suffix, expected, check)
+    ("1-stall-live", "grid_stall", "stall in slow_eval, live",
+     "first report NOT_JOINED r5 on TP[4-7]; no STUCK_IN_NCCL in any rank's events", check_stall_live),
+    ("2-stall-live-report", "grid_stall", "stall, embedded live collector",
+     "live report leads NOT_JOINED r5 on TP[4-7]; no STUCK_IN_NCCL", check_stall_live_report),
+    ("3-stall-offline", "grid_stall", "stall, after the end",
+     "NOT_JOINED r5 on TP[4-7] initiating; DP[0,4]/[2,6]/[3,7] cascade of it (>= 1); DP[1,5] NOT_JOINED r5 or "
+     "cascade; TP[0-3] cascade if any; no STUCK_IN_NCCL", check_stall_offline),
+    ("4-stall-truth", "grid_stall", "stall, against each rank's ground truth",
+     "per rank and group: issued = ops issued, completed = completed prefix (Work.is_completed), completed <= "
+     "reached <= issued (reached is not observable from torch); truth = each rank's last snapshot before the end",
+     check_stall_truth),
+    ("5-stall-audit", "grid_stall", "stall, environment audit",
+     "no duplicate_gpu; exactly one nccl_hostid finding", check_stall_audit),
+    ("6-death", "grid_death", "rank 5 dies (os._exit(3))",
+     f"DEAD r5 '{EXIT_TEXT}' leads live (shim events or live report) and after the end", check_death),
+    ("7-clean", "grid_clean", "clean",
+     "exit 0; no report event; analyze: no verdict, exit 0; no live report", check_clean),
+]
+
+
+def load(root, run):
+    path = os.path.join(root, run, "shim", "result.json")
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except OSError as e:
+        return None, f"no {path} ({e.strerror})"
+    except ValueError as e:
+        return None, f"{path} is not JSON ({e})"
+    if not isinstance(d, dict):
+        return None, f"{path} holds {type(d).__name__}, not an object"
+    return d, ""
+
+
+def label_of(results):
+    for r in results.values():
+        if r:
+            n = r.get("nproc", 8)
+            return f"1 GPU, {n} ranks, 2x4 grid" if r.get("one_gpu") else f"{n} GPUs, 2x4 grid"
+    return "2x4 grid"
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("root")
+    p.add_argument("--rows-dir", default="")
+    a = p.parse_args()
+    results, missing = {}, {}
+    for run in RUNS:
+        results[run], missing[run] = load(a.root, run)
+    label = label_of(results)
+    rows = []  # (file tag, row)
+    said_missing = set()
+    for tag, run, case, expected, check in CHECKS:
+        res = results[run]
+        if res is None:
+            if run in said_missing:
+                continue
+            said_missing.add(run)
+            rows.append((f"{tag.split('-')[0]}-{run.split('_')[1]}-missing",
+                         {"case": f"{label}: {run.split('_')[1]}: no result", "expected": "the run's result.json",
+                          "got": "did not run", "rank": "", "secs": "", "after_kill": "", "fr": "not run",
+                          "ras": "not queried", "pass": False, "why": [missing[run]]}))
+            continue
+        row = {"case": f"{label}: {case}", "expected": expected, "got": "", "rank": "", "secs": "",
+               "after_kill": "", "fr": "not run", "ras": "not queried", "pass": False, "why": [],
+               "exit_code": res.get("exit_code"), "ended_by": res.get("ended_by")}
+        try:
+            check(row, res)
+        except JudgeError as e:
+            row["pass"] = False
+            row["why"].append(f"cannot judge: {e}")
+            row["got"] = row["got"] or "unreadable result"
+        except Exception as e:  # noqa: BLE001 -- any shape the judge did not foresee is a failing row
+            tb = traceback.extract_tb(e.__traceback__)
+            at = f" (grid_table.py line {tb[-1].lineno})" if tb else ""
+            row["pass"] = False
+            row["why"].append(f"cannot judge: {type(e).__name__}: {e}{at}")
+            row["got"] = row["got"] or "unreadable result"
+        rows.append((tag, row))
+    if a.rows_dir:
+        os.makedirs(a.rows_dir, exist_ok=True)
+        for tag, row in rows:
+            with open(os.path.join(a.rows_dir, f"40-grid-{tag}.json"), "w") as f:
+                json.dump(row, f, indent=1)
+    for _, r in rows:
+        res = "info" if r["pass"] is None else ("PASS" if r["pass"] else "FAIL")
+        print(f"{r['case']}: {res}: got {r['got']} (rank {r['rank']}{', ' + r['secs'] + ' s' if r['secs'] else ''})"
+              f"; after the end {r['after_kill']}")
+        print(f"    expected: {r['expected']}")
+        for w in r["why"]:
+            print(f"    why: {w}")
+    return 0 if rows and all(r["pass"] for _, r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
