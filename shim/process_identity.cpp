@@ -57,7 +57,18 @@ ProcessIdentity detect_identity(const GetEnv& getenv_fn, const std::string& job_
     if (!run_id.empty()) {
         id.launcher = "torchrun";
         // torchrun's default run id is "none": then the agent (our parent) and the restart count tell launches apart.
-        job = run_id == "none" ? "torchrun-" + host + "-" + std::to_string(ppid) : "torchrun-" + run_id;
+        // An agent is one node, though: when the job spans several (`--nnodes N --node_rank I --master_addr A`, the
+        // static rendezvous, whose run id is "none" too), every node's ranks share only the rendezvous address.
+        const std::string master_addr = env_str(getenv_fn, "MASTER_ADDR");
+        const std::string master_port = env_str(getenv_fn, "MASTER_PORT");
+        const bool multi_node =
+            id.world_size > 0 && id.local_world_size > 0 && id.world_size > id.local_world_size;
+        if (run_id != "none")
+            job = "torchrun-" + run_id;
+        else if (multi_node && !master_addr.empty() && !master_port.empty())
+            job = "torchrun-" + master_addr + "-" + master_port;
+        else
+            job = "torchrun-" + host + "-" + std::to_string(ppid);
         job += "-attempt" + (restart.empty() ? std::string("0") : restart);
     } else if (!slurm_job.empty()) {
         id.launcher = "slurm";

@@ -51,8 +51,15 @@ def verdicts_of(doc):
 
 
 def culprits(v):
-    return sorted(c.get("global_rank", c.get("comm_rank")) if isinstance(c, dict) else c
-                  for c in v.get("culprits") or [])
+    """The culprits' ranks: objects (analyze: global rank, or the comm rank of one not visible) or comm ranks (the
+    shims' events and the live report; in this job the world communicator's, which are the global ranks)."""
+    out = []
+    for c in v.get("culprits") or []:
+        if isinstance(c, dict):
+            c = c.get("global_rank") if c.get("global_rank") is not None else c.get("comm_rank")
+        if isinstance(c, int):
+            out.append(c)
+    return sorted(out)
 
 
 def fmt(vs):

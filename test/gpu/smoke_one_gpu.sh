@@ -25,7 +25,7 @@ python3 $G/run_two_nodes.py --work $W/two --shim "$S" --collector "$C" --rows $W
 wait
 for f in $W/*.log; do echo "== $f"; tail -4 "$f"; done
 for d in skip grid_clean fsdp_tp_clean; do echo "== $d job"; grep -v "^\[ncclwatch" $W/$d/shim/job.log | tail -12; done
-echo "== two nodes"; tail -8 $W/two/nodeA.log $W/two/nodeB.log
+echo "== two nodes"; tail -n 8 $W/two/nodeA.log $W/two/nodeB.log
 python3 $G/scenario_table.py $W --nproc 4 --one-gpu --rows-dir $W/rows
 python3 $G/grid_table.py $W --rows-dir $W/rows
 python3 $G/framework_table.py $W --rows-dir $W/rows

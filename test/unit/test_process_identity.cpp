@@ -35,6 +35,27 @@ TEST_CASE("torchrun ranks of one launch share a job folder; a restart gets its o
     CHECK(c.job_id == "torchrun-abc123-attempt0");
 }
 
+TEST_CASE("torchrun's static rendezvous over several nodes: the nodes' ranks share one job folder name") {
+    // torchrun --nnodes 2 --node_rank 0|1 --master_addr node0 --master_port 29500: run id "none" on both agents.
+    auto node = [](const char* rank, int64_t agent_pid) {
+        return detect_identity(
+            [rank](const char* n) -> const char* {
+                const std::string k = n;
+                if (k == "RANK") return rank;
+                if (k == "WORLD_SIZE") return "8";
+                if (k == "LOCAL_WORLD_SIZE") return "4";
+                if (k == "TORCHELASTIC_RUN_ID") return "none";
+                if (k == "TORCHELASTIC_RESTART_COUNT") return "0";
+                if (k == "MASTER_ADDR") return "node0";
+                if (k == "MASTER_PORT") return "29500";
+                return nullptr;
+            },
+            "", rank[0] < '4' ? "node0" : "node1", 1234, agent_pid);
+    };
+    CHECK(node("1", 1000).job_id == "torchrun-node0-29500-attempt0");
+    CHECK(node("6", 2000).job_id == node("1", 1000).job_id);
+}
+
 TEST_CASE("slurm, openmpi, none and an override") {
     CHECK(detect({{"SLURM_PROCID", "5"}, {"SLURM_JOB_ID", "991"}, {"SLURM_STEP_ID", "2"}}).job_id == "slurm-991.2");
     auto m = detect({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"PMIX_NAMESPACE", "prterun@1"}});
