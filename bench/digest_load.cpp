@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "ncclwatch/format.h"
-#include "ncclwatch/wire.h"
+#include "read/wire.h"
 
 namespace {
 

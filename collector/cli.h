@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "report_json.h"
+#include "report/report_json.h"
 
 namespace ncw::cli {
 

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "cli.h"
-#include "job_view.h"
-#include "rank_file.h"
-#include "report_json.h"
-#include "report_text.h"
-#include "report_trace.h"
+#include "engine/job_view.h"
+#include "read/rank_file.h"
+#include "report/report_json.h"
+#include "report/report_text.h"
+#include "report/report_trace.h"
 
 namespace ncw::cli {
 

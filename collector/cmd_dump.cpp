@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "cli.h"
-#include "job_view.h"
+#include "engine/job_view.h"
 #include "ncclwatch/config_table.h"
 #include "ncclwatch/format.h"
-#include "rank_file.h"
-#include "report_json.h"
+#include "read/rank_file.h"
+#include "report/report_json.h"
 
 namespace ncw::cli {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "live_server.h"
+#include "live/live_server.h"
 
 namespace ncw::cli {
 

@@ -25,7 +25,7 @@
 
 #include "clock.h"
 #include "config.h"
-#include "live_server.h"
+#include "live/live_server.h"
 #include "log.h"
 #include "rank_file_writer.h"
 #include "runtime.h"

@@ -8,7 +8,7 @@
 // absent, slow or gone costs them nothing. Reconnects back off exponentially (0.5 s .. 30 s, with jitter); a Reject
 // stops reconnecting.
 //
-// NCCLWATCH_COLLECTOR=auto: the process of global rank 0 also runs the live collector (collector/live_server.h) on
+// NCCLWATCH_COLLECTOR=auto: the process of global rank 0 also runs the live collector (lib/live/live_server.h) on
 // MASTER_ADDR and the auto port, from this thread; every rank, 0 included, connects to MASTER_ADDR:port.
 #pragma once
 
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "ncclwatch/wire.h"
+#include "read/wire.h"
 
 namespace ncw {
 

@@ -6,9 +6,9 @@
 #include "clock.h"
 #include "completion_tracker.h"
 #include "log.h"
-#include "rank_file.h"
 #include "rank_file_writer.h"
-#include "report_json.h"
+#include "read/rank_file.h"
+#include "report/report_json.h"
 #include "resolver.h"
 
 namespace ncw {

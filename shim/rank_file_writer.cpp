@@ -10,7 +10,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "rank_file.h"  // this_boot_id_hash: the readers compare with the same value
+#include "read/rank_file.h"  // this_boot_id_hash: the readers compare with the same value
 
 namespace ncw {
 

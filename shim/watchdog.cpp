@@ -11,9 +11,9 @@
 
 #include "clock.h"
 #include "dump_writer.h"
-#include "job_view.h"
+#include "engine/job_view.h"
 #include "log.h"
-#include "rank_file.h"
+#include "read/rank_file.h"
 #include "resolver.h"
 
 namespace ncw {

@@ -1,4 +1,4 @@
-// libFuzzer target: the rank-file reader (collector/rank_file.h) on arbitrary file contents: open + header, comm
+// libFuzzer target: the rank-file reader (lib/read/rank_file.h) on arbitrary file contents: open + header, comm
 // slots, records and backtraces. Truncated, corrupt or hostile files must give an error or partial data, never a
 // crash or an out-of-bounds read.
 #include <sys/mman.h>
@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "rank_file.h"
+#include "read/rank_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // An in-memory file, so no disk is touched; RankFile maps it through its /proc path.

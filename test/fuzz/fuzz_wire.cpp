@@ -1,11 +1,11 @@
-// libFuzzer target: the live protocol's frame reassembly and every payload decoder (include/ncclwatch/wire.h).
+// libFuzzer target: the live protocol's frame reassembly and every payload decoder (lib/read/wire.h).
 // Whatever the bytes, the decoders must return false or a value that encodes and decodes again.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "ncclwatch/wire.h"
+#include "read/wire.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ncclwatch/format.h"
-#include "ncclwatch/wire.h"
+#include "read/wire.h"
 
 namespace {
 

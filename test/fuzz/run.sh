@@ -23,9 +23,9 @@ if ! "$cxx" -fsanitize=fuzzer "$work/probe.cpp" -o "$work/probe" 2>/dev/null; th
     exit 77
 fi
 
-flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -D_GNU_SOURCE -DFMT_HEADER_ONLY -I"$src/include" -I"$src/collector")
+flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -D_GNU_SOURCE -DFMT_HEADER_ONLY -I"$src/include" -I"$src/lib")
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
-lib=("$src/collector/rank_file.cpp" "$src/collector/wire.cpp")
+lib=("$src/lib/read/rank_file.cpp" "$src/lib/read/wire.cpp" "$src/lib/read/text.cpp")
 echo "building with $cxx in $work"
 "$cxx" "${flags[@]}" "${san[@]}" -fsanitize=fuzzer "$src/test/fuzz/fuzz_wire.cpp" "${lib[@]}" -o "$work/fuzz_wire"
 "$cxx" "${flags[@]}" "${san[@]}" -fsanitize=fuzzer "$src/test/fuzz/fuzz_rank_file.cpp" "${lib[@]}" -o "$work/fuzz_rank_file"

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "cascade.h"
+#include "engine/cascade.h"
 #include "ncclwatch/format.h"
 
 using namespace ncw::verdict;

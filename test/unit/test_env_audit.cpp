@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "env_audit.h"
+#include "engine/env_audit.h"
 
 namespace {
 

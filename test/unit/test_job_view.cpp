@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "job_view.h"
+#include "engine/job_view.h"
 #include "ncclwatch/format.h"
-#include "rank_file.h"
+#include "read/rank_file.h"
 #include "temp_dir.h"
 
 namespace {

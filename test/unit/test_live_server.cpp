@@ -1,4 +1,4 @@
-// The live collector (collector/live_server.h) against clients that speak the wire protocol over loopback: verdicts
+// The live collector (lib/live/live_server.h) against clients that speak the wire protocol over loopback: verdicts
 // reported once with dump requests, the token, malformed and hostile frames, dead ranks, /metrics.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "live_server.h"
+#include "live/live_server.h"
 #include "ncclwatch/format.h"
-#include "ncclwatch/wire.h"
+#include "read/wire.h"
 #include "temp_dir.h"
 
 namespace {

@@ -1,9 +1,9 @@
-// Prometheus text rendering (collector/metrics.h).
+// Prometheus text rendering (lib/report/metrics.h).
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
-#include "metrics.h"
+#include "report/metrics.h"
 
 using namespace ncw::metrics;
 

@@ -19,10 +19,10 @@
 #include <thread>
 #include <vector>
 
-#include "job_view.h"
+#include "engine/job_view.h"
 #include "ncclwatch/format.h"
-#include "rank_file.h"
 #include "rank_file_writer.h"
+#include "read/rank_file.h"
 #include "temp_dir.h"
 
 namespace {

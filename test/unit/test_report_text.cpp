@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "job_view.h"
+#include "engine/job_view.h"
 #include "ncclwatch/format.h"
-#include "report_text.h"
+#include "report/report_text.h"
 
 namespace {
 

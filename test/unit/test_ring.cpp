@@ -8,8 +8,8 @@
 #include <set>
 #include <thread>
 
-#include "rank_file.h"
 #include "rank_file_writer.h"
+#include "read/rank_file.h"
 #include "recorder.h"
 #include "temp_dir.h"
 

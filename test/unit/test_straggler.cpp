@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/straggler.h"
 #include "ncclwatch/format.h"
-#include "straggler.h"
 
 using namespace ncw::verdict;
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/verdict.h"
 #include "ncclwatch/format.h"
-#include "verdict.h"
 
 using namespace ncw::verdict;
 using ncw::disk::OpType;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ncclwatch/wire.h"
+#include "read/wire.h"
 
 namespace {
 

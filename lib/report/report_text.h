@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "job_view.h"
+#include "engine/job_view.h"
 
 namespace ncw::report {
 

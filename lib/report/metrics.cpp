@@ -1,5 +1,5 @@
 // Prometheus text rendering for the live collector.
-#include "metrics.h"
+#include "report/metrics.h"
 
 #include <fmt/format.h>
 

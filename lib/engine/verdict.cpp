@@ -1,6 +1,6 @@
 // The verdict engine. Everything here is a pure function of the CommView (and `now`): no I/O, no clocks, no globals,
 // so the shim's watchdog, the live collector and the offline analyser reach the same verdict from the same files.
-#include "verdict.h"
+#include "engine/verdict.h"
 
 #include <fmt/format.h>
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "verdict.h"
+#include "engine/verdict.h"
 
 namespace ncw::verdict {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "rank_file.h"
+#include "read/rank_file.h"
 
 namespace ncw::audit {
 

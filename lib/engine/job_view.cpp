@@ -1,6 +1,6 @@
 // Grouping rank files into jobs and communicators, putting every timestamp of a job on one clock, and running the
 // verdict engine per communicator.
-#include "job_view.h"
+#include "engine/job_view.h"
 
 #include <time.h>
 
@@ -12,9 +12,9 @@
 #include <system_error>
 #include <unordered_map>
 
-#include "cascade.h"
+#include "engine/cascade.h"
+#include "engine/straggler.h"
 #include "ncclwatch/format.h"
-#include "straggler.h"
 
 namespace ncw {
 

@@ -1,6 +1,6 @@
 // The rank-file reader. Every read of the mapping is an atomic load (relaxed unless the protocol needs acquire): the
 // writer is another process (or thread) updating the same pages, and atomic loads keep the copy free of data races.
-#include "rank_file.h"
+#include "read/rank_file.h"
 
 #include <fcntl.h>
 #include <signal.h>

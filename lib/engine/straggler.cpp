@@ -1,6 +1,6 @@
 // Stragglers from the arrival-time skew per sequence number. Pure: the caller has put the ranks on one clock (or
 // passes each rank's offset) and states how good that clock is.
-#include "straggler.h"
+#include "engine/straggler.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "env_audit.h"
+#include "engine/env_audit.h"
 
 #include <algorithm>
 #include <cstdio>

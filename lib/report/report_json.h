@@ -7,17 +7,18 @@
 #include <string>
 #include <vector>
 
-#include "job_view.h"
-#include "rank_file.h"
-#include "verdict.h"
+#include "engine/job_view.h"
+#include "engine/verdict.h"
+#include "read/rank_file.h"
+#include "read/text.h"
 
 namespace ncw::report {
 
 using json = nlohmann::json;
 
-std::string hex(uint64_t v);              // 0x%016x
+using text::hex;                          // 0x%016x (read/text.h)
 std::string clean(const std::string& s);  // text from a file, for a terminal or a log: control characters become '?'
-std::string hexs(uint64_t v);             // 0x%x
+using text::hexs;                         // 0x%x (read/text.h)
 std::string wall_time(uint64_t real_ns);  // "2026-11-30 04:12:07.123 +0000"
 std::string nccl_version_str(int32_t code);
 const char* process_state_name(uint32_t s);

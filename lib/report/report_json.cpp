@@ -1,4 +1,4 @@
-#include "report_json.h"
+#include "report/report_json.h"
 
 #include <fmt/format.h>
 #include <time.h>
@@ -9,16 +9,12 @@ namespace ncw::report {
 
 namespace disk = ::ncw::disk;
 
-std::string hex(uint64_t v) { return fmt::format("0x{:016x}", v); }
-
 std::string clean(const std::string& s) {
     std::string out = s;
     for (auto& c : out)
         if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
     return out;
 }
-
-std::string hexs(uint64_t v) { return fmt::format("0x{:x}", v); }
 
 std::string wall_time(uint64_t real_ns) {
     if (!real_ns) return "unknown time";

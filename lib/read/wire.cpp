@@ -1,4 +1,4 @@
-// The live protocol codec (include/ncclwatch/wire.h).
+// The live protocol codec (read/wire.h, over the frame format of include/ncclwatch/wire.h).
 //
 // Nested records (the HeaderInfo of a Hello, each CommInfo of a Digest, each SigInfo) are blocks: u32 length, then
 // fields. A newer minor appends fields at the end of a block, and an older decoder skips what it does not know, so
@@ -6,7 +6,7 @@
 //
 // The encoder clamps what it writes to the decoder's limits (strings, env entries, comms, signatures, payload size),
 // so whatever one side encodes the other side accepts.
-#include "ncclwatch/wire.h"
+#include "read/wire.h"
 
 #include <algorithm>
 #include <cstdio>

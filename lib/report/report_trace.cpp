@@ -1,6 +1,6 @@
 // Chrome trace event format writer for an analysis (see report_trace.h). Written by hand, event by event: a full
 // default ring is 16,384 records per rank, so building one JSON tree for a big job would cost gigabytes.
-#include "report_trace.h"
+#include "report/report_trace.h"
 
 #include <fmt/format.h>
 
@@ -12,9 +12,9 @@
 #include <utility>
 
 #include "ncclwatch/format.h"
-#include "rank_file.h"
-#include "report_json.h"
-#include "report_text.h"
+#include "read/rank_file.h"
+#include "report/report_json.h"
+#include "report/report_text.h"
 
 namespace ncw::report {
 

@@ -1,7 +1,7 @@
 // The live collector: one epoll thread that accepts rank connections, keeps each rank's latest Hello + Digest as a
 // FileSnapshot on the collector's clock, runs the offline analysis (job_view.h) as digests change, reports new
 // verdicts once, asks the job's ranks for dumps, and answers GET /metrics.
-#include "live_server.h"
+#include "live/live_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -29,11 +29,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "job_view.h"
-#include "metrics.h"
+#include "engine/job_view.h"
 #include "ncclwatch/format.h"
-#include "ncclwatch/wire.h"
-#include "report_json.h"
+#include "read/wire.h"
+#include "report/metrics.h"
+#include "report/report_json.h"
 
 namespace ncw::live {
 

@@ -1,5 +1,5 @@
 // The text report and the JSON document of an analysis (see report_text.h).
-#include "report_text.h"
+#include "report/report_text.h"
 
 #include <fmt/format.h>
 #include <time.h>
@@ -9,9 +9,9 @@
 #include <map>
 #include <set>
 
-#include "env_audit.h"
+#include "engine/env_audit.h"
 #include "ncclwatch/format.h"
-#include "report_json.h"
+#include "report/report_json.h"
 
 namespace ncw::report {
 

@@ -1,5 +1,5 @@
 // The job-level pass over the stalled communicators: initiating stall and cascades.
-#include "cascade.h"
+#include "engine/cascade.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "report_json.h"  // report::hex
+#include "read/text.h"  // text::hex
 
 namespace ncw::verdict {
 
@@ -109,14 +109,14 @@ void assign_cascade_roles(const std::vector<CommVerdicts>& comms) {
             line = fmt::format(
                 "cascade: {} is held in comm {} (waiting in #{} there, stalled {:.1f} s before this one), so it cannot "
                 "issue here",
-                process_name(*a.view, s.link), report::hex(a.view->comm_id), a.seq, a.stalled_for - s.stalled_for);
+                process_name(*a.view, s.link), text::hex(a.view->comm_id), a.seq, a.stalled_for - s.stalled_for);
             if (root.view != a.view)
-                line += fmt::format("; the chain starts in comm {}", report::hex(root.view->comm_id));
+                line += fmt::format("; the chain starts in comm {}", text::hex(root.view->comm_id));
         } else if (!caused[i].empty()) {
             role = Role::Initiating;
             line = fmt::format("initiating: stalled first ({:.1f} s ago); ", s.stalled_for);
             for (size_t k = 0; k < caused[i].size(); ++k)
-                line += fmt::format("{}comm {}", k ? ", " : "", report::hex(stalls[caused[i][k]].view->comm_id));
+                line += fmt::format("{}comm {}", k ? ", " : "", text::hex(stalls[caused[i][k]].view->comm_id));
             line += caused[i].size() == 1 ? " waits because of it" : " wait because of it";
         }
         if (role == Role::None) continue;

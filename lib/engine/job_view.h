@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "env_audit.h"
-#include "rank_file.h"
-#include "verdict.h"
+#include "engine/env_audit.h"
+#include "engine/verdict.h"
+#include "read/rank_file.h"
 
 namespace ncw {
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "ncclwatch/hash.h"  // ncw::fnv1a64: one definition for the shim and the readers
-#include "verdict.h"
+#include "ncclwatch/hash.h"   // ncw::fnv1a64: one definition for the shim and the readers
+#include "read/rank_state.h"  // verdict::RankCommState, what to_rank_comm_state builds
 
 namespace ncw {
 

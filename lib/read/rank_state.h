@@ -1,0 +1,82 @@
+// What one rank's file says about one communicator, in the form the verdict engine (engine/verdict.h) takes it. The
+// reader builds it (read/rank_file.h: to_rank_comm_state) and the engine consumes it, so it lives below both.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ncw::verdict {
+
+// One collective as a rank issued it (from CommSlot::recent or from the ring).
+struct OpSig {
+    uint64_t seq = 0;
+    uint8_t op = 0;  // disk::OpType
+    uint8_t dtype = 0;
+    int32_t redop = 0;
+    int32_t root = -1;
+    uint64_t count = 0;
+    uint64_t t_issue_ns = 0;
+    uint32_t tid = 0;
+    uint64_t stream = 0;
+    uint8_t flags = 0;  // disk::RecordFlags (kFlagSampledOut: no GPU events of its own)
+};
+
+// Point-to-point traffic of one rank with one peer on one communicator, from the rank's ring. p2p sequence numbers
+// count per (comm, peer, direction), so "issued" is the highest seq seen and "completed" the highest that completed.
+struct PeerP2p {
+    int peer = -1;  // comm rank of the peer
+    uint64_t sends_issued = 0;
+    uint64_t sends_completed = 0;
+    uint64_t recvs_issued = 0;
+    uint64_t recvs_completed = 0;
+    uint64_t t_oldest_send_pending_ns = 0;  // issue time of the oldest send not completed (0: none)
+    uint64_t t_oldest_recv_pending_ns = 0;
+};
+
+// What one rank's file says about one communicator.
+struct RankCommState {
+    int comm_rank = -1;
+    int global_rank = -1;
+    std::string host;
+    int64_t pid = 0;
+    int cuda_dev = -1;        // the GPU this rank's communicator uses
+    std::string pci_bus_id;   // of that GPU
+    std::string file;         // where this came from, for the evidence
+    int local_rank = -1;      // LOCAL_RANK as the launcher set it (-1: unknown)
+    int nranks_declared = 0;  // the communicator size this rank passed to init (0: unknown)
+    int world_size = -1;      // WORLD_SIZE of the process (-1: unknown)
+    std::string master_addr;  // MASTER_ADDR:MASTER_PORT of the process ("" unknown)
+
+    // Liveness of the process.
+    bool alive = true;          // process exists (same host: kill(pid, 0)) and its heartbeat is fresh
+    bool exited_clean = false;  // the process ran its exit handlers (often exit code 0 after leaving a loop early)
+    double heartbeat_age_s = 0;
+
+    // Progress, as collective sequence numbers (0 = none yet).
+    uint64_t issued = 0;
+    uint64_t reached = 0;
+    uint64_t completed = 0;
+    bool gpu_tracking = false;  // reached/completed come from GPU events; otherwise completion means "call returned"
+    uint64_t t_last_issue_ns = 0;
+    uint64_t t_last_progress_ns = 0;
+    uint64_t stall_since_ns = 0;  // 0 = this rank is not stalled
+    int32_t async_error = 0;
+    uint32_t comm_state = 0;  // disk::CommState
+    uint64_t t_init_start_ns = 0;
+    uint64_t t_init_done_ns = 0;  // 0 = init has not returned
+
+    std::vector<OpSig> recent;  // recent collective signatures, any order
+
+    // Point-to-point counts per peer (only when the caller read the ring: p2p_known).
+    bool p2p_known = false;
+    bool p2p_wrapped = false;  // the ring dropped older records: a peer absent from `p2p` may have had traffic
+    std::vector<PeerP2p> p2p;
+
+    // This rank's clock relative to the view's common clock: add clock_offset_ns to its timestamps. The uncertainty
+    // is what the offset may be wrong by; < 0 means unknown (wall clocks synchronised by NTP, say).
+    int64_t clock_offset_ns = 0;
+    double clock_uncertainty_s = -1;
+};
+
+}  // namespace ncw::verdict

@@ -1,0 +1,75 @@
+// The live protocol's payloads and codec (lib/read/wire.cpp) over the frame format of include/ncclwatch/wire.h.
+// Payloads reuse the reader's structs (read/rank_file.h) so the live collector runs the same analysis as the offline
+// one: Hello carries a HeaderInfo, Digest carries CommInfos.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ncclwatch/wire.h"
+#include "read/rank_file.h"  // HeaderInfo, CommInfo, SigInfo
+
+namespace ncw::wire {
+
+struct Hello {
+    std::string token;  // NCCLWATCH_TOKEN of the rank ("" when unset)
+    HeaderInfo header;  // identity fields (pid, ranks, host, job, clocks, boot, versions, env)
+    std::string file;   // the rank file's path on its host
+};
+
+struct Digest {
+    uint64_t sent_mono_ns = 0;  // the rank's CLOCK_MONOTONIC when sent (clock offset estimation)
+    uint32_t process_state = 0;  // disk::ProcessState
+    std::vector<CommInfo> comms;  // each with at most kMaxDigestSigs entries in `recent`
+};
+
+struct KeepAlive {
+    uint64_t sent_mono_ns = 0;
+};
+
+struct Reject {
+    std::string reason;
+};
+
+struct DumpRequest {
+    uint64_t request_id = 0;
+    std::string reason;  // the verdict line, for the rank's log
+};
+
+// ---- Encoding: appends one whole frame (header + payload) to `out` ----
+void encode(const Hello& m, std::vector<uint8_t>& out);
+void encode(const Digest& m, std::vector<uint8_t>& out);
+void encode(const KeepAlive& m, std::vector<uint8_t>& out);
+void encode_bye(std::vector<uint8_t>& out);
+void encode_hello_ack(std::vector<uint8_t>& out);
+void encode(const Reject& m, std::vector<uint8_t>& out);
+void encode(const DumpRequest& m, std::vector<uint8_t>& out);
+
+// ---- Decoding ----
+// Validates a header (magic, major, length <= kMaxPayload). false with *err when invalid.
+bool decode_header(const uint8_t* p, size_t n, FrameHeader& h, std::string* err) noexcept;
+// Payload decoders: false with *err on any malformed field (never reads past `n`, never allocates more than the
+// limits above allow).
+bool decode(const uint8_t* p, size_t n, Hello& m, std::string* err) noexcept;
+bool decode(const uint8_t* p, size_t n, Digest& m, std::string* err) noexcept;
+bool decode(const uint8_t* p, size_t n, KeepAlive& m, std::string* err) noexcept;
+bool decode(const uint8_t* p, size_t n, Reject& m, std::string* err) noexcept;
+bool decode(const uint8_t* p, size_t n, DumpRequest& m, std::string* err) noexcept;
+
+// Reassembles frames from a byte stream (a socket read into feed()).
+class FrameReader {
+public:
+    enum class Status { NeedMore, Frame, Error };
+    void feed(const uint8_t* p, size_t n);
+    // Frame: `h` and `payload` hold the next frame. Error: the stream is unusable (*err says why); close it.
+    Status next(FrameHeader& h, std::vector<uint8_t>& payload, std::string* err);
+    size_t buffered() const noexcept { return buf_.size() - pos_; }
+
+private:
+    std::vector<uint8_t> buf_;
+    size_t pos_ = 0;
+};
+
+}  // namespace ncw::wire
