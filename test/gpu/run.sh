@@ -22,7 +22,8 @@
 #   2 one GPU: DDP under the shim, a stalled stream, PyTorch features; 3 nccl-tests -g 1 (and -g 2) with and without
 #   the shim, then the cost: all_reduce_perf alternated, the call cost, the 8 B latency A/B in one process, the DDP
 #   step time alternated; 4 the table.
-# Knobs: NCW_GPU_BUDGET_SEC (540), NCW_SCENARIO_TIMEOUT_SEC (10), NCW_CLEAN_SEC (150), NCW_ONLY (space-separated
+# Knobs: NCW_GPU_BUDGET_SEC (540), NCW_SCENARIO_TIMEOUT_SEC (10; the FSDP runs too), NCW_ONE_GPU_TIMEOUT_SEC (20:
+# the other one-GPU runs), NCW_CLEAN_SEC (150), NCW_ONLY (space-separated
 # phase numbers to run; default "0 5 2 4" on one GPU, "0 1 2 3 4" on two or more), NCW_RANKS (4: ranks per one-GPU
 # scenario); alternations in the cost phase: NCW_SWEEP_REPS (5), NCW_LAT_REPS (9), NCW_CALL_COST_REPS (5); the DDP
 # pairs get the time left.
@@ -155,16 +156,20 @@ fi
 # One GPU, several ranks. Each wave runs its jobs in parallel, started a second apart (a slow NCCL init under load
 # would read as an init hang), and waits for all of them: every job ends by itself or by its runner's SIGTERM and
 # SIGKILL, as a scheduler ends a hung job.
+# The timeout is longer than on two GPUs: with some forty ranks on one GPU, NCCL's communicator init over sockets
+# takes 11 to 15 s (a rank slow to start holds the others in init), so 10 s would report every job's init as a hang.
+# The FSDP runs, which start alone, keep 10 s: the measurements were made with it.
 ONE=$W/one_gpu
+ONE_TIMEOUT=${NCW_ONE_GPU_TIMEOUT_SEC:-20}
 one_job() {  # one_job NAME VARIANT [run_scenario.py ARGS...]: a job of $RANKS ranks (or --nproc) on device 0
     local name=$1 variant=$2
     shift 2
     $PY $G/run_scenario.py --scenario "$name" --variant "$variant" --work "$ONE/$name/$variant" --shim "$SHIM" \
-        --collector "$COLL" --timeout "$TIMEOUT" --nproc "$RANKS" --one-gpu --max-sec 100 "$@" \
+        --collector "$COLL" --timeout "$ONE_TIMEOUT" --nproc "$RANKS" --one-gpu --max-sec 120 "$@" \
         >"$W/logs/one-$name-$variant.log" 2>&1
 }
 if want 5 && [ "$HAVE_SHIM" = 1 ]; then
-    section "5 one GPU, $RANKS ranks: the field scenarios under the shim"
+    section "5 one GPU, $RANKS ranks: the field scenarios under the shim (timeout $ONE_TIMEOUT s)"
     port=28200
     pids=""
     for s in $SCENARIOS; do
@@ -175,7 +180,7 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
         pids="$pids $!"
         sleep 1
     done
-    one_job clean shim --duration-sec 40 --max-sec 120 &
+    one_job clean shim --duration-sec 40 --max-sec 140 &
     pids="$pids $!"
     wait $pids
     grep -h "run_scenario" "$W"/logs/one-*-shim.log | grep -v "start:"
@@ -186,12 +191,12 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
         end_after=8
         [ $g = clean ] && end_after=-1
         one_job "grid_$g" shim --nproc 8 --script examples/grid_2x4.py --script-args "--scenario $g" --live auto \
-            --end-after-report $end_after --max-sec 110 &
+            --end-after-report $end_after --max-sec 130 &
         pids="$pids $!"
         sleep 1
     done
     $PY $G/run_two_nodes.py --work "$ONE/two_nodes" --shim "$SHIM" --collector "$COLL" --rows "$W/rows" \
-        --nproc-per-node "$RANKS" --timeout "$TIMEOUT" --one-gpu --port 29710 >"$W/logs/two-nodes.log" 2>&1 &
+        --nproc-per-node "$RANKS" --timeout "$ONE_TIMEOUT" --one-gpu --port 29710 >"$W/logs/two-nodes.log" 2>&1 &
     pids="$pids $!"
     wait $pids
     grep -h "run_scenario\|run_two_nodes" "$W"/logs/one-grid_*.log "$W/logs/two-nodes.log" | grep -v "start:"
@@ -199,22 +204,22 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
     section "5 one GPU, $RANKS ranks: FSDP2, FSDP + TP on a 2-D DeviceMesh, FSDP2 with a 15 s evaluate() on rank 0"
     pids=""
     one_job fsdp2_clean shim --script examples/fsdp_train.py --script-args "--mode fsdp2" --end-after-report -1 \
-        --max-sec 130 &
+        --max-sec 130 --timeout "$TIMEOUT" &
     pids="$pids $!"
     sleep 1
     one_job fsdp_tp_clean shim --script examples/fsdp_train.py --script-args "--mode fsdp_tp" \
-        --end-after-report -1 --max-sec 130 &
+        --end-after-report -1 --max-sec 130 --timeout "$TIMEOUT" &
     pids="$pids $!"
     sleep 1
     one_job fsdp2_eval shim --script examples/fsdp_train.py \
         --script-args "--mode fsdp2 --eval-rank 0 --eval-at-sec 10 --eval-sec 15" --end-after-report -1 \
-        --max-sec 130 &
+        --max-sec 130 --timeout "$TIMEOUT" &
     pids="$pids $!"
     wait $pids
     grep -h "run_scenario" "$W"/logs/one-fsdp*.log | grep -v "start:"
 
     if [ "$(left)" -gt 150 ]; then
-        section "5 one GPU, $RANKS ranks: the same scenarios under PyTorch's Flight Recorder (timeout ${TIMEOUT} s)"
+        section "5 one GPU, $RANKS ranks: the same scenarios under PyTorch's Flight Recorder (timeout ${ONE_TIMEOUT} s)"
         pids=""
         for s in $SCENARIOS clean; do
             extra=""

@@ -66,6 +66,20 @@ def fmt(vs):
     return "; ".join(f"{v.get('kind')} r{','.join(map(str, culprits(v)))}" for v in vs) or "none"
 
 
+def first_live_verdict(serve_log):
+    """The lead verdict line of the first report the collector printed ("KIND: summary"), or ""."""
+    try:
+        lines = open(serve_log, errors="replace").read().splitlines()
+    except OSError:
+        return ""
+    for i, ln in enumerate(lines):
+        if ln.startswith("ncclwatch live report"):
+            for nxt in lines[i + 1:i + 4]:
+                if nxt[:1].isupper() and ":" in nxt:
+                    return nxt
+    return ""
+
+
 def row(rows, name, case, expected, got, ok, why):
     r = {"case": case, "expected": expected, "got": got, "rank": "", "secs": "", "after_kill": "", "fr": "",
          "ras": "", "pass": ok, "why": why}
@@ -160,14 +174,21 @@ def main():
         json.dump(res, f, indent=1, default=str)
 
     label = f"2 nodes x {n} ranks{' on 1 GPU' if a.one_gpu else ''}: rank {culprit} (node 1) skips"
-    # live
+    # live: the collector's first report (its log keeps every report; live-report.* holds the last) and its last,
+    # written once the job was ended: the launcher's teardown must not change who the culprit is.
     lv = verdicts_of(res["live"])
+    first_live = first_live_verdict(os.path.join(work, "serve.log"))
     why = []
+    if not first_live:
+        why.append("the collector printed no report")
+    elif not (first_live.startswith("NOT_JOINED:") and f"rank {culprit} " in first_live):
+        why.append(f"the collector's first report leads with '{first_live[:160]}', want NOT_JOINED r{culprit}")
     if not lv:
         why.append("no live report" if res["live"] is None else f"live report without verdicts: {str(res['live'])[:200]}")
     elif not (lv[0].get("kind") == "NOT_JOINED" and culprit in culprits(lv[0])):
-        why.append(f"the live report leads with {fmt(lv[:1])}, want NOT_JOINED r{culprit}")
-    row(a.rows, "live", f"{label}: live collector (serve, node 0)", f"NOT_JOINED r{culprit}", fmt(lv[:3]), not why, why)
+        why.append(f"the last live report (after the teardown) leads with {fmt(lv[:1])}, want NOT_JOINED r{culprit}")
+    row(a.rows, "live", f"{label}: live collector (serve, node 0)", f"NOT_JOINED r{culprit}, first and last report",
+        f"first: {first_live.split(':')[0] if first_live else 'none'}; last: {fmt(lv[:3])}", not why, why)
     # offline
     ov = verdicts_of(res["analyze"])
     why = []
