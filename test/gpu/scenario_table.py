@@ -6,8 +6,8 @@
 ROOT/<scenario>/shim/result.json and ROOT/<scenario>/fr/result.json (either may be missing). For each scenario:
   got        the first diagnosis the shim reported while the job ran (the earliest stall, mismatch or init_hang event
              of any rank's .report.json), its kind and named (comm) ranks;
-  secs       from the stall's start to that report: the start is the issue time of the op the reporting rank waits
-             in (stall), the issue time of the mismatched op on the last rank to issue it (mismatch), or the start
+  secs       from the stall's start to that report: the start is when the reporting rank began to wait in its op
+             (its issue time, or its GPU's completion of the op before, whichever came later: a stall), the issue time of the mismatched op on the last rank to issue it (mismatch), or the start
              of communicator init (init_hang), all read from the rank files; the report time is the event's time;
   after kill `ncclwatch-collector analyze` over the folder once every process is gone;
   FR said    PyTorch's Flight Recorder run: its watchdog's words, torchfrtrace's verdict and the ranks it names;
@@ -76,11 +76,20 @@ def real_time(dump, ms):
     return h["start_real_ns"] / 1e9 + ms / 1e3
 
 
-def issue_time(dump, comm_id, seq):
+def issue_time(dump, comm_id, seq, field="issue_ms"):
     for r in (dump or {}).get("records") or []:
         if r.get("comm_id") == comm_id and r.get("seq") == seq and r.get("op") not in (None, "Send", "Recv"):
-            return real_time(dump, r.get("issue_ms"))
+            return real_time(dump, r.get(field))
     return None
+
+
+def wait_start(dump, comm_id, seq):
+    """When a rank began to wait in collective `seq`: once it had issued it and its GPU had finished `seq` - 1 (the
+    op before it on the communicator). A host that runs ahead issues `seq` long before its GPU gets there: on one GPU
+    shared by four ranks and a validation, seven seconds before."""
+    t = issue_time(dump, comm_id, seq)
+    prev_done = issue_time(dump, comm_id, seq - 1, "done_ms") if seq and seq > 1 else None
+    return max(x for x in (t, prev_done) if x is not None) if t is not None or prev_done is not None else None
 
 
 def stall_start(e, res):
@@ -88,7 +97,7 @@ def stall_start(e, res):
     files = res.get("rank_files") or {}
     comm = e.get("comm_id")
     if e.get("type") == "stall":
-        t = issue_time(rank_file_of(e.get("file", ""), files), comm, e.get("waiting_in_seq"))
+        t = wait_start(rank_file_of(e.get("file", ""), files), comm, e.get("waiting_in_seq"))
         if t is None and parse_time(e.get("time")) is not None and e.get("stalled_for_s") is not None:
             t = parse_time(e["time"]) - e["stalled_for_s"]  # the shim's own count, when the record was overwritten
         return t
