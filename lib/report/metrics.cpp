@@ -7,18 +7,45 @@
 
 namespace ncw::metrics {
 
+namespace {
+
+// The length of the valid UTF-8 sequence at s[i], or 0 when it is not one (overlong forms, surrogates and code
+// points past U+10FFFF are invalid too): a scraper rejects the whole response over one bad label value.
+size_t utf8_sequence(const std::string& s, size_t i) {
+    const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+    const unsigned char c = b(i);
+    if (c < 0x80) return 1;
+    size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+    if (n == 0 || c > 0xF4 || i + n > s.size()) return 0;
+    for (size_t k = 1; k < n; ++k)
+        if ((b(i + k) & 0xC0) != 0x80) return 0;
+    if (n == 3 && c == 0xE0 && b(i + 1) < 0xA0) return 0;   // overlong
+    if (n == 3 && c == 0xED && b(i + 1) >= 0xA0) return 0;  // surrogate
+    if (n == 4 && c == 0xF0 && b(i + 1) < 0x90) return 0;   // overlong
+    if (n == 4 && c == 0xF4 && b(i + 1) >= 0x90) return 0;  // past U+10FFFF
+    return n;
+}
+
+}  // namespace
+
 std::string escape_label(const std::string& v) {
     std::string out;
     out.reserve(v.size());
-    for (char c : v) {
+    for (size_t i = 0; i < v.size();) {
+        const char c = v[i];
         if (c == '\\')
             out += "\\\\";
         else if (c == '"')
             out += "\\\"";
         else if (c == '\n')
             out += "\\n";
-        else
-            out += c;
+        else if (const size_t n = utf8_sequence(v, i); n > 0) {
+            out.append(v, i, n);
+            i += n;
+            continue;
+        } else
+            out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER, one per invalid byte
+        ++i;
     }
     return out;
 }

@@ -12,6 +12,18 @@ TEST_CASE("label values are escaped") {
     CHECK(escape_label("a\"b\\c\nd") == "a\\\"b\\\\c\\nd");
 }
 
+TEST_CASE("label values are valid UTF-8: invalid bytes become U+FFFD, valid text passes") {
+    const std::string fffd = "\xEF\xBF\xBD";
+    const std::string valid = "n\xC3\xB6" "de-\xE2\x82\xAC-\xF0\x9F\x9A\x80";  // split: \x takes every hex digit
+    CHECK(escape_label(valid) == valid);
+    CHECK(escape_label("job\xFF") == "job" + fffd);
+    CHECK(escape_label("\xC3") == fffd);                             // truncated
+    CHECK(escape_label("\xC0\xAF") == fffd + fffd);                  // overlong '/'
+    CHECK(escape_label("\xED\xA0\x80") == fffd + fffd + fffd);       // a surrogate
+    CHECK(escape_label("\xF4\x90\x80\x80") == fffd + fffd + fffd + fffd);  // past U+10FFFF
+    CHECK(escape_label("a\x80\"b") == "a" + fffd + "\\\"b");
+}
+
 TEST_CASE("one sample per rank and communicator, families typed, totals last") {
     RankCommSample s;
     s.job = "j\"1";
