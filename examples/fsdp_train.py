@@ -23,12 +23,11 @@ evaluation's entry and exit), every rank {"steps", "done": true} at the end.
 first. --one-gpu puts every rank on device 0, each as its own NCCL host (examples/one_gpu.py).
 """
 import argparse
-import json
 import os
-import threading
 import time
 
 import one_gpu  # examples/one_gpu.py, beside this script
+import scenario_support
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -41,17 +40,10 @@ def log(rank, msg):
 
 
 def write_truth(rank, truth):
-    """This rank's ground truth for the harness, written whole (a temporary file, then a rename)."""
-    d = os.environ.get("NCW_TRUTH_DIR")
-    if not d:
-        return
-    path = os.path.join(d, f"truth-rank{rank}.json")
-    try:
-        with open(path + ".tmp", "w") as f:
-            json.dump(truth, f)
-        os.replace(path + ".tmp", path)
-    except OSError as e:
-        log(rank, f"could not write {path}: {e}")
+    """This rank's ground truth for the harness, written whole."""
+    path = scenario_support.truth_path(rank)
+    if path and (err := scenario_support.write_truth(path, truth)):
+        log(rank, f"could not write {path}: {err}")
 
 
 class Block(nn.Module):
@@ -77,18 +69,9 @@ class Net(nn.Module):
         return x
 
 
-def evaluate(rank, seconds, dim, device):
+def evaluate(rank, seconds, dim):
     """GPU work outside NCCL for `seconds`: forward passes of a separate, unsharded model, synchronised now and then."""
-    net = nn.Sequential(nn.Linear(dim, dim), nn.ReLU(), nn.Linear(dim, dim)).to(device)
-    x = torch.randn(256, dim, device=device)
-    end = time.time() + seconds
-    n = 0
-    with torch.no_grad():
-        while time.time() < end:
-            for _ in range(20):
-                x = torch.tanh(net(x))
-            torch.cuda.synchronize()
-            n += 20
+    n = scenario_support.busy_gpu(seconds, dim)
     log(rank, f"evaluation done: {n} forward passes in {seconds:.0f} s")
 
 
@@ -113,10 +96,7 @@ def main():
 
     dev = one_gpu.setup(args.one_gpu)  # the device index: LOCAL_RANK, or 0 with --one-gpu
     rank = int(os.environ.get("RANK", 0))
-    if args.give_up_sec > 0:
-        guard = threading.Timer(args.give_up_sec, lambda: (log(rank, "giving up"), os._exit(7)))
-        guard.daemon = True
-        guard.start()
+    scenario_support.give_up_after(args.give_up_sec, lambda: log(rank, "giving up"))
     # The device first, and CUDA initialised: DeviceMesh sets the device from LOCAL_RANK itself when CUDA is not yet
     # initialised, which with --one-gpu would name a device that does not exist.
     torch.cuda.set_device(dev)
@@ -181,7 +161,7 @@ def main():
             truth["eval_start"] = time.time()
             log(rank, f"evaluation on rank {rank} only, {args.eval_sec:.0f} s, before step {step} "
                       f"({truth['eval_start'] - t0:.1f} s into the loop)")
-            evaluate(rank, args.eval_sec, args.dim, device)
+            evaluate(rank, args.eval_sec, args.dim)
             truth["eval_end"] = time.time()
             truth["eval_step"] = step
             write_truth(rank, truth)

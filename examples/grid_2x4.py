@@ -37,12 +37,12 @@ The thread only polls (no CUDA work, no collectives); the main thread writes a s
 --give-up-sec ends the rank that long after it started (os._exit(7)): a guard, the harness normally ends the job first.
 """
 import argparse
-import json
 import os
 import threading
 import time
 
 import one_gpu  # examples/one_gpu.py, beside this script
+import scenario_support
 import torch
 import torch.distributed as dist
 
@@ -64,8 +64,7 @@ class Truth:
         self.done = {name: [] for name in groups}  # name -> completed flags, parallel to handles (True stays True)
         self.phase = "init"
         self.step = -1
-        d = os.environ.get("NCW_TRUTH_DIR", "")
-        self.path = os.path.join(d, f"truth-rank{rank}.json") if d else ""
+        self.path = scenario_support.truth_path(rank) or ""
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = None
@@ -113,13 +112,8 @@ class Truth:
                     prefix += 1
                 out["groups"][name] = {"ranks": ranks, "issued": issued, "completed": sum(flags),
                                        "completed_prefix": prefix}
-            tmp = f"{self.path}.tmp{os.getpid()}"
-            try:
-                with open(tmp, "w") as f:
-                    json.dump(out, f)
-                os.replace(tmp, self.path)
-            except OSError as e:
-                log(self.rank, f"truth: cannot write {self.path}: {e}")
+            if err := scenario_support.write_truth(self.path, out):
+                log(self.rank, f"truth: cannot write {self.path}: {err}")
 
     def start(self):
         if not self.path:
@@ -170,10 +164,7 @@ def main():
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
     s = args.scenario
-    if args.give_up_sec > 0:
-        guard = threading.Timer(args.give_up_sec, lambda: (log(rank, "giving up"), os._exit(7)))
-        guard.daemon = True
-        guard.start()
+    scenario_support.give_up_after(args.give_up_sec, lambda: log(rank, "giving up"))
     tp = args.tp
     if tp < 1 or world % tp or not 0 <= args.culprit < world:
         log(rank, f"world {world} is not a grid of tensor-parallel groups of {tp} with rank {args.culprit} in it")

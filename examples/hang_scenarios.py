@@ -35,10 +35,10 @@ import contextlib
 import datetime
 import os
 import sys
-import threading
 import time
 
 import one_gpu  # examples/one_gpu.py, beside this script
+import scenario_support
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -68,16 +68,7 @@ def fr_dump_now(rank):
 
 def validate(rank, seconds, hidden):
     """GPU work outside NCCL for `seconds`: forward passes of a separate model, synchronised now and then."""
-    net = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, hidden)).cuda()
-    x = torch.randn(256, hidden, device="cuda")
-    end = time.time() + seconds
-    n = 0
-    with torch.no_grad():
-        while time.time() < end:
-            for _ in range(20):
-                x = torch.tanh(net(x))
-            torch.cuda.synchronize()
-            n += 20
+    n = scenario_support.busy_gpu(seconds, hidden)
     log(rank, f"validation done: {n} forward passes in {seconds:.0f} s")
 
 
@@ -120,10 +111,7 @@ def main():
     t_init = time.time()
     dist.init_process_group("nccl", device_id=torch.device("cuda", dev), **kwargs)
     log(rank, f"{s}: process group ready after {time.time() - t_init:.1f} s (world {world})")
-    if args.give_up_sec > 0:
-        guard = threading.Timer(args.give_up_sec, lambda: (log(rank, "giving up"), os._exit(7)))
-        guard.daemon = True
-        guard.start()
+    scenario_support.give_up_after(args.give_up_sec, lambda: log(rank, "giving up"))
 
     torch.manual_seed(0)
     h = args.hidden

@@ -16,7 +16,6 @@ import argparse
 import glob
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,26 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from run_scenario import report_events, run_tool  # noqa: E402 (the same readers as the single-job runs)
-
-
-def end(proc, name, log):
-    """SIGTERM to the process group, SIGKILL 10 s later, as a scheduler ends a hung job."""
-    if proc.poll() is None:
-        log(f"ending {name}: SIGTERM")
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=10)
-        except (subprocess.TimeoutExpired, ProcessLookupError):
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
+from run_scenario import end_job, report_events, run_tool  # noqa: E402 (as the single-job runs do)
 
 
 def verdicts_of(doc):
@@ -148,9 +128,9 @@ def main():
         if first is not None and time.time() > first + 8:
             break
         time.sleep(0.2)
-    for node, (pr, _, _) in nodes.items():
-        end(pr, f"node {node}", log)
-    end(serve, "the collector", log)
+    for pr, _, _ in nodes.values():
+        end_job(pr, log)  # SIGTERM to the agent, which ends its workers; SIGKILL to its group 10 s later
+    end_job(serve, log)
     for _, _, out in nodes.values():
         out.close()
     serve_log.close()
