@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build g++ pkg-config catch2 libspdlog-dev libfmt-dev libconcurrentqueue-dev libunwind-dev
-          nlohmann-json3-dev python3 procps util-linux binutils clang libclang-rt-14-dev)
+          nlohmann-json3-dev python3 procps util-linux binutils clang libclang-rt-14-dev prometheus)
 # clang and libclang-rt-14-dev: the libFuzzer targets in test/fuzz (Debian 12 names; skipped when absent).
+# prometheus: its promtool checks the /metrics output (test/e2e/metrics_utf8.sh; skipped when absent).
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,623 @@
+#!/usr/bin/env python3
+"""Hostile clients for the live collector (`ncclwatch-collector serve`), for the test/e2e/hostile_*.sh,
+metrics_*.sh and report_symlink.sh attack tests. Standard library only.
+
+Every subcommand talks to 127.0.0.1 only, is bounded in connections and in time (each has its own --wait/--hold/
+--duration, and --max-seconds is a hard alarm over the whole run), and prints ONE JSON line of what it measured.
+
+Frames follow include/ncclwatch/wire.h (16-byte header: magic "NCWL", major, minor, type, flags, length) and the
+payload codec of lib/read/wire.cpp (u32-length strings, u32-length blocks for the HeaderInfo / CommInfo / SigInfo).
+
+  hello-flood  --port P --count N [--token T] [--job J] [--hold S] [--wait S]
+      N connections, each a valid Hello with a distinct (job, rank): job "flood-<i>" rank 0, or with --job J ranks
+      0..N-1 of J. Counts HelloAck / Reject (by reason) / no reply. --hold keeps them open S seconds.
+  impersonate  --port P --metrics-port M --rank R [--token T] [--pid 31337] [--duration S] [--report-dir D]
+               [--log FILE ...]
+      Scrapes /metrics, takes job id, host, world size, communicator id and comm rank of global rank R from it,
+      says Hello as that rank (with pid --pid) and sends Digests claiming a stall. Reports whether the collector took
+      it (HelloAck, rank R's /metrics series showing the fake pid), whether the real rank lost its connection (its
+      shim's "lost the live collector" line in --log files), DumpRequests received, and whether a live report naming
+      the fake pid appeared under --report-dir.
+  slowloris    --port P --count N --announce BYTES [--after-hello] [--fill BYTES] [--wait S]
+      N connections that send a frame header announcing BYTES (a Digest), optionally after a Hello, then --fill
+      bytes of that payload (default 0), then nothing. Reports how many the server closed within --wait seconds.
+  fake-ranks   --port P --count N [--job J | --job-hex HEX] [--host-bytes HEX] [--comms K] [--hold S]
+      N ranks of one job, each a Hello and one Digest (K communicators), held open --hold seconds. The job id and
+      host may be raw bytes (hex), e.g. invalid UTF-8.
+  scrape       --metrics-port M [--save FILE]  |  --no-read --count N [--hold S]
+      One GET /metrics: bytes, status, whether the body is UTF-8. Or N connections that send the request and never
+      read, held --hold seconds.
+  junk         --port P --count N [--wait S]
+      N connections each sending garbage with a distinct first word (so each is a distinct "bad magic" reason).
+  rss          --pid PID
+      VmRSS / VmHWM (kB) of a process, from /proc/PID/status.
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+
+MAGIC = 0x4C57434E
+HEADER = struct.Struct("<IHHHHI")  # magic, major, minor, type, flags, length
+T_HELLO, T_DIGEST, T_KEEPALIVE, T_BYE = 1, 2, 3, 4
+T_ACK, T_REJECT, T_DUMP = 16, 17, 18
+MAX_PAYLOAD = 1 << 20
+HOST = "127.0.0.1"
+FAKE_MAJOR, FAKE_MINOR = 1, 2  # disk format the shim writes
+
+
+# ---------------------------------------------------------------- encoding
+
+def frame(ftype, payload=b""):
+    return HEADER.pack(MAGIC, 1, 0, ftype, 0, len(payload)) + payload
+
+
+def s(v):
+    if isinstance(v, str):
+        v = v.encode()
+    return struct.pack("<I", len(v)) + v
+
+
+def block(body):
+    return struct.pack("<I", len(body)) + body
+
+
+def hello(job, rank, pid, host, world, token=b"", local_rank=0, local_world=1, boot=0, file=b""):
+    now = time.monotonic_ns()
+    h = struct.pack("<HH", FAKE_MAJOR, FAKE_MINOR)
+    h += struct.pack("<6I", 4096, 1024, 64, 64, 16384, 16)  # header, slot, max_comms, record, ring, bt depth
+    h += struct.pack("<5Q", 4096, 4096 + 64 * 1024, 0, 1 << 20, 1 << 20)  # offsets, file sizes
+    h += struct.pack("<q", pid)
+    h += struct.pack("<4i", rank, local_rank, world, local_world)
+    h += s(host) + s(job)
+    h += struct.pack("<QQQ", now, time.time_ns(), boot)  # start mono, start real, boot id hash
+    h += struct.pack("<ii", 22809, 12040)  # nccl, cuda driver
+    h += struct.pack("<Q", now)  # heartbeat
+    h += struct.pack("<II", 1, 1)  # process state Running, num comms
+    h += struct.pack("<4Q", 1, 0, 0, 0)  # write ticket, dump request, dumps, reports
+    h += struct.pack("<I", 0)  # env count
+    return frame(T_HELLO, s(token) + block(h) + s(file))
+
+
+def sig(seq, count=1024, t_issue=0, op=1, dtype=7):
+    return block(struct.pack("<QQQBBBiiIQ", seq, count, t_issue, op, dtype, 0, 0, -1, 0, 0))
+
+
+def comm(comm_id, rank, nranks, issued, completed, t_last_issue=0, t_last_progress=0, stall_since=0, state=2,
+         stall_flags=0, recent=()):
+    now = time.monotonic_ns()
+    b = struct.pack("<III", 0, state, stall_flags)
+    b += struct.pack("<4i", rank, nranks, rank, 1)  # rank, nranks, cuda dev, blocking
+    b += struct.pack("<QQii", comm_id, 0, -1, -1)
+    b += struct.pack("<Q", 0x7f0000000000 + comm_id % 4096)  # comm ptr
+    b += s("0000:%02x:00.0" % (rank % 256)) + s("")
+    b += struct.pack("<QQ", now - 10 ** 9 * 120, now - 10 ** 9 * 119)  # init start, done
+    b += struct.pack("<4Q", issued, issued, completed, completed)  # issued, returned, reached, completed
+    b += struct.pack("<QQ", issued, completed)  # ops
+    b += struct.pack("<QQ", t_last_issue or now, t_last_progress or now)
+    b += struct.pack("<QQiI", 0, 0, 0, 0)  # p2p, async error, gpu tracking
+    b += struct.pack("<QQ", stall_since, 0)
+    b += struct.pack("<I", len(recent)) + b"".join(recent)
+    return block(b)
+
+
+def digest(comms, state=1):
+    return frame(T_DIGEST, struct.pack("<QII", time.monotonic_ns(), state, len(comms)) + b"".join(comms))
+
+
+class Frames:
+    """Splits what the collector sends into frames."""
+
+    def __init__(self):
+        self.buf = b""
+
+    def feed(self, data):
+        self.buf += data
+        out = []
+        while len(self.buf) >= HEADER.size:
+            magic, _maj, _min, t, _fl, n = HEADER.unpack_from(self.buf)
+            if magic != MAGIC or len(self.buf) < HEADER.size + n:
+                break
+            out.append((t, self.buf[HEADER.size:HEADER.size + n]))
+            self.buf = self.buf[HEADER.size + n:]
+        return out
+
+
+def reject_reason(payload):
+    try:
+        (n,) = struct.unpack_from("<I", payload)
+        return payload[4:4 + n].decode(errors="replace")
+    except struct.error:
+        return "?"
+
+
+# ---------------------------------------------------------------- helpers
+
+def raise_nofile():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def connect(port, timeout=5.0):
+    c = socket.create_connection((HOST, port), timeout=timeout)
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return c
+
+
+def collect_replies(socks, wait_s, on_frames):
+    """Reads from every socket until each closes or wait_s passes. on_frames(i, frames) per batch; returns the set of
+    indexes the server closed (EOF / reset) and when (seconds from the start)."""
+    sel = selectors.DefaultSelector()
+    readers = {}
+    for i, c in enumerate(socks):
+        if c is None:
+            continue
+        c.setblocking(False)
+        sel.register(c, selectors.EVENT_READ, i)
+        readers[i] = Frames()
+    closed = {}
+    t0 = time.monotonic()
+    deadline = t0 + wait_s
+    while readers and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=min(0.2, max(0.0, deadline - time.monotonic()))):
+            i = key.data
+            try:
+                data = key.fileobj.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                closed[i] = time.monotonic() - t0
+                sel.unregister(key.fileobj)
+                del readers[i]
+                continue
+            fr = readers[i].feed(data)
+            if fr:
+                on_frames(i, fr)
+    sel.close()
+    return closed
+
+
+def close_all(socks):
+    for c in socks:
+        if c is not None:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+
+def http_get(port, path="/metrics", timeout=10.0):
+    c = socket.create_connection((HOST, port), timeout=timeout)
+    try:
+        c.sendall(("GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" % path).encode())
+        chunks = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            d = c.recv(1 << 20)
+            if not d:
+                break
+            chunks.append(d)
+    finally:
+        c.close()
+    raw = b"".join(chunks)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = head.split(b"\r\n", 1)[0].decode(errors="replace")
+    return status, body
+
+
+LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_series(text, name):
+    out = []
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        lab, _, val = line[len(name) + 1:].rpartition("} ")
+        d = dict(LABEL_RE.findall(lab))
+        try:
+            d["_value"] = float(val)
+        except ValueError:
+            continue
+        out.append(d)
+    return out
+
+
+def emit(d):
+    print(json.dumps(d, sort_keys=True))
+    sys.stdout.flush()
+
+
+def unhex(h, default):
+    return bytes.fromhex(h) if h is not None else default
+
+
+# ---------------------------------------------------------------- subcommands
+
+def cmd_hello_flood(a):
+    raise_nofile()
+    token = a.token.encode() if a.token else b""
+    socks, errs = [], 0
+    t0 = time.monotonic()
+    for i in range(a.count):
+        if a.job:
+            job, rank = a.job, i
+        else:
+            job, rank = "flood-%d" % i, 0
+        try:
+            c = connect(a.port)
+            c.sendall(hello(job, rank, 100000 + i, "flood-host", a.count if a.job else 1, token))
+            socks.append(c)
+        except OSError:
+            errs += 1
+            socks.append(None)
+    send_s = time.monotonic() - t0
+    acks, rejects = set(), {}
+
+    def on(i, frs):
+        for t, p in frs:
+            if t == T_ACK:
+                acks.add(i)
+            elif t == T_REJECT:
+                r = reject_reason(p)
+                rejects[r] = rejects.get(r, 0) + 1
+
+    closed = collect_replies(socks, a.wait, on)
+    if a.hold > 0:
+        time.sleep(a.hold)
+    close_all(socks)
+    emit({"cmd": "hello-flood", "count": a.count, "connect_errors": errs, "send_seconds": round(send_s, 3),
+          "acked": len(acks), "rejected": rejects, "closed_by_server": len(closed),
+          "no_reply": a.count - errs - len(acks) - sum(rejects.values())})
+
+
+def cmd_impersonate(a):
+    token = a.token.encode() if a.token else b""
+    status, body = http_get(a.metrics_port)
+    text = body.decode(errors="replace")
+    issued = parse_series(text, "ncclwatch_coll_issued")
+    mine = [d for d in issued if d.get("rank") == str(a.rank) and (a.job is None or d.get("job") == a.job)]
+    if not mine:
+        emit({"cmd": "impersonate", "error": "rank %d not in /metrics (%s)" % (a.rank, status)})
+        return 2
+    target = mine[0]
+    job, host, real_pid = target["job"], target["host"], int(target["pid"])
+    comm_id, comm_rank = int(target["comm"], 16), int(target["comm_rank"])
+    peers = [d for d in issued if d.get("job") == job and d.get("comm") == target["comm"]]
+    world = max(int(d["rank"]) for d in [x for x in issued if x.get("job") == job]) + 1
+    nranks = max(int(d["comm_rank"]) for d in peers) + 1
+    top = int(max(d["_value"] for d in peers))
+    # A stall: one collective past what anyone issued, stuck for two minutes.
+    now = time.monotonic_ns()
+    old = now - 120 * 10 ** 9
+
+    def claim():
+        return digest([comm(comm_id, comm_rank, nranks, issued=top + 1, completed=top, t_last_issue=old,
+                            t_last_progress=old, stall_since=old, stall_flags=1,
+                            recent=[sig(top + 1, t_issue=old)])])
+
+    res = {"cmd": "impersonate", "job": job, "rank": a.rank, "real_pid": real_pid, "fake_pid": a.pid,
+           "host": host, "world": world, "comm": target["comm"], "hello_acked": 0, "rejects": {},
+           "dump_requests_received": 0, "connections": 0, "closed_by_server": 0, "slot_taken": False,
+           "fake_pid_in_metrics_samples": 0, "metrics_samples": 0}
+    deadline = time.monotonic() + a.duration
+    c, fr, next_digest, next_scrape = None, Frames(), 0.0, 0.0
+    while time.monotonic() < deadline:
+        if c is None:
+            if res["connections"] >= a.max_connects:
+                break
+            try:
+                c = connect(a.port)
+                res["connections"] += 1
+                c.sendall(hello(job, a.rank, a.pid, host, world, token))
+                c.settimeout(0.1)
+                fr = Frames()
+                next_digest = 0.0
+            except OSError:
+                c = None
+                time.sleep(0.2)
+                continue
+        t = time.monotonic()
+        if t >= next_digest:
+            try:
+                c.sendall(claim())
+            except OSError:
+                pass
+            next_digest = t + 0.3
+        try:
+            data = c.recv(65536)
+            if not data:
+                raise ConnectionResetError
+            for ft, p in fr.feed(data):
+                if ft == T_ACK:
+                    res["hello_acked"] += 1
+                elif ft == T_DUMP:
+                    res["dump_requests_received"] += 1
+                elif ft == T_REJECT:
+                    r = reject_reason(p)
+                    res["rejects"][r] = res["rejects"].get(r, 0) + 1
+        except socket.timeout:
+            pass
+        except OSError:
+            res["closed_by_server"] += 1
+            c.close()
+            c = None
+            if res["rejects"]:
+                break  # refused: a real shim stops here too
+            time.sleep(0.2)
+        if t >= next_scrape:
+            next_scrape = t + 0.5
+            try:
+                _, b = http_get(a.metrics_port, timeout=5)
+                for d in parse_series(b.decode(errors="replace"), "ncclwatch_connected"):
+                    if d.get("job") == job and d.get("rank") == str(a.rank):
+                        res["metrics_samples"] += 1
+                        if d.get("pid") == str(a.pid):
+                            res["fake_pid_in_metrics_samples"] += 1
+                            res["slot_taken"] = True
+            except OSError:
+                pass
+    if c is not None:
+        c.close()
+    # The real rank's shim logs each lost connection with its pid.
+    lost = re.compile(r"pid %d\].*lost the live collector" % real_pid)
+    res["real_rank_lost_connection_lines"] = 0
+    for f in a.log or []:
+        try:
+            with open(f, errors="replace") as fh:
+                res["real_rank_lost_connection_lines"] += sum(1 for line in fh if lost.search(line))
+        except OSError:
+            pass
+    res["real_rank_kicked"] = res["real_rank_lost_connection_lines"] > 0
+    reports = []
+    if a.report_dir:
+        for root, _dirs, files in os.walk(a.report_dir):
+            for f in files:
+                if f.startswith("live-report") and not f.endswith(".tmp"):
+                    p = os.path.join(root, f)
+                    try:
+                        with open(p, errors="replace") as fh:
+                            if re.search(r"\b%d\b" % a.pid, fh.read()):
+                                reports.append(p)
+                    except OSError:
+                        pass
+    res["reports_naming_fake_pid"] = sorted(reports)
+    res["false_report"] = bool(reports)
+    emit(res)
+    return 0
+
+
+def cmd_slowloris(a):
+    raise_nofile()
+    token = a.token.encode() if a.token else b""
+    socks, errs, acks = [], 0, set()
+    fill = min(a.fill, max(0, a.announce - 1))
+    chunk = b"\0" * min(fill, 1 << 16)
+    t0 = time.monotonic()
+    for i in range(a.count):
+        try:
+            c = connect(a.port)
+            if a.after_hello:
+                c.sendall(hello(a.job, i, 200000 + i, "slow-host", a.count, token))
+            c.sendall(HEADER.pack(MAGIC, 1, 0, T_DIGEST, 0, a.announce))
+            left = fill
+            while left > 0:
+                n = min(left, len(chunk))
+                c.sendall(chunk[:n])
+                left -= n
+            socks.append(c)
+        except OSError:
+            errs += 1
+            socks.append(None)
+    send_s = time.monotonic() - t0
+
+    def on(i, frs):
+        for t, _ in frs:
+            if t == T_ACK:
+                acks.add(i)
+
+    closed = collect_replies(socks, a.wait, on)
+    close_all(socks)
+    times = sorted(closed.values())
+    emit({"cmd": "slowloris", "count": a.count, "announce": a.announce, "fill": fill, "after_hello": a.after_hello,
+          "connect_errors": errs, "send_seconds": round(send_s, 3), "hello_acked": len(acks), "wait": a.wait,
+          "closed_by_server": len(closed), "still_open": a.count - errs - len(closed),
+          "first_close_s": round(times[0], 3) if times else None,
+          "last_close_s": round(times[-1], 3) if times else None})
+
+
+def cmd_fake_ranks(a):
+    raise_nofile()
+    token = a.token.encode() if a.token else b""
+    job = unhex(a.job_hex, a.job.encode())
+    host = unhex(a.host_bytes, b"fake-host")
+    socks, errs, acks, rejects = [], 0, set(), {}
+    now = time.monotonic_ns()
+    for i in range(a.count):
+        try:
+            c = connect(a.port)
+            comms = [comm(0x1000 + k, i, a.count, issued=100 + k, completed=100 + k, t_last_issue=now,
+                          t_last_progress=now) for k in range(a.comms)]
+            c.sendall(hello(job, i, 300000 + i, host, a.count, token) + digest(comms))
+            socks.append(c)
+        except OSError:
+            errs += 1
+            socks.append(None)
+
+    def on(i, frs):
+        for t, p in frs:
+            if t == T_ACK:
+                acks.add(i)
+            elif t == T_REJECT:
+                r = reject_reason(p)
+                rejects[r] = rejects.get(r, 0) + 1
+
+    closed = collect_replies(socks, a.hold, on)
+    close_all(socks)
+    emit({"cmd": "fake-ranks", "count": a.count, "comms": a.comms, "job_hex": job.hex(), "host_hex": host.hex(),
+          "connect_errors": errs, "acked": len(acks), "rejected": rejects, "closed_by_server": len(closed)})
+
+
+def cmd_scrape(a):
+    if not a.no_read:
+        t0 = time.monotonic()
+        try:
+            status, body = http_get(a.metrics_port, timeout=a.timeout)
+        except OSError as e:
+            emit({"cmd": "scrape", "error": str(e)})
+            return 1
+        try:
+            body.decode("utf-8")
+            utf8 = True
+        except UnicodeDecodeError:
+            utf8 = False
+        if a.save:
+            with open(a.save, "wb") as f:
+                f.write(body)
+        emit({"cmd": "scrape", "status": status, "bytes": len(body), "utf8": utf8,
+              "lines": body.count(b"\n"), "seconds": round(time.monotonic() - t0, 3),
+              "replacement_chars": body.count("\ufffd".encode())})
+        return 0
+    raise_nofile()
+    socks, errs = [], 0
+    for _ in range(a.count):
+        try:
+            c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+            c.settimeout(5)
+            c.connect((HOST, a.metrics_port))
+            c.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            socks.append(c)
+        except OSError:
+            errs += 1
+    time.sleep(a.hold)
+    close_all(socks)
+    emit({"cmd": "scrape", "no_read": True, "count": a.count, "connect_errors": errs, "held_s": a.hold})
+    return 0
+
+
+def cmd_junk(a):
+    raise_nofile()
+    socks, errs = [], 0
+    t0 = time.monotonic()
+    for i in range(a.count):
+        try:
+            c = connect(a.port)
+            # A distinct first word per connection: each is its own "bad magic 0x........" reason.
+            c.sendall(struct.pack("<I", 0x10000000 + i) + os.urandom(28))
+            socks.append(c)
+        except OSError:
+            errs += 1
+            socks.append(None)
+    send_s = time.monotonic() - t0
+    closed = collect_replies(socks, a.wait, lambda i, f: None)
+    close_all(socks)
+    emit({"cmd": "junk", "count": a.count, "connect_errors": errs, "send_seconds": round(send_s, 3),
+          "closed_by_server": len(closed)})
+
+
+def read_rss(pid):
+    out = {"pid": pid}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "VmHWM"):
+                    out[k.lower() + "_kb"] = int(v.split()[0])
+    except OSError as e:
+        out["error"] = str(e)
+    return out
+
+
+def cmd_rss(a):
+    d = read_rss(a.pid)
+    d["cmd"] = "rss"
+    emit(d)
+    return 0 if "error" not in d else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--max-seconds", type=float, default=150, help="hard limit on the whole run (SIGALRM)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("hello-flood")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--token")
+    p.add_argument("--job")
+    p.add_argument("--hold", type=float, default=0)
+    p.add_argument("--wait", type=float, default=3, help="seconds to collect replies")
+
+    p = sub.add_parser("impersonate")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--metrics-port", type=int, required=True)
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--token")
+    p.add_argument("--job")
+    p.add_argument("--pid", type=int, default=31337)
+    p.add_argument("--duration", type=float, default=8)
+    p.add_argument("--max-connects", type=int, default=50)
+    p.add_argument("--report-dir")
+    p.add_argument("--log", action="append")
+
+    p = sub.add_parser("slowloris")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--announce", type=int, default=MAX_PAYLOAD)
+    p.add_argument("--fill", type=int, default=0, help="payload bytes sent after the header (< announce)")
+    p.add_argument("--after-hello", action="store_true")
+    p.add_argument("--job", default="slowloris")
+    p.add_argument("--token")
+    p.add_argument("--wait", type=float, default=15)
+
+    p = sub.add_parser("fake-ranks")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--job", default="fake-job")
+    p.add_argument("--job-hex")
+    p.add_argument("--host-bytes")
+    p.add_argument("--comms", type=int, default=1)
+    p.add_argument("--token")
+    p.add_argument("--hold", type=float, default=10)
+
+    p = sub.add_parser("scrape")
+    p.add_argument("--metrics-port", type=int, required=True)
+    p.add_argument("--save")
+    p.add_argument("--timeout", type=float, default=20)
+    p.add_argument("--no-read", action="store_true")
+    p.add_argument("--count", type=int, default=30)
+    p.add_argument("--hold", type=float, default=10)
+
+    p = sub.add_parser("junk")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--wait", type=float, default=5)
+
+    p = sub.add_parser("rss")
+    p.add_argument("--pid", type=int, required=True)
+
+    a = ap.parse_args()
+    for n in ("count",):
+        if getattr(a, n, 1) is not None and getattr(a, n, 1) > 20000:
+            ap.error("--count is capped at 20000")
+    signal.signal(signal.SIGALRM, lambda *_: (emit({"cmd": a.cmd, "error": "max-seconds reached"}), os._exit(3)))
+    signal.alarm(max(1, int(a.max_seconds)))
+    fn = {"hello-flood": cmd_hello_flood, "impersonate": cmd_impersonate, "slowloris": cmd_slowloris,
+          "fake-ranks": cmd_fake_ranks, "scrape": cmd_scrape, "junk": cmd_junk, "rss": cmd_rss}[a.cmd]
+    return fn(a) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
