@@ -32,6 +32,7 @@
 #include "engine/job_view.h"
 #include "ncclwatch/format.h"
 #include "read/wire.h"
+#include "report/headline.h"
 #include "report/metrics.h"
 #include "report/report_json.h"
 
@@ -806,12 +807,10 @@ struct LiveServer::Impl {
         std::string first_line;
         for (const auto& ref : refs) {
             if (ref.verdict->kind == verdict::Kind::Straggler && !first_line.empty()) continue;
-            const auto& v = *ref.verdict;
-            const std::string line =
-                fmt::format("{}: {} (comm {})", verdict::kind_name(v.kind), clean(v.summary), report::hex(v.comm_id));
-            if (first_line.empty()) first_line = line;
-            text += line + "\n";
-            for (const auto& e : v.evidence) text += "    " + clean(e) + "\n";
+            const std::vector<std::string> lines = report::verdict_lines(*ref.job, *ref.comm, *ref.verdict);
+            if (first_line.empty()) first_line = lines.front();
+            text += lines.front() + "\n";
+            for (size_t i = 1; i < lines.size(); ++i) text += "    " + lines[i] + "\n";
         }
         text = fmt::format("ncclwatch live report, job {}, {}\n", job_name, report::wall_time(real)) + text;
         text += clock_line(job) + "\n";
@@ -862,7 +861,8 @@ struct LiveServer::Impl {
         j["timeout_s"] = opt.timeout_s;
         j["dead_after_s"] = opt.dead_after_s;
         json verdicts = json::array();
-        for (const auto& ref : refs) verdicts.push_back(report::verdict_json(*ref.verdict, job.id));
+        for (const auto& ref : refs)
+            verdicts.push_back(report::verdict_json_with_headline(*ref.job, *ref.comm, *ref.verdict));
         j["verdicts"] = std::move(verdicts);
         json ranks = json::array();
         for (size_t i = 0; i < job.ranks.size(); ++i) {
