@@ -15,6 +15,8 @@
 #include "cli.h"
 #include "engine/job_view.h"
 #include "read/rank_file.h"
+#include "report/analysis_json.h"
+#include "report/headline.h"
 #include "report/report_json.h"
 #include "report/report_text.h"
 #include "report/report_trace.h"

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "rank_file_writer.h"
 #include "read/rank_file.h"
+#include "report/headline.h"
 #include "report/report_json.h"
 #include "resolver.h"
 
@@ -19,18 +20,24 @@ namespace {
 
 std::string now_wall() { return report::wall_time(now_real_ns()); }
 
-void log_verdicts(const CommResult* view) {
-    if (!view) return;
-    for (const verdict::Verdict& v : view->verdicts) {
-        log().error("  {}: {}", verdict::kind_name(v.kind), v.summary);
-        for (const std::string& e : v.evidence) log().error("      {}", e);
-    }
+// "KIND: headline" (with `suffix`), then the summary and the evidence, indented.
+void log_verdict(const JobResult& job, const CommResult& view, const verdict::Verdict& v, const char* indent,
+                 const std::string& suffix = "") {
+    const std::vector<std::string> lines = report::verdict_lines(job, view, v);
+    log().error("{}{}{}", indent, lines.front(), suffix);
+    for (size_t i = 1; i < lines.size(); ++i) log().error("      {}", lines[i]);
 }
 
-json verdicts_json(const CommResult* view) {
+void log_verdicts(const JobResult* job, const CommResult* view) {
+    if (!job || !view) return;
+    for (const verdict::Verdict& v : view->verdicts) log_verdict(*job, *view, v, "  ");
+}
+
+json verdicts_json(const JobResult* job, const CommResult* view) {
     json out = json::array();
-    if (view)
-        for (const verdict::Verdict& v : view->verdicts) out.push_back(report::verdict_json(v, view->job_id));
+    if (job && view)
+        for (const verdict::Verdict& v : view->verdicts)
+            out.push_back(report::verdict_json_with_headline(*job, *view, v));
     return out;
 }
 
@@ -59,7 +66,8 @@ void DumpWriter::append_event(json event) {
     rt_.file.hdr->reports_written.fetch_add(1);
 }
 
-void DumpWriter::report_stall(const CommRuntime& cr, const CommResult* view, double stalled_for_s, bool tracker_stuck) {
+void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
+                              bool tracker_stuck) {
     std::lock_guard<std::mutex> lock(mu_);
     const disk::CommSlot& s = *cr.slot;
     uint64_t waiting_in = s.coll_completed.load() + 1;
@@ -77,17 +85,18 @@ void DumpWriter::report_stall(const CommRuntime& cr, const CommResult* view, dou
             "  no verdict from the ranks visible in {}: the lagging rank is probably on another node "
             "(run ncclwatch-collector analyze over every node's folder)",
             rt_.file.job_dir);
-    log_verdicts(view);
+    log_verdicts(job, view);
     append_event(json{{"type", "stall"},
                       {"comm_id", report::hex(cr.comm_id)},
                       {"waiting_in_seq", waiting_in},
                       {"stalled_for_s", stalled_for_s},
                       {"completion_poller_stuck", tracker_stuck},
                       {"missing_ranks", view ? json(view->missing) : json::array()},
-                      {"verdicts", verdicts_json(view)}});
+                      {"verdicts", verdicts_json(job, view)}});
 }
 
-void DumpWriter::report_init_hang(const disk::CommSlot& slot, const CommResult* view, double waited_s) {
+void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view,
+                                  double waited_s) {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<int> entered;
     if (view)
@@ -96,16 +105,15 @@ void DumpWriter::report_init_hang(const disk::CommSlot& slot, const CommResult* 
     if (view)
         for (const verdict::Verdict& x : view->verdicts)
             if (x.kind == verdict::Kind::InitHang) v = &x;
-    if (v) {
+    if (v && job) {
         // The engine's verdict: who entered, who finished, who never appeared, and the seed checklist.
-        log().error("INIT_HANG: {} (this process is rank {})", v->summary, slot.rank);
-        for (const std::string& e : v->evidence) log().error("      {}", e);
+        log_verdict(*job, *view, *v, "", fmt::format(" (this process is rank {})", slot.rank));
         append_event(json{{"type", "init_hang"},
                           {"comm_id", report::hex(slot.comm_id)},
                           {"waited_s", waited_s},
                           {"entered", entered},
                           {"not_seen", json(view->missing)},
-                          {"verdicts", json::array({report::verdict_json(*v, view->job_id)})}});
+                          {"verdicts", json::array({report::verdict_json_with_headline(*job, *view, *v)})}});
         return;
     }
     log().error(
@@ -120,13 +128,12 @@ void DumpWriter::report_init_hang(const disk::CommSlot& slot, const CommResult* 
                       {"not_seen", view ? json(view->missing) : json(nullptr)}});
 }
 
-void DumpWriter::report_mismatch(const CommResult& view, const verdict::Verdict& v) {
+void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
     std::lock_guard<std::mutex> lock(mu_);
-    log().error("MISMATCH: {}", v.summary);
-    for (const std::string& e : v.evidence) log().error("      {}", e);
+    log_verdict(job, view, v, "");
     append_event(json{{"type", "mismatch"},
                       {"comm_id", report::hex(view.comm_id)},
-                      {"verdicts", json::array({report::verdict_json(v, view.job_id)})}});
+                      {"verdicts", json::array({report::verdict_json_with_headline(job, view, v)})}});
 }
 
 void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool by_error) {

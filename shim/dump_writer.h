@@ -16,9 +16,12 @@ class DumpWriter {
 public:
     explicit DumpWriter(Runtime& rt) : rt_(rt) {}
 
-    void report_stall(const CommRuntime& cr, const CommResult* view, double stalled_for_s, bool tracker_stuck);
-    void report_init_hang(const disk::CommSlot& slot, const CommResult* view, double waited_s);
-    void report_mismatch(const CommResult& view, const verdict::Verdict& v);
+    // job and view: this communicator as the watchdog's analysis saw it (nullptr when it was not found); the verdicts
+    // are worded by report/headline.h, as every report words them.
+    void report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
+                      bool tracker_stuck);
+    void report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view, double waited_s);
+    void report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
     void report_recovered(const CommRuntime& cr, double waited_s, bool by_error);
     void write_dump(const char* reason);
 

@@ -135,11 +135,16 @@ private:
         return analyze(sibling_snapshots(p2p), opt);
     }
 
-    static const CommResult* find_comm(const Analysis& a, uint64_t comm_id, const std::string& job) {
+    static const JobResult* find_job(const Analysis& a, const std::string& job) {
         for (const JobResult& j : a.jobs)
-            if (j.job_id == job)
-                for (const CommResult& c : j.comms)
-                    if (c.comm_id == comm_id) return &c;
+            if (j.job_id == job) return &j;
+        return nullptr;
+    }
+
+    static const CommResult* find_comm(const JobResult* j, uint64_t comm_id) {
+        if (j)
+            for (const CommResult& c : j->comms)
+                if (c.comm_id == comm_id) return &c;
         return nullptr;
     }
 
@@ -188,8 +193,8 @@ private:
             w.init_reported = true;
             // With stalls on, the engine adds its INIT_HANG verdict (who entered, who finished, the checklist).
             Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
-            const CommResult* c = find_comm(a, s.comm_id, rt_.id.job_id);
-            dumps_.report_init_hang(s, c, (now - s.t_init_start_ns) / 1e9);
+            const JobResult* j = find_job(a, rt_.id.job_id);
+            dumps_.report_init_hang(s, j, find_comm(j, s.comm_id), (now - s.t_init_start_ns) / 1e9);
         }
     }
 
@@ -202,10 +207,11 @@ private:
         cr.slot->stall_since_ns.store(since, std::memory_order_relaxed);
         cr.slot->stall_flags.fetch_or(disk::kStallActive | disk::kStallReported);
         Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
-        const CommResult* c = find_comm(a, cr.comm_id, rt_.id.job_id);
+        const JobResult* j = find_job(a, rt_.id.job_id);
+        const CommResult* c = find_comm(j, cr.comm_id);
         uint64_t last_poll = rt_.tracker ? rt_.tracker->last_poll_ns() : 0;
         bool tracker_stuck = rt_.tracker && last_poll < now && now - last_poll > 2000000000ull;
-        dumps_.report_stall(cr, c, (now - since) / 1e9, tracker_stuck);
+        dumps_.report_stall(cr, j, c, (now - since) / 1e9, tracker_stuck);
         // Every rank of the communicator that this node can see writes its dump now, so the evidence is
         // simultaneous; the lagging rank is usually not stalled itself and would not dump on its own.
         if (c)
@@ -264,7 +270,7 @@ private:
                 for (const verdict::Verdict& v : c.verdicts) {
                     if (v.kind != verdict::Kind::Mismatch || v.seq <= w.last_mismatch_seq) continue;
                     w.last_mismatch_seq = v.seq;
-                    dumps_.report_mismatch(c, v);
+                    dumps_.report_mismatch(j, c, v);
                 }
             }
         }

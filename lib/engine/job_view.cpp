@@ -95,22 +95,6 @@ struct Acc {
 
 }  // namespace
 
-int verdict_importance(verdict::Kind k) noexcept {
-    switch (k) {
-        case verdict::Kind::Dead: return 0;
-        case verdict::Kind::ExtraOp: return 1;
-        case verdict::Kind::NotJoined: return 2;
-        case verdict::Kind::Mismatch: return 3;
-        case verdict::Kind::InitHang: return 4;
-        case verdict::Kind::AsyncError: return 5;
-        case verdict::Kind::GpuNotReached: return 6;
-        case verdict::Kind::StuckInNccl: return 7;
-        case verdict::Kind::Unknown: return 8;
-        case verdict::Kind::Straggler: return 9;
-    }
-    return 10;
-}
-
 std::string format_ranks(const std::vector<int>& ranks) {
     std::vector<int> r(ranks);
     std::sort(r.begin(), r.end());

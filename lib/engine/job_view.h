@@ -97,10 +97,6 @@ struct Analysis {
     bool found_problem() const;
 };
 
-// Importance of a verdict kind, 0 = most important: DEAD, EXTRA_OP, NOT_JOINED, MISMATCH, INIT_HANG, ASYNC_ERROR,
-// GPU_NOT_REACHED, STUCK_IN_NCCL, UNKNOWN, STRAGGLER.
-int verdict_importance(verdict::Kind k) noexcept;
-
 // "0-3,5,7-9"
 std::string format_ranks(const std::vector<int>& ranks);
 

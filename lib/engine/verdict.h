@@ -1,11 +1,14 @@
 // The verdict engine: pure functions over the per-rank states of one communicator. No I/O, no clocks: the caller
 // passes `now`. The shim's watchdog (ranks of its node), the live collector and the offline analyser all call it.
+// One file per question: verdict_stall.cpp, verdict_mismatch.cpp, verdict_init.cpp, verdict_p2p.cpp (verdict_detail.h
+// has what they share).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ncclwatch/verdict_kinds.h"
 #include "read/rank_state.h"  // OpSig, PeerP2p, RankCommState: the engine's input, as the reader builds it
 
 namespace ncw::verdict {
@@ -17,17 +20,11 @@ struct CommView {
     std::string clock_note;            // how the ranks' clocks were put on one clock, for the evidence
 };
 
+// The kinds and what each means: include/ncclwatch/verdict_kinds.h, the one list.
 enum class Kind {
-    NotJoined,      // rank(s) never issued the sequence number the others wait in
-    GpuNotReached,  // all issued it, but some rank's GPU has not reached it (busy with earlier work)
-    StuckInNccl,    // all reached it, none completed it
-    Mismatch,       // ranks disagree on op/dtype/count/root/redop at one sequence number
-    Dead,           // a rank's process is gone while others wait for it
-    AsyncError,     // NCCL reported an error on a rank
-    Unknown,        // a stall whose culprit is not visible from here (ranks missing)
-    ExtraOp,        // a rank issued an operation no other rank issued: it is ahead, the others are not "behind"
-    InitHang,       // communicator init entered by some ranks and not finished (or never entered by others)
-    Straggler,      // not a hang: a rank consistently last to arrive at collectives
+#define NCW_KIND_ENUM(id, name, importance, meaning) id,
+    NCW_VERDICT_KINDS(NCW_KIND_ENUM)
+#undef NCW_KIND_ENUM
 };
 
 // Where a stall sits among the job's stalled communicators (set by the job-level pass, see cascade.h).
@@ -37,7 +34,27 @@ enum class Role {
     Cascade,     // waits because a rank is held up in another (initiating) communicator
 };
 
-const char* kind_name(Kind k);  // "NOT_JOINED", "GPU_NOT_REACHED", ...
+// "NOT_JOINED", "GPU_NOT_REACHED", ...: the name in the JSON and the text reports.
+constexpr const char* kind_name(Kind k) {
+    switch (k) {
+#define NCW_KIND_NAME(id, name, importance, meaning) \
+    case Kind::id: return name;
+        NCW_VERDICT_KINDS(NCW_KIND_NAME)
+#undef NCW_KIND_NAME
+    }
+    return "UNKNOWN";
+}
+
+// The kind's one-line meaning.
+constexpr const char* kind_meaning(Kind k) {
+    switch (k) {
+#define NCW_KIND_MEANING(id, name, importance, meaning) \
+    case Kind::id: return meaning;
+        NCW_VERDICT_KINDS(NCW_KIND_MEANING)
+#undef NCW_KIND_MEANING
+    }
+    return "";
+}
 
 struct Verdict {
     Kind kind = Kind::Unknown;
@@ -48,7 +65,7 @@ struct Verdict {
     std::vector<int> missing;           // comm ranks not visible (no file)
     OpSig op;                           // what `seq` is, as the waiting (or majority) ranks issued it
     double stalled_for_s = 0;           // how long the oldest waiting rank has waited
-    std::string summary;                // one line in plain words
+    std::string summary;                // the engine's account in plain words, after the headline (report/headline.h)
     std::vector<std::string> evidence;  // one line per supporting fact
     Role role = Role::None;
     uint64_t caused_by_comm = 0;  // Role::Cascade: the initiating communicator
@@ -73,3 +90,35 @@ std::vector<Verdict> find_mismatches(const CommView& view);
 std::string describe_op(const OpSig& op);  // "AllReduce #42 (float32, 1048576 elements, sum, stream 0x..., tid 7)"
 
 }  // namespace ncw::verdict
+
+namespace ncw {
+
+// Importance of a verdict kind, 0 = most important (reported first): the list's third column.
+constexpr int verdict_importance(verdict::Kind k) noexcept {
+    switch (k) {
+#define NCW_KIND_IMPORTANCE(id, name, importance, meaning) \
+    case verdict::Kind::id: return importance;
+        NCW_VERDICT_KINDS(NCW_KIND_IMPORTANCE)
+#undef NCW_KIND_IMPORTANCE
+    }
+    return 10;
+}
+
+// Every kind has an importance of its own, 0 .. n-1: the order of the reports is total.
+static_assert([] {
+    constexpr verdict::Kind kinds[] = {
+#define NCW_KIND_VALUE(id, name, importance, meaning) verdict::Kind::id,
+        NCW_VERDICT_KINDS(NCW_KIND_VALUE)
+#undef NCW_KIND_VALUE
+    };
+    constexpr int n = int(sizeof kinds / sizeof kinds[0]);
+    bool seen[n] = {};
+    for (verdict::Kind k : kinds) {
+        const int i = verdict_importance(k);
+        if (i < 0 || i >= n || seen[i]) return false;
+        seen[i] = true;
+    }
+    return true;
+}());
+
+}  // namespace ncw

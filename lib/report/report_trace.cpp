@@ -13,8 +13,8 @@
 
 #include "ncclwatch/format.h"
 #include "read/rank_file.h"
+#include "report/headline.h"
 #include "report/report_json.h"
-#include "report/report_text.h"
 
 namespace ncw::report {
 

@@ -45,7 +45,7 @@ r=$(report_of skip)
 [ "$(json_get "$r" "d['verdicts'][0]['kind']")" = NOT_JOINED ] || fail "verdict: $(json_get "$r" "d['verdicts'][0]")"
 [ "$(json_get "$r" "d['verdicts'][0]['culprits']")" = "[2]" ] || fail "culprits: $(json_get "$r" "d['verdicts'][0]")"
 txt=$(dirname "$r")/live-report.txt
-sed -n 2p "$txt" | grep -q "^NOT_JOINED: .*rank 2 is behind" || fail "the text report's first verdict line: $(head -3 "$txt")"
+sed -n 2p "$txt" | grep -q "^NOT_JOINED: rank 2 (.*) never issued AllReduce" || fail "the text report's first verdict line: $(head -3 "$txt")"
 grep -q "NOT_JOINED" "$WORK/skip.out" || fail "no report on stdout"
 wait_for 20 has_files '*.dump.json' 4 || fail "not every rank wrote its dump on the collector's request: $(ls "$(job_dir)")"
 metrics | grep -q '^ncclwatch_culprit{.*rank="2".*} 1$' || fail "/metrics does not flag rank 2: $(metrics | grep culprit)"

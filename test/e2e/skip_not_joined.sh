@@ -18,7 +18,9 @@ for r in "$(job_dir)"/rank[013]-*.report.json; do
     [ "$seq" = 10 ] || fail "$r: seq $seq, want 10"
     "$PY" -c "import sys; sys.exit(0 if 2.0 <= $waited <= 3.0 else 1)" || fail "$r: reported after $waited s"
 done
-grep -q "NOT_JOINED.*rank 2 is behind: completed #9, never issued #10" "$WORK/launch.err" ||
+grep -q "NOT_JOINED: rank 2 (.*) never issued AllReduce #10 on communicator" "$WORK/launch.err" ||
+    fail "the stderr report's verdict line does not name rank 2 as analyze does"
+grep -q "rank 2 is behind: completed #9, never issued #10" "$WORK/launch.err" ||
     fail "the stderr report does not name rank 2 in plain words"
 # The lagging rank is not stalled itself; a sibling asks it for its dump.
 wait_for 10 has_files 'rank2-*.dump.json' 1 || fail "rank 2 wrote no dump"

@@ -5,7 +5,12 @@ Uses the jsonschema package when it is installed; otherwise a small validator fo
 (type, required, properties, items, enum, const, $ref to #/$defs, oneOf, pattern, minimum). Also checks that every
 property the document has is described by the schema, so a new field cannot slip in undocumented.
 
+With --kinds, checks instead that the schema's verdict kinds are the one list of them,
+include/ncclwatch/verdict_kinds.h: the "kind" enum names every kind in the list's order, and the verdicts'
+description ranks them by the list's importance.
+
 usage: check_schema.py SCHEMA DOCUMENT...
+       check_schema.py --kinds SCHEMA VERDICT_KINDS_H
 """
 import json
 import re
@@ -59,7 +64,34 @@ def validate(doc, schema, root, path, errors):
     return errors
 
 
+KIND_RE = re.compile(r'X\(\s*(\w+)\s*,\s*"([A-Z_]+)"\s*,\s*(\d+)\s*,')
+
+
+def check_kinds(schema_path, header_path):
+    kinds = KIND_RE.findall(open(header_path).read())  # (enum name, name, importance) in list order
+    if not kinds:
+        print(f"{header_path}: no X(...) entries found", file=sys.stderr)
+        return 1
+    schema = json.load(open(schema_path))
+    errors = []
+    names = [name for _, name, _ in kinds]
+    enum = schema["$defs"]["kind"]["enum"]
+    if enum != names:
+        errors.append(f"$defs.kind.enum {enum} != the list {names}")
+    by_importance = [name for _, name, _ in sorted(kinds, key=lambda k: int(k[2]))]
+    description = schema["properties"]["verdicts"]["description"]
+    m = re.search(r"most important first: ([A-Z_, ]+)\.", description)
+    ranked = [k.strip() for k in m.group(1).split(",")] if m else None
+    if ranked != by_importance:
+        errors.append(f"verdicts.description ranks {ranked}, the list's importance {by_importance}")
+    for e in errors:
+        print(f"{schema_path}: {e}", file=sys.stderr)
+    return 1 if errors else 0
+
+
 def main():
+    if sys.argv[1] == "--kinds":
+        sys.exit(check_kinds(sys.argv[2], sys.argv[3]))
     schema = json.load(open(sys.argv[1]))
     failed = False
     for name in sys.argv[2:]:

@@ -5,6 +5,8 @@
 
 #include "engine/job_view.h"
 #include "ncclwatch/format.h"
+#include "report/analysis_json.h"
+#include "report/headline.h"
 #include "report/report_text.h"
 
 namespace {

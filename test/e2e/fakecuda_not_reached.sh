@@ -2,7 +2,7 @@
 # A GPU stuck in work before an all_reduce (the fake libcuda holds the stream behind one "compute" item): the op
 # issued after a pause is sampled, its "reached" event does not complete, and the watchdog names GPU_NOT_REACHED for
 # the rank and the op. Once the GPU moves on, the stall is reported recovered.
-. "$(dirname "$0")/lib_gpu.sh"
+. "$(dirname "$0")/lib_fakecuda.sh"
 export NCCLWATCH_TIMEOUT_SEC=1
 # Steps 0 and 1 run; then a 300 ms pause (the poller completes #2 by a catch-up event meanwhile), the GPU is held,
 # and step 2's all_reduce (#3) is issued: after a pause, it is sampled.

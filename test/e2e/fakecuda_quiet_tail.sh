@@ -2,7 +2,7 @@
 # GPU sampling, quiet tail: a burst ends in ops without events of their own (they follow the sampled op in flight),
 # then the rank idles longer than the stall timeout. The poller's catch-up event on the quiet stream completes them:
 # no stall is reported, and the last op has its completion time.
-. "$(dirname "$0")/lib_gpu.sh"
+. "$(dirname "$0")/lib_fakecuda.sh"
 export NCCLWATCH_TIMEOUT_SEC=1 NCCLWATCH_DUMP_AT_EXIT=1 NCCLWATCH_RING_SIZE=1024
 run_job 1 --fake-cuda --steps 3000 --count 1024 --hold-ms 3000
 [ "$JOB_RC" = 0 ] || fail "job failed (rc $JOB_RC)"

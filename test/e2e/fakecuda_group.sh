@@ -4,7 +4,7 @@
 # One event covers at most 8 ops of a stream, so the world stream's 10 ops are two chunks: in the first group the
 # first chunk is sampled and the second follows it (same stream, same instant), while the other stream's chunk is
 # sampled on its own. Every op completes. With NCCLWATCH_GPU_SAMPLE=all, every chunk is sampled.
-. "$(dirname "$0")/lib_gpu.sh"
+. "$(dirname "$0")/lib_fakecuda.sh"
 export NCCLWATCH_TIMEOUT_SEC=30
 
 # check_first_group RANK auto|all: the first group's chunks sampled or not as described above.

@@ -4,7 +4,7 @@
 # cover them. The teardown call settles them itself: the file left behind says every op completed, in the counters
 # and in each record (PyTorch's destroy_process_group right after the last step; the 1-GPU run of test/gpu/run.sh
 # found it). After an abort the ops never completed, and the file must not claim they did.
-. "$(dirname "$0")/lib_gpu.sh"
+. "$(dirname "$0")/lib_fakecuda.sh"
 export NCCLWATCH_TIMEOUT_SEC=30 NCCLWATCH_RING_SIZE=1024
 for teardown in destroy finalize; do
     run_job 1 --fake-cuda --steps 3000 --count 1024 --teardown "$teardown"

@@ -3,7 +3,7 @@
 # op it is stuck before is one that follows a sampled op without events of its own. The stall is reported for the
 # communicator and the rank, and recovers once the GPU moves on. The verdict is printed, not judged: with the ops
 # around the stuck one carrying no events, where the GPU stands is not known precisely.
-. "$(dirname "$0")/lib_gpu.sh"
+. "$(dirname "$0")/lib_fakecuda.sh"
 export NCCLWATCH_TIMEOUT_SEC=1 NCCLWATCH_RING_SIZE=4096
 launch_job 1 --fake-cuda --steps 2000 --count 1024 --cuda-hold-step 1000 --hold-ms 60000
 wait_for 30 has_files 'rank0-*.report.json' 1 || fail "no stall report"

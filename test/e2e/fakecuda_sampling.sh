@@ -2,7 +2,7 @@
 # GPU sampling (NCCLWATCH_GPU_SAMPLE=auto) with the fake libcuda: a burst of all_reduces back-to-back on one stream
 # completes in full, most of its ops follow a sampled one without events of their own, and the events recorded are a
 # small fraction of the two per op that NCCLWATCH_GPU_SAMPLE=all records.
-. "$(dirname "$0")/lib_gpu.sh"
+. "$(dirname "$0")/lib_fakecuda.sh"
 export NCCLWATCH_TIMEOUT_SEC=30 NCCLWATCH_DUMP_AT_EXIT=1 NCCLWATCH_RING_SIZE=2048
 
 # burst N auto|all [ENV=VALUE]: one rank, N all_reduces back-to-back; waits until all completed, ends the job;

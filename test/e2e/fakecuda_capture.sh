@@ -4,7 +4,7 @@
 # captured ops are marked and complete on return; no event of ours goes on the stream while it is capturing (an
 # event recorded into a capture would join the user's graph), nor is any event queried from a thread in global
 # capture mode; once the capture ends, a catch-up event completes the burst's followers.
-. "$(dirname "$0")/lib_gpu.sh"
+. "$(dirname "$0")/lib_fakecuda.sh"
 export NCCLWATCH_TIMEOUT_SEC=30 NCCLWATCH_DUMP_AT_EXIT=1 NCCLWATCH_RING_SIZE=2048
 touch "$GO"
 launch_job 1 --fake-cuda --steps 1100 --count 1024 --capture-step 1000 --capture-count 100 --capture-ms 300 \

@@ -1,0 +1,22 @@
+// The verdict kinds, listed once. Everything that names or ranks a kind is generated from this list: the enum
+// verdict::Kind, kind_name, kind_meaning and verdict_importance (lib/engine/verdict.h); the analysis schema's "kind"
+// enum (docs/schemas/analysis.schema.json) is checked against it by test/golden/check_schema.py --kinds (meson
+// test 'schema_kinds'). A new kind is one line here, one headline case (lib/report/headline.cpp) and the schema.
+//
+// X(enum name, JSON and text name, importance: 0 = reported first, one-line meaning)
+#pragma once
+
+#define NCW_VERDICT_KINDS(X)                                                                         \
+    X(NotJoined, "NOT_JOINED", 2, "rank(s) never issued the sequence number the others wait in")     \
+    X(GpuNotReached, "GPU_NOT_REACHED", 6,                                                           \
+      "all issued it, but some rank's GPU has not reached it (busy with earlier work)")              \
+    X(StuckInNccl, "STUCK_IN_NCCL", 7, "all reached it, none completed it")                          \
+    X(Mismatch, "MISMATCH", 3, "ranks disagree on op/dtype/count/root/redop at one sequence number") \
+    X(Dead, "DEAD", 0, "a rank's process is gone while others wait for it")                          \
+    X(AsyncError, "ASYNC_ERROR", 5, "NCCL reported an error on a rank")                              \
+    X(Unknown, "UNKNOWN", 8, "a stall whose culprit is not visible from here (ranks missing)")       \
+    X(ExtraOp, "EXTRA_OP", 1,                                                                        \
+      "a rank issued an operation no other rank issued: it is ahead, the others are not behind")     \
+    X(InitHang, "INIT_HANG", 4,                                                                      \
+      "communicator init entered by some ranks and not finished (or never entered by others)")       \
+    X(Straggler, "STRAGGLER", 9, "not a hang: a rank consistently last to arrive at collectives")

@@ -1,0 +1,203 @@
+// Mismatches: ranks that disagree on the signature of one sequence number, and the groups they form.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "engine/verdict_detail.h"
+#include "ncclwatch/format.h"
+
+namespace ncw::verdict::detail {
+
+using disk::OpType;
+
+Key key_of(const OpSig& s) {
+    const auto t = OpType(s.op);
+    return Key{s.op, s.dtype, s.count, disk::is_rooted(t) ? s.root : -1, disk::has_redop(t) ? s.redop : 0};
+}
+
+namespace {
+
+// One group of ranks that issued the same signature at one seq.
+struct Group {
+    Key key;
+    const OpSig* sig;  // the lowest rank's copy
+    std::vector<int> ranks;
+};
+
+// Groups sorted by size (largest first), ties broken by lowest comm rank.
+std::vector<Group> group_by_sig(const std::vector<std::pair<int, const OpSig*>>& entries) {
+    std::vector<Group> groups;
+    for (const auto& [rank, sig] : entries) {
+        const Key k = key_of(*sig);
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.key == k; });
+        if (it == groups.end())
+            groups.push_back(Group{k, sig, {rank}});
+        else
+            it->ranks.push_back(rank);
+    }
+    for (auto& g : groups) std::sort(g.ranks.begin(), g.ranks.end());
+    std::stable_sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+        if (a.ranks.size() != b.ranks.size()) return a.ranks.size() > b.ranks.size();
+        return a.ranks.front() < b.ranks.front();
+    });
+    return groups;
+}
+
+// "count: rank 1 = 524288; ranks 0,2,3 = 1048576" for each field in which the groups differ.
+void field_evidence(const std::vector<Group>& groups, int nranks, std::vector<std::string>& ev) {
+    auto line = [&](const char* field, auto applies, auto value) {
+        std::vector<std::string> parts;
+        std::vector<std::string> distinct;
+        for (const auto& g : groups) {
+            if (!applies(g)) continue;
+            std::string v = value(g);
+            if (std::find(distinct.begin(), distinct.end(), v) == distinct.end()) distinct.push_back(v);
+            parts.push_back(fmt::format("{} = {}", ranks_word(g.ranks), v));
+        }
+        if (distinct.size() < 2) return;
+        std::string out = fmt::format("{}: ", field);
+        for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
+        ev.push_back(std::move(out));
+    };
+    auto always = [](const Group&) { return true; };
+    line("op", always, [](const Group& g) { return std::string(disk::op_name(g.key.op)); });
+    line("dtype", always, [](const Group& g) { return std::string(disk::dtype_name(g.key.dtype)); });
+    line("count", always, [](const Group& g) { return std::to_string(g.key.count); });
+    // With different dtypes the counts alone mislead: the buffers' sizes in bytes say whether the data lines up.
+    const bool dtypes_differ = std::any_of(groups.begin(), groups.end(),
+                                           [&](const Group& g) { return g.key.dtype != groups.front().key.dtype; });
+    if (dtypes_differ) {
+        auto bytes = [](const Group& g) { return g.key.count * disk::dtype_size(g.key.dtype); };
+        std::string out = "bytes (count x dtype size): ";
+        bool same = true;
+        for (size_t i = 0; i < groups.size(); ++i) {
+            out += fmt::format("{}{} = {}", i ? "; " : "", ranks_word(groups[i].ranks), bytes(groups[i]));
+            same = same && bytes(groups[i]) == bytes(groups.front());
+        }
+        out += same ? " (equal: the buffers line up, the values are reinterpreted)" : " (differ)";
+        ev.push_back(std::move(out));
+    }
+    // AllGather and ReduceScatter take the count per rank; a rank that passes the total is off by the comm size.
+    if (nranks > 1) {
+        const Group& major = groups.front();
+        const auto t = OpType(major.key.op);
+        if (t == OpType::AllGather || t == OpType::ReduceScatter) {
+            for (size_t i = 1; i < groups.size(); ++i) {
+                const Group& g = groups[i];
+                if (g.key.op != major.key.op) continue;
+                const char* what = t == OpType::AllGather ? "send count" : "receive count";
+                if (g.key.count == major.key.count * uint64_t(nranks))
+                    ev.push_back(
+                        fmt::format("{}: {} passed {} = {} x {} ranks: the total where {} takes the per-rank "
+                                    "{}",
+                                    disk::op_name(g.key.op), ranks_word(g.ranks), g.key.count, major.key.count, nranks,
+                                    disk::op_name(g.key.op), what));
+                else if (major.key.count == g.key.count * uint64_t(nranks))
+                    ev.push_back(
+                        fmt::format("{}: {} passed {} = {} x {} ranks: the total where {} takes the per-rank "
+                                    "{}",
+                                    disk::op_name(g.key.op), ranks_word(major.ranks), major.key.count, g.key.count,
+                                    nranks, disk::op_name(g.key.op), what));
+            }
+        }
+    }
+    line(
+        "root", [](const Group& g) { return disk::is_rooted(OpType(g.key.op)); },
+        [](const Group& g) { return std::to_string(g.key.root); });
+    line(
+        "redop", [](const Group& g) { return disk::has_redop(OpType(g.key.op)); },
+        [](const Group& g) { return std::string(disk::redop_name(g.key.redop)); });
+}
+
+}  // namespace
+
+// The signature of `seq` as most of `ranks` recorded it (tie: lowest rank); falls back to any visible rank's copy.
+OpSig majority_sig(const CommView& v, const std::vector<size_t>& order, const std::vector<int>& ranks, uint64_t seq) {
+    std::vector<std::pair<int, const OpSig*>> entries;
+    const OpSig* any = nullptr;
+    for (size_t i : order) {
+        const auto& r = v.ranks[i];
+        const OpSig* s = find_sig(r, seq);
+        if (!s) continue;
+        if (!any) any = s;
+        if (std::find(ranks.begin(), ranks.end(), r.comm_rank) != ranks.end()) entries.emplace_back(r.comm_rank, s);
+    }
+    if (!entries.empty()) return *group_by_sig(entries).front().sig;
+    if (any) return *any;
+    OpSig none;
+    none.seq = seq;
+    return none;
+}
+
+}  // namespace ncw::verdict::detail
+
+namespace ncw::verdict {
+
+using namespace detail;
+
+std::vector<Verdict> find_mismatches(const CommView& view) {
+    const auto order = by_comm_rank(view);
+    const auto missing = missing_ranks(view);
+
+    // seq -> (comm rank, signature), ranks in comm-rank order. Only collectives are matched: p2p ops legitimately
+    // differ between peers and lifecycle events take no sequence number.
+    std::map<uint64_t, std::vector<std::pair<int, const OpSig*>>> by_seq;
+    std::map<int, const RankCommState*> state_of;
+    for (size_t i : order) {
+        const auto& r = view.ranks[i];
+        state_of.emplace(r.comm_rank, &r);
+        std::vector<uint64_t> seen;  // a rank contributes one signature per seq (the first, should it repeat)
+        for (const auto& s : r.recent) {
+            if (s.seq == 0 || !disk::is_collective(OpType(s.op))) continue;
+            if (std::find(seen.begin(), seen.end(), s.seq) != seen.end()) continue;
+            seen.push_back(s.seq);
+            by_seq[s.seq].emplace_back(r.comm_rank, &s);
+        }
+    }
+
+    std::vector<Verdict> out;
+    for (const auto& [seq, entries] : by_seq) {
+        if (entries.size() < 2) continue;
+        const auto groups = group_by_sig(entries);
+        if (groups.size() < 2) continue;
+
+        Verdict v;
+        v.kind = Kind::Mismatch;
+        v.comm_id = view.comm_id;
+        v.seq = seq;
+        v.missing = missing;
+        v.op = *groups.front().sig;
+
+        // With no strict majority (1 vs 1, 2 vs 2, ...) nothing says which side is wrong: name every rank rather
+        // than blame one side arbitrarily.
+        const bool tie = groups[0].ranks.size() == groups[1].ranks.size();
+        std::string what;
+        if (tie) {
+            for (const auto& g : groups) v.culprits.insert(v.culprits.end(), g.ranks.begin(), g.ranks.end());
+            what = "ranks disagree: ";
+            for (size_t i = 0; i < groups.size(); ++i)
+                what += fmt::format("{}{} issued {}", i ? ", " : "", ranks_word(groups[i].ranks),
+                                    sig_short(*groups[i].sig, false));
+        } else {
+            for (size_t i = 1; i < groups.size(); ++i) {
+                v.culprits.insert(v.culprits.end(), groups[i].ranks.begin(), groups[i].ranks.end());
+                what += fmt::format("{}{} issued {}", i > 1 ? ", " : "", ranks_word(groups[i].ranks),
+                                    sig_short(*groups[i].sig, false));
+            }
+            what += fmt::format(" but {} issued {}", ranks_word(groups[0].ranks), sig_short(*groups[0].sig, false));
+        }
+        std::sort(v.culprits.begin(), v.culprits.end());
+        v.summary = fmt::format("comm {}: MISMATCH at #{}: {}", hex_comm(view.comm_id), seq, what);
+
+        field_evidence(groups, view.nranks, v.evidence);
+        for (const auto& [rank, sig] : entries)
+            v.evidence.push_back(rank_id(*state_of[rank]) + ": " + describe_op(*sig));
+        out.push_back(std::move(v));
+    }
+    // std::map iterates in seq order; the p2p pairs come after the collectives.
+    for (auto& v : p2p_mismatches(view)) out.push_back(std::move(v));
+    return out;
+}
+
+}  // namespace ncw::verdict

@@ -1,0 +1,186 @@
+// Point-to-point: sends and receives paired with what the peer posted.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/verdict_detail.h"
+#include "ncclwatch/format.h"
+
+namespace ncw::verdict::detail {
+
+using disk::OpType;
+
+namespace {
+
+const PeerP2p* peer_entry(const RankCommState& r, int peer) {
+    for (const auto& e : r.p2p)
+        if (e.peer == peer) return &e;
+    return nullptr;
+}
+
+// What `p` posted toward `r` in direction `recv` (its receives from r) or not (its sends to r). Nothing when p's
+// counts are unknown: not read, or its ring wrapped and holds no record of r.
+std::optional<std::pair<uint64_t, uint64_t>> posted(const RankCommState& p, int r, bool recv) {
+    if (!p.p2p_known) return std::nullopt;
+    const PeerP2p* e = peer_entry(p, r);
+    if (!e) {
+        if (p.p2p_wrapped) return std::nullopt;
+        return std::pair<uint64_t, uint64_t>{0, 0};
+    }
+    return recv ? std::pair{e->recvs_issued, e->recvs_completed} : std::pair{e->sends_issued, e->sends_completed};
+}
+
+}  // namespace
+
+// Sends whose receive the peer never posted (and the reverse) among ranks that are otherwise at rest: the counts
+// differ with nothing in flight on either side. In flight, a difference is normal; diagnose_stall judges those.
+std::vector<Verdict> p2p_mismatches(const CommView& view) {
+    std::vector<Verdict> out;
+    for (size_t i : by_comm_rank(view)) {
+        const auto& r = view.ranks[i];
+        if (!r.p2p_known) continue;
+        for (const auto& e : r.p2p) {
+            if (e.sends_issued == 0 || e.sends_issued != e.sends_completed) continue;
+            const RankCommState* p = state_of_rank(view, e.peer);
+            if (!p) continue;
+            const auto got = posted(*p, r.comm_rank, true);
+            if (!got || got->first >= e.sends_issued || got->first != got->second) continue;
+            Verdict v;
+            v.kind = Kind::Mismatch;
+            v.comm_id = view.comm_id;
+            v.seq = got->first + 1;
+            v.culprits = {p->comm_rank};
+            v.missing = missing_ranks(view);
+            v.op.op = uint8_t(OpType::Recv);
+            v.op.seq = got->first + 1;
+            v.summary = fmt::format(
+                "comm {}: p2p: rank {} completed {} send{} to rank {}, but rank {} posted only {} receive{} from rank "
+                "{}: unmatched send/recv pair",
+                hex_comm(view.comm_id), r.comm_rank, e.sends_issued, e.sends_issued == 1 ? "" : "s", p->comm_rank,
+                p->comm_rank, got->first, got->first == 1 ? "" : "s", r.comm_rank);
+            v.evidence.push_back(fmt::format("p2p: {}: sends to rank {}: issued {}, completed {}", rank_id(r),
+                                             p->comm_rank, e.sends_issued, e.sends_completed));
+            v.evidence.push_back(fmt::format("p2p: {}: receives from rank {}: issued {}, completed {}", rank_id(*p),
+                                             r.comm_rank, got->first, got->second));
+            out.push_back(std::move(v));
+        }
+    }
+    return out;
+}
+
+// Only sends/receives are outstanding past the timeout: pair each pending one with what its peer posted.
+std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, double timeout_s) {
+    struct Pending {
+        const RankCommState* r;
+        int peer;
+        bool recv;
+        uint64_t seq;  // the oldest pending one in this direction
+        double waited;
+    };
+    std::vector<Pending> pending;
+    for (size_t i : by_comm_rank(view)) {
+        const auto& r = view.ranks[i];
+        if (!r.p2p_known || !r.alive) continue;
+        for (const auto& e : r.p2p) {
+            if (e.sends_issued > e.sends_completed && e.t_oldest_send_pending_ns &&
+                age_s(now_ns, e.t_oldest_send_pending_ns) >= timeout_s)
+                pending.push_back(
+                    {&r, e.peer, false, e.sends_completed + 1, age_s(now_ns, e.t_oldest_send_pending_ns)});
+            if (e.recvs_issued > e.recvs_completed && e.t_oldest_recv_pending_ns &&
+                age_s(now_ns, e.t_oldest_recv_pending_ns) >= timeout_s)
+                pending.push_back({&r, e.peer, true, e.recvs_completed + 1, age_s(now_ns, e.t_oldest_recv_pending_ns)});
+        }
+    }
+    if (pending.empty()) return {};
+
+    std::vector<int> unmatched, dead, unseen, waiting;
+    std::vector<std::string> unmatched_ev, matched_ev;
+    std::string what;
+    double stalled_for = 0;
+    const Pending* first = &pending.front();
+    for (const auto& pd : pending) {
+        stalled_for = std::max(stalled_for, pd.waited);
+        if (pd.waited >= first->waited) first = &pd;
+        waiting.push_back(pd.r->comm_rank);
+        const char* dir = pd.recv ? "recv" : "send";
+        const char* prep = pd.recv ? "from" : "to";
+        const std::string head = fmt::format("rank {} waits {} in {} #{} {} rank {}", pd.r->comm_rank, secs(pd.waited),
+                                             dir, pd.seq, prep, pd.peer);
+        const RankCommState* p = state_of_rank(view, pd.peer);
+        if (!p) {
+            unseen.push_back(pd.peer);
+            matched_ev.push_back(fmt::format("p2p: {}; rank {} is not visible from here", head, pd.peer));
+            continue;
+        }
+        const auto got = posted(*p, pd.r->comm_rank, !pd.recv);
+        if (!got) {
+            matched_ev.push_back(fmt::format("p2p: {}; rank {}'s counts are unknown", head, pd.peer));
+            continue;
+        }
+        const char* other = pd.recv ? "send" : "receive";
+        const char* other_prep = pd.recv ? "to" : "from";
+        if (got->first < pd.seq) {
+            const bool other_waits = got->first > got->second;  // still inside an earlier one of the pair: in order
+            std::string line = fmt::format("{}, but rank {} posted only {} {}{} {} rank {}", head, pd.peer, got->first,
+                                           other, got->first == 1 ? "" : "s", other_prep, pd.r->comm_rank);
+            if (!p->alive) {
+                line += " and is DEAD";
+                dead.push_back(pd.peer);
+            } else if (!other_waits) {
+                line += fmt::format(" and waits in none {} it", other_prep);
+            }
+            if (!other_waits || !p->alive) {
+                unmatched.push_back(pd.peer);
+                what += (what.empty() ? "" : "; ") + line;
+                unmatched_ev.push_back("p2p: " + line);
+            }
+        } else {
+            matched_ev.push_back(fmt::format("p2p: {}; rank {} posted the matching {} (issued {}, completed {})", head,
+                                             pd.peer, other, got->first, got->second));
+        }
+    }
+    auto uniq = [](std::vector<int>& v) {
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+    };
+    uniq(unmatched), uniq(dead), uniq(unseen), uniq(waiting);
+
+    Verdict base;
+    base.comm_id = view.comm_id;
+    base.seq = first->seq;
+    base.op.seq = first->seq;
+    base.op.op = uint8_t(first->recv ? OpType::Recv : OpType::Send);
+    base.waiting = waiting;
+    base.missing = missing_ranks(view);
+    base.stalled_for_s = stalled_for;
+    std::vector<Verdict> out;
+    if (!unmatched.empty()) {
+        Verdict v = base;
+        v.kind = dead.empty() ? Kind::Mismatch : Kind::Dead;
+        v.culprits = unmatched;
+        v.summary = fmt::format("comm {}: p2p: {}: unmatched send/recv pair", hex_comm(view.comm_id), what);
+        v.evidence = unmatched_ev;
+        v.evidence.insert(v.evidence.end(), matched_ev.begin(), matched_ev.end());
+        out.push_back(std::move(v));
+        return out;
+    }
+    Verdict v = base;
+    v.evidence = matched_ev;
+    if (!unseen.empty()) {
+        v.kind = Kind::Unknown;
+        v.culprits = unseen;
+        v.summary = fmt::format("comm {}: p2p: {} wait{} in send/recv for {}; the peer{} {} not visible from here",
+                                hex_comm(view.comm_id), ranks_word(waiting), waiting.size() == 1 ? "s" : "",
+                                secs(stalled_for), unseen.size() == 1 ? "" : "s", ranks_word(unseen));
+    } else {
+        v.kind = Kind::StuckInNccl;
+        v.summary = fmt::format(
+            "comm {}: p2p: {} wait{} in send/recv for {}; every pending op's peer posted its match: stuck inside "
+            "NCCL (transport?)",
+            hex_comm(view.comm_id), ranks_word(waiting), waiting.size() == 1 ? "s" : "", secs(stalled_for));
+    }
+    out.push_back(std::move(v));
+    return out;
+}
+
+}  // namespace ncw::verdict::detail

@@ -1,0 +1,104 @@
+// Where each rank is: its state in a communicator, its wait, whether its GPU got to an op.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "engine/verdict_detail.h"
+#include "ncclwatch/format.h"
+
+namespace ncw::verdict::detail {
+
+using disk::OpType;
+
+const OpSig* find_sig(const RankCommState& r, uint64_t seq) {
+    if (seq == 0) return nullptr;
+    for (const auto& s : r.recent)
+        if (s.seq == seq) return &s;
+    return nullptr;
+}
+
+const RankCommState* state_of_rank(const CommView& v, int comm_rank) {
+    for (const auto& r : v.ranks)
+        if (r.comm_rank == comm_rank) return &r;
+    return nullptr;
+}
+
+// The comm ranks 0..nranks-1 for which no state is visible.
+std::vector<int> missing_ranks(const CommView& v) {
+    // Linear: a live collector calls this for communicators of 16,384 ranks several times a second.
+    std::vector<bool> seen(size_t(std::max(v.nranks, 0)), false);
+    for (const auto& s : v.ranks)
+        if (s.comm_rank >= 0 && s.comm_rank < v.nranks) seen[size_t(s.comm_rank)] = true;
+    std::vector<int> out;
+    for (int r = 0; r < v.nranks; ++r)
+        if (!seen[size_t(r)]) out.push_back(r);
+    return out;
+}
+
+// Indices of view.ranks in comm-rank order, so every list and evidence line comes out sorted.
+std::vector<size_t> by_comm_rank(const CommView& v) {
+    std::vector<size_t> idx(v.ranks.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](size_t a, size_t b) { return v.ranks[a].comm_rank < v.ranks[b].comm_rank; });
+    return idx;
+}
+
+namespace {
+
+// When this rank's current wait began, or nothing if it is not inside a collective or the time is unknown.
+// stall_since_ns (set by the shim's watchdog) wins. Otherwise the wait began when the previous op had completed AND
+// the one after it had been issued: the later of the two. Taking the last progress alone would count the compute
+// between two collectives as waiting and flag a rank that just entered its next op after a long forward pass.
+std::optional<uint64_t> wait_start(const RankCommState& r) {
+    if (r.issued <= r.completed) return std::nullopt;
+    if (r.stall_since_ns) return r.stall_since_ns;
+    uint64_t t_issue = 0;
+    if (const OpSig* s = find_sig(r, r.completed + 1)) t_issue = s->t_issue_ns;
+    // The last issue is the issue of completed+1 only when exactly one op is in flight; with more in flight it is
+    // later, so it would understate the wait and is used only when nothing else is known.
+    if (!t_issue && r.issued == r.completed + 1) t_issue = r.t_last_issue_ns;
+    uint64_t t = std::max(r.t_last_progress_ns, t_issue);
+    if (!t) t = r.t_last_issue_ns;
+    if (!t) return std::nullopt;
+    return t;
+}
+
+}  // namespace
+
+// An op that carried no GPU events of its own (NCCLWATCH_GPU_SAMPLE=auto) has no "reached" of its own: until it
+// completes, whether the rank's GPU got to it is not known. Such a rank counts as inside the op, never as behind.
+bool reach_unknown(const RankCommState& r, uint64_t seq) {
+    if (!r.gpu_tracking || r.reached >= seq) return false;
+    if (const OpSig* s = find_sig(r, seq)) return s->flags & disk::kFlagSampledOut;
+    // Out of the window (the host ran far ahead of its GPU): unknown as soon as this rank samples at all.
+    return std::any_of(r.recent.begin(), r.recent.end(),
+                       [](const OpSig& g) { return g.flags & disk::kFlagSampledOut; });
+}
+
+// The rank has issued collectives but its GPU has not reached the oldest incomplete one: it is busy with earlier
+// work on its stream, not waiting inside NCCL.
+bool gpu_behind(const RankCommState& r) {
+    return r.gpu_tracking && r.issued > r.completed && r.reached <= r.completed && !reach_unknown(r, r.completed + 1);
+}
+
+// Seconds the rank has waited inside its oldest incomplete collective; nothing if it is not waiting. A dead rank
+// is never "waiting" (it is a candidate culprit instead), nor is one whose GPU has not got to the collective yet.
+std::optional<double> wait_seconds(const RankCommState& r, uint64_t now_ns) {
+    if (!r.alive || gpu_behind(r)) return std::nullopt;
+    const auto t = wait_start(r);
+    if (!t) return std::nullopt;
+    return *t < now_ns ? ns_to_s(now_ns - *t) : 0.0;
+}
+
+// Seconds without completion progress for a rank whose GPU is still busy before its oldest incomplete collective.
+// Such a rank is not waiting inside NCCL, but if it stays there past the timeout it is a stall of its own (its
+// GPU is stuck or very slow), even when no other rank waits for it (a one-rank communicator).
+std::optional<double> busy_seconds(const RankCommState& r, uint64_t now_ns) {
+    if (!r.alive || !gpu_behind(r)) return std::nullopt;
+    const auto t = wait_start(r);
+    if (!t) return std::nullopt;
+    return *t < now_ns ? ns_to_s(now_ns - *t) : 0.0;
+}
+
+}  // namespace ncw::verdict::detail

@@ -1,0 +1,106 @@
+// The words of the evidence: ops, ranks and rank states as the verdicts name them.
+#include <fmt/format.h>
+
+#include "engine/verdict_detail.h"
+#include "ncclwatch/format.h"
+
+namespace ncw::verdict::detail {
+
+using disk::OpType;
+
+const char* nccl_result_name(int32_t r) {
+    static const char* const names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                        "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                        "ncclRemoteError",   "ncclInProgress"};
+    return r >= 0 && r < 8 ? names[r] : "unknown ncclResult_t";
+}
+
+std::string hex_comm(uint64_t id) { return fmt::format("0x{:016x}", id); }
+std::string secs(double s) { return fmt::format("{:.1f} s", s); }
+
+namespace {
+
+std::string join_ranks(const std::vector<int>& r) {
+    std::string out;
+    for (size_t i = 0; i < r.size(); ++i) {
+        if (i) out += ',';
+        out += std::to_string(r[i]);
+    }
+    return out;
+}
+
+}  // namespace
+
+// "rank 2" / "ranks 0,1,3"
+std::string ranks_word(const std::vector<int>& r) { return (r.size() == 1 ? "rank " : "ranks ") + join_ranks(r); }
+
+// "float32, 1048576 elements, sum, root 0"
+std::string sig_body(const OpSig& s) {
+    const auto t = OpType(s.op);
+    std::string out = fmt::format("{}, {} element{}", disk::dtype_name(s.dtype), s.count, s.count == 1 ? "" : "s");
+    if (disk::has_redop(t)) out += fmt::format(", {}", disk::redop_name(s.redop));
+    if (disk::is_rooted(t)) out += fmt::format(", root {}", s.root);
+    return out;
+}
+
+// "AllReduce #42 (float32, 1048576 elements, sum)"; without the seq: "AllReduce (float32, ...)".
+std::string sig_short(const OpSig& s, bool with_seq) {
+    if (OpType(s.op) == OpType::None) return with_seq ? fmt::format("#{} (signature not recorded)", s.seq) : "an op";
+    if (with_seq) return fmt::format("{} #{} ({})", disk::op_name(s.op), s.seq, sig_body(s));
+    return fmt::format("{} ({})", disk::op_name(s.op), sig_body(s));
+}
+
+// "rank 0 (global 0, host h, pid 123)"
+std::string rank_id(const RankCommState& r) {
+    return fmt::format("rank {} (global {}, host {}, pid {})", r.comm_rank, r.global_rank,
+                       r.host.empty() ? "?" : r.host, r.pid);
+}
+
+// One line of state per rank, shared by every stall verdict.
+std::string rank_state_line(const RankCommState& r, uint64_t now_ns, uint64_t W) {
+    std::string line = rank_id(r) + fmt::format(": issued #{}", r.issued);
+    if (r.gpu_tracking)
+        line += fmt::format(", reached #{}, completed #{}", r.reached, r.completed);
+    else
+        line += fmt::format(", completed #{} (no GPU tracking: completed = call returned)", r.completed);
+    if (!r.alive) {
+        if (r.exited_clean)
+            line += ", DEAD: exited cleanly (exit handlers ran)";
+        else
+            line += fmt::format(", DEAD: gone (killed?), heartbeat {} old", secs(r.heartbeat_age_s));
+    } else if (gpu_behind(r)) {
+        line += fmt::format(", GPU busy with earlier work before #{}", r.completed + 1);
+    } else if (const auto w = wait_seconds(r, now_ns)) {
+        if (r.completed + 1 == W)
+            line += fmt::format(", waiting {}", secs(*w));
+        else
+            line += fmt::format(", waiting {} in #{}", secs(*w), r.completed + 1);
+    } else if (r.issued <= r.completed) {
+        line += ", idle (not inside NCCL)";
+        if (r.t_last_issue_ns) line += fmt::format(", last issue {} ago", secs(age_s(now_ns, r.t_last_issue_ns)));
+    }
+    if (is_async_error(r.async_error))
+        line += fmt::format(", async error {} ({})", nccl_result_name(r.async_error), r.async_error);
+    return line;
+}
+
+// The op at the rank's latest issued seq, described, for "its last op".
+std::string last_op(const RankCommState& r) {
+    if (r.issued == 0) return "no collective on this communicator";
+    if (const OpSig* s = find_sig(r, r.issued)) return sig_short(*s, true);
+    return fmt::format("#{} (signature not recorded)", r.issued);
+}
+
+}  // namespace ncw::verdict::detail
+
+namespace ncw::verdict {
+
+using namespace detail;
+
+std::string describe_op(const OpSig& op) {
+    if (OpType(op.op) == OpType::None) return fmt::format("#{} (signature not recorded)", op.seq);
+    return fmt::format("{} #{} ({}, stream 0x{:x}, tid {})", disk::op_name(op.op), op.seq, sig_body(op), op.stream,
+                       op.tid);
+}
+
+}  // namespace ncw::verdict

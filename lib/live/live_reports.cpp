@@ -1,0 +1,340 @@
+// The live collector's analysis and reports: the analysis as digests change, the report of new verdicts (text and JSON,
+// in the verdicts' one voice: report/headline.h), the dump requests, and /metrics.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "live/live_impl.h"
+#include "ncclwatch/format.h"
+#include "report/headline.h"
+#include "report/metrics.h"
+#include "report/report_json.h"
+
+namespace ncw::live {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Job ids come from the network: keep a path component of safe characters only.
+std::string safe_component(const std::string& s) {
+    std::string out;
+    for (char c : s.substr(0, 128)) out += (isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.') ? c : '_';
+    if (out.empty() || out == "." || out == "..") out = "job";
+    return out;
+}
+
+using report::clean;
+
+std::string verdict_key(const verdict::Verdict& v) {
+    std::string k = fmt::format("{}|{:x}|{}|", verdict::kind_name(v.kind), v.comm_id, v.seq);
+    for (int r : v.culprits) k += std::to_string(r) + ",";
+    return k;
+}
+
+// A stall (as opposed to a mismatch or a straggler, which do not hold anything up).
+bool is_stall(verdict::Kind k) { return k != verdict::Kind::Mismatch && k != verdict::Kind::Straggler; }
+
+bool mkdirs(const std::string& dir) {
+    std::string cur;
+    for (size_t i = 0; i <= dir.size(); ++i) {
+        if (i == dir.size() || dir[i] == '/') {
+            if (!cur.empty() && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
+        }
+        if (i < dir.size()) cur += dir[i];
+    }
+    return true;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "w");
+    if (!f) return false;
+    const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (fclose(f) != 0 || !ok) return false;
+    return rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+// Whether something in the job may already be a verdict the analysis would report: an outstanding collective
+// without progress for the timeout, an init running that long, a flagged stall or error, a connection lost past
+// the grace. One pass over the snapshots, far cheaper than the analysis, so a stall is caught on the first tick
+// after it passes the timeout while the full analysis (for mismatches) runs less often.
+bool LiveServer::Impl::something_due(const Job& job, uint64_t now) const {
+    const uint64_t timeout = uint64_t(opt.timeout_s * 1e9), grace = uint64_t(opt.dead_after_s * 1e9);
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+        const auto& r = job.ranks[i];
+        if (!r.conn_id && !r.bye && now - r.last_frame_ns >= grace) return true;
+        for (const auto& c : job.snaps[i].comms) {
+            if (c.stall_since_ns || c.async_error) return true;
+            if (c.coll_issued > c.coll_completed) {
+                const uint64_t since = std::max(c.t_last_progress_ns, c.t_last_issue_ns);
+                if (since && now > since && now - since >= timeout) return true;
+            }
+            if (c.state == uint32_t(disk::CommState::Initializing) && c.t_init_start_ns && now > c.t_init_start_ns &&
+                now - c.t_init_start_ns >= timeout)
+                return true;
+        }
+    }
+    return false;
+}
+
+void LiveServer::Impl::maybe_analyze(uint64_t now) {
+    for (auto& [id, job] : jobs) {
+        // Never more than a third of the time in analysis, however large the job.
+        const uint64_t cost = uint64_t(job->last_analysis_cost_s * 3e9);
+        const uint64_t period = std::max(uint64_t(std::max(0.01, opt.analyze_period_s) * 1e9), cost);
+        const uint64_t full_period = std::max(period, kIdleAnalysisNs);
+        const uint64_t since = now - job->last_analysis_ns;
+        if (since < period) continue;
+        const bool run = (job->dirty && since >= full_period) || (job->dirty && job->stall_reported_ns) ||
+                         since >= 4 * full_period || something_due(*job, now);
+        if (run) analyze_job(*job, now);
+    }
+}
+
+void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
+    job.dirty = false;
+    job.last_analysis_ns = now;
+    // Connected ranks are alive now; a disconnected one ages from its last frame and is gone after dead_after_s.
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+        const auto& r = job.ranks[i];
+        job.snaps[i].header.heartbeat_mono_ns = r.conn_id ? now : r.last_frame_ns;
+    }
+    AnalysisOptions ao;
+    ao.live = true;
+    ao.now_mono_ns = now;
+    ao.now_real_ns = clock_ns(CLOCK_REALTIME);
+    ao.timeout_s = opt.timeout_s;
+    ao.stale_after_s = opt.dead_after_s;
+    const Analysis a = analyze(job.snaps, ao);
+    last_analysis_s = double(mono_ns() - now) / 1e9;
+    job.last_analysis_cost_s = last_analysis_s;
+    ++st_analyses;
+
+    job.named.clear();
+    bool stalled = false, fresh = false;
+    std::set<std::string> keys;
+    for (const auto& ref : a.all_verdicts()) {
+        const auto& v = *ref.verdict;
+        if (v.kind == verdict::Kind::Straggler) continue;
+        auto& named = job.named[v.comm_id];
+        named.first.insert(v.culprits.begin(), v.culprits.end());
+        named.second.insert(v.waiting.begin(), v.waiting.end());
+        stalled = stalled || is_stall(v.kind);
+        const std::string k = verdict_key(v);
+        keys.insert(k);
+        if (!job.reported.count(k)) fresh = true;
+    }
+    if (fresh) {
+        job.reported.insert(keys.begin(), keys.end());
+        report(job, a, now);
+        if (stalled && !job.stall_reported_ns) job.stall_reported_ns = now;
+    }
+    if (!stalled && job.stall_reported_ns) {
+        log(fmt::format("job {}: recovered: no stall any more ({:.1f} s after the report)", clean(job.id),
+                        double(now - job.stall_reported_ns) / 1e9));
+        job.stall_reported_ns = 0;
+        // A later stall at the same place is news again; mismatches stay reported once.
+        for (auto it = job.reported.begin(); it != job.reported.end();)
+            it = it->rfind("MISMATCH|", 0) == 0 ? std::next(it) : job.reported.erase(it);
+    }
+}
+
+std::string LiveServer::Impl::clock_line(const Job& job) const {
+    size_t exact = 0, est = 0;
+    int64_t worst = 0;
+    for (const auto& r : job.ranks) {
+        if (r.clock.exact)
+            ++exact;
+        else if (r.clock.count) {
+            ++est;
+            worst = std::max(worst, r.clock.spread());
+        }
+    }
+    return fmt::format(
+        "clock offsets: {} rank(s) on this host's boot (exact), {} estimated by a one-way minimum filter over "
+        "the last {} frames (each estimate is late by that rank's smallest one-way network delay; the "
+        "widest window spread is {:.3f} ms)",
+        exact, est, OffsetFilter::kWindow, double(worst) / 1e6);
+}
+
+void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
+    ++st_reports;
+    const auto refs = a.all_verdicts();
+    const std::string job_name = job.id.empty() ? "(no job id)" : clean(job.id);
+    const uint64_t real = clock_ns(CLOCK_REALTIME);
+    std::string text;
+    std::string first_line;
+    for (const auto& ref : refs) {
+        if (ref.verdict->kind == verdict::Kind::Straggler && !first_line.empty()) continue;
+        const std::vector<std::string> lines = report::verdict_lines(*ref.job, *ref.comm, *ref.verdict);
+        if (first_line.empty()) first_line = lines.front();
+        text += lines.front() + "\n";
+        for (size_t i = 1; i < lines.size(); ++i) text += "    " + lines[i] + "\n";
+    }
+    text = fmt::format("ncclwatch live report, job {}, {}\n", job_name, report::wall_time(real)) + text;
+    text += clock_line(job) + "\n";
+    const uint64_t job_now = a.jobs.empty() ? now : a.jobs.front().now_mono_ns;
+    for (const auto& jr : a.jobs) {
+        for (const auto& cr : jr.comms) {
+            text += fmt::format("\ncomm {}{} ({} ranks{})\n", report::hex(cr.comm_id),
+                                cr.name.empty() ? "" : " '" + clean(cr.name) + "'", cr.view.nranks,
+                                cr.missing.empty() ? "" : ", missing " + format_ranks(cr.missing));
+            text += fmt::format("  {:>6} {:>6} {:<24} {:>8} {:>10} {:>10} {:>10} {:>10}  {}\n", "rank", "global",
+                                "host", "pid", "issued", "reached", "completed", "idle s", "state");
+            size_t rows = 0;
+            for (const auto& r : cr.view.ranks) {
+                if (++rows > kMaxTableRows) {
+                    text += fmt::format("  ... {} more ranks (see live-report.json)\n",
+                                        cr.view.ranks.size() - kMaxTableRows);
+                    break;
+                }
+                const double idle = r.t_last_progress_ns && job_now > r.t_last_progress_ns
+                                        ? double(job_now - r.t_last_progress_ns) / 1e9
+                                        : 0.0;
+                const char* state = r.exited_clean     ? "exited"
+                                    : !r.alive         ? "GONE"
+                                    : r.stall_since_ns ? "stalled"
+                                                       : "alive";
+                text += fmt::format("  {:>6} {:>6} {:<24} {:>8} {:>10} {:>10} {:>10} {:>10.1f}  {}\n", r.comm_rank,
+                                    r.global_rank, clean(r.host).substr(0, 24), r.pid, r.issued, r.reached, r.completed,
+                                    idle, state);
+            }
+        }
+    }
+
+    // Text first: it is small (the table is capped) and what a person or a script watches for.
+    const std::string dir = opt.out_dir.empty() ? "" : opt.out_dir + "/" + safe_component(job.id);
+    bool wrote = !dir.empty() && mkdirs(dir) && write_file(dir + "/live-report.txt", text);
+    if (!dir.empty() && !wrote) log(fmt::format("cannot write the report into {}: {}", dir, strerror(errno)));
+    if (!opt.quiet) {
+        fwrite(text.data(), 1, text.size(), stdout);
+        fflush(stdout);
+    } else {
+        log(fmt::format("job {}: {}", job_name, first_line));
+    }
+
+    json j;
+    j["schema"] = "ncclwatch.live/1";
+    j["job_id"] = job.id;
+    j["time"] = report::wall_time(real);
+    j["timeout_s"] = opt.timeout_s;
+    j["dead_after_s"] = opt.dead_after_s;
+    json verdicts = json::array();
+    for (const auto& ref : refs)
+        verdicts.push_back(report::verdict_json_with_headline(*ref.job, *ref.comm, *ref.verdict));
+    j["verdicts"] = std::move(verdicts);
+    json ranks = json::array();
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+        const auto& r = job.ranks[i];
+        const auto& h = job.snaps[i].header;
+        ranks.push_back(json{{"global_rank", h.global_rank},
+                             {"host", h.host},
+                             {"pid", h.pid},
+                             {"connected", r.conn_id != 0},
+                             {"exited_clean", r.bye},
+                             {"seconds_since_last_frame", double(now - r.last_frame_ns) / 1e9},
+                             {"clock_offset_ns", r.clock.offset()},
+                             {"clock_offset_exact", r.clock.exact},
+                             {"clock_offset_spread_ns", r.clock.spread()}});
+    }
+    j["ranks"] = std::move(ranks);
+    json comms = json::array();
+    for (const auto& jr : a.jobs)
+        for (const auto& cr : jr.comms) {
+            json rows = json::array();
+            for (const auto& r : cr.view.ranks)
+                rows.push_back(json{{"comm_rank", r.comm_rank},
+                                    {"global_rank", r.global_rank},
+                                    {"host", r.host},
+                                    {"pid", r.pid},
+                                    {"alive", r.alive},
+                                    {"issued", r.issued},
+                                    {"reached", r.reached},
+                                    {"completed", r.completed}});
+            comms.push_back(json{{"comm_id", report::hex(cr.comm_id)},
+                                 {"name", cr.name},
+                                 {"nranks", cr.view.nranks},
+                                 {"missing", cr.missing},
+                                 {"ranks", std::move(rows)}});
+        }
+    j["comms"] = std::move(comms);
+    j["warnings"] = a.warnings.size() > 100
+                        ? json(std::vector<std::string>(a.warnings.begin(), a.warnings.begin() + 100))
+                        : json(a.warnings);
+
+    if (wrote) {
+        if (write_file(dir + "/live-report.json", report::dump_json(j) + "\n"))
+            log(
+                fmt::format("job {}: report written to {}/live-report.txt and .json ({:.3f} s after the analysis "
+                            "started)",
+                            job_name, dir, double(mono_ns() - now) / 1e9));
+        else
+            log(fmt::format("cannot write {}/live-report.json: {}", dir, strerror(errno)));
+    }
+
+    if (!opt.request_dumps) return;
+    wire::DumpRequest dr;
+    dr.request_id = ++request_id;
+    dr.reason = first_line.substr(0, wire::kMaxString);
+    std::vector<uint8_t> f;
+    wire::encode(dr, f);
+    for (auto& r : job.ranks) {
+        if (!r.conn_id) continue;
+        auto it = conns.find(r.conn_id);
+        if (it != conns.end()) queue(*it->second, f);
+        ++job.dump_requests;
+    }
+}
+
+std::string LiveServer::Impl::render_metrics() {
+    const uint64_t now = mono_ns();
+    std::vector<metrics::RankCommSample> samples;
+    for (const auto& [id, job] : jobs) {
+        for (size_t i = 0; i < job->ranks.size(); ++i) {
+            const auto& s = job->snaps[i];
+            const auto& r = job->ranks[i];
+            for (const auto& ci : s.comms) {
+                if (ci.comm_id == 0) continue;
+                metrics::RankCommSample m;
+                m.job = job->id;
+                m.global_rank = s.header.global_rank;
+                m.host = s.header.host;
+                m.pid = s.header.pid;
+                m.comm_id = ci.comm_id;
+                m.comm_rank = ci.rank;
+                m.issued = ci.coll_issued;
+                m.reached = ci.coll_reached;
+                m.completed = ci.coll_completed;
+                if (ci.t_last_progress_ns)
+                    m.since_progress_s = now > ci.t_last_progress_ns ? double(now - ci.t_last_progress_ns) / 1e9 : 0.0;
+                auto nit = job->named.find(ci.comm_id);
+                if (nit != job->named.end()) {
+                    m.culprit = nit->second.first.count(ci.rank) > 0;
+                    m.stalled = m.culprit || nit->second.second.count(ci.rank) > 0;
+                }
+                m.stalled = m.stalled || ci.stall_since_ns != 0;
+                m.connected = r.conn_id != 0;
+                m.alive = !r.bye && (r.conn_id != 0 || double(now - r.last_frame_ns) / 1e9 <= opt.dead_after_s);
+                samples.push_back(std::move(m));
+            }
+        }
+    }
+    metrics::CollectorTotals t;
+    t.connections = st_connections;
+    t.ranks_known = ranks_known;
+    t.jobs = jobs.size();
+    t.frames = st_frames;
+    t.bad_frames = st_bad;
+    t.reports = st_reports;
+    t.analyses = st_analyses;
+    t.last_analysis_s = last_analysis_s;
+    return metrics::render(samples, t);
+}
+
+}  // namespace ncw::live

@@ -1,0 +1,151 @@
+// The JSON document of an analysis (see analysis_json.h).
+#include "report/analysis_json.h"
+
+#include "engine/env_audit.h"
+#include "ncclwatch/format.h"
+#include "report/headline.h"
+#include "report/report_json.h"
+
+namespace ncw::report {
+
+namespace {
+
+using verdict::RankCommState;
+using verdict::Role;
+
+const char* role_name(Role r) {
+    switch (r) {
+        case Role::None: return "none";
+        case Role::Initiating: return "initiating";
+        case Role::Cascade: return "cascade";
+    }
+    return "none";
+}
+
+}  // namespace
+
+json analysis_json(const Analysis& a, double timeout_s) {
+    json files = json::array();
+    for (const auto& f : a.files)
+        files.push_back(json{{"path", f.path},
+                             {"ok", f.ok},
+                             {"error", f.ok ? json(nullptr) : json(f.error)},
+                             {"job_id", f.ok ? json(f.job_id) : json(nullptr)},
+                             {"host", f.ok ? json(f.host) : json(nullptr)},
+                             {"pid", f.ok ? json(f.pid) : json(nullptr)},
+                             {"global_rank", f.ok ? json(f.global_rank) : json(nullptr)}});
+
+    json jobs = json::array();
+    json comms = json::array();
+    for (const auto& j : a.jobs) {
+        json missing = json::array();
+        for (const auto& c : j.comms)
+            if (!c.missing.empty())
+                missing.push_back(json{{"comm_id", hex(c.comm_id)},
+                                       {"nranks", c.view.nranks},
+                                       {"comm_ranks", c.missing},
+                                       {"text", format_ranks(c.missing)}});
+        json findings = json::array();
+        for (const auto& f : j.audit)
+            findings.push_back(json{{"severity", audit::severity_name(f.severity)},
+                                    {"topic", f.topic},
+                                    {"summary", f.summary},
+                                    {"evidence", f.evidence},
+                                    {"global_ranks", f.ranks}});
+        json verdict_kinds = json::array();
+        for (const auto& c : j.comms)
+            for (const auto& v : c.verdicts) verdict_kinds.push_back(verdict::kind_name(v.kind));
+        jobs.push_back(json{{"job_id", j.job_id},
+                            {"files", j.files},
+                            {"now_mono_ns", j.now_mono_ns},
+                            {"now_real_ns", j.now_real_ns},
+                            {"now_wall", j.now_real_ns ? json(wall_time(j.now_real_ns)) : json(nullptr)},
+                            {"verdict_kinds", verdict_kinds},
+                            {"missing", missing},
+                            {"audit", findings}});
+
+        for (const auto& c : j.comms) {
+            json ranks = json::array();
+            for (const auto& r : c.view.ranks)
+                ranks.push_back(json{{"comm_rank", r.comm_rank},
+                                     {"global_rank", r.global_rank},
+                                     {"host", r.host},
+                                     {"pid", r.pid},
+                                     {"gpu", r.cuda_dev},
+                                     {"pci_bus_id", r.pci_bus_id},
+                                     {"file", r.file},
+                                     {"alive", r.alive},
+                                     {"exited_clean", r.exited_clean},
+                                     {"heartbeat_age_s", r.heartbeat_age_s},
+                                     {"issued", r.issued},
+                                     {"reached", r.reached},
+                                     {"completed", r.completed},
+                                     {"gpu_tracking", r.gpu_tracking},
+                                     {"comm_state", disk::comm_state_name(r.comm_state)},
+                                     {"async_error", r.async_error},
+                                     {"stall_since_ns", r.stall_since_ns},
+                                     {"t_last_issue_ns", r.t_last_issue_ns},
+                                     {"t_last_progress_ns", r.t_last_progress_ns}});
+            json kinds = json::array();
+            for (const auto& v : c.verdicts) kinds.push_back(verdict::kind_name(v.kind));
+            comms.push_back(json{{"job_id", c.job_id},
+                                 {"comm_id", hex(c.comm_id)},
+                                 {"parent_id", c.parent_id ? json(hex(c.parent_id)) : json(nullptr)},
+                                 {"name", c.name},
+                                 {"world", is_world(j, c)},
+                                 {"nranks", c.view.nranks},
+                                 {"missing", c.missing},
+                                 {"verdict_kinds", kinds},
+                                 {"ranks", ranks}});
+        }
+    }
+
+    json verdicts = json::array();
+    for (const auto& ref : a.all_verdicts()) {
+        const auto& v = *ref.verdict;
+        json culprits = json::array();
+        for (int r : v.culprits) {
+            const RankCommState* s = find_rank(*ref.comm, r);
+            culprits.push_back(json{{"comm_rank", r},
+                                    {"visible", s != nullptr},
+                                    {"global_rank", s ? json(s->global_rank) : json(nullptr)},
+                                    {"host", s ? json(s->host) : json(nullptr)},
+                                    {"pid", s ? json(s->pid) : json(nullptr)},
+                                    {"gpu", s ? json(s->cuda_dev) : json(nullptr)},
+                                    {"pci_bus_id", s ? json(s->pci_bus_id) : json(nullptr)},
+                                    {"alive", s ? json(s->alive) : json(nullptr)},
+                                    {"file", s ? json(s->file) : json(nullptr)}});
+        }
+        const uint64_t since_ns = stalled_since_real_ns(*ref.job, v);
+        verdicts.push_back(json{{"job_id", ref.job->job_id},
+                                {"kind", verdict::kind_name(v.kind)},
+                                {"role", role_name(v.role)},
+                                {"caused_by_comm", v.caused_by_comm ? json(hex(v.caused_by_comm)) : json(nullptr)},
+                                {"comm_id", hex(v.comm_id)},
+                                {"seq", v.seq},
+                                {"op", op_json(v.op)},
+                                {"culprits", culprits},
+                                {"waiting", v.waiting},
+                                {"waiting_count", v.waiting.size()},
+                                {"missing", v.missing},
+                                {"stalled_for_s", v.stalled_for_s},
+                                {"stalled_since_real_ns", since_ns ? json(since_ns) : json(nullptr)},
+                                {"headline", verdict_headline(*ref.job, *ref.comm, v)},
+                                {"summary", v.summary},
+                                {"evidence", v.evidence}});
+    }
+
+    return json{{"schema", kAnalysisSchema},
+                {"version", kAnalysisSchemaVersion},
+                {"timeout_s", timeout_s},
+                {"problem_found", hang_or_mismatch(a)},
+                {"headline", headline(a)},
+                {"files_read", a.files_read},
+                {"files", files},
+                {"warnings", a.warnings},
+                {"jobs", jobs},
+                {"verdicts", verdicts},
+                {"comms", comms}};
+}
+
+}  // namespace ncw::report

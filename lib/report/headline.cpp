@@ -1,0 +1,266 @@
+// The verdict line, one case per verdict kind (see headline.h).
+#include "report/headline.h"
+
+#include <fmt/format.h>
+#include <time.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "ncclwatch/format.h"
+#include "report/report_json.h"
+
+namespace ncw::report {
+
+using verdict::Kind;
+using verdict::RankCommState;
+using verdict::Role;
+
+std::string plural(size_t n, const char* one, const char* many) { return fmt::format("{} {}", n, n == 1 ? one : many); }
+
+const RankCommState* find_rank(const CommResult& c, int comm_rank) {
+    for (const auto& r : c.view.ranks)
+        if (r.comm_rank == comm_rank) return &r;
+    return nullptr;
+}
+
+bool is_world(const JobResult& job, const CommResult& c) {
+    if (c.parent_id) return false;
+    for (const auto& o : job.comms)
+        if (o.view.nranks > c.view.nranks) return false;
+    return true;
+}
+
+// "communicator 0x... (world, 512 ranks)"
+std::string comm_words(const JobResult& job, const CommResult& c) {
+    std::string what;
+    if (!c.name.empty()) what = "\"" + clean(c.name) + "\", ";
+    if (c.parent_id)
+        what += "split of " + hex(c.parent_id) + ", ";
+    else if (is_world(job, c))
+        what += "world, ";
+    return fmt::format("communicator {} ({}{})", hex(c.comm_id), what, plural(size_t(c.view.nranks), "rank", "ranks"));
+}
+
+uint64_t stalled_since_real_ns(const JobResult& job, const verdict::Verdict& v) {
+    if (!job.now_real_ns || v.stalled_for_s <= 0) return 0;
+    const uint64_t back = uint64_t(v.stalled_for_s * 1e9);
+    return back > job.now_real_ns ? 0 : job.now_real_ns - back;
+}
+
+namespace {
+
+std::string time_of_day(uint64_t real_ns) {
+    const time_t s = time_t(real_ns / 1000000000ull);
+    tm t{};
+    localtime_r(&s, &t);
+    char buf[16];
+    strftime(buf, sizeof buf, "%H:%M:%S", &t);
+    return buf;
+}
+
+// "rank 317 (host node39, GPU 5, pid 81234)": the global rank where known, the comm rank where it differs.
+std::string where(const CommResult& c, int comm_rank) {
+    const RankCommState* r = find_rank(c, comm_rank);
+    if (!r) return fmt::format("comm rank {} (no rank file here)", comm_rank);
+    std::string out =
+        r->global_rank >= 0 ? fmt::format("rank {} (", r->global_rank) : fmt::format("comm rank {} (", comm_rank);
+    if (r->global_rank >= 0 && r->global_rank != comm_rank) out += fmt::format("comm rank {}, ", comm_rank);
+    out += "host " + (r->host.empty() ? std::string("?") : clean(r->host));
+    if (r->cuda_dev >= 0) out += fmt::format(", GPU {}", r->cuda_dev);
+    out += fmt::format(", pid {})", r->pid);
+    return out;
+}
+
+// The culprits in words: each one with where it runs when there are few, a compressed list when there are many.
+std::string who(const CommResult& c, const std::vector<int>& ranks) {
+    if (ranks.empty()) return "no visible rank";
+    if (ranks.size() <= 3) {
+        std::string out;
+        for (size_t i = 0; i < ranks.size(); ++i)
+            out += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + where(c, ranks[i]);
+        return out;
+    }
+    std::vector<int> global;
+    std::set<std::string> hosts;
+    bool all_global = true;
+    for (int r : ranks) {
+        const RankCommState* s = find_rank(c, r);
+        if (!s || s->global_rank < 0) all_global = false;
+        if (s) global.push_back(s->global_rank), hosts.insert(s->host);
+    }
+    if (all_global)
+        return fmt::format("ranks {} ({} on {})", format_ranks(global), plural(ranks.size(), "rank", "ranks"),
+                           plural(hosts.size(), "host", "hosts"));
+    return fmt::format("comm ranks {} ({})", format_ranks(ranks), plural(ranks.size(), "rank", "ranks"));
+}
+
+std::string op_words(const verdict::Verdict& v) {
+    if (disk::OpType(v.op.op) == disk::OpType::None) return fmt::format("#{}", v.seq);
+    return fmt::format("{} #{}", disk::op_name(v.op.op), v.seq);
+}
+
+// "since 02:14:07" from the job's "now" and the stall length; "" when the wall-clock time is unknown.
+std::string since(const JobResult& job, const verdict::Verdict& v) {
+    const uint64_t t = stalled_since_real_ns(job, v);
+    return t ? " since " + time_of_day(t) : "";
+}
+
+std::string waiters(const verdict::Verdict& v) {
+    return v.waiting.size() == 1 ? "1 rank waits" : fmt::format("{} ranks wait", v.waiting.size());
+}
+
+std::string hosts_of(const CommResult& c) {
+    std::set<std::string> hosts;
+    for (const auto& r : c.view.ranks) hosts.insert(clean(r.host));
+    std::string out;
+    size_t n = 0;
+    for (const auto& h : hosts) {
+        if (++n > 8) {
+            out += fmt::format(" and {} more", hosts.size() - 8);
+            break;
+        }
+        out += (out.empty() ? "" : ", ") + h;
+    }
+    return out;
+}
+
+bool culprit_gone(const CommResult& c, const verdict::Verdict& v) {
+    for (int r : v.culprits)
+        if (const auto* s = find_rank(c, r); s && s->exited_clean) return false;
+    return true;
+}
+
+// The op the culprits issued at the verdict's seq when it is not the verdict's op (the majority's), so that a
+// Broadcast among AllReduces is named as what it is. Nothing when they issued the same op (it differs in dtype,
+// count, root or redop), when their ops differ among themselves or are not visible, and for p2p (whose seq counts
+// sends or receives, not collectives).
+std::optional<uint8_t> odd_op(const CommResult& c, const verdict::Verdict& v) {
+    if (!disk::is_collective(disk::OpType(v.op.op))) return std::nullopt;
+    std::optional<uint8_t> op;
+    for (int r : v.culprits) {
+        const RankCommState* s = find_rank(c, r);
+        if (!s) continue;
+        const auto sig =
+            std::find_if(s->recent.begin(), s->recent.end(), [&](const verdict::OpSig& g) { return g.seq == v.seq; });
+        if (sig == s->recent.end()) continue;
+        if (op && *op != sig->op) return std::nullopt;
+        op = sig->op;
+    }
+    if (op && *op == v.op.op) return std::nullopt;
+    return op;
+}
+
+}  // namespace
+
+std::string verdict_headline(const JobResult& job, const CommResult& c, const verdict::Verdict& v) {
+    const std::string comm = comm_words(job, c);
+    const std::string culprits = who(c, v.culprits);
+    const std::string op = op_words(v);
+    std::string s;
+    switch (v.kind) {
+        case Kind::NotJoined:
+            s = fmt::format("{} never issued {} on {}; {} in it{}", culprits, op, comm, waiters(v), since(job, v));
+            break;
+        case Kind::Dead:
+            s = fmt::format("{} {}; {} in {} on {}{}", culprits,
+                            culprit_gone(c, v) ? "is gone (process killed or crashed)" : "has exited", waiters(v), op,
+                            comm, since(job, v));
+            break;
+        case Kind::Mismatch:
+            if (const auto odd = odd_op(c, v)) {
+                s = fmt::format(
+                    "{} issued {} where the other ranks issued {} at #{} on {} (NCCL may complete it silently and "
+                    "corrupt data)",
+                    culprits, disk::op_name(*odd), disk::op_name(v.op.op), v.seq, comm);
+                break;
+            }
+            s = fmt::format(
+                "{} issued a different {} than the other ranks at #{} on {} (NCCL may complete it "
+                "silently and corrupt data)",
+                culprits, disk::OpType(v.op.op) == disk::OpType::None ? "op" : disk::op_name(v.op.op), v.seq, comm);
+            break;
+        case Kind::GpuNotReached:
+            s = fmt::format("the GPU of {} has not reached {} on {} (busy with earlier work); {} in it{}", culprits, op,
+                            comm, waiters(v), since(job, v));
+            break;
+        case Kind::StuckInNccl:
+            s = fmt::format(
+                "all {} ranks are inside {} on {} and none completed it{}: the transport is suspect "
+                "(hosts {})",
+                c.view.ranks.size(), op, comm, since(job, v), hosts_of(c));
+            break;
+        case Kind::AsyncError: s = fmt::format("NCCL reported an error on {} in {}", culprits, comm); break;
+        case Kind::ExtraOp:
+            s = fmt::format("{} issued {} on {} that no other rank issued: it is ahead, the others are not behind",
+                            culprits, op, comm);
+            break;
+        case Kind::InitHang:
+            s = fmt::format("init of {} did not finish: {} never entered or finished it", comm, culprits);
+            break;
+        case Kind::Straggler:
+            s = fmt::format("{} is consistently last to arrive at collectives on {} (not a hang)", culprits, comm);
+            break;
+        case Kind::Unknown:
+            s = fmt::format("{} in {} on {}{}; the culprit is not visible: {} no rank file here", waiters(v), op, comm,
+                            since(job, v),
+                            v.missing.empty()
+                                ? std::string("some ranks have")
+                                : fmt::format("comm rank{} {} {}", v.missing.size() == 1 ? "" : "s",
+                                              format_ranks(v.missing), v.missing.size() == 1 ? "has" : "have"));
+            break;
+    }
+    if (v.role == Role::Initiating) s += " (stalled first: other communicators wait because of it)";
+    if (v.role == Role::Cascade)
+        s += v.caused_by_comm ? fmt::format(" (cascade: waits because of communicator {})", hex(v.caused_by_comm))
+                              : std::string(" (cascade of another communicator's stall)");
+    return s;
+}
+
+std::vector<std::string> verdict_lines(const JobResult& job, const CommResult& comm, const verdict::Verdict& v) {
+    std::vector<std::string> lines{
+        fmt::format("{}: {}", verdict::kind_name(v.kind), clean(verdict_headline(job, comm, v))), clean(v.summary)};
+    for (const auto& e : v.evidence) lines.push_back(clean(e));
+    return lines;
+}
+
+json verdict_json_with_headline(const JobResult& job, const CommResult& comm, const verdict::Verdict& v) {
+    json j = verdict_json(v, job.job_id);
+    j["headline"] = verdict_headline(job, comm, v);
+    return j;
+}
+
+bool hang_or_mismatch(const Analysis& a) {
+    for (const auto& j : a.jobs)
+        for (const auto& c : j.comms)
+            for (const auto& v : c.verdicts)
+                if (v.kind != Kind::Straggler) return true;
+    return false;
+}
+
+Analysis::VerdictRef lead_verdict(const Analysis& a) {
+    const auto all = a.all_verdicts();
+    if (all.empty()) return {nullptr, nullptr, nullptr};
+    for (const auto& ref : all)
+        if (ref.verdict->role != Role::Cascade) return ref;
+    return all.front();
+}
+
+std::string headline(const Analysis& a) {
+    const auto all = a.all_verdicts();
+    if (all.empty()) {
+        size_t ncomms = 0;
+        for (const auto& j : a.jobs) ncomms += j.comms.size();
+        return fmt::format("no hang and no mismatch found: {} in {}, nothing stalled",
+                           plural(a.files_read, "rank file", "rank files"),
+                           plural(ncomms, "communicator", "communicators"));
+    }
+    const auto top = lead_verdict(a);
+    std::string s = verdict_headline(*top.job, *top.comm, *top.verdict);
+    if (a.jobs.size() > 1)
+        s = fmt::format("job {}: {}", top.job->job_id.empty() ? "(no job id)" : clean(top.job->job_id), s);
+    return s;
+}
+
+}  // namespace ncw::report

@@ -1,0 +1,46 @@
+// The one voice of a verdict: the line that says what is wrong and who is to blame, naming the culprit with where it
+// runs (global rank, host, GPU, pid). Every report says it in these words: the shim's stderr and .report.json
+// (shim/dump_writer.cpp), the live collector's report (lib/live), and `analyze` as text and JSON. The engine's
+// Verdict::summary is the detailed account that follows it, and the evidence follows that.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/job_view.h"
+
+namespace ncw::report {
+
+// The verdict line of one verdict of one job: one case per verdict kind, with its role (initiating, cascade).
+std::string verdict_headline(const JobResult& job, const CommResult& comm, const verdict::Verdict& v);
+
+// The verdict as a log or a live report prints it: "KIND: headline", then the summary and the evidence (the caller
+// indents those).
+std::vector<std::string> verdict_lines(const JobResult& job, const CommResult& comm, const verdict::Verdict& v);
+
+// verdict_json (report_json.h) with the verdict line as "headline": the verdicts of .report.json and the live report.
+nlohmann::json verdict_json_with_headline(const JobResult& job, const CommResult& comm, const verdict::Verdict& v);
+
+// A hang or a mismatch: any verdict but STRAGGLER (slow, not stuck). Decides the exit status and "problem_found".
+bool hang_or_mismatch(const Analysis& a);
+
+// The verdict the report leads with: the most important one, an initiating stall before the cascades it causes.
+// nullptr fields when there is none.
+Analysis::VerdictRef lead_verdict(const Analysis& a);
+
+// The verdict line of a whole analysis: the lead verdict's line ("job J: " first when there are several jobs), or
+// "no hang and no mismatch: ..." when nothing was found.
+std::string headline(const Analysis& a);
+
+// ---- The words the headline is made of, shared with the text report and the JSON document ----
+
+std::string plural(size_t n, const char* one, const char* many);              // "1 rank", "3 ranks"
+const verdict::RankCommState* find_rank(const CommResult& c, int comm_rank);  // nullptr: no rank file here
+bool is_world(const JobResult& job, const CommResult& c);           // no parent and no bigger communicator in the job
+std::string comm_words(const JobResult& job, const CommResult& c);  // "communicator 0x... (world, 512 ranks)"
+// When the stall began, as wall-clock time (from the job's "now" and the stall length); 0 when unknown.
+uint64_t stalled_since_real_ns(const JobResult& job, const verdict::Verdict& v);
+
+}  // namespace ncw::report

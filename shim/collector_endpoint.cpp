@@ -1,0 +1,77 @@
+// The collector's address and the reconnect backoff (see collector_endpoint.h).
+#include "collector_endpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+#include "config.h"
+
+namespace ncw::live_client {
+
+bool parse_endpoint(const std::string& s, Endpoint& out, std::string* err) {
+    auto fail = [&](const std::string& why) {
+        if (err) *err = "'" + s + "': " + why + " (expected HOST:PORT, [IPv6]:PORT or auto)";
+        return false;
+    };
+    std::string host, port;
+    if (!s.empty() && s[0] == '[') {
+        const size_t close = s.find(']');
+        if (close == std::string::npos) return fail("no closing ']'");
+        host = s.substr(1, close - 1);
+        if (close + 1 >= s.size() || s[close + 1] != ':') return fail("no ':PORT' after ']'");
+        port = s.substr(close + 2);
+    } else {
+        const size_t colon = s.rfind(':');
+        if (colon == std::string::npos) return fail("no port");
+        host = s.substr(0, colon);
+        if (host.find(':') != std::string::npos) return fail("an IPv6 address needs brackets");
+        port = s.substr(colon + 1);
+    }
+    if (host.empty()) return fail("no host");
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+        return fail("the port is not a number");
+    const long p = strtol(port.c_str(), nullptr, 10);
+    if (p < 1 || p > 65535) return fail("the port is not in 1..65535");
+    out.host = host;
+    out.port = uint16_t(p);
+    return true;
+}
+
+int derive_auto_port(int configured_port, const char* master_port) {
+    if (configured_port > 0) return configured_port;
+    if (master_port && *master_port) {
+        char* end = nullptr;
+        errno = 0;
+        const long p = strtol(master_port, &end, 10);
+        if (end != master_port && *end == '\0' && errno == 0 && p >= 1 && p < 65535) return int(p + 1);
+    }
+    return 29610;
+}
+
+bool resolve_endpoint(const Config& cfg, const char* master_addr, Endpoint& out, std::string* err) {
+    if (cfg.collector.empty()) {
+        if (err) *err = "NCCLWATCH_COLLECTOR is not set";
+        return false;
+    }
+    if (cfg.collector != "auto") return parse_endpoint(cfg.collector, out, err);
+    if (!master_addr || !*master_addr) {
+        if (err) *err = "NCCLWATCH_COLLECTOR=auto needs MASTER_ADDR (the host of global rank 0), which is not set";
+        return false;
+    }
+    out.host = master_addr;
+    // An IPv6 MASTER_ADDR may come in brackets.
+    if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']')
+        out.host = out.host.substr(1, out.host.size() - 2);
+    out.port = uint16_t(cfg.collector_port);
+    return true;
+}
+
+double Backoff::next_delay_s() {
+    const double d = std::min(max_s_, initial_s_ * double(1ull << std::min(attempts_, 30)));
+    if (attempts_ < 64) ++attempts_;
+    std::uniform_real_distribution<double> half(d / 2, d);
+    return half(rng_);
+}
+
+}  // namespace ncw::live_client

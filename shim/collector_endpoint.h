@@ -1,0 +1,47 @@
+// Where the live digest client connects and when it tries again: the collector's address from NCCLWATCH_COLLECTOR
+// (HOST:PORT, [IPv6]:PORT, or auto: MASTER_ADDR and the auto port), and the reconnect backoff. Pure: no I/O.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+
+namespace ncw {
+
+struct Config;
+
+namespace live_client {
+
+struct Endpoint {
+    std::string host;  // a name, an IPv4 address, or an IPv6 address without brackets
+    uint16_t port = 0;
+};
+
+// "host:port" or "[v6addr]:port". false with *err naming what is wrong.
+bool parse_endpoint(const std::string& s, Endpoint& out, std::string* err);
+
+// Where the client connects (and, for auto on rank 0, where the collector binds), from the resolved config and the
+// launcher's MASTER_ADDR. false with *err when there is nothing to connect to (auto without MASTER_ADDR, say).
+bool resolve_endpoint(const Config& cfg, const char* master_addr, Endpoint& out, std::string* err);
+
+// The auto port: NCCLWATCH_COLLECTOR_PORT when set, else MASTER_PORT+1, else 29610.
+int derive_auto_port(int configured_port, const char* master_port);
+
+// Exponential reconnect delays with "equal jitter": attempt n waits in [d/2, d] with d = min(max, initial * 2^n), so
+// ranks that lost the collector together do not all return in the same instant.
+class Backoff {
+public:
+    explicit Backoff(double initial_s = 0.5, double max_s = 30.0, uint64_t seed = 0)
+        : initial_s_(initial_s), max_s_(max_s), rng_(seed) {}
+    double next_delay_s();
+    void reset() { attempts_ = 0; }
+    int attempts() const { return attempts_; }
+
+private:
+    double initial_s_, max_s_;
+    int attempts_ = 0;
+    std::mt19937_64 rng_;
+};
+
+}  // namespace live_client
+}  // namespace ncw

@@ -1,0 +1,40 @@
+// The live digest client's outgoing frames: the Digest of a snapshot, whether it changed since the last one sent, and
+// the one slot a frame waits in until a non-blocking socket takes it all.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "read/rank_file.h"
+#include "read/wire.h"
+
+namespace ncw::live_client {
+
+// The Digest of a snapshot: every communicator with its most recent kMaxDigestSigs signatures.
+wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint64_t now_mono_ns);
+
+// Whether two encoded Digest frames differ in anything but their send time (the first 8 payload bytes).
+bool digest_changed(const std::vector<uint8_t>& prev_frame, const std::vector<uint8_t>& next_frame);
+
+// Outgoing bytes of one connection: at most one frame pending. offer() refuses a new frame while an older one is not
+// fully written, so the caller keeps only "something changed" and rebuilds the newest digest later.
+class SendSlot {
+public:
+    bool busy() const { return sent_ < buf_.size(); }
+    // Takes `frame` when idle (true); false when a frame is still pending.
+    bool offer(std::vector<uint8_t>&& frame);
+    // Writes what it can to a non-blocking socket. false on a dead connection (*err says why).
+    bool flush(int fd, std::string* err);
+    void clear() {
+        buf_.clear();
+        sent_ = 0;
+    }
+
+private:
+    std::vector<uint8_t> buf_;
+    size_t sent_ = 0;
+};
+
+}  // namespace ncw::live_client

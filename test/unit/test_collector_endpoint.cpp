@@ -1,0 +1,88 @@
+// Where the live digest client connects and when it retries: endpoints, the auto port, resolve_endpoint from the
+// config, and the reconnect backoff.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <string>
+
+#include "collector_endpoint.h"
+#include "config.h"
+
+using namespace ncw;
+using namespace ncw::live_client;
+
+TEST_CASE("parse_endpoint takes host:port and [v6]:port, and says what is wrong otherwise") {
+    Endpoint ep;
+    std::string err;
+    REQUIRE(parse_endpoint("node0:29610", ep, &err));
+    CHECK(ep.host == "node0");
+    CHECK(ep.port == 29610);
+    REQUIRE(parse_endpoint("10.1.2.3:1", ep, &err));
+    CHECK(ep.host == "10.1.2.3");
+    CHECK(ep.port == 1);
+    REQUIRE(parse_endpoint("[::1]:65535", ep, &err));
+    CHECK(ep.host == "::1");
+    CHECK(ep.port == 65535);
+
+    const std::map<std::string, std::string> bad = {
+        {"node0", "no port"},         {"node0:", "not a number"},      {":29610", "no host"},
+        {"node0:0", "1..65535"},      {"node0:65536", "1..65535"},     {"node0:12ab", "not a number"},
+        {"::1:80", "needs brackets"}, {"[::1:80", "no closing"},       {"[::1]80", "no ':PORT'"},
+        {"node0:-5", "not a number"}, {"node0:999999", "not a number"}};
+    for (const auto& [in, why] : bad) {
+        INFO(in);
+        err.clear();
+        CHECK_FALSE(parse_endpoint(in, ep, &err));
+        CHECK_THAT(err, Catch::Contains(why) && Catch::Contains(in));
+    }
+}
+
+TEST_CASE("the auto port: NCCLWATCH_COLLECTOR_PORT, else MASTER_PORT+1, else 29610") {
+    CHECK(derive_auto_port(0, nullptr) == 29610);
+    CHECK(derive_auto_port(0, "") == 29610);
+    CHECK(derive_auto_port(0, "29500") == 29501);
+    CHECK(derive_auto_port(0, "junk") == 29610);
+    CHECK(derive_auto_port(0, "65535") == 29610);  // +1 would not be a port
+    CHECK(derive_auto_port(4242, "29500") == 4242);
+}
+
+TEST_CASE("resolve_endpoint") {
+    Config c;
+    Endpoint ep;
+    std::string err;
+    CHECK_FALSE(resolve_endpoint(c, "node0", ep, &err));
+    c.collector = "collector:9";
+    REQUIRE(resolve_endpoint(c, nullptr, ep, &err));
+    CHECK(ep.host == "collector");
+    CHECK(ep.port == 9);
+    c.collector = "auto";
+    c.collector_port = 29501;
+    CHECK_FALSE(resolve_endpoint(c, nullptr, ep, &err));
+    CHECK_THAT(err, Catch::Contains("MASTER_ADDR"));
+    REQUIRE(resolve_endpoint(c, "node0", ep, &err));
+    CHECK(ep.host == "node0");
+    CHECK(ep.port == 29501);
+    REQUIRE(resolve_endpoint(c, "[fe80::1]", ep, &err));
+    CHECK(ep.host == "fe80::1");
+}
+
+TEST_CASE("backoff doubles from 0.5 s to 30 s, with jitter in the upper half, and resets") {
+    Backoff b(0.5, 30.0, 42);
+    double prev_max = 0;
+    for (int i = 0; i < 20; ++i) {
+        const double want = std::min(30.0, 0.5 * double(1 << std::min(i, 20)));
+        const double d = b.next_delay_s();
+        INFO("attempt " << i << " delay " << d);
+        CHECK(d >= want / 2);
+        CHECK(d <= want);
+        prev_max = std::max(prev_max, d);
+    }
+    CHECK(prev_max <= 30.0);
+    b.reset();
+    CHECK(b.next_delay_s() <= 0.5);
+    // Two ranks with different seeds do not retry in lockstep.
+    Backoff x(0.5, 30.0, 1), y(0.5, 30.0, 2);
+    bool differ = false;
+    for (int i = 0; i < 5; ++i) differ |= x.next_delay_s() != y.next_delay_s();
+    CHECK(differ);
+}

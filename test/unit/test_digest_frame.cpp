@@ -1,0 +1,79 @@
+// The live digest client's frames: digest building and change detection, and the send slot on a real socket (one
+// frame at most, EPIPE without SIGPIPE).
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "digest_frame.h"
+#include "read/wire.h"
+
+using namespace ncw;
+using namespace ncw::live_client;
+
+TEST_CASE("make_digest keeps the newest signatures; digest_changed ignores only the send time") {
+    HeaderInfo h;
+    h.process_state = 1;
+    CommInfo c;
+    c.comm_id = 7;
+    c.coll_issued = 40;
+    for (uint64_t s = 1; s <= 40; ++s) c.recent.push_back(SigInfo{s});
+    wire::Digest d = make_digest(h, {c}, 1000);
+    CHECK(d.sent_mono_ns == 1000);
+    CHECK(d.process_state == 1);
+    REQUIRE(d.comms.size() == 1);
+    REQUIRE(d.comms[0].recent.size() == wire::kMaxDigestSigs);
+    CHECK(d.comms[0].recent.back().seq == 40);
+    CHECK(d.comms[0].recent.front().seq == 40 - wire::kMaxDigestSigs + 1);
+
+    std::vector<uint8_t> a, b, e;
+    wire::encode(d, a);
+    d.sent_mono_ns = 2000;
+    wire::encode(d, b);
+    CHECK_FALSE(digest_changed(a, b));
+    CHECK(digest_changed({}, b));
+    d.comms[0].coll_completed = 39;
+    wire::encode(d, e);
+    CHECK(digest_changed(b, e));
+}
+
+TEST_CASE("the send slot holds one frame, drains a non-blocking socket, and reports EPIPE without a signal") {
+    int sv[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+    int small = 4096;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    SendSlot slot;
+    std::string err;
+    REQUIRE(slot.offer(std::vector<uint8_t>(1 << 20, 0xab)));  // far more than the socket buffers
+    REQUIRE(slot.flush(sv[0], &err));
+    CHECK(slot.busy());
+    CHECK_FALSE(slot.offer(std::vector<uint8_t>(10, 1)));  // refused: the older frame is still leaving
+
+    // The reader drains; the frame completes; the slot takes the next one.
+    std::vector<uint8_t> got;
+    uint8_t buf[65536];
+    for (int i = 0; i < 100000 && got.size() < (1u << 20); ++i) {
+        const ssize_t n = read(sv[1], buf, sizeof buf);
+        if (n > 0) got.insert(got.end(), buf, buf + n);
+        REQUIRE(slot.flush(sv[0], &err));
+    }
+    REQUIRE(got.size() == (1u << 20));
+    CHECK_FALSE(slot.busy());
+    CHECK(slot.offer(std::vector<uint8_t>(10, 1)));
+
+    // The peer is gone: EPIPE comes back as an error; SIGPIPE (default action: kill) never fires.
+    close(sv[1]);
+    const auto old = signal(SIGPIPE, SIG_DFL);
+    bool ok = true;
+    for (int i = 0; i < 3 && ok; ++i) {
+        ok = slot.flush(sv[0], &err);
+        if (ok && !slot.busy()) ok = slot.offer(std::vector<uint8_t>(10, 1)) && slot.flush(sv[0], &err);
+    }
+    CHECK_FALSE(ok);
+    CHECK_FALSE(err.empty());
+    signal(SIGPIPE, old);
+    close(sv[0]);
+}

@@ -1,0 +1,109 @@
+// The one voice of a verdict: the headline names the odd rank's actual op, and the shim's log lines, its
+// .report.json and the live report say the same headline as `analyze`.
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+
+#include "engine/job_view.h"
+#include "ncclwatch/format.h"
+#include "report/headline.h"
+
+namespace {
+
+using namespace ncw;
+using disk::OpType;
+
+verdict::OpSig sig(uint64_t seq, OpType op, int32_t root = -1) {
+    verdict::OpSig s;
+    s.seq = seq;
+    s.op = uint8_t(op);
+    s.dtype = 7;  // float32
+    s.count = 1048576;
+    s.root = root;
+    return s;
+}
+
+// A 4-rank world where every rank completed #42 and rank 3 issued `odd` at #42 where the others issued AllReduce.
+JobResult mismatch_job(OpType odd) {
+    JobResult job;
+    job.job_id = "job-m";
+    CommResult c;
+    c.job_id = job.job_id;
+    c.comm_id = c.view.comm_id = 0xAB;
+    c.view.nranks = 4;
+    for (int r = 0; r < 4; ++r) {
+        verdict::RankCommState s;
+        s.comm_rank = s.global_rank = r;
+        s.host = "node0";
+        s.pid = 100 + r;
+        s.cuda_dev = r;
+        s.issued = s.reached = s.completed = 42;
+        s.recent.push_back(r == 3 ? sig(42, odd, odd == OpType::AllReduce ? -1 : 0) : sig(42, OpType::AllReduce));
+        if (r == 3 && odd == OpType::AllReduce) s.recent.back().count = 7;
+        c.view.ranks.push_back(s);
+    }
+    c.verdicts = verdict::find_mismatches(c.view);
+    job.comms.push_back(c);
+    return job;
+}
+
+// The headline of the one mismatch of mismatch_job(odd).
+std::string mismatch_headline(OpType odd) {
+    const JobResult job = mismatch_job(odd);
+    const CommResult& c = job.comms[0];
+    REQUIRE(c.verdicts.size() == 1);
+    return report::verdict_headline(job, c, c.verdicts[0]);
+}
+
+}  // namespace
+
+TEST_CASE("a mismatch headline names the odd rank's actual op") {
+    CHECK(mismatch_headline(OpType::Broadcast) ==
+          "rank 3 (host node0, GPU 3, pid 103) issued Broadcast where the other ranks issued AllReduce at #42 on "
+          "communicator 0x00000000000000ab (world, 4 ranks) (NCCL may complete it silently and corrupt data)");
+    // The same op in another count or dtype: "a different" op, as before.
+    CHECK(mismatch_headline(OpType::AllReduce) ==
+          "rank 3 (host node0, GPU 3, pid 103) issued a different AllReduce than the other ranks at #42 on "
+          "communicator 0x00000000000000ab (world, 4 ranks) (NCCL may complete it silently and corrupt data)");
+}
+
+TEST_CASE("the log lines and the report JSON carry the same headline") {
+    const JobResult job = mismatch_job(OpType::Broadcast);
+    const CommResult& c = job.comms[0];
+    const verdict::Verdict& v = c.verdicts[0];
+    const std::string h = report::verdict_headline(job, c, v);
+    const auto lines = report::verdict_lines(job, c, v);
+    REQUIRE(lines.size() == 2 + v.evidence.size());
+    CHECK(lines[0] == "MISMATCH: " + h);
+    CHECK(lines[1] == v.summary);
+    CHECK(lines[2] == v.evidence[0]);
+    const auto j = report::verdict_json_with_headline(job, c, v);
+    CHECK(j["headline"] == h);
+    CHECK(j["summary"] == v.summary);
+    CHECK(j["kind"] == "MISMATCH");
+    CHECK(j["job_id"] == "job-m");
+}
+
+TEST_CASE("every verdict kind has a name, a meaning, an importance of its own and a headline") {
+    const JobResult job = mismatch_job(OpType::Broadcast);
+    const CommResult& c = job.comms[0];
+    std::set<std::string> names, headlines;
+    std::set<int> importance;
+    size_t kinds = 0;
+#define NCW_KIND_CHECK(id, name, imp, meaning)                                                             \
+    {                                                                                                      \
+        verdict::Verdict v = c.verdicts[0];                                                                \
+        v.kind = verdict::Kind::id;                                                                        \
+        CHECK(std::string(verdict::kind_name(v.kind)) == name);                                            \
+        CHECK(!std::string(verdict::kind_meaning(v.kind)).empty());                                        \
+        CHECK(verdict_importance(v.kind) == imp);                                                          \
+        names.insert(name), importance.insert(imp), headlines.insert(report::verdict_headline(job, c, v)); \
+        ++kinds;                                                                                           \
+    }
+    NCW_VERDICT_KINDS(NCW_KIND_CHECK)
+#undef NCW_KIND_CHECK
+    CHECK(kinds == 10);
+    CHECK(names.size() == kinds);
+    CHECK(importance.size() == kinds);
+    CHECK(headlines.size() == kinds);
+}
