@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "ncclwatch/format.h"
+#include "read/text.h"
 
 namespace ncw::verdict {
 
@@ -19,17 +20,12 @@ using disk::OpType;
 // ncclResult_t values (nccl.h, NCCL 2.28.9). Kept here so the verdict engine needs no NCCL header.
 constexpr int32_t kNcclInProgress = 7;
 
-const char* nccl_result_name(int32_t r) {
-    static const char* const names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
-                                        "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
-                                        "ncclRemoteError",   "ncclInProgress"};
-    return r >= 0 && r < 8 ? names[r] : "unknown ncclResult_t";
-}
+using text::nccl_result_name;
 
 // ncclInProgress is what ncclCommGetAsyncError reports for a nonblocking communicator with work in flight: normal.
 bool is_async_error(int32_t r) { return r != 0 && r != kNcclInProgress; }
 
-std::string hex_comm(uint64_t id) { return fmt::format("0x{:016x}", id); }
+std::string hex_comm(uint64_t id) { return text::hex(id); }
 std::string secs(double s) { return fmt::format("{:.1f} s", s); }
 
 double ns_to_s(uint64_t ns) { return double(ns) / 1e9; }

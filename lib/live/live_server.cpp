@@ -31,6 +31,7 @@
 
 #include "engine/job_view.h"
 #include "ncclwatch/format.h"
+#include "read/time_base.h"
 #include "read/wire.h"
 #include "report/metrics.h"
 #include "report/report_json.h"
@@ -51,19 +52,9 @@ constexpr size_t kMaxTableRows = 256;  // per communicator in the text report (t
 constexpr uint64_t kTickNs = 100'000'000;
 constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // full analysis (mismatches) at most this often
 
-uint64_t clock_ns(clockid_t id) {
-    timespec ts{};
-    clock_gettime(id, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
+using time_base::clock_ns;
+using time_base::shift;
 uint64_t mono_ns() { return clock_ns(CLOCK_MONOTONIC); }
-
-uint64_t shift(uint64_t t, int64_t d) {
-    if (!t || !d) return t;  // 0 means "never"
-    if (d > 0) return t + uint64_t(d);
-    const uint64_t back = uint64_t(-(d + 1)) + 1;
-    return back >= t ? 1 : t - back;
-}
 
 // One-way minimum filter: offset = min over the last kWindow samples of (receive time - send time), i.e. the rank's
 // clock moved onto ours plus the smallest one-way delay seen. The spread of the window bounds how noisy it is.
@@ -606,14 +597,7 @@ struct LiveServer::Impl {
         s.header.start_mono_ns = shift(r.rank_start_mono_ns, d);
         s.header.process_state = m.process_state;
         s.header.num_comms = uint32_t(m.comms.size());
-        for (auto& ci : m.comms) {
-            ci.t_init_start_ns = shift(ci.t_init_start_ns, d);
-            ci.t_init_done_ns = shift(ci.t_init_done_ns, d);
-            ci.t_last_issue_ns = shift(ci.t_last_issue_ns, d);
-            ci.t_last_progress_ns = shift(ci.t_last_progress_ns, d);
-            ci.stall_since_ns = shift(ci.stall_since_ns, d);
-            for (auto& g : ci.recent) g.t_issue_ns = shift(g.t_issue_ns, d);
-        }
+        for (auto& ci : m.comms) time_base::rebase(ci, d);
         s.comms = std::move(m.comms);
         job.dirty = true;
     }
