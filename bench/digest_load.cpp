@@ -30,17 +30,14 @@
 #include <vector>
 
 #include "ncclwatch/format.h"
+#include "read/time_base.h"
 #include "read/wire.h"
 
 namespace {
 
 using namespace ncw;
 
-uint64_t now_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
+uint64_t now_ns() { return time_base::clock_ns(CLOCK_MONOTONIC); }
 
 struct Opts {
     std::string collector;

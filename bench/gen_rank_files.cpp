@@ -43,19 +43,8 @@ int main(int argc, char** argv) {
     for (int r = 0; r < nranks; ++r) {
         std::fill(buf.begin(), buf.end(), 0);
         auto* h = new (buf.data()) disk::FileHeader{};
-        memcpy(h->magic, disk::kMagic, sizeof h->magic);
-        h->major = disk::kFormatMajor;
-        h->minor = disk::kFormatMinor;
-        h->header_size = disk::kHeaderBytes;
-        h->comm_slot_size = sizeof(disk::CommSlot);
-        h->max_comms = disk::kMaxComms;
-        h->record_size = sizeof(disk::OpRecord);
-        h->ring_capacity = ring;
-        h->bt_depth = 0;
-        h->comm_table_offset = L.comm_table_offset;
-        h->ring_offset = L.ring_offset;
-        h->bt_offset = L.bt_offset;
-        h->file_size = L.file_size;
+        disk::init_header(*h, L);
+        disk::seal_header(*h);
         h->pid = 100000 + r;
         h->global_rank = r;
         h->local_rank = r % per_host;

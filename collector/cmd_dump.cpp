@@ -15,7 +15,6 @@
 
 #include "cli.h"
 #include "engine/job_view.h"
-#include "ncclwatch/config_table.h"
 #include "ncclwatch/format.h"
 #include "read/rank_file.h"
 #include "report/report_json.h"

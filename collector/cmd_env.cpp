@@ -31,7 +31,7 @@ int cmd_env() {
         const char *name, *kind, *def, *accepted, *desc;
     };
     std::vector<Row> rows;
-#define X(field, name, kind, def, accepted, desc) rows.push_back(Row{name, #kind, def, accepted, desc});
+#define X(field, name, kind, type, def, accepted, desc) rows.push_back(Row{name, #kind, def, accepted, desc});
     NCW_CONFIG_TABLE(X)
 #undef X
     size_t wn = 4, wk = 4, wd = 7;

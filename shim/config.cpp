@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "digest_client.h"
 #include "ncclwatch/config_table.h"
@@ -11,7 +12,7 @@
 namespace ncw {
 namespace {
 
-enum class Kind { Bool, Int, Double, String, Enum };
+using config_default::Kind;
 
 struct Entry {
     const char* name;
@@ -107,7 +108,7 @@ uint32_t round_up_pow2(uint32_t v) {
 
 Config parse_config(const GetEnv& getenv_fn, std::vector<std::string>& warnings) {
     Config c;
-#define NCW_PARSE(field, name, kind, def, accepted, desc) \
+#define NCW_PARSE(field, name, kind, type, def, accepted, desc) \
     parse_one(Entry{name, Kind::kind, def, accepted}, getenv_fn(name), c.field, warnings);
     NCW_CONFIG_TABLE(NCW_PARSE)
 #undef NCW_PARSE
@@ -126,6 +127,17 @@ Config parse_config(const GetEnv& getenv_fn, std::vector<std::string>& warnings)
         c.dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/ncclwatch";
     }
     return c;
+}
+
+std::string parse_nccl_library(const GetEnv& getenv_fn) {
+    Config c;
+    std::vector<std::string> ignored;  // a String row takes any value
+#define NCW_PARSE_LIBRARY(field, name, kind, type, def, accepted, desc) \
+    if constexpr (std::string_view(#field) == "nccl_library")           \
+        parse_one(Entry{name, Kind::kind, def, accepted}, getenv_fn(name), c.field, ignored);
+    NCW_CONFIG_TABLE(NCW_PARSE_LIBRARY)
+#undef NCW_PARSE_LIBRARY
+    return c.nccl_library;
 }
 
 const char* action_name(Action a) {

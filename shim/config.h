@@ -5,41 +5,40 @@
 #include <string>
 #include <vector>
 
+#include "config_default.h"
+#include "ncclwatch/config_table.h"
+
 namespace ncw {
 
 enum class Action { Report, Abort, Kill };
 enum class GpuSample { Auto, All };
 
+// One member per row of include/ncclwatch/config_table.h, starting at the row's DEFAULT. After parse_config, dir is
+// resolved (NCCLWATCH_DIR or ${TMPDIR:-/tmp}/ncclwatch), ring_size a power of two, collector validated ("" = off,
+// HOST:PORT or "auto") and collector_port resolved (NCCLWATCH_COLLECTOR_PORT, else MASTER_PORT+1, else 29610).
 struct Config {
-    bool enable = true;
-    std::string dir;     // resolved: NCCLWATCH_DIR or ${TMPDIR:-/tmp}/ncclwatch
-    std::string job_id;  // empty = derive from the launcher
-    double timeout_sec = 60;
-    int poll_ms = 100;
-    Action action = Action::Report;
-    int ring_size = 16384;  // power of two after parsing
-    bool gpu_events = true;
-    bool gpu_reached = true;
-    GpuSample gpu_sample = GpuSample::Auto;
-    bool backtrace = false;
-    int backtrace_depth = 16;
-    bool dump_at_exit = false;
-    bool mismatch_check = true;
-    std::string nccl_library;
-    std::string log_level = "info";
-    // Live digests (digest_client.h).
-    std::string collector;   // "" = off, HOST:PORT, or "auto" (validated at parse)
-    int collector_port = 0;  // resolved at parse: NCCLWATCH_COLLECTOR_PORT, else MASTER_PORT+1, else 29610
-    std::string token;
-    int digest_ms = 200;
-    double dead_after_sec = 10;
+#define NCW_CONFIG_MEMBER(field, name, kind, type, def, accepted, desc) \
+    type field = config_default::value<type>(#field, config_default::Kind::kind, def, accepted);
+    NCW_CONFIG_TABLE(NCW_CONFIG_MEMBER)
+#undef NCW_CONFIG_MEMBER
 };
+
+// Every default is a constant: a DEFAULT that does not parse as its KIND (or an Enum default not in ACCEPTED) stops
+// the build here.
+#define NCW_CONFIG_CHECK(field, name, kind, type, def, accepted, desc) \
+    static_assert((config_default::value<type>(#field, config_default::Kind::kind, def, accepted), true));
+NCW_CONFIG_TABLE(NCW_CONFIG_CHECK)
+#undef NCW_CONFIG_CHECK
 
 using GetEnv = std::function<const char*(const char*)>;
 
 // Parses every variable in the table. A bad value leaves the default in place and adds one warning that names the
 // variable, the value, the accepted values and the default.
 Config parse_config(const GetEnv& getenv_fn, std::vector<std::string>& warnings);
+
+// NCCLWATCH_NCCL_LIBRARY alone, parsed through its table row: the resolver needs it on the first NCCL call, which
+// may come before the runtime (and its Config) exists.
+std::string parse_nccl_library(const GetEnv& getenv_fn);
 
 const char* action_name(Action a);
 

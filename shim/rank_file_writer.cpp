@@ -63,23 +63,8 @@ std::string write_file_atomic(const std::string& path, const std::string& conten
 
 namespace {
 
-void fill_header(disk::FileHeader* h, const disk::Layout& l, const ProcessIdentity& id, uint32_t ring_capacity,
-                 uint32_t bt_depth) {
-    h->major = disk::kFormatMajor;
-    h->minor = disk::kFormatMinor;
-    h->header_size = disk::kHeaderBytes;
-    h->comm_slot_size = sizeof(disk::CommSlot);
-    h->max_comms = disk::kMaxComms;
-    h->record_size = sizeof(disk::OpRecord);
-    h->ring_capacity = ring_capacity;
-    h->bt_depth = bt_depth;
-    h->comm_table_offset = l.comm_table_offset;
-    h->ring_offset = l.ring_offset;
-    h->bt_offset = l.bt_offset;
-    h->env_offset = l.env_offset;
-    h->env_capacity = l.env_capacity;
-    h->env_bytes.store(0);
-    h->file_size = l.file_size;
+void fill_header(disk::FileHeader* h, const disk::Layout& l, const ProcessIdentity& id) {
+    disk::init_header(*h, l);
     h->pid = id.pid;
     h->global_rank = id.global_rank;
     h->local_rank = id.local_rank;
@@ -92,9 +77,7 @@ void fill_header(disk::FileHeader* h, const disk::Layout& l, const ProcessIdenti
     h->boot_id_hash = this_boot_id_hash();
     h->heartbeat_mono_ns.store(h->start_mono_ns);
     h->process_state.store(uint32_t(disk::ProcessState::Running));
-    // The magic goes in last: a sibling that reads the file while it is being created sees no valid header yet.
-    std::atomic_thread_fence(std::memory_order_release);
-    memcpy(h->magic, disk::kMagic, sizeof(h->magic));
+    disk::seal_header(*h);
 }
 
 // Maps `size` bytes of `fd` after reserving its blocks: writing to a mapped page with no block behind it (full disk)
@@ -162,7 +145,7 @@ RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdenti
     w.env_capacity = l.env_capacity;
     w.ring_mask = ring_capacity - 1;
     w.bt_depth = bt_depth;
-    fill_header(w.hdr, l, id, ring_capacity, bt_depth);
+    fill_header(w.hdr, l, id);
     return w;
 }
 

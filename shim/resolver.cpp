@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <string>
 
+#include "config.h"
 #include "log.h"
 
 namespace ncw {
@@ -54,9 +56,9 @@ void* resolve_slow(RealFn& fn, bool quiet) {
         if (void* h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD)) p = lookup_in(h, fn.name);
     }
     if (!p) {
-        const char* lib = getenv("NCCLWATCH_NCCL_LIBRARY");
-        if (lib && *lib) {
-            if (void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL)) p = lookup_in(h, fn.name);
+        const std::string lib = parse_nccl_library([](const char* n) { return getenv(n); });
+        if (!lib.empty()) {
+            if (void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL)) p = lookup_in(h, fn.name);
         }
     }
     if (!p) {

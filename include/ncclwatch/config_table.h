@@ -1,55 +1,62 @@
-// Every NCCLWATCH_* environment variable, in one table: name, kind, default, accepted values, description.
-// The shim parses it (shim/config.cpp) and `ncclwatch-collector env` prints it. Adding a variable is one line here
-// plus its field in ncw::Config.
+// Every NCCLWATCH_* environment variable, in one table: name, kind, type, default, accepted values, description.
+// The shim generates ncw::Config from it and parses it (shim/config.h, shim/config.cpp); `ncclwatch-collector env`
+// prints it. Adding a variable is one line here.
 //
-// X(FIELD, NAME, KIND, DEFAULT, ACCEPTED, DESCRIPTION)
+// X(FIELD, NAME, KIND, TYPE, DEFAULT, ACCEPTED, DESCRIPTION)
 //   KIND: Bool, Int, Double, String, Enum. For Int/Double, ACCEPTED is "min..max". For Enum, "a|b|c".
+//   TYPE: the ncw::Config member's type. An Enum of an enum TYPE lists its values in ACCEPTED's order.
+//   DEFAULT: the value Config starts with, as the variable would spell it (checked at compile time), except for the
+//     fields of NCW_CONFIG_DERIVED, where it says how parse_config derives the value.
 #pragma once
 // clang-format off
 
 #define NCW_CONFIG_TABLE(X)                                                                                          \
-    X(enable, "NCCLWATCH_ENABLE", Bool, "1", "0|1",                                                                   \
+    X(enable, "NCCLWATCH_ENABLE", Bool, bool, "1", "0|1",                                                            \
       "0 makes the shim a pure pass-through: no thread, no file, no record")                                         \
-    X(dir, "NCCLWATCH_DIR", String, "${TMPDIR:-/tmp}/ncclwatch", "a writable folder",                                \
+    X(dir, "NCCLWATCH_DIR", String, std::string, "${TMPDIR:-/tmp}/ncclwatch", "a writable folder",                   \
       "Root folder for rank files and reports; each job gets its own subfolder")                                     \
-    X(job_id, "NCCLWATCH_JOB_ID", String, "(from the launcher)", "letters, digits, '.', '_', '-'",                    \
+    X(job_id, "NCCLWATCH_JOB_ID", String, std::string, "(from the launcher)", "letters, digits, '.', '_', '-'",      \
       "Job folder name; default derived from SLURM/torchrun/OpenMPI variables so ranks of one job share it")         \
-    X(timeout_sec, "NCCLWATCH_TIMEOUT_SEC", Double, "60", "0.1..86400",                                               \
+    X(timeout_sec, "NCCLWATCH_TIMEOUT_SEC", Double, double, "60", "0.1..86400",                                      \
       "Seconds without completion progress, with an operation outstanding, before a stall is reported")              \
-    X(poll_ms, "NCCLWATCH_POLL_MS", Int, "100", "10..5000",                                                          \
-      "Watchdog poll period; the verdict lands within one poll (plus the sibling read) of the timeout")             \
-    X(action, "NCCLWATCH_ACTION", Enum, "report", "report|abort|kill",                                                \
-      "After a stall report: nothing more; abort: the stuck ops fail so the framework raises (ncclCommRevoke, "     \
-      "or ncclCommAbort before NCCL 2.28.7); kill: SIGABRT this process")        \
-    X(ring_size, "NCCLWATCH_RING_SIZE", Int, "16384", "256..4194304",                                                 \
+    X(poll_ms, "NCCLWATCH_POLL_MS", Int, int, "100", "10..5000",                                                     \
+      "Watchdog poll period; the verdict lands within one poll (plus the sibling read) of the timeout")              \
+    X(action, "NCCLWATCH_ACTION", Enum, Action, "report", "report|abort|kill",                                       \
+      "After a stall report: nothing more; abort: the stuck ops fail so the framework raises (ncclCommRevoke, "      \
+      "or ncclCommAbort before NCCL 2.28.7); kill: SIGABRT this process")                                            \
+    X(ring_size, "NCCLWATCH_RING_SIZE", Int, int, "16384", "256..4194304",                                           \
       "Records in the per-process ring (rounded up to a power of two); 128 bytes each")                              \
-    X(gpu_events, "NCCLWATCH_GPU_EVENTS", Bool, "1", "0|1",                                                          \
+    X(gpu_events, "NCCLWATCH_GPU_EVENTS", Bool, bool, "1", "0|1",                                                    \
       "Track GPU completion with pooled CUDA events (needs libcuda.so.1); 0 = an op completes when its call returns") \
-    X(gpu_reached, "NCCLWATCH_GPU_REACHED", Bool, "1", "0|1",                                                        \
+    X(gpu_reached, "NCCLWATCH_GPU_REACHED", Bool, bool, "1", "0|1",                                                  \
       "Also record an event before each op to tell 'GPU busy with earlier work' from 'stuck in NCCL'")               \
-    X(gpu_sample, "NCCLWATCH_GPU_SAMPLE", Enum, "auto", "auto|all",                                                   \
-      "Which ops carry their own GPU events. auto: the first op on a stream after a pause of 1 ms or more, or once "  \
+    X(gpu_sample, "NCCLWATCH_GPU_SAMPLE", Enum, GpuSample, "auto", "auto|all",                                       \
+      "Which ops carry their own GPU events. auto: the first op on a stream after a pause of 1 ms or more, or once " \
       "the previous sampled op completed; the others complete by stream order (no cost on small-message latency). "  \
-      "all: every op (each reached/completed exactly; about 1 us more per op at 8 bytes)")                          \
-    X(backtrace, "NCCLWATCH_BACKTRACE", Bool, "0", "0|1",                                                            \
+      "all: every op (each reached/completed exactly; about 1 us more per op at 8 bytes)")                           \
+    X(backtrace, "NCCLWATCH_BACKTRACE", Bool, bool, "0", "0|1",                                                      \
       "Record the native call stack of each call (libunwind opened at run time), symbolised at dump time")           \
-    X(backtrace_depth, "NCCLWATCH_BACKTRACE_DEPTH", Int, "16", "1..32",                                              \
+    X(backtrace_depth, "NCCLWATCH_BACKTRACE_DEPTH", Int, int, "16", "1..32",                                         \
       "Frames kept per call with NCCLWATCH_BACKTRACE=1")                                                             \
-    X(dump_at_exit, "NCCLWATCH_DUMP_AT_EXIT", Bool, "0", "0|1", "Write a dump when the process exits normally")      \
-    X(mismatch_check, "NCCLWATCH_MISMATCH_CHECK", Bool, "1", "0|1",                                                  \
+    X(dump_at_exit, "NCCLWATCH_DUMP_AT_EXIT", Bool, bool, "0", "0|1", "Write a dump when the process exits normally") \
+    X(mismatch_check, "NCCLWATCH_MISMATCH_CHECK", Bool, bool, "1", "0|1",                                            \
       "Compare recent operation signatures with sibling ranks continuously and report a MISMATCH at once")           \
-    X(nccl_library, "NCCLWATCH_NCCL_LIBRARY", String, "", "a path to libnccl.so.2",                                   \
-      "Last resort for finding the real NCCL when neither RTLD_NEXT nor an already loaded libnccl.so.2 has it")       \
-    X(log_level, "NCCLWATCH_LOG_LEVEL", Enum, "info", "trace|debug|info|warn|error|off",                             \
-      "Verbosity of the shim's own messages on stderr")                                                             \
-    X(collector, "NCCLWATCH_COLLECTOR", String, "", "'' (off), HOST:PORT, [IPv6]:PORT or auto",                       \
+    X(nccl_library, "NCCLWATCH_NCCL_LIBRARY", String, std::string, "", "a path to libnccl.so.2",                     \
+      "Last resort for finding the real NCCL when neither RTLD_NEXT nor an already loaded libnccl.so.2 has it")      \
+    X(log_level, "NCCLWATCH_LOG_LEVEL", Enum, std::string, "info", "trace|debug|info|warn|error|off",                \
+      "Verbosity of the shim's own messages on stderr")                                                              \
+    X(collector, "NCCLWATCH_COLLECTOR", String, std::string, "", "'' (off), HOST:PORT, [IPv6]:PORT or auto",         \
       "Live collector each rank streams digests to over TCP; auto: global rank 0 runs it on MASTER_ADDR")            \
-    X(collector_port, "NCCLWATCH_COLLECTOR_PORT", Int, "MASTER_PORT+1, or 29610", "1..65535",                        \
-      "Port of the live collector with NCCLWATCH_COLLECTOR=auto")                                                   \
-    X(token, "NCCLWATCH_TOKEN", String, "", "any string",                                                           \
-      "Shared secret a rank presents to the live collector (and the collector requires); never printed")            \
-    X(digest_ms, "NCCLWATCH_DIGEST_MS", Int, "200", "10..10000",                                                     \
-      "Least interval between two live digests of one rank (sent only when something changed)")                     \
-    X(dead_after_sec, "NCCLWATCH_DEAD_AFTER_SEC", Double, "10", "1..3600",                                           \
+    X(collector_port, "NCCLWATCH_COLLECTOR_PORT", Int, int, "MASTER_PORT+1, or 29610", "1..65535",                   \
+      "Port of the live collector with NCCLWATCH_COLLECTOR=auto")                                                    \
+    X(token, "NCCLWATCH_TOKEN", String, std::string, "", "any string",                                               \
+      "Shared secret a rank presents to the live collector (and the collector requires); never printed")             \
+    X(digest_ms, "NCCLWATCH_DIGEST_MS", Int, int, "200", "10..10000",                                                \
+      "Least interval between two live digests of one rank (sent only when something changed)")                      \
+    X(dead_after_sec, "NCCLWATCH_DEAD_AFTER_SEC", Double, double, "10", "1..3600",                                   \
       "Live collector: seconds after a rank's connection is lost before it is reported DEAD")
+
+// Fields whose default parse_config derives (Config starts them empty or 0): the folder from TMPDIR, the job id from
+// the launcher's variables, the collector port from MASTER_PORT.
+#define NCW_CONFIG_DERIVED(X) X(dir) X(job_id) X(collector_port)
 // clang-format on

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ncclwatch/format_fields.h"
+
 namespace ncw::disk {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'W', 'A', 'T', 'C', 'H', '1'};
@@ -30,28 +32,11 @@ inline constexpr uint32_t kMaxRingCapacity = 1u << 22;
 inline constexpr uint32_t kMaxBacktraceDepth = 32;
 inline constexpr uint32_t kEnvCapacity = 16384;
 
-// Operation kinds. Values are part of the format: append only.
+// Operation kinds (format_fields.h: NCW_OP_TYPES).
 enum class OpType : uint8_t {
-    None = 0,
-    AllReduce = 1,
-    Broadcast = 2,  // ncclBcast is recorded as Broadcast: NCCL treats them as the same operation
-    Reduce = 3,
-    AllGather = 4,
-    ReduceScatter = 5,
-    AlltoAll = 6,
-    Gather = 7,
-    Scatter = 8,
-    Send = 9,
-    Recv = 10,
-    // Lifecycle events: they take no sequence number and never take part in matching.
-    CommInit = 32,
-    CommSplit = 33,
-    CommShrink = 34,
-    CommFinalize = 35,
-    CommDestroy = 36,
-    CommAbort = 37,
-    CommRevoke = 38,
-    AsyncError = 39,
+#define NCW_OP_ENUM(name, value) name = value,
+    NCW_OP_TYPES(NCW_OP_ENUM)
+#undef NCW_OP_ENUM
 };
 
 inline constexpr bool is_collective(OpType t) { return t >= OpType::AllReduce && t <= OpType::Scatter; }
@@ -63,33 +48,28 @@ inline constexpr bool has_redop(OpType t) {
     return t == OpType::AllReduce || t == OpType::Reduce || t == OpType::ReduceScatter;
 }
 
-// OpRecord::flags
+// OpRecord::flags (format_fields.h: NCW_RECORD_FLAGS).
 enum RecordFlags : uint8_t {
-    kFlagInGroup = 1u << 0,      // issued between ncclGroupStart/End: launched at the outermost ncclGroupEnd
-    kFlagCaptured = 1u << 1,     // stream was under CUDA graph capture: no event, completion not tracked
-    kFlagUntracked = 1u << 2,    // no GPU completion tracking for this op (no CUDA, pool exhausted, disabled)
-    kFlagDeferred = 1u << 3,     // nonblocking communicator returned ncclInProgress: event recorded later
-    kFlagNonBlocking = 1u << 4,  // communicator was created with config.blocking = 0
-    kFlagHasBacktrace = 1u << 5,
-    // 1.2: the op carried no GPU events of its own (NCCLWATCH_GPU_SAMPLE=auto): its completion was inferred from a
-    // later event on its stream, and whether its GPU reached it is not known while it is outstanding.
-    kFlagSampledOut = 1u << 6,
+#define NCW_FLAG_ENUM(name, bit, short_name) name = 1u << bit,
+    NCW_RECORD_FLAGS(NCW_FLAG_ENUM)
+#undef NCW_FLAG_ENUM
+};
+// Every flag this format defines; other bits come from a newer minor.
+inline constexpr uint8_t kKnownRecordFlags = 0
+#define NCW_FLAG_OR(name, bit, short_name) | (1u << bit)
+    NCW_RECORD_FLAGS(NCW_FLAG_OR)
+#undef NCW_FLAG_OR
+    ;
+
+// Process state in FileHeader::process_state (format_fields.h: NCW_PROCESS_STATES).
+enum class ProcessState : uint32_t {
+#define NCW_STATE_ENUM(name, value, show_name) name = value,
+    NCW_PROCESS_STATES(NCW_STATE_ENUM)
 };
 
-// Process state in FileHeader::process_state.
-enum class ProcessState : uint32_t { Running = 1, ExitedClean = 2, Forked = 3 };
-
-// Communicator state in CommSlot::state.
-enum class CommState : uint32_t {
-    Free = 0,
-    Initializing = 1,
-    Active = 2,
-    Finalized = 3,
-    Destroyed = 4,
-    Aborted = 5,
-    Revoked = 6,
-    InitFailed = 7
-};
+// Communicator state in CommSlot::state (format_fields.h: NCW_COMM_STATES).
+enum class CommState : uint32_t { NCW_COMM_STATES(NCW_STATE_ENUM) };
+#undef NCW_STATE_ENUM
 
 // CommSlot::stall_flags
 enum StallFlags : uint32_t { kStallActive = 1u << 0, kStallReported = 1u << 1, kMismatchReported = 1u << 2 };
@@ -229,19 +209,54 @@ struct OpRecord {
 static_assert(sizeof(OpRecord) == 128);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process atomics must be lock-free");
 
+// The lists of format_fields.h cover every byte of the structures they describe, besides the members named here: a
+// field added to a structure but not to its list (or the reverse) fails to compile.
+#define NCW_HEADER_BYTES(type, name, ...) +sizeof(FileHeader::name)
+#define NCW_COMM_BYTES(type, name, ...) +sizeof(CommSlot::name)
+#define NCW_SIG_BYTES(type, name, ...) +sizeof(OpSignature::name)
+#define NCW_RECORD_BYTES(type, name, ...) +sizeof(OpRecord::name)
+static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_FIELDS(NCW_HEADER_BYTES) +
+                                        sizeof(FileHeader::reserved0) NCW_HEADER_WRITER_FIELDS(NCW_HEADER_BYTES)
+                                            NCW_HEADER_LIVE_FIELDS(NCW_HEADER_BYTES) +
+                                        sizeof(FileHeader::env_offset) + sizeof(FileHeader::env_capacity) +
+                                        sizeof(FileHeader::reserved1) + sizeof(FileHeader::env_bytes),
+              "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
+static_assert(sizeof(CommSlot) ==
+                  0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::reserved) + sizeof(CommSlot::recent),
+              "CommSlot and NCW_COMM_FIELDS disagree");
+static_assert(sizeof(OpSignature) == 0 NCW_SIG_FIELDS(NCW_SIG_BYTES) + sizeof(OpSignature::reserved),
+              "OpSignature and NCW_SIG_FIELDS disagree");
+static_assert(sizeof(OpRecord) == sizeof(OpRecord::stamp) NCW_RECORD_FIELDS(NCW_RECORD_BYTES) +
+                                      sizeof(OpRecord::reserved) + sizeof(OpRecord::reserved2) +
+                                      sizeof(OpRecord::reserved3),
+              "OpRecord and NCW_RECORD_FIELDS disagree");
+#undef NCW_HEADER_BYTES
+#undef NCW_COMM_BYTES
+#undef NCW_SIG_BYTES
+#undef NCW_RECORD_BYTES
+
+// Where the regions of a file lie, and the sizes they were computed from.
 struct Layout {
-    uint64_t comm_table_offset;
-    uint64_t ring_offset;
-    uint64_t bt_offset;
-    uint64_t env_offset;
-    uint32_t env_capacity;
-    uint64_t file_size;
+    uint32_t ring_capacity = 0;
+    uint32_t max_comms = 0;
+    uint32_t bt_depth = 0;
+    uint32_t comm_slot_size = sizeof(CommSlot);
+    uint32_t record_size = sizeof(OpRecord);
+    uint64_t comm_table_offset = 0;
+    uint64_t ring_offset = 0;
+    uint64_t bt_offset = 0;
+    uint64_t env_offset = 0;  // 0 with env_capacity 0: no environment region
+    uint32_t env_capacity = 0;
+    uint64_t file_size = 0;
 };
 
 inline constexpr uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 inline constexpr Layout compute_layout(uint32_t ring_capacity, uint32_t max_comms, uint32_t bt_depth) {
     Layout l{};
+    l.ring_capacity = ring_capacity;
+    l.max_comms = max_comms;
+    l.bt_depth = bt_depth;
     l.comm_table_offset = kHeaderBytes;
     l.ring_offset = align_up(l.comm_table_offset + uint64_t(max_comms) * sizeof(CommSlot), 4096);
     l.bt_offset = align_up(l.ring_offset + uint64_t(ring_capacity) * sizeof(OpRecord), 4096);
@@ -255,25 +270,10 @@ inline constexpr bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 inline const char* op_name(uint8_t op) {
     switch (OpType(op)) {
-        case OpType::None: return "None";
-        case OpType::AllReduce: return "AllReduce";
-        case OpType::Broadcast: return "Broadcast";
-        case OpType::Reduce: return "Reduce";
-        case OpType::AllGather: return "AllGather";
-        case OpType::ReduceScatter: return "ReduceScatter";
-        case OpType::AlltoAll: return "AlltoAll";
-        case OpType::Gather: return "Gather";
-        case OpType::Scatter: return "Scatter";
-        case OpType::Send: return "Send";
-        case OpType::Recv: return "Recv";
-        case OpType::CommInit: return "CommInit";
-        case OpType::CommSplit: return "CommSplit";
-        case OpType::CommShrink: return "CommShrink";
-        case OpType::CommFinalize: return "CommFinalize";
-        case OpType::CommDestroy: return "CommDestroy";
-        case OpType::CommAbort: return "CommAbort";
-        case OpType::CommRevoke: return "CommRevoke";
-        case OpType::AsyncError: return "AsyncError";
+#define NCW_OP_CASE(name, value) \
+    case OpType::name: return #name;
+        NCW_OP_TYPES(NCW_OP_CASE)
+#undef NCW_OP_CASE
     }
     return "Unknown";
 }
@@ -296,9 +296,61 @@ inline const char* redop_name(int32_t op) {
 }
 
 inline const char* comm_state_name(uint32_t s) {
-    static const char* const names[] = {"free",      "initializing", "active",  "finalized",
-                                        "destroyed", "aborted",      "revoked", "init-failed"};
-    return s < 8 ? names[s] : "unknown";
+    using State = CommState;  // NCW_STATE_CASE names the enum through this alias, here and below
+    switch (State(s)) {
+#define NCW_STATE_CASE(name, value, show_name) \
+    case State::name: return show_name;
+        NCW_COMM_STATES(NCW_STATE_CASE)
+    }
+    return "unknown";
+}
+
+inline const char* process_state_name(uint32_t s) {
+    using State = ProcessState;
+    switch (State(s)) {
+        NCW_PROCESS_STATES(NCW_STATE_CASE)
+#undef NCW_STATE_CASE
+    }
+    return "unknown";
+}
+
+// The short name of one RecordFlags bit ("group", "bt", ...); nullptr for a bit this format does not define.
+inline const char* flag_name(uint8_t bit_value) {
+    switch (bit_value) {
+#define NCW_FLAG_CASE(name, bit, short_name) \
+    case uint8_t(1u << bit): return short_name;
+        NCW_RECORD_FLAGS(NCW_FLAG_CASE)
+#undef NCW_FLAG_CASE
+    }
+    return nullptr;
+}
+
+// Fills a new header's format and layout fields: everything but who wrote the file, its live state and the magic
+// (seal_header). The writer, the benchmarks and the test fixtures all start a file here; a fixture that wants odd
+// strides or no environment region passes a Layout of its own.
+inline void init_header(FileHeader& h, const Layout& l) {
+    h.major = kFormatMajor;
+    h.minor = kFormatMinor;
+    h.header_size = kHeaderBytes;
+    h.comm_slot_size = l.comm_slot_size;
+    h.max_comms = l.max_comms;
+    h.record_size = l.record_size;
+    h.ring_capacity = l.ring_capacity;
+    h.bt_depth = l.bt_depth;
+    h.comm_table_offset = l.comm_table_offset;
+    h.ring_offset = l.ring_offset;
+    h.bt_offset = l.bt_offset;
+    h.env_offset = l.env_offset;
+    h.env_capacity = l.env_capacity;
+    h.env_bytes.store(0, std::memory_order_relaxed);
+    h.file_size = l.file_size;
+}
+
+// Stores the magic, last: a sibling that reads the file while it is being created sees no valid header until every
+// field before it is visible (release fence; readers load the magic with acquire).
+inline void seal_header(FileHeader& h) {
+    std::atomic_thread_fence(std::memory_order_release);
+    memcpy(h.magic, kMagic, sizeof(h.magic));
 }
 
 }  // namespace ncw::disk

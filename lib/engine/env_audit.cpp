@@ -8,6 +8,8 @@
 
 #include "engine/env_audit_detail.h"
 
+#include "read/text.h"
+
 namespace ncw::audit {
 
 const char* severity_name(Severity s) {
@@ -63,17 +65,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
         b = e + 1;
     }
     return out;
-}
-
-// NCCL_VERSION_CODE: major*10000 + minor*100 + patch since 2.9, major*1000 + minor*100 + patch before.
-std::string nccl_version_str(int code) {
-    if (code <= 0) return "unknown";
-    char buf[32];
-    if (code >= 20900)
-        snprintf(buf, sizeof buf, "%d.%d.%d", code / 10000, code / 100 % 100, code % 100);
-    else
-        snprintf(buf, sizeof buf, "%d.%d.%d", code / 1000, code / 100 % 10, code % 100);
-    return buf;
 }
 
 // cuDriverGetVersion: 1000*major + 10*minor.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/env_audit.h"
+#include "read/text.h"
 
 namespace ncw::audit::detail {
 
@@ -16,7 +17,7 @@ inline constexpr size_t kMaxListed = 16;  // ranks or hosts named one by one in 
 
 bool starts_with(std::string_view s, std::string_view p);
 std::vector<std::string> split(const std::string& s, char sep);  // empty items left out
-std::string nccl_version_str(int code);                          // NCCL_VERSION_CODE as "2.28.9"
+using text::nccl_version_str;                                    // NCCL_VERSION_CODE as "2.28.9"
 std::string driver_version_str(int code);                        // cuDriverGetVersion as "12.4"
 
 // One process, with its environment parsed.

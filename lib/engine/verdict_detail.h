@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/verdict.h"
+#include "read/text.h"
 
 namespace ncw::verdict::detail {
 
@@ -16,7 +17,7 @@ namespace ncw::verdict::detail {
 
 // ncclResult_t values (nccl.h, NCCL 2.28.9). Kept here so the verdict engine needs no NCCL header.
 inline constexpr int32_t kNcclInProgress = 7;
-const char* nccl_result_name(int32_t r);
+using text::nccl_result_name;
 // ncclInProgress is what ncclCommGetAsyncError reports for a nonblocking communicator with work in flight: normal.
 inline bool is_async_error(int32_t r) { return r != 0 && r != kNcclInProgress; }
 std::string hex_comm(uint64_t id);  // "0x00000000000000c0"

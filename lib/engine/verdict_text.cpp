@@ -3,19 +3,13 @@
 
 #include "engine/verdict_detail.h"
 #include "ncclwatch/format.h"
+#include "read/text.h"
 
 namespace ncw::verdict::detail {
 
 using disk::OpType;
 
-const char* nccl_result_name(int32_t r) {
-    static const char* const names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
-                                        "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
-                                        "ncclRemoteError",   "ncclInProgress"};
-    return r >= 0 && r < 8 ? names[r] : "unknown ncclResult_t";
-}
-
-std::string hex_comm(uint64_t id) { return fmt::format("0x{:016x}", id); }
+std::string hex_comm(uint64_t id) { return text::hex(id); }
 std::string secs(double s) { return fmt::format("{:.1f} s", s); }
 
 namespace {

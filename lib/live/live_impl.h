@@ -22,6 +22,7 @@
 
 #include "engine/job_view.h"
 #include "live/live_server.h"
+#include "read/time_base.h"
 #include "read/wire.h"
 
 namespace ncw::live {
@@ -36,12 +37,7 @@ constexpr size_t kMaxTableRows = 256;  // per communicator in the text report (t
 constexpr uint64_t kTickNs = 100'000'000;
 constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // full analysis (mismatches) at most this often
 
-inline uint64_t clock_ns(clockid_t id) {
-    timespec ts{};
-    clock_gettime(id, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
-inline uint64_t mono_ns() { return clock_ns(CLOCK_MONOTONIC); }
+inline uint64_t mono_ns() { return time_base::clock_ns(CLOCK_MONOTONIC); }
 
 // One-way minimum filter: offset = min over the last kWindow samples of (receive time - send time), i.e. the rank's
 // clock moved onto ours plus the smallest one-way delay seen. The spread of the window bounds how noisy it is.

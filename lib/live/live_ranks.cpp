@@ -4,17 +4,11 @@
 
 #include "live/live_impl.h"
 #include "ncclwatch/format.h"
+#include "read/time_base.h"
 
 namespace ncw::live {
 
 namespace {
-
-uint64_t shift(uint64_t t, int64_t d) {
-    if (!t || !d) return t;  // 0 means "never"
-    if (d > 0) return t + uint64_t(d);
-    const uint64_t back = uint64_t(-(d + 1)) + 1;
-    return back >= t ? 1 : t - back;
-}
 
 // Constant time in the length of the expected token.
 bool token_ok(const std::string& expected, const std::string& got) {
@@ -116,17 +110,10 @@ void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
     r.last_frame_ns = now;
     if (m.sent_mono_ns && !r.clock.exact) r.clock.add(int64_t(now - m.sent_mono_ns));
     const int64_t d = r.clock.offset();
-    s.header.start_mono_ns = shift(r.rank_start_mono_ns, d);
+    s.header.start_mono_ns = time_base::shift(r.rank_start_mono_ns, d);
     s.header.process_state = m.process_state;
     s.header.num_comms = uint32_t(m.comms.size());
-    for (auto& ci : m.comms) {
-        ci.t_init_start_ns = shift(ci.t_init_start_ns, d);
-        ci.t_init_done_ns = shift(ci.t_init_done_ns, d);
-        ci.t_last_issue_ns = shift(ci.t_last_issue_ns, d);
-        ci.t_last_progress_ns = shift(ci.t_last_progress_ns, d);
-        ci.stall_since_ns = shift(ci.stall_since_ns, d);
-        for (auto& g : ci.recent) g.t_issue_ns = shift(g.t_issue_ns, d);
-    }
+    for (auto& ci : m.comms) time_base::rebase(ci, d);
     s.comms = std::move(m.comms);
     job.dirty = true;
 }

@@ -108,7 +108,7 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     AnalysisOptions ao;
     ao.live = true;
     ao.now_mono_ns = now;
-    ao.now_real_ns = clock_ns(CLOCK_REALTIME);
+    ao.now_real_ns = time_base::clock_ns(CLOCK_REALTIME);
     ao.timeout_s = opt.timeout_s;
     ao.stale_after_s = opt.dead_after_s;
     const Analysis a = analyze(job.snaps, ao);
@@ -167,7 +167,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
     ++st_reports;
     const auto refs = a.all_verdicts();
     const std::string job_name = job.id.empty() ? "(no job id)" : clean(job.id);
-    const uint64_t real = clock_ns(CLOCK_REALTIME);
+    const uint64_t real = time_base::clock_ns(CLOCK_REALTIME);
     std::string text;
     std::string first_line;
     for (const auto& ref : refs) {

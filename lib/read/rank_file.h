@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "ncclwatch/hash.h"   // ncw::fnv1a64: one definition for the shim and the readers
-#include "read/rank_state.h"  // verdict::RankCommState, what to_rank_comm_state builds
+#include "read/rank_state.h"  // verdict::RankCommState, what to_rank_comm_state builds; verdict::OpSig
+#include "read/reader_fields.h"
 
 namespace ncw {
 
@@ -25,121 +26,37 @@ std::string this_hostname();
 
 // ---- Snapshots: plain copies of what the file says ----
 
+// The file header (format_fields.h: NCW_HEADER_*_FIELDS).
 struct HeaderInfo {
     // Layout, as the header declares it.
-    uint16_t major = 0;
-    uint16_t minor = 0;
-    uint32_t header_size = 0;
-    uint32_t comm_slot_size = 0;
-    uint32_t max_comms = 0;
-    uint32_t record_size = 0;
-    uint32_t ring_capacity = 0;
-    uint32_t bt_depth = 0;
-    uint64_t comm_table_offset = 0;
-    uint64_t ring_offset = 0;
-    uint64_t bt_offset = 0;
-    uint64_t file_size = 0;    // what the writer sized the file to
-    uint64_t actual_size = 0;  // bytes on disk when opened
+    NCW_HEADER_LAYOUT_FIELDS(NCW_READER_MEMBER)
+    uint64_t actual_size = 0;  // bytes on disk when opened (file_size: what the writer sized the file to)
 
     // Who wrote it.
-    int64_t pid = 0;
-    int32_t global_rank = -1;
-    int32_t local_rank = -1;
-    int32_t world_size = -1;
-    int32_t local_world_size = -1;
-    std::string host;
-    std::string job_id;
-    uint64_t start_mono_ns = 0;
-    uint64_t start_real_ns = 0;
-    uint64_t boot_id_hash = 0;
-    int32_t nccl_version = 0;
-    int32_t cuda_driver_version = 0;
+    NCW_HEADER_WRITER_FIELDS(NCW_READER_MEMBER)
     // "NAME=value" entries the shim recorded (format 1.1+): the launcher's and NCCL/torch variables, and facts the
     // shim probed, named "ncclwatch.*" (see env_audit.h). Empty for 1.0 files.
     std::vector<std::string> env;
 
-    // Live state at the time of the snapshot.
-    uint64_t heartbeat_mono_ns = 0;
-    uint32_t process_state = 0;  // disk::ProcessState
-    uint32_t num_comms = 0;      // as written (may exceed what the file holds)
-    uint64_t write_ticket = 0;
-    uint64_t dump_request = 0;
-    uint64_t dumps_written = 0;
-    uint64_t reports_written = 0;
+    // Live state at the time of the snapshot (num_comms as written: it may exceed what the file holds).
+    NCW_HEADER_LIVE_FIELDS(NCW_READER_MEMBER)
 };
 
 // One entry of CommSlot::recent that passed the seqlock check.
-struct SigInfo {
-    uint64_t seq = 0;
-    uint64_t count = 0;
-    uint64_t t_issue_ns = 0;
-    uint8_t op = 0;  // disk::OpType
-    uint8_t dtype = 0;
-    uint8_t flags = 0;
-    int32_t redop = 0;
-    int32_t root = -1;
-    uint32_t tid = 0;
-    uint64_t stream = 0;
-};
+using SigInfo = verdict::OpSig;
 
+// One comm slot (format_fields.h: NCW_COMM_FIELDS).
 struct CommInfo {
-    uint32_t slot = 0;   // index in the comm table
-    uint32_t state = 0;  // disk::CommState
-    uint32_t stall_flags = 0;
-    int32_t rank = -1;
-    int32_t nranks = 0;
-    int32_t cuda_dev = -1;
-    int32_t blocking = -1;
-    uint64_t comm_id = 0;
-    uint64_t parent_id = 0;
-    int32_t split_color = 0;
-    int32_t split_key = 0;
-    uint64_t comm_ptr = 0;
-    std::string pci_bus_id;
-    std::string name;
-    uint64_t t_init_start_ns = 0;
-    uint64_t t_init_done_ns = 0;
-
-    uint64_t coll_issued = 0;
-    uint64_t coll_returned = 0;
-    uint64_t coll_reached = 0;
-    uint64_t coll_completed = 0;
-    uint64_t ops_issued = 0;
-    uint64_t ops_completed = 0;
-    uint64_t t_last_issue_ns = 0;
-    uint64_t t_last_progress_ns = 0;
-    uint64_t p2p_sends = 0;
-    uint64_t p2p_recvs = 0;
-    int32_t async_error = 0;
-    uint32_t gpu_tracking = 0;
-    uint64_t stall_since_ns = 0;
-    uint64_t untracked_ops = 0;
+    uint32_t slot = 0;  // index in the comm table
+    NCW_COMM_FIELDS(NCW_READER_MEMBER)
 
     std::vector<SigInfo> recent;  // ordered by seq
 };
 
+// One ring record (format_fields.h: NCW_RECORD_FIELDS); op is always one this reader knows.
 struct Record {
     uint64_t ticket = 0;
-    uint64_t comm_id = 0;
-    uint64_t seq = 0;
-    uint64_t op_index = 0;
-    uint64_t count = 0;
-    uint64_t sendbuf = 0;
-    uint64_t recvbuf = 0;
-    uint64_t stream = 0;
-    uint64_t t_issue_ns = 0;
-    uint64_t t_return_ns = 0;
-    uint64_t t_reached_ns = 0;
-    uint64_t t_done_ns = 0;
-    uint32_t tid = 0;
-    uint32_t group_id = 0;
-    uint8_t op = 0;  // disk::OpType, always one this reader knows
-    uint8_t dtype = 0;
-    uint8_t flags = 0;  // disk::RecordFlags
-    int32_t peer_or_root = -1;
-    int32_t redop = 0;
-    int32_t result = -1;
-    uint16_t comm_slot = 0;
+    NCW_RECORD_FIELDS(NCW_READER_MEMBER)
 };
 
 struct RecordSet {

@@ -6,20 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "read/reader_fields.h"
+
 namespace ncw::verdict {
 
-// One collective as a rank issued it (from CommSlot::recent or from the ring).
+// One collective as a rank issued it (from CommSlot::recent or from the ring): the one signature struct of the
+// reader, the live protocol and the engine, generated from format_fields.h's NCW_SIG_FIELDS.
 struct OpSig {
-    uint64_t seq = 0;
-    uint8_t op = 0;  // disk::OpType
-    uint8_t dtype = 0;
-    int32_t redop = 0;
-    int32_t root = -1;
-    uint64_t count = 0;
-    uint64_t t_issue_ns = 0;
-    uint32_t tid = 0;
-    uint64_t stream = 0;
-    uint8_t flags = 0;  // disk::RecordFlags (kFlagSampledOut: no GPU events of its own)
+    NCW_SIG_FIELDS(NCW_READER_MEMBER)
 };
 
 // Point-to-point traffic of one rank with one peer on one communicator, from the rank's ring. p2p sequence numbers

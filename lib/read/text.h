@@ -9,4 +9,11 @@ namespace ncw::text {
 std::string hex(uint64_t v);   // 0x%016x
 std::string hexs(uint64_t v);  // 0x%x
 
+// nccl.h's name of an ncclResult_t value (NCCL 2.28.9), `unknown` for any other value. Kept here so nothing above
+// the reader needs an NCCL header to name one.
+const char* nccl_result_name(int32_t r, const char* unknown = "unknown ncclResult_t");
+
+// NCCL_VERSION_CODE as "2.28.9"; "unknown" for 0 or less.
+std::string nccl_version_str(int32_t code);
+
 }  // namespace ncw::text

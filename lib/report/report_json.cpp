@@ -3,7 +3,11 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <string>
+#include <string_view>
+
 #include "ncclwatch/format.h"
+#include "ncclwatch/format_fields.h"
 
 namespace ncw::report {
 
@@ -28,40 +32,18 @@ std::string wall_time(uint64_t real_ns) {
     return fmt::format("{}.{:03d} {}", buf, int(real_ns / 1000000ull % 1000), zone);
 }
 
-std::string nccl_version_str(int32_t code) {
-    if (code <= 0) return "unknown";
-    // NCCL_VERSION_CODE: X*10000 + Y*100 + Z since 2.9, X*1000 + Y*100 + Z before.
-    if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, code % 10000 / 100, code % 100);
-    return fmt::format("{}.{}.{}", code / 1000, code % 1000 / 100, code % 100);
-}
-
-const char* process_state_name(uint32_t s) {
-    switch (disk::ProcessState(s)) {
-        case disk::ProcessState::Running: return "running";
-        case disk::ProcessState::ExitedClean: return "exited cleanly";
-        case disk::ProcessState::Forked: return "forked child";
-    }
-    return "unknown";
-}
-
 const char* nccl_result_name(int32_t r) {
-    static const char* const names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
-                                        "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
-                                        "ncclRemoteError",   "ncclInProgress"};
-    if (r == -1) return "pending";
-    return r >= 0 && r < 8 ? names[r] : "unknown";
+    if (r == -1) return "pending";  // a record's result until its call returned
+    return text::nccl_result_name(r, "unknown");
 }
 
 std::string flags_str(uint8_t f) {
-    static const std::pair<uint8_t, const char*> names[] = {
-        {disk::kFlagInGroup, "group"},           {disk::kFlagCaptured, "captured"},
-        {disk::kFlagUntracked, "untracked"},     {disk::kFlagDeferred, "deferred"},
-        {disk::kFlagNonBlocking, "nonblocking"}, {disk::kFlagHasBacktrace, "bt"},
-        {disk::kFlagSampledOut, "sampled_out"}};
     std::string out;
-    for (const auto& [bit, name] : names)
-        if (f & bit) out += (out.empty() ? "" : ",") + std::string(name);
-    if (f & ~uint8_t(0x7f)) out += (out.empty() ? "" : ",") + hexs(f & ~uint8_t(0x7f));
+    for (unsigned bit = 0; bit < 8; ++bit)
+        if (const char* name = (f & (1u << bit)) ? disk::flag_name(uint8_t(1u << bit)) : nullptr)
+            out += (out.empty() ? "" : ",") + std::string(name);
+    const uint8_t unknown = f & ~disk::kKnownRecordFlags;
+    if (unknown) out += (out.empty() ? "" : ",") + hexs(unknown);
     return out.empty() ? "-" : out;
 }
 
@@ -85,113 +67,93 @@ json op_json(const verdict::OpSig& s) {
                 {"description", verdict::describe_op(s)}};
 }
 
-json header_json(const HeaderInfo& h) {
-    return json{{"format", fmt::format("{}.{}", h.major, h.minor)},
-                {"header_size", h.header_size},
-                {"comm_slot_size", h.comm_slot_size},
-                {"max_comms", h.max_comms},
-                {"record_size", h.record_size},
-                {"ring_capacity", h.ring_capacity},
-                {"bt_depth", h.bt_depth},
-                {"file_size", h.file_size},
-                {"actual_size", h.actual_size},
-                {"pid", h.pid},
-                {"global_rank", h.global_rank},
-                {"local_rank", h.local_rank},
-                {"world_size", h.world_size},
-                {"local_world_size", h.local_world_size},
-                {"host", h.host},
-                {"job_id", h.job_id},
-                {"start_mono_ns", h.start_mono_ns},
-                {"start_real_ns", h.start_real_ns},
-                {"boot_id_hash", hex(h.boot_id_hash)},
-                {"nccl_version", h.nccl_version},
-                {"cuda_driver_version", h.cuda_driver_version},
-                {"heartbeat_mono_ns", h.heartbeat_mono_ns},
-                {"heartbeat_ms", rel_ms_json(h.heartbeat_mono_ns, h.start_mono_ns)},
-                {"process_state", process_state_name(h.process_state)},
-                {"num_comms", h.num_comms},
-                {"write_ticket", h.write_ticket},
-                {"dump_request", h.dump_request},
-                {"dumps_written", h.dumps_written},
-                {"reports_written", h.reports_written}};
+namespace {
+
+// How one field renders, by its SHOW column in include/ncclwatch/format_fields.h. `start` is the file's start (mono
+// instants render as milliseconds after it), `op` the operation of the record being rendered (for redop).
+struct ShowContext {
+    uint64_t start = 0;
+    uint8_t op = 0;
+};
+
+// "t_init_start_ns" -> "init_start_ms", "stall_since_ns" -> "stall_since_ms".
+std::string ms_key(std::string_view name) {
+    if (name.substr(0, 2) == "t_") name.remove_prefix(2);
+    if (name.size() > 3 && name.substr(name.size() - 3) == "_ns") name.remove_suffix(3);
+    return std::string(name) + "_ms";
 }
 
-json comm_json(const CommInfo& c, uint64_t start) {
+template <class T>
+void show_num(json& j, const char* key, const T& v, const ShowContext&) {
+    j[key] = v;
+}
+template <class T>
+void show_hidden(json&, const char*, const T&, const ShowContext&) {}
+void show_id(json& j, const char* key, uint64_t v, const ShowContext&) { j[key] = hex(v); }
+void show_id0(json& j, const char* key, uint64_t v, const ShowContext&) { j[key] = v ? json(hex(v)) : json(nullptr); }
+void show_ptr(json& j, const char* key, uint64_t v, const ShowContext&) { j[key] = hexs(v); }
+void show_mono(json& j, const char* key, uint64_t v, const ShowContext& ctx) {
+    j[ms_key(key)] = rel_ms_json(v, ctx.start);
+}
+void show_op(json& j, const char* key, uint8_t v, const ShowContext&) { j[key] = disk::op_name(v); }
+void show_dtype(json& j, const char* key, uint8_t v, const ShowContext&) { j[key] = disk::dtype_name(v); }
+void show_redop(json& j, const char* key, int32_t v, const ShowContext& ctx) {
+    j[key] = disk::has_redop(disk::OpType(ctx.op)) ? json(disk::redop_name(v)) : json(nullptr);
+}
+void show_cstate(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::comm_state_name(v); }
+void show_pstate(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::process_state_name(v); }
+void show_flag(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = v != 0; }
+void show_rflags(json& j, const char* key, uint8_t v, const ShowContext&) { j[key] = flags_str(v); }
+
+}  // namespace
+
+// X(TYPE, NAME, INIT, SHOW, ...) -> show_SHOW(j, "NAME", in.NAME, ctx); `j`, `in`, `ctx` in scope.
+#define NCW_SHOW_FIELD(type, name, init, show, ...) show_##show(j, #name, in.name, ctx);
+
+json header_json(const HeaderInfo& in) {
+    json j = json::object();
+    const ShowContext ctx{in.start_mono_ns, 0};
+    j["format"] = fmt::format("{}.{}", in.major, in.minor);
+    NCW_HEADER_LAYOUT_FIELDS(NCW_SHOW_FIELD)
+    j["actual_size"] = in.actual_size;
+    NCW_HEADER_WRITER_FIELDS(NCW_SHOW_FIELD)
+    NCW_HEADER_LIVE_FIELDS(NCW_SHOW_FIELD)
+    j["heartbeat_ms"] = rel_ms_json(in.heartbeat_mono_ns, in.start_mono_ns);
+    return j;
+}
+
+json sig_json(const SigInfo& in, uint64_t start) {
+    json j = json::object();
+    const ShowContext ctx{start, in.op};
+    NCW_SIG_FIELDS(NCW_SHOW_FIELD)
+    return j;
+}
+
+json comm_json(const CommInfo& in, uint64_t start) {
+    json j = json::object();
+    const ShowContext ctx{start, 0};
+    j["slot"] = in.slot;
+    NCW_COMM_FIELDS(NCW_SHOW_FIELD)
     json recent = json::array();
-    for (const auto& s : c.recent)
-        recent.push_back(json{{"seq", s.seq},
-                              {"op", disk::op_name(s.op)},
-                              {"dtype", disk::dtype_name(s.dtype)},
-                              {"count", s.count},
-                              {"redop", s.redop},
-                              {"root", s.root},
-                              {"flags", s.flags},
-                              {"tid", s.tid},
-                              {"stream", hexs(s.stream)},
-                              {"issue_ms", rel_ms_json(s.t_issue_ns, start)}});
-    return json{{"slot", c.slot},
-                {"state", disk::comm_state_name(c.state)},
-                {"stall_flags", c.stall_flags},
-                {"comm_id", hex(c.comm_id)},
-                {"parent_id", c.parent_id ? json(hex(c.parent_id)) : json(nullptr)},
-                {"rank", c.rank},
-                {"nranks", c.nranks},
-                {"cuda_dev", c.cuda_dev},
-                {"blocking", c.blocking},
-                {"split_color", c.split_color},
-                {"split_key", c.split_key},
-                {"comm_ptr", hexs(c.comm_ptr)},
-                {"pci_bus_id", c.pci_bus_id},
-                {"name", c.name},
-                {"init_start_ms", rel_ms_json(c.t_init_start_ns, start)},
-                {"init_done_ms", rel_ms_json(c.t_init_done_ns, start)},
-                {"coll_issued", c.coll_issued},
-                {"coll_returned", c.coll_returned},
-                {"coll_reached", c.coll_reached},
-                {"coll_completed", c.coll_completed},
-                {"ops_issued", c.ops_issued},
-                {"ops_completed", c.ops_completed},
-                {"last_issue_ms", rel_ms_json(c.t_last_issue_ns, start)},
-                {"last_progress_ms", rel_ms_json(c.t_last_progress_ns, start)},
-                {"p2p_sends", c.p2p_sends},
-                {"p2p_recvs", c.p2p_recvs},
-                {"async_error", c.async_error},
-                {"gpu_tracking", c.gpu_tracking != 0},
-                {"stall_since_ms", rel_ms_json(c.stall_since_ns, start)},
-                {"untracked_ops", c.untracked_ops},
-                {"recent", recent}};
+    for (const auto& s : in.recent) recent.push_back(sig_json(s, start));
+    j["recent"] = std::move(recent);
+    return j;
 }
 
-json record_json(const Record& r, uint64_t start, const std::vector<uint64_t>& frames) {
-    json o{{"ticket", r.ticket},
-           {"comm_id", hex(r.comm_id)},
-           {"comm_slot", r.comm_slot},
-           {"op", disk::op_name(r.op)},
-           {"seq", r.seq},
-           {"op_index", r.op_index},
-           {"count", r.count},
-           {"dtype", disk::dtype_name(r.dtype)},
-           {"redop", disk::has_redop(disk::OpType(r.op)) ? json(disk::redop_name(r.redop)) : json(nullptr)},
-           {"peer_or_root", r.peer_or_root},
-           {"sendbuf", hexs(r.sendbuf)},
-           {"recvbuf", hexs(r.recvbuf)},
-           {"stream", hexs(r.stream)},
-           {"tid", r.tid},
-           {"group_id", r.group_id},
-           {"issue_ms", rel_ms_json(r.t_issue_ns, start)},
-           {"return_ms", rel_ms_json(r.t_return_ns, start)},
-           {"reached_ms", rel_ms_json(r.t_reached_ns, start)},
-           {"done_ms", rel_ms_json(r.t_done_ns, start)},
-           {"result", r.result},
-           {"flags", flags_str(r.flags)}};
+json record_json(const Record& in, uint64_t start, const std::vector<uint64_t>& frames) {
+    json j = json::object();
+    const ShowContext ctx{start, in.op};
+    j["ticket"] = in.ticket;
+    NCW_RECORD_FIELDS(NCW_SHOW_FIELD)
     if (!frames.empty()) {
         json f = json::array();
         for (uint64_t a : frames) f.push_back(hexs(a));
-        o["backtrace"] = f;
+        j["backtrace"] = f;
     }
-    return o;
+    return j;
 }
+
+#undef NCW_SHOW_FIELD
 
 std::string format_ranks(const std::vector<int>& ranks) { return ::ncw::format_ranks(ranks); }
 

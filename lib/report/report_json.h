@@ -9,6 +9,7 @@
 
 #include "engine/job_view.h"
 #include "engine/verdict.h"
+#include "ncclwatch/format.h"
 #include "read/rank_file.h"
 #include "read/text.h"
 
@@ -20,10 +21,10 @@ using text::hex;                          // 0x%016x (read/text.h)
 std::string clean(const std::string& s);  // text from a file, for a terminal or a log: control characters become '?'
 using text::hexs;                         // 0x%x (read/text.h)
 std::string wall_time(uint64_t real_ns);  // "2026-11-30 04:12:07.123 +0000"
-std::string nccl_version_str(int32_t code);
-const char* process_state_name(uint32_t s);
-const char* nccl_result_name(int32_t r);
-std::string flags_str(uint8_t f);
+using disk::process_state_name;           // include/ncclwatch/format.h
+using text::nccl_version_str;             // "2.28.9" (read/text.h)
+const char* nccl_result_name(int32_t r);  // of a record's result: "pending" until its call returned
+std::string flags_str(uint8_t f);         // RecordFlags names, "-" for none
 std::string format_ranks(const std::vector<int>& ranks);  // "0-3,5"
 std::string dump_json(const json& j);                     // pretty, invalid UTF-8 replaced
 json rel_ms_json(uint64_t t, uint64_t start);
@@ -31,6 +32,7 @@ json rel_ms_json(uint64_t t, uint64_t start);
 json op_json(const verdict::OpSig& s);
 json verdict_json(const verdict::Verdict& v, const std::string& job_id);
 json header_json(const HeaderInfo& h);
+json sig_json(const SigInfo& s, uint64_t start);  // one entry of CommInfo::recent
 json comm_json(const CommInfo& c, uint64_t start);
 json record_json(const Record& r, uint64_t start, const std::vector<uint64_t>& frames);
 

@@ -25,7 +25,8 @@ fi
 
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -D_GNU_SOURCE -DFMT_HEADER_ONLY -I"$src/include" -I"$src/lib")
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
-lib=("$src/lib/read/rank_file.cpp" "$src/lib/read/wire.cpp" "$src/lib/read/text.cpp")
+# Every source of lib/read: the reader and the wire codec are split over several files.
+lib=("$src"/lib/read/*.cpp)
 echo "building with $cxx in $work"
 "$cxx" "${flags[@]}" "${san[@]}" -fsanitize=fuzzer "$src/test/fuzz/fuzz_wire.cpp" "${lib[@]}" -o "$work/fuzz_wire"
 "$cxx" "${flags[@]}" "${san[@]}" -fsanitize=fuzzer "$src/test/fuzz/fuzz_rank_file.cpp" "${lib[@]}" -o "$work/fuzz_rank_file"

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 #include <map>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 #include "config.h"
 
@@ -67,4 +70,64 @@ TEST_CASE("a bad value names the variable and the accepted values, and keeps the
                          Catch::Contains("default 60"));
     CHECK_THAT(w[2], Catch::Contains("NCCLWATCH_POLL_MS") && Catch::Contains("10..5000"));
     CHECK_THAT(w[3], Catch::Contains("NCCLWATCH_ACTION='explode'") && Catch::Contains("report|abort|kill"));
+}
+
+// The table (include/ncclwatch/config_table.h) and Config cannot disagree: Config is generated from the table and
+// starts at its DEFAULT column (checked at compile time); here the runtime parser reads every DEFAULT back to the
+// same value, and every accepted value of an enum-typed row maps to the enumerator at its position in ACCEPTED.
+TEST_CASE("every table default parses to Config's initial value") {
+    const Config initial;
+#define NCW_CHECK_DEFAULT(field, name, kind, type, def, accepted, desc) \
+    if (config_default::is_derived(#field)) {                           \
+        CHECK(initial.field == type{});                                 \
+    } else {                                                            \
+        std::vector<std::string> w;                                     \
+        const Config c = parse({{name, def}}, w);                       \
+        INFO(name << "=" << def);                                       \
+        CHECK(w.empty());                                               \
+        CHECK(c.field == initial.field);                                \
+    }
+    NCW_CONFIG_TABLE(NCW_CHECK_DEFAULT)
+#undef NCW_CHECK_DEFAULT
+}
+
+namespace {
+
+// Parses each value of "a|b|c" alone and checks that `get` finds the enumerator at its position.
+template <class T, class Get>
+void check_enum_order(const char* name, const std::string& accepted, Get get) {
+    if constexpr (std::is_enum_v<T>) {
+        int index = 0;
+        for (size_t start = 0; start <= accepted.size(); ++index) {
+            size_t bar = accepted.find('|', start);
+            if (bar == std::string::npos) bar = accepted.size();
+            std::vector<std::string> w;
+            const std::string value = accepted.substr(start, bar - start);
+            INFO(name << "=" << value);
+            CHECK(int(get(parse({{name, value}}, w))) == index);
+            start = bar + 1;
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("enum-typed rows list their enumerators in order") {
+#define NCW_CHECK_ENUM(field, name, kind, type, def, accepted, desc) \
+    check_enum_order<type>(name, accepted, [](const Config& c) { return c.field; });
+    NCW_CONFIG_TABLE(NCW_CHECK_ENUM)
+#undef NCW_CHECK_ENUM
+}
+
+TEST_CASE("NCCLWATCH_NCCL_LIBRARY parses alone, as the resolver needs it") {
+    std::map<std::string, std::string> env{{"NCCLWATCH_NCCL_LIBRARY", "/opt/nccl/libnccl.so.2"}};
+    auto get = [&](const char* n) -> const char* {
+        auto it = env.find(n);
+        return it == env.end() ? nullptr : it->second.c_str();
+    };
+    CHECK(parse_nccl_library(get) == "/opt/nccl/libnccl.so.2");
+    std::vector<std::string> w;
+    CHECK(parse_config(get, w).nccl_library == parse_nccl_library(get));
+    env.clear();
+    CHECK(parse_nccl_library(get).empty());
 }

@@ -21,6 +21,7 @@
 
 #include "live/live_server.h"
 #include "ncclwatch/format.h"
+#include "read/time_base.h"
 #include "read/wire.h"
 #include "temp_dir.h"
 
@@ -29,11 +30,7 @@ namespace {
 using namespace ncw;
 namespace fs = std::filesystem;
 
-uint64_t mono() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
-}
+uint64_t mono() { return time_base::clock_ns(CLOCK_MONOTONIC); }
 
 bool wait_until(const std::function<bool()>& cond, double seconds = 10) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);

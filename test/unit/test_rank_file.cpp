@@ -52,19 +52,20 @@ struct FileBuilder {
         auto* h = new (bytes()) disk::FileHeader{};
         for (uint32_t i = 0; i < max_comms; ++i) new (bytes() + comm_off + uint64_t(i) * slot_size) disk::CommSlot{};
         for (uint32_t i = 0; i < ring_capacity; ++i) new (bytes() + ring_off + uint64_t(i) * rec_size) disk::OpRecord{};
-        std::memcpy(h->magic, disk::kMagic, 8);
-        h->major = disk::kFormatMajor;
-        h->minor = disk::kFormatMinor;
-        h->header_size = disk::kHeaderBytes;
-        h->comm_slot_size = slot_size;
-        h->max_comms = max_comms;
-        h->record_size = rec_size;
-        h->ring_capacity = ring_capacity;
-        h->bt_depth = bt_depth;
-        h->comm_table_offset = comm_off;
-        h->ring_offset = ring_off;
-        h->bt_offset = bt_off;
-        h->file_size = file_size;
+        // The strides are this builder's own (a newer minor writes bigger structures) and there is no environment
+        // region until add_env_region: a Layout of its own, not compute_layout's.
+        disk::Layout l;
+        l.ring_capacity = ring_capacity;
+        l.max_comms = max_comms;
+        l.bt_depth = bt_depth;
+        l.comm_slot_size = slot_size;
+        l.record_size = rec_size;
+        l.comm_table_offset = comm_off;
+        l.ring_offset = ring_off;
+        l.bt_offset = bt_off;
+        l.file_size = file_size;
+        disk::init_header(*h, l);
+        disk::seal_header(*h);
         h->pid = 4242;
         h->global_rank = 3;
         h->local_rank = 1;

@@ -1,0 +1,183 @@
+// The lists of the rank-file format, one per concept, as X-macros (the Darshan way): every place that names the
+// fields one by one (the reader's structs and its copy out of the mapping, the live protocol's codec, the JSON, the
+// verdict engine's input, the time base) expands one of these lists instead of writing it again. format.h holds the
+// on-disk structures themselves (their layout is the format) and checks at compile time that the lists cover them.
+//
+// Field lists: X(TYPE, NAME, INIT, SHOW) and for communicators X(TYPE, NAME, INIT, SHOW, ENGINE)
+//   TYPE   the value as a reader holds it: u8 u16 u32 u64 i32 i64, or str (a fixed char field, read up to its NUL);
+//          also the live protocol's encoding of it (lib/read/wire_fields.cpp)
+//   NAME   the member, the same in the disk structure and in the reader's struct (and the wire's error messages)
+//   INIT   the reader's value before anything was read
+//   SHOW   what the value is, which decides how it renders and whether the time base moves it:
+//          num (a count or text, as is), hidden (layout the renderings leave out), id (0x%016x), id0 (id, or null
+//          when 0), ptr (an address, 0x%x), mono (a CLOCK_MONOTONIC instant, 0 = never: rebased, shown in ms),
+//          op, dtype, redop (names), cstate / pstate (comm / process state names), flag (a boolean),
+//          rflags (RecordFlags names)
+//   ENGINE the verdict::RankCommState member it feeds (read/rank_state.h), empty for none
+//
+// Order is the live protocol's field order: append only, like the format itself.
+#pragma once
+// clang-format off
+
+// Operation kinds: X(NAME, VALUE). Values are part of the format: append only. NAME is also op_name().
+#define NCW_OP_TYPES(X)                                                                                              \
+    X(None, 0)                                                                                                       \
+    X(AllReduce, 1)                                                                                                  \
+    X(Broadcast, 2) /* ncclBcast is recorded as Broadcast: NCCL treats them as the same operation */                 \
+    X(Reduce, 3)                                                                                                     \
+    X(AllGather, 4)                                                                                                  \
+    X(ReduceScatter, 5)                                                                                              \
+    X(AlltoAll, 6)                                                                                                   \
+    X(Gather, 7)                                                                                                     \
+    X(Scatter, 8)                                                                                                    \
+    X(Send, 9)                                                                                                       \
+    X(Recv, 10)                                                                                                      \
+    /* Lifecycle events: they take no sequence number and never take part in matching. */                            \
+    X(CommInit, 32)                                                                                                  \
+    X(CommSplit, 33)                                                                                                 \
+    X(CommShrink, 34)                                                                                                \
+    X(CommFinalize, 35)                                                                                              \
+    X(CommDestroy, 36)                                                                                               \
+    X(CommAbort, 37)                                                                                                 \
+    X(CommRevoke, 38)                                                                                                \
+    X(AsyncError, 39)
+
+// OpRecord::flags (and OpSignature::flags): X(NAME, BIT, SHORT_NAME)
+#define NCW_RECORD_FLAGS(X)                                                                                          \
+    X(kFlagInGroup, 0, "group")          /* issued between ncclGroupStart/End: launched at the outermost GroupEnd */ \
+    X(kFlagCaptured, 1, "captured")      /* stream under CUDA graph capture: no event, completion not tracked */     \
+    X(kFlagUntracked, 2, "untracked")    /* no GPU completion tracking (no CUDA, pool exhausted, disabled) */        \
+    X(kFlagDeferred, 3, "deferred")      /* nonblocking communicator returned ncclInProgress: event recorded later */ \
+    X(kFlagNonBlocking, 4, "nonblocking") /* communicator was created with config.blocking = 0 */                    \
+    X(kFlagHasBacktrace, 5, "bt")                                                                                    \
+    /* 1.2: the op carried no GPU events of its own (NCCLWATCH_GPU_SAMPLE=auto): its completion was inferred from */ \
+    /* a later event on its stream, and whether its GPU reached it is not known while it is outstanding. */          \
+    X(kFlagSampledOut, 6, "sampled_out")
+
+// CommSlot::state: X(NAME, VALUE, SHOW_NAME)
+#define NCW_COMM_STATES(X)                                                                                           \
+    X(Free, 0, "free")                                                                                               \
+    X(Initializing, 1, "initializing")                                                                               \
+    X(Active, 2, "active")                                                                                           \
+    X(Finalized, 3, "finalized")                                                                                     \
+    X(Destroyed, 4, "destroyed")                                                                                     \
+    X(Aborted, 5, "aborted")                                                                                         \
+    X(Revoked, 6, "revoked")                                                                                         \
+    X(InitFailed, 7, "init-failed")
+
+// FileHeader::process_state: X(NAME, VALUE, SHOW_NAME)
+#define NCW_PROCESS_STATES(X)                                                                                        \
+    X(Running, 1, "running")                                                                                         \
+    X(ExitedClean, 2, "exited cleanly")                                                                              \
+    X(Forked, 3, "forked child")
+
+// FileHeader, part 1: the layout, as the header declares it. (A reader also notes actual_size, the bytes on disk,
+// which the live protocol sends right after this part.)
+#define NCW_HEADER_LAYOUT_FIELDS(X)                                                                                  \
+    X(u16, major, 0, hidden)                                                                                         \
+    X(u16, minor, 0, hidden)                                                                                         \
+    X(u32, header_size, 0, num)                                                                                      \
+    X(u32, comm_slot_size, 0, num)                                                                                   \
+    X(u32, max_comms, 0, num)                                                                                        \
+    X(u32, record_size, 0, num)                                                                                      \
+    X(u32, ring_capacity, 0, num)                                                                                    \
+    X(u32, bt_depth, 0, num)                                                                                         \
+    X(u64, comm_table_offset, 0, hidden)                                                                             \
+    X(u64, ring_offset, 0, hidden)                                                                                   \
+    X(u64, bt_offset, 0, hidden)                                                                                     \
+    X(u64, file_size, 0, num)
+
+// FileHeader, part 2: who wrote the file. X(TYPE, NAME, INIT, SHOW, ENGINE)
+#define NCW_HEADER_WRITER_FIELDS(X)                                                                                  \
+    X(i64, pid, 0, num, pid)                                                                                         \
+    X(i32, global_rank, -1, num, global_rank)                                                                        \
+    X(i32, local_rank, -1, num, local_rank)                                                                          \
+    X(i32, world_size, -1, num, world_size)                                                                          \
+    X(i32, local_world_size, -1, num, )                                                                              \
+    X(str, host, {}, num, host)                                                                                      \
+    X(str, job_id, {}, num, )                                                                                        \
+    X(u64, start_mono_ns, 0, num, )                                                                                  \
+    X(u64, start_real_ns, 0, num, )                                                                                  \
+    X(u64, boot_id_hash, 0, id, )                                                                                    \
+    X(i32, nccl_version, 0, num, )                                                                                   \
+    X(i32, cuda_driver_version, 0, num, )
+
+// FileHeader, part 3: live state.
+#define NCW_HEADER_LIVE_FIELDS(X)                                                                                    \
+    X(u64, heartbeat_mono_ns, 0, num)                                                                                \
+    X(u32, process_state, 0, pstate)                                                                                 \
+    X(u32, num_comms, 0, num)                                                                                        \
+    X(u64, write_ticket, 0, num)                                                                                     \
+    X(u64, dump_request, 0, num)                                                                                     \
+    X(u64, dumps_written, 0, num)                                                                                    \
+    X(u64, reports_written, 0, num)
+
+// CommSlot, every field before the reserved words and the signature window.
+#define NCW_COMM_FIELDS(X)                                                                                           \
+    X(u32, state, 0, cstate, comm_state)                                                                             \
+    X(u32, stall_flags, 0, num, )                                                                                    \
+    X(i32, rank, -1, num, comm_rank)                                                                                 \
+    X(i32, nranks, 0, num, nranks_declared)                                                                          \
+    X(i32, cuda_dev, -1, num, cuda_dev)                                                                              \
+    X(i32, blocking, -1, num, )                                                                                      \
+    X(u64, comm_id, 0, id, )                                                                                         \
+    X(u64, parent_id, 0, id0, )                                                                                      \
+    X(i32, split_color, 0, num, )                                                                                    \
+    X(i32, split_key, 0, num, )                                                                                      \
+    X(u64, comm_ptr, 0, ptr, )                                                                                       \
+    X(str, pci_bus_id, {}, num, pci_bus_id)                                                                          \
+    X(str, name, {}, num, )                                                                                          \
+    X(u64, t_init_start_ns, 0, mono, t_init_start_ns)                                                                \
+    X(u64, t_init_done_ns, 0, mono, t_init_done_ns)                                                                  \
+    X(u64, coll_issued, 0, num, issued)                                                                              \
+    X(u64, coll_returned, 0, num, )                                                                                  \
+    X(u64, coll_reached, 0, num, reached)                                                                            \
+    X(u64, coll_completed, 0, num, completed)                                                                        \
+    X(u64, ops_issued, 0, num, )                                                                                     \
+    X(u64, ops_completed, 0, num, )                                                                                  \
+    X(u64, t_last_issue_ns, 0, mono, t_last_issue_ns)                                                                \
+    X(u64, t_last_progress_ns, 0, mono, t_last_progress_ns)                                                          \
+    X(u64, p2p_sends, 0, num, )                                                                                      \
+    X(u64, p2p_recvs, 0, num, )                                                                                      \
+    X(i32, async_error, 0, num, async_error)                                                                         \
+    X(u32, gpu_tracking, 0, flag, gpu_tracking)                                                                      \
+    X(u64, stall_since_ns, 0, mono, stall_since_ns)                                                                  \
+    X(u64, untracked_ops, 0, num, )
+
+// OpSignature (one entry of CommSlot::recent), without its reserved byte.
+#define NCW_SIG_FIELDS(X)                                                                                            \
+    X(u64, seq, 0, num)                                                                                              \
+    X(u64, count, 0, num)                                                                                            \
+    X(u64, t_issue_ns, 0, mono)                                                                                      \
+    X(u8, op, 0, op)                                                                                                 \
+    X(u8, dtype, 0, dtype)                                                                                           \
+    X(u8, flags, 0, num)                                                                                             \
+    X(i32, redop, 0, num)                                                                                            \
+    X(i32, root, -1, num)                                                                                            \
+    X(u32, tid, 0, num)                                                                                              \
+    X(u64, stream, 0, ptr)
+
+// OpRecord, without its stamp (the protocol, not data) and reserved words.
+#define NCW_RECORD_FIELDS(X)                                                                                         \
+    X(u64, comm_id, 0, id)                                                                                           \
+    X(u64, seq, 0, num)                                                                                              \
+    X(u64, op_index, 0, num)                                                                                         \
+    X(u64, count, 0, num)                                                                                            \
+    X(u64, sendbuf, 0, ptr)                                                                                          \
+    X(u64, recvbuf, 0, ptr)                                                                                          \
+    X(u64, stream, 0, ptr)                                                                                           \
+    X(u64, t_issue_ns, 0, mono)                                                                                      \
+    X(u64, t_return_ns, 0, mono)                                                                                     \
+    X(u64, t_reached_ns, 0, mono)                                                                                    \
+    X(u64, t_done_ns, 0, mono)                                                                                       \
+    X(u32, tid, 0, num)                                                                                              \
+    X(u32, group_id, 0, num)                                                                                         \
+    X(u8, op, 0, op)                                                                                                 \
+    X(u8, dtype, 0, dtype)                                                                                           \
+    X(u8, flags, 0, rflags)                                                                                          \
+    X(i32, peer_or_root, -1, num)                                                                                    \
+    X(i32, redop, 0, redop)                                                                                          \
+    X(i32, result, -1, num)                                                                                          \
+    X(u16, comm_slot, 0, num)
+
+// clang-format on

@@ -1,0 +1,107 @@
+// This machine's identity (boot id, host name) and the liveness of a rank file's writer: what turns a snapshot into
+// the verdict engine's input (read/rank_file.h: to_rank_comm_state).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+
+#include "ncclwatch/format.h"
+#include "ncclwatch/hash.h"
+#include "read/rank_file.h"
+
+namespace ncw {
+
+namespace {
+
+// One field the engine takes, converted to the engine's type (gpu_tracking: nonzero = true).
+template <class To, class From>
+void engine_assign(To& dst, const From& src) {
+    dst = static_cast<To>(src);
+}
+
+}  // namespace
+
+uint64_t this_boot_id_hash() noexcept {
+    static const uint64_t cached = [] {
+        char buf[128];
+        const int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return uint64_t(0);
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        ::close(fd);
+        if (n <= 0) return uint64_t(0);
+        size_t b = 0, e = size_t(n);
+        while (b < e && (buf[b] == ' ' || buf[b] == '\n' || buf[b] == '\t' || buf[b] == '\r')) ++b;
+        while (e > b && (buf[e - 1] == ' ' || buf[e - 1] == '\n' || buf[e - 1] == '\t' || buf[e - 1] == '\r')) --e;
+        return e > b ? fnv1a64(buf + b, e - b) : uint64_t(0);
+    }();
+    return cached;
+}
+
+std::string this_hostname() {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) != 0) return {};
+    return buf;
+}
+
+LivenessContext live_context(uint64_t now_mono_ns, double stale_after_s) {
+    LivenessContext c;
+    c.live = true;
+    c.now_mono_ns = now_mono_ns;
+    c.stale_after_s = stale_after_s;
+    try {
+        c.host = this_hostname();
+    } catch (...) {
+    }
+    c.boot_id_hash = this_boot_id_hash();
+    return c;
+}
+
+verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c, const std::string& file,
+                                          const LivenessContext& ctx) noexcept {
+    verdict::RankCommState s;
+    try {
+        // What the engine takes from the header and the slot: the ENGINE column of format_fields.h.
+#define NCW_TO_ENGINE_FROM(from, type, name, init, show, ...) __VA_OPT__(engine_assign(s.__VA_ARGS__, from.name);)
+#define NCW_HEADER_TO_ENGINE(...) NCW_TO_ENGINE_FROM(h, __VA_ARGS__)
+#define NCW_COMM_TO_ENGINE(...) NCW_TO_ENGINE_FROM(c, __VA_ARGS__)
+        NCW_HEADER_WRITER_FIELDS(NCW_HEADER_TO_ENGINE)
+        NCW_COMM_FIELDS(NCW_COMM_TO_ENGINE)
+#undef NCW_HEADER_TO_ENGINE
+#undef NCW_COMM_TO_ENGINE
+#undef NCW_TO_ENGINE_FROM
+        s.recent = c.recent;
+        s.file = file;
+
+        s.exited_clean = h.process_state == uint32_t(disk::ProcessState::ExitedClean);
+        s.alive = !s.exited_clean;
+        const bool same_boot = h.boot_id_hash != 0 && h.boot_id_hash == ctx.boot_id_hash;
+        // Monotonic clocks of different boots do not compare: live, the age of a foreign file's heartbeat is unknown.
+        const bool can_age = !ctx.live || same_boot;
+        if (can_age && h.heartbeat_mono_ns && ctx.now_mono_ns) {
+            s.heartbeat_age_s =
+                ctx.now_mono_ns > h.heartbeat_mono_ns ? double(ctx.now_mono_ns - h.heartbeat_mono_ns) / 1e9 : 0.0;
+            // Never less than three of this process's heartbeats (its watchdog writes one per poll).
+            double poll_s = 0.1;
+            for (const auto& e : h.env)
+                if (e.rfind("NCCLWATCH_POLL_MS=", 0) == 0) poll_s = std::max(0.01, atof(e.c_str() + 18) / 1000.0);
+            if (s.heartbeat_age_s > std::max(ctx.stale_after_s, 3 * poll_s)) s.alive = false;
+        }
+        // pid must be > 0: kill(0, ...) and kill(-1, ...) address process groups. Same host name AND boot, so a
+        // different container or a rebooted node with a reused pid is never probed.
+        if (ctx.live && s.alive && same_boot && !h.host.empty() && h.host == ctx.host && h.pid > 0 &&
+            h.pid <= INT_MAX) {
+            if (kill(pid_t(h.pid), 0) != 0 && errno != EPERM) s.alive = false;
+        }
+
+    } catch (...) {
+    }
+    return s;
+}
+
+}  // namespace ncw

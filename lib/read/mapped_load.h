@@ -1,0 +1,65 @@
+// Loads out of a rank-file mapping that another process (or thread) writes while we read: every read is an atomic
+// load, so the copy is free of data races. Internal to the reader (rank_file*.cpp).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+
+#include "ncclwatch/format.h"
+
+namespace ncw::mapped {
+
+inline const disk::FileHeader* header_of(const unsigned char* base) {
+    return reinterpret_cast<const disk::FileHeader*>(base);
+}
+
+template <class T>
+T ld(const T& field) noexcept {
+    return __atomic_load_n(&field, __ATOMIC_RELAXED);
+}
+
+// Loads inside a seqlock/stamp window are acquire: they keep the closing re-read of the stamp after them without a
+// standalone fence (which ThreadSanitizer does not model), and cost nothing extra on x86.
+template <class T>
+T lda(const T& field) noexcept {
+    return __atomic_load_n(&field, __ATOMIC_ACQUIRE);
+}
+
+template <class T>
+T ld(const std::atomic<T>& field, std::memory_order mo = std::memory_order_relaxed) noexcept {
+    return field.load(mo);
+}
+
+// A fixed-size char field, up to its first NUL. Byte-wise atomic loads: the field may be written while we read it.
+template <size_t N>
+std::string ld_str(const char (&field)[N]) {
+    std::string out;
+    for (size_t i = 0; i < N; ++i) {
+        const char c = __atomic_load_n(&field[i], __ATOMIC_RELAXED);
+        if (c == '\0') break;
+        out.push_back(c);
+    }
+    return out;
+}
+
+// One field of a format_fields.h list, copied into the reader's struct. Acquire throughout: the generated copies
+// serve inside seqlock/stamp windows (signatures, records) as well as for the header and comm slots, whose
+// publishing fields (num_comms, state) need acquire anyway; on x86 it is the same instruction as relaxed.
+template <class T>
+void load(T& dst, const T& src) noexcept {
+    dst = lda(src);
+}
+template <class T>
+void load(T& dst, const std::atomic<T>& src) noexcept {
+    dst = src.load(std::memory_order_acquire);
+}
+template <size_t N>
+void load(std::string& dst, const char (&src)[N]) {
+    dst = ld_str(src);
+}
+
+}  // namespace ncw::mapped
+
+// X(TYPE, NAME, ...) -> out.NAME = *in.NAME; `out` and `in` are in scope where the list is expanded.
+#define NCW_LOAD_FIELD(type, name, ...) ::ncw::mapped::load(out.name, in->name);

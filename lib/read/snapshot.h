@@ -1,0 +1,40 @@
+// One rank file as read at one moment: what the offline analysis, the watchdog and the live collector analyse. The
+// live collector builds the same from a rank's Hello and Digests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "read/rank_file.h"
+#include "read/rank_state.h"
+
+namespace ncw {
+
+// One file as read: the error, or the header and comm slots at the time of the snapshot.
+struct FileSnapshot {
+    std::string path;
+    bool ok = false;
+    std::string error;                  // why nothing could be read (when !ok)
+    std::vector<std::string> warnings;  // damage that still left something readable (truncation)
+    HeaderInfo header;
+    std::vector<CommInfo> comms;
+
+    // Point-to-point counts per communicator and peer, from the ring (only when asked for: p2p_read).
+    struct P2pTable {
+        uint64_t comm_id = 0;
+        std::vector<verdict::PeerP2p> peers;  // timestamps on this file's clock
+    };
+    bool p2p_read = false;
+    bool p2p_wrapped = false;  // the ring had dropped older records
+    std::vector<P2pTable> p2p;
+};
+
+// with_p2p: also read the ring for the send/recv counts per peer (only the files whose comms did p2p pay for it).
+FileSnapshot snapshot(const RankFile& file, bool with_p2p = false) noexcept;  // unopened: its open() error
+FileSnapshot snapshot_path(const std::string& path, bool with_p2p = false) noexcept;
+
+// The latest moment the file shows the process alive: its heartbeat, or its last activity if later or no heartbeat.
+uint64_t last_seen(const FileSnapshot& f) noexcept;
+
+}  // namespace ncw

@@ -1,0 +1,82 @@
+// The live protocol's nested records (read/wire_io.h), generated from the lists of include/ncclwatch/format_fields.h:
+// a HeaderInfo in a Hello, a CommInfo per communicator in a Digest, a SigInfo per signature. Each is a block (u32
+// length, then the fields in list order), so a newer minor appends fields and an older decoder skips them.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ncclwatch/format_fields.h"
+#include "read/wire_io.h"
+
+// X(TYPE, NAME, ...) -> w.TYPE(in.NAME) / out.NAME = r.TYPE("NAME"); `w`, `r`, `in`, `out` in scope.
+#define NCW_PUT_FIELD(type, name, ...) w.type(in.name);
+#define NCW_GET_FIELD(type, name, ...) out.name = r.type(#name);
+
+namespace ncw::wire {
+
+void put_header(Writer& w, const HeaderInfo& in, size_t env_budget) {
+    const size_t at = w.begin_block();
+    NCW_HEADER_LAYOUT_FIELDS(NCW_PUT_FIELD)
+    w.u64(in.actual_size);
+    NCW_HEADER_WRITER_FIELDS(NCW_PUT_FIELD)
+    NCW_HEADER_LIVE_FIELDS(NCW_PUT_FIELD)
+    // The environment last: it is the one part that can be big, so it is cut to what fits the payload limit.
+    size_t n = 0, bytes = 0;
+    while (n < in.env.size() && n < kMaxEnv && bytes + encoded_size(in.env[n]) <= env_budget)
+        bytes += encoded_size(in.env[n++]);
+    w.u32(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) w.str(in.env[i]);
+    w.end_block(at);
+}
+
+void put_sig(Writer& w, const SigInfo& in) {
+    const size_t at = w.begin_block();
+    NCW_SIG_FIELDS(NCW_PUT_FIELD)
+    w.end_block(at);
+}
+
+void put_comm(Writer& w, const CommInfo& in) {
+    const size_t at = w.begin_block();
+    w.u32(in.slot);
+    NCW_COMM_FIELDS(NCW_PUT_FIELD)
+    // The most recent signatures (recent is ordered by seq).
+    const size_t n = std::min<size_t>(in.recent.size(), kMaxDigestSigs);
+    w.u32(static_cast<uint32_t>(n));
+    for (size_t i = in.recent.size() - n; i < in.recent.size(); ++i) put_sig(w, in.recent[i]);
+    w.end_block(at);
+}
+
+void get_header(Reader& outer, HeaderInfo& out) {
+    Reader r = outer.block("header");
+    if (!outer.ok()) return;
+    NCW_HEADER_LAYOUT_FIELDS(NCW_GET_FIELD)
+    out.actual_size = r.u64("actual_size");
+    NCW_HEADER_WRITER_FIELDS(NCW_GET_FIELD)
+    NCW_HEADER_LIVE_FIELDS(NCW_GET_FIELD)
+    const uint32_t n = r.count("env count", kMaxEnv, kMinString);
+    out.env.clear();
+    out.env.reserve(n);
+    for (uint32_t i = 0; i < n && r.ok(); ++i) out.env.push_back(r.str("env entry"));
+    outer.absorb(r);
+}
+
+void get_sig(Reader& outer, SigInfo& out) {
+    Reader r = outer.block("signature");
+    if (!outer.ok()) return;
+    NCW_SIG_FIELDS(NCW_GET_FIELD)
+    outer.absorb(r);
+}
+
+void get_comm(Reader& outer, CommInfo& out) {
+    Reader r = outer.block("comm");
+    if (!outer.ok()) return;
+    out.slot = r.u32("slot");
+    NCW_COMM_FIELDS(NCW_GET_FIELD)
+    const uint32_t n = r.count("signature count", kMaxDigestSigs, kMinBlock);
+    out.recent.assign(n, SigInfo{});
+    for (uint32_t i = 0; i < n && r.ok(); ++i) get_sig(r, out.recent[i]);
+    outer.absorb(r);
+}
+
+}  // namespace ncw::wire
