@@ -1,0 +1,142 @@
+// The verdict engine on point-to-point traffic and on communicator init that does not finish.
+#include "verdict_fixtures.h"
+
+using namespace verdict_fixtures;
+
+namespace {
+
+PeerP2p peer(int p, uint64_t si, uint64_t sc, uint64_t ri, uint64_t rc, double pending_for = 0) {
+    PeerP2p e;
+    e.peer = p;
+    e.sends_issued = si, e.sends_completed = sc, e.recvs_issued = ri, e.recvs_completed = rc;
+    if (si > sc) e.t_oldest_send_pending_ns = ago(pending_for);
+    if (ri > rc) e.t_oldest_recv_pending_ns = ago(pending_for);
+    return e;
+}
+
+RankCommState p2p_rank(int r, std::vector<PeerP2p> peers) {
+    RankCommState s = idle(r, 10);
+    s.p2p_known = true;
+    s.p2p = std::move(peers);
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("verdict: point-to-point", "[verdict]") {
+    SECTION("a stall with only a send outstanding, the peer never posted the recv: MISMATCH, not UNKNOWN") {
+        // Pipeline stage 0 sends micro-batch 5 to stage 1, which posted only 4 receives and is idle.
+        auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}), p2p_rank(1, {peer(0, 0, 0, 4, 4)})});
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::Mismatch);
+        CHECK(vs[0].culprits == Ranks{1});
+        CHECK(vs[0].waiting == Ranks{0});
+        CHECK(contains(vs[0].summary,
+                       "p2p: rank 0 waits 30.0 s in send #5 to rank 1, but rank 1 posted only 4 "
+                       "receives from rank 0 and waits in none from it: unmatched send/recv pair"));
+        CHECK(std::all_of(vs[0].evidence.begin(), vs[0].evidence.end(),
+                          [](const std::string& e) { return contains(e, "p2p"); }));
+    }
+    SECTION("both sides posted, neither completes: stuck inside NCCL") {
+        auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}), p2p_rank(1, {peer(0, 0, 0, 5, 4, 30.0)})});
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::StuckInNccl);
+    }
+    SECTION("a recv whose peer is not visible: UNKNOWN naming it") {
+        auto vs = diagnose_stall(view(3, {p2p_rank(0, {peer(2, 0, 0, 3, 2, 30.0)}), p2p_rank(1, {})}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::Unknown);
+        CHECK(vs[0].culprits == Ranks{2});
+    }
+    SECTION("below the timeout: nothing") {
+        auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 3.0)}), p2p_rank(1, {peer(0, 0, 0, 4, 4)})});
+        CHECK(diagnose_stall(v, kNow, kTimeout).empty());
+    }
+    SECTION("without a stall: a completed send that no recv matches") {
+        auto v = view(2, {p2p_rank(0, {peer(1, 6, 6, 0, 0)}), p2p_rank(1, {peer(0, 0, 0, 5, 5)})});
+        auto ms = find_mismatches(v);
+        REQUIRE(ms.size() == 1);
+        CHECK(ms[0].culprits == Ranks{1});
+        CHECK(contains(ms[0].summary, "rank 0 completed 6 sends to rank 1, but rank 1 posted only 5 receives"));
+    }
+    SECTION("matched counts: nothing") {
+        auto v = view(2, {p2p_rank(0, {peer(1, 6, 6, 2, 2)}), p2p_rank(1, {peer(0, 2, 2, 6, 6)})});
+        CHECK(find_mismatches(v).empty());
+    }
+    SECTION("the peer's ring wrapped and holds nothing of us: not judged") {
+        auto r1 = p2p_rank(1, {});
+        r1.p2p_wrapped = true;
+        CHECK(find_mismatches(view(2, {p2p_rank(0, {peer(1, 6, 6, 0, 0)}), r1})).empty());
+    }
+}
+
+namespace {
+
+RankCommState initing(int r, double for_s, const std::string& host = "node0", int dev = -1) {
+    RankCommState s;
+    s.comm_rank = r;
+    s.global_rank = r;
+    s.host = host;
+    s.pid = 1000 + r;
+    s.comm_state = uint32_t(ncw::disk::CommState::Initializing);
+    s.t_init_start_ns = ago(for_s);
+    s.cuda_dev = dev < 0 ? r : dev;
+    s.local_rank = r;
+    s.pci_bus_id = "0000:0" + std::to_string(s.cuda_dev) + ":00.0";
+    s.nranks_declared = 4;
+    s.world_size = 4;
+    s.master_addr = "10.0.0.1:29500";
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("verdict: communicator init that does not finish", "[verdict]") {
+    SECTION("three entered, one never appeared") {
+        auto vs = diagnose_stall(view(4, {initing(0, 40), initing(1, 39), initing(2, 41)}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::InitHang);
+        CHECK(vs[0].culprits == Ranks{3});
+        CHECK(vs[0].waiting == Ranks{0, 1, 2});
+        CHECK(vs[0].missing == Ranks{3});
+        CHECK(contains(vs[0].summary, "ranks 0,1,2 of 4 entered it and wait; rank 3 never appeared"));
+        CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(), [](const std::string& e) {
+            return contains(e,
+                            "checklist: agree or fine: communicator size, WORLD_SIZE, master address, one GPU per "
+                            "rank");
+        }));
+    }
+    SECTION("below the timeout: nothing") {
+        CHECK(diagnose_stall(view(4, {initing(0, 4), initing(1, 3)}), kNow, kTimeout).empty());
+    }
+    SECTION("some finished, and the seed checklist finds two ranks on one GPU and a size disagreement") {
+        auto r0 = initing(0, 40), r1 = initing(1, 40, "node0", 0), r2 = initing(2, 40);
+        r2.nranks_declared = 8;
+        r2.master_addr = "10.0.0.2:29500";
+        auto r3 = initing(3, 40);
+        r3.comm_state = uint32_t(ncw::disk::CommState::Active);
+        r3.t_init_done_ns = ago(38);
+        auto vs = diagnose_stall(view(4, {r0, r1, r2, r3}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::InitHang);
+        CHECK(contains(vs[0].summary, "rank 3 finished it"));
+        auto has = [&](const std::string& s) {
+            return std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(),
+                               [&](const std::string& e) { return contains(e, s); });
+        };
+        CHECK(has("checklist: ranks 0,1 on host node0 share one GPU (0000:00:00.0)"));
+        CHECK(has("has LOCAL_RANK=1 but uses GPU 0"));
+        CHECK(has("checklist: ranks disagree on the communicator size: ranks 0,1,3 = 4; rank 2 = 8"));
+        CHECK(
+            has("checklist: ranks disagree on the master address: ranks 0,1,3 = 10.0.0.1:29500; rank 2 = "
+                "10.0.0.2:29500"));
+    }
+    SECTION("every rank entered, none finished: nobody visible is blamed") {
+        auto vs = diagnose_stall(view(2, {initing(0, 40), initing(1, 40)}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].culprits.empty());
+        CHECK(contains(vs[0].summary, "every rank entered (bootstrap network or master address?)"));
+    }
+}
