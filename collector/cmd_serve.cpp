@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -23,6 +24,24 @@ bool parse_seconds(const std::string& s, double& out) {
     const double v = strtod(s.c_str(), &end);
     if (s.empty() || errno || *end || !std::isfinite(v) || v < 0 || v > 1e7) return false;
     out = v;
+    return true;
+}
+
+// A count or a size: digits, optionally K, M or G (binary multiples).
+bool parse_count(const std::string& s, size_t& out) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = strtoull(s.c_str(), &end, 10);
+    if (s.empty() || !isdigit((unsigned char)s[0]) || errno) return false;
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10, ++end;
+    else if (*end == 'M')
+        shift = 20, ++end;
+    else if (*end == 'G')
+        shift = 30, ++end;
+    if (*end || v > (1ull << 40) >> shift) return false;
+    out = size_t(v << shift);
     return true;
 }
 
@@ -53,15 +72,38 @@ int cmd_serve(const std::vector<std::string>& args) {
             const std::string* v = value(a == "--out" ? "DIR" : "HOST:PORT");
             if (!v) return 2;
             (a == "--listen" ? opt.listen : a == "--metrics" ? opt.metrics_listen : opt.out_dir) = *v;
-        } else if (a == "--timeout" || a == "--dead-after" || a == "--analyze-period") {
+        } else if (double* sec = a == "--timeout"          ? &opt.timeout_s
+                                 : a == "--dead-after"     ? &opt.dead_after_s
+                                 : a == "--analyze-period" ? &opt.analyze_period_s
+                                 : a == "--retention"      ? &opt.retention_s
+                                 : a == "--hello-timeout"  ? &opt.hello_timeout_s
+                                 : a == "--frame-timeout"  ? &opt.frame_timeout_s
+                                 : a == "--scrape-timeout" ? &opt.scrape_timeout_s
+                                                           : nullptr) {
             const std::string* v = value("SEC");
             if (!v) return 2;
-            double s = 0;
-            if (!parse_seconds(*v, s)) {
+            if (!parse_seconds(*v, *sec)) {
                 fmt::print(stderr, "{}: serve: {} '{}' is not a number of seconds\n", kProg, a, clean(*v));
                 return 2;
             }
-            (a == "--timeout" ? opt.timeout_s : a == "--dead-after" ? opt.dead_after_s : opt.analyze_period_s) = s;
+        } else if (size_t* n = a == "--max-connections"     ? &opt.max_connections
+                               : a == "--max-ranks"         ? &opt.max_ranks
+                               : a == "--max-jobs"          ? &opt.max_jobs
+                               : a == "--max-conn-buffer"   ? &opt.max_conn_buffer
+                               : a == "--buffer-budget"     ? &opt.max_buffered_total
+                               : a == "--metrics-max-bytes" ? &opt.metrics_max_bytes
+                               : a == "--metrics-budget"    ? &opt.metrics_queue_max
+                                                            : nullptr) {
+            const std::string* v = value("N");
+            if (!v) return 2;
+            if (!parse_count(*v, *n)) {
+                fmt::print(stderr, "{}: serve: {} '{}' is not a count (digits, optionally K, M or G)\n", kProg, a,
+                           clean(*v));
+                return 2;
+            }
+        } else if (a == "--help" || a == "-h") {
+            fmt::print("{}", kUsage);
+            return 0;
         } else if (a == "--once") {
             once = true;
         } else if (a == "--quiet") {

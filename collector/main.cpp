@@ -36,7 +36,7 @@ Commands:
   dump [--json] FILE
         Decode one rank file: header, communicators and every valid record, in ticket order.
   serve [--listen HOST:PORT] [--metrics HOST:PORT] [--timeout SEC] [--dead-after SEC] [--out DIR]
-        [--once] [--quiet]
+        [--once] [--quiet] [LIMITS]
         The live collector: ranks whose shim has NCCLWATCH_COLLECTOR=HOST:PORT connect and send digests; a stall
         past the timeout, a mismatch or a dead rank is reported once (text on stdout, and OUT/<job>/live-report.txt
         and .json), and every rank of that job is asked to write its dump. "recovered" is logged when it clears.
@@ -48,6 +48,28 @@ Commands:
         --out DIR            also write the reports under DIR/<job>/
         --once               exit after the first report (status 1; 0 when stopped with nothing found)
         --quiet              no report on stdout (log lines on stderr only)
+        Limits (so that no client, hostile or broken, can grow the collector without bound; the defaults hold
+        16,384 ranks; N takes K, M or G for binary multiples):
+        --max-connections N  connections open at once; more are closed at once (default 65536)
+        --max-ranks N        ranks (job, global rank) kept (default 65536)
+        --max-jobs N         jobs kept (default 4096); past either, the idle job (no rank connected) heard
+                             from least recently is forgotten, and only when none is idle is a rank refused
+                             ("collector full")
+        --retention SEC      a job with no rank connected and silent this long is forgotten with its series
+                             (default 600); a job whose ranks all said Bye goes at once
+        --hello-timeout SEC  a connection that sends no Hello (or /metrics request) within this is closed
+                             (default 10)
+        --frame-timeout SEC  a frame not complete this long after its first byte closes its connection (default 10)
+        --max-conn-buffer N  bytes of a partly received frame per connection (default 1M+16, the wire maximum)
+        --buffer-budget N    the same, all connections together; the connection that goes over is closed
+                             (default 64M)
+        --metrics-max-bytes N  one /metrics response; series past it are left out, the ranks a verdict names
+                             first, and counted in ncclwatch_collector_metrics_series_dropped (default 16000000)
+        --metrics-budget N   /metrics renderings held for scrapers, all together; past it a scraper gets the newest
+                             rendering already held (default 64M)
+        --scrape-timeout SEC a scraper that reads nothing of its response this long is closed (default 10)
+        Refused and bad clients are logged rate-limited per cause (bad magic, oversize, timeout, wrong token,
+        full, ...), with a summary of what was left out every minute; a wrong token always has its own budget.
         With NCCLWATCH_TOKEN set in its environment, a rank must present the same token.
         SIGINT or SIGTERM stops it.
   env   List the NCCLWATCH_* environment variables the shim reads.

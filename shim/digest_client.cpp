@@ -136,6 +136,17 @@ private:
         opt.dead_after_s = rt_.cfg.dead_after_sec;
         opt.out_dir = rt_.cfg.dir;  // reports land in <dir>/<job>/, the job folder
         opt.quiet = true;
+        // Inside the training process: the same bounds, far tighter (one job's ranks, a scrape now and then).
+        opt.max_connections = 20000;
+        opt.max_ranks = 20000;
+        opt.max_jobs = 4;
+        opt.retention_s = 120;
+        opt.max_buffered_total = 16u << 20;
+        opt.metrics_max_bytes = 4u << 20;
+        opt.metrics_queue_max = 8u << 20;
+        opt.hello_timeout_s = 5;
+        opt.frame_timeout_s = 5;
+        opt.scrape_timeout_s = 5;
         opt.log = [](const std::string& line) { log().info("live collector: {}", line); };
         auto server = std::make_unique<live::LiveServer>(opt);
         std::string err;

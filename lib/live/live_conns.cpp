@@ -105,15 +105,6 @@ void LiveServer::Impl::log(const std::string& line) {
     }
 }
 
-// Once per peer address and reason, so a client that retries garbage cannot flood the log.
-void LiveServer::Impl::log_peer(const Conn& c, const std::string& reason) {
-    const std::string key = c.ip + "|" + reason;
-    if (logged_peers.size() >= kMaxLoggedPeers) return;
-    if (!logged_peers.insert(key).second) return;
-    log(fmt::format("closed connection from {}: {}", c.peer, clean(reason)));
-    if (logged_peers.size() == kMaxLoggedPeers) log("too many distinct bad peers; not logging more of them");
-}
-
 void LiveServer::Impl::set_events(Conn& c, bool want_out) {
     if (c.want_out == want_out) return;
     epoll_event ev{};
@@ -133,23 +124,32 @@ void LiveServer::Impl::close_conn(uint64_t id) {
     }
     epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, nullptr);
     close(c.fd);
+    buffered_total -= std::min(buffered_total, c.buffered);
+    st_buffered = buffered_total;
     if (!c.http) --rank_conns;
     conns.erase(it);
     st_connections = rank_conns;
 }
 
-void LiveServer::Impl::bad(Conn& c, const std::string& reason) {
+void LiveServer::Impl::bad(Conn& c, const char* cause, const std::string& reason) {
     ++st_bad;
-    log_peer(c, reason);
+    log_peer(c, cause, reason);
     close_conn(c.id);
 }
 
-// Returns false when the connection was closed.
+// Returns false when the connection was closed. The queued bytes go first, then the streamed body (/metrics), as
+// much as the socket takes each time it drains.
 bool LiveServer::Impl::flush(Conn& c) {
-    while (c.out_pos < c.out.size()) {
-        const ssize_t n = send(c.fd, c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL);
+    for (;;) {
+        const bool head = c.out_pos < c.out.size();
+        if (!head && (!c.body || c.body_pos >= c.body->size())) break;
+        const uint8_t* p =
+            head ? c.out.data() + c.out_pos : reinterpret_cast<const uint8_t*>(c.body->data()) + c.body_pos;
+        const size_t len = head ? c.out.size() - c.out_pos : c.body->size() - c.body_pos;
+        const ssize_t n = send(c.fd, p, len, MSG_NOSIGNAL);
         if (n > 0) {
-            c.out_pos += size_t(n);
+            (head ? c.out_pos : c.body_pos) += size_t(n);
+            c.out_progress_ns = mono_ns();
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -157,7 +157,8 @@ bool LiveServer::Impl::flush(Conn& c) {
         close_conn(c.id);
         return false;
     }
-    if (c.out_pos == c.out.size()) {
+    if (c.body && c.body_pos >= c.body->size()) c.body.reset();  // the shared rendering is not held past its use
+    if (c.out_pos == c.out.size() && !c.body) {
         c.out.clear();
         c.out_pos = 0;
         if (c.close_after_flush) {
@@ -177,7 +178,7 @@ bool LiveServer::Impl::flush(Conn& c) {
 
 bool LiveServer::Impl::queue(Conn& c, const std::vector<uint8_t>& bytes) {
     if (!c.http && c.out.size() - c.out_pos + bytes.size() > kMaxOutBuffer) {
-        log_peer(c, "not reading what the collector sends (output buffer full)");
+        log_peer(c, "not reading", "not reading what the collector sends (output buffer full)");
         close_conn(c.id);
         return false;
     }
@@ -253,16 +254,22 @@ void LiveServer::Impl::on_readable(Conn& c) {
     c.reader.feed(buf, size_t(n));
     wire::FrameHeader h;
     std::string err;
+    bool completed = false;
     while (conns.count(id) && !c.close_after_flush) {
         const auto s = c.reader.next(h, scratch, &err);
         if (s == wire::FrameReader::Status::NeedMore) break;
         if (s == wire::FrameReader::Status::Error) {
-            bad(c, err.empty() ? "malformed frame" : err);
+            const char* cause = err.rfind("bad magic", 0) == 0                       ? "bad magic"
+                                : err.find("exceeds the limit") != std::string::npos ? "oversize"
+                                                                                     : "malformed";
+            bad(c, cause, err.empty() ? "malformed frame" : err);
             return;
         }
         ++st_frames;
+        completed = true;
         if (!on_frame(c, h)) return;
     }
+    if (conns.count(id)) account(c, mono_ns(), completed);
 }
 
 // false: the connection was closed (or is closing).
@@ -271,18 +278,18 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
     std::string err;
     const auto type = wire::FrameType(h.type);
     if (!c.hello && type != wire::FrameType::Hello) {
-        bad(c, fmt::format("first frame is type {}, not Hello", h.type));
+        bad(c, "protocol", fmt::format("first frame is type {}, not Hello", h.type));
         return false;
     }
     switch (type) {
         case wire::FrameType::Hello: {
             if (c.hello) {
-                bad(c, "second Hello on one connection");
+                bad(c, "protocol", "second Hello on one connection");
                 return false;
             }
             wire::Hello m;
             if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
-                bad(c, "bad Hello: " + err);
+                bad(c, "malformed", "bad Hello: " + err);
                 return false;
             }
             return on_hello(c, m, now);
@@ -290,7 +297,7 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
         case wire::FrameType::Digest: {
             wire::Digest m;
             if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
-                bad(c, "bad Digest: " + err);
+                bad(c, "malformed", "bad Digest: " + err);
                 return false;
             }
             on_digest(c, m, now);
@@ -299,7 +306,7 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
         case wire::FrameType::KeepAlive: {
             wire::KeepAlive m;
             if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
-                bad(c, "bad KeepAlive: " + err);
+                bad(c, "malformed", "bad KeepAlive: " + err);
                 return false;
             }
             RankState& r = c.job->ranks[c.rank];
@@ -318,7 +325,7 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
         case wire::FrameType::HelloAck:
         case wire::FrameType::Reject:
         case wire::FrameType::DumpRequest:
-            bad(c, fmt::format("frame type {} goes from the collector to ranks, not back", h.type));
+            bad(c, "protocol", fmt::format("frame type {} goes from the collector to ranks, not back", h.type));
             return false;
     }
     return true;  // a type a newer minor added: skipped
@@ -334,33 +341,26 @@ void LiveServer::Impl::on_http(Conn& c, const uint8_t* p, size_t n) {
     const auto eol = c.http_in.find_first_of("\r\n");
     const std::string line = c.http_in.substr(0, eol);
     if (line.rfind("GET /metrics ", 0) == 0 || line == "GET /metrics")
-        respond(c, "200 OK", render_metrics());
+        respond(c, "200 OK", metrics_body(mono_ns()));
     else
         respond(c, "404 Not Found", "not found (try GET /metrics)\n");
 }
 
 void LiveServer::Impl::respond(Conn& c, const char* status, const std::string& body) {
+    respond(c, status, std::make_shared<const std::string>(body));
+}
+
+void LiveServer::Impl::respond(Conn& c, const char* status, std::shared_ptr<const std::string> body) {
     const std::string head = fmt::format(
         "HTTP/1.0 {}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\n"
         "Connection: close\r\n\r\n",
-        status, body.size());
-    std::vector<uint8_t> bytes(head.begin(), head.end());
-    bytes.insert(bytes.end(), body.begin(), body.end());
+        status, body->size());
+    c.out.insert(c.out.end(), head.begin(), head.end());
+    c.body = std::move(body);
+    c.body_pos = 0;
     c.close_after_flush = true;
-    queue(c, bytes);
-}
-
-void LiveServer::Impl::sweep(uint64_t now) {
-    const uint64_t limit = uint64_t(opt.hello_timeout_s * 1e9);
-    std::vector<uint64_t> idle;
-    for (const auto& [id, c] : conns)
-        if ((c->http || !c->hello) && now - c->opened_ns > limit) idle.push_back(id);
-    for (uint64_t id : idle) {
-        auto it = conns.find(id);
-        if (it == conns.end()) continue;
-        if (!it->second->http) log_peer(*it->second, "no Hello within the hello timeout");
-        close_conn(id);
-    }
+    c.out_progress_ns = mono_ns();  // the scrape timeout runs from here
+    flush(c);
 }
 
 }  // namespace ncw::live

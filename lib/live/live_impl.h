@@ -3,6 +3,8 @@
 //   live_conns.cpp    connections and frames: accept, read, write, the frame dispatch, HTTP
 //   live_ranks.cpp    the ranks' Hello and Digest as snapshots on the collector's clock (clock offsets)
 //   live_reports.cpp  analysis as digests change, the report (text, JSON, dump requests), /metrics
+//   live_limits.cpp   the bounds: buffer budgets, deadlines, job eviction, rate-limited logging
+//   live_files.cpp    report files written without following a planted symlink
 //   live_server.cpp   the loop, start and stop
 #pragma once
 
@@ -30,9 +32,6 @@ namespace ncw::live {
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kMaxOutBuffer = 4u << 20;  // a rank that does not read its DumpRequests is dropped past this
 constexpr size_t kMaxHttpRequest = 8 * 1024;
-constexpr size_t kMaxRanks = 1u << 20;  // distinct (job, rank) kept: a hostile client cannot grow memory forever
-constexpr size_t kMaxJobs = 4096;
-constexpr size_t kMaxLoggedPeers = 4096;
 constexpr size_t kMaxTableRows = 256;  // per communicator in the text report (the JSON has every rank)
 constexpr uint64_t kTickNs = 100'000'000;
 constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // full analysis (mismatches) at most this often
@@ -88,6 +87,7 @@ struct Job {
     std::map<uint64_t, std::pair<std::set<int>, std::set<int>>> named;
     uint64_t dump_requests = 0;
     double last_analysis_cost_s = 0;
+    bool write_failure_logged = false;
 };
 
 struct Conn {
@@ -104,8 +104,33 @@ struct Conn {
     size_t out_pos = 0;
     bool want_out = false;
     std::string http_in;
+    // A /metrics response streams from a rendering shared by the scrapers that asked within the same second.
+    std::shared_ptr<const std::string> body;
+    size_t body_pos = 0;
+    uint64_t out_progress_ns = 0;  // last time the peer took bytes (or the response was queued)
+    size_t buffered = 0;           // bytes of a partly received frame, as counted in Impl::buffered_total
+    uint64_t frame_start_ns = 0;   // first byte of the partly received frame; 0 = none
     Job* job = nullptr;
     size_t rank = 0;
+};
+
+// Log lines per cause (a fixed set of names from the code, never from the network): a burst, then a steady trickle;
+// what is left out is counted and summed up now and then, so no cause can exhaust another's budget.
+struct LogLimiter {
+    static constexpr double kBurst = 10;
+    static constexpr double kPerSecond = 0.2;
+    struct Bucket {
+        double tokens = kBurst;
+        uint64_t last_ns = 0;
+        uint64_t suppressed = 0;
+    };
+    std::map<std::string, Bucket> buckets;
+    uint64_t last_summary_ns = 0;
+    uint64_t suppressed_total = 0;
+
+    bool allow(const std::string& cause, uint64_t now);
+    // "cause: n, ..." of what was left out since the last summary; "" when nothing was.
+    std::string take_summary();
 };
 
 // Binds HOST:PORT ("[v6]:port", "*:port"; port 0 = any) and listens; the bound port in port_out. -1 with *err.
@@ -126,8 +151,13 @@ struct LiveServer::Impl {
     uint64_t next_conn_id = 16;  // ids below are the listening sockets
     std::map<std::string, std::unique_ptr<Job>> jobs;
     size_t ranks_known = 0;
-    size_t rank_conns = 0;  // conns that are not HTTP
-    std::unordered_set<std::string> logged_peers;
+    size_t rank_conns = 0;      // conns that are not HTTP
+    size_t buffered_total = 0;  // partly received frames, all connections
+    uint64_t tmp_counter = 0;   // report temporary files: a fresh name each
+    LogLimiter limiter;
+    std::vector<std::weak_ptr<const std::string>> renders;  // /metrics renderings handed out, alive while streamed
+    std::weak_ptr<const std::string> fresh_render;
+    uint64_t fresh_render_ns = 0;
     uint64_t boot = 0;
     std::string hostname;
     uint64_t request_id = 0;
@@ -135,7 +165,7 @@ struct LiveServer::Impl {
     std::vector<uint8_t> scratch;
 
     std::atomic<uint64_t> st_connections{0}, st_ranks{0}, st_frames{0}, st_bad{0}, st_reports{0}, st_analyses{0},
-        st_refused{0};
+        st_refused{0}, st_evicted{0}, st_buffered{0}, st_suppressed{0};
     uint16_t port = 0, metrics_port = 0;
 
     static constexpr uint64_t kListenId = 1, kMetricsId = 2, kWakeId = 3;
@@ -143,11 +173,9 @@ struct LiveServer::Impl {
     // ---- connections and frames (live_conns.cpp) ----
 
     void log(const std::string& line);
-    // Once per peer address and reason, so a client that retries garbage cannot flood the log.
-    void log_peer(const Conn& c, const std::string& reason);
     void set_events(Conn& c, bool want_out);
     void close_conn(uint64_t id);
-    void bad(Conn& c, const std::string& reason);
+    void bad(Conn& c, const char* cause, const std::string& reason);
     // Returns false when the connection was closed.
     bool flush(Conn& c);
     bool queue(Conn& c, const std::vector<uint8_t>& bytes);
@@ -157,7 +185,26 @@ struct LiveServer::Impl {
     bool on_frame(Conn& c, const wire::FrameHeader& h);
     void on_http(Conn& c, const uint8_t* p, size_t n);
     void respond(Conn& c, const char* status, const std::string& body);
+    void respond(Conn& c, const char* status, std::shared_ptr<const std::string> body);
+
+    // ---- the bounds (live_limits.cpp) ----
+
+    // Rate-limited per cause (LogLimiter); `cause` is one of the code's own names.
+    void log_limited(const char* cause, const std::string& line);
+    void log_peer(const Conn& c, const char* cause, const std::string& reason);
+    // After a read: counts the partly received frame against the budgets (false: the connection was closed) and
+    // restarts its deadline when a frame completed.
+    bool account(Conn& c, uint64_t now, bool completed_frame);
+    // Deadlines (Hello, frame, scraper), eviction of finished and silent jobs, the log summary.
     void sweep(uint64_t now);
+    uint64_t sweep_period_ns() const;
+    void evict_job(const std::string& id);
+    // Room for one more rank (of a new job when keep is null): evicts the idle job heard from least recently,
+    // never `keep`. false: none is idle.
+    bool make_room(const Job* keep);
+    // The body of one /metrics response: shared with scrapers that asked within a second, and bounded in total
+    // (metrics_queue_max) by handing out the newest rendering still held instead of a new one.
+    std::shared_ptr<const std::string> metrics_body(uint64_t now);
 
     // ---- the ranks' Hello and Digest, on the collector's clock (live_ranks.cpp) ----
 
@@ -180,6 +227,8 @@ struct LiveServer::Impl {
     void analyze_job(Job& job, uint64_t now);
     std::string clock_line(const Job& job) const;
     void report(Job& job, const Analysis& a, uint64_t now);
+    // live_files.cpp: OUT/<job>/NAME through a fresh temporary file; false with errno set.
+    bool write_report_file(const std::string& job_dir_name, const char* name, const std::string& text);
     std::string render_metrics();
 
     // ---- the loop (live_server.cpp) ----

@@ -22,7 +22,11 @@ bool token_ok(const std::string& expected, const std::string& got) {
 bool LiveServer::Impl::on_hello(Conn& c, wire::Hello& m, uint64_t now) {
     if (!opt.token.empty() && !token_ok(opt.token, m.token)) {
         ++st_bad;
-        log_peer(c, m.token.empty() ? "no token (NCCLWATCH_TOKEN is required)" : "wrong token");
+        // Its own log budget: junk of other kinds can never hide a wrong token.
+        if (m.token.empty())
+            log_peer(c, "no token", "no token (NCCLWATCH_TOKEN is required)");
+        else
+            log_peer(c, "wrong token", "wrong token");
         std::vector<uint8_t> f;
         wire::encode(wire::Reject{"token refused"}, f);
         c.close_after_flush = true;
@@ -34,9 +38,11 @@ bool LiveServer::Impl::on_hello(Conn& c, wire::Hello& m, uint64_t now) {
         hi.global_rank >= 0 ? fmt::format("rank {}", hi.global_rank) : fmt::format("pid {}:{}", hi.host, hi.pid);
     auto jit = jobs.find(hi.job_id);
     if (jit == jobs.end() || !jit->second->index.count(key)) {
-        if (ranks_known >= kMaxRanks || (jit == jobs.end() && jobs.size() >= kMaxJobs)) {
+        // Idle jobs make room (the oldest first); "full" only while every job kept has a rank connected.
+        const bool new_job = jit == jobs.end();
+        if (!make_room(new_job ? nullptr : jit->second.get())) {
             ++st_bad;
-            log_peer(c, "collector full (too many ranks or jobs)");
+            log_peer(c, "full", "collector full (too many ranks or jobs)");
             std::vector<uint8_t> f;
             wire::encode(wire::Reject{"collector full"}, f);
             c.close_after_flush = true;
@@ -44,6 +50,7 @@ bool LiveServer::Impl::on_hello(Conn& c, wire::Hello& m, uint64_t now) {
             return false;
         }
     }
+    jit = jobs.find(hi.job_id);  // make_room may have evicted jobs
     if (jit == jobs.end()) {
         auto j = std::make_unique<Job>();
         j->id = hi.job_id;

@@ -1,7 +1,6 @@
 // The live collector's analysis and reports: the analysis as digests change, the report of new verdicts (text and JSON,
 // in the verdicts' one voice: report/headline.h), the dump requests, and /metrics.
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -37,26 +36,6 @@ std::string verdict_key(const verdict::Verdict& v) {
 
 // A stall (as opposed to a mismatch or a straggler, which do not hold anything up).
 bool is_stall(verdict::Kind k) { return k != verdict::Kind::Mismatch && k != verdict::Kind::Straggler; }
-
-bool mkdirs(const std::string& dir) {
-    std::string cur;
-    for (size_t i = 0; i <= dir.size(); ++i) {
-        if (i == dir.size() || dir[i] == '/') {
-            if (!cur.empty() && mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
-        }
-        if (i < dir.size()) cur += dir[i];
-    }
-    return true;
-}
-
-bool write_file(const std::string& path, const std::string& text) {
-    const std::string tmp = path + ".tmp";
-    FILE* f = fopen(tmp.c_str(), "w");
-    if (!f) return false;
-    const bool ok = fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (fclose(f) != 0 || !ok) return false;
-    return rename(tmp.c_str(), path.c_str()) == 0;
-}
 
 }  // namespace
 
@@ -209,9 +188,16 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
     }
 
     // Text first: it is small (the table is capped) and what a person or a script watches for.
-    const std::string dir = opt.out_dir.empty() ? "" : opt.out_dir + "/" + safe_component(job.id);
-    bool wrote = !dir.empty() && mkdirs(dir) && write_file(dir + "/live-report.txt", text);
-    if (!dir.empty() && !wrote) log(fmt::format("cannot write the report into {}: {}", dir, strerror(errno)));
+    const std::string comp = safe_component(job.id);
+    const std::string dir = opt.out_dir.empty() ? "" : opt.out_dir + "/" + comp;
+    const bool wrote = !dir.empty() && write_report_file(comp, "live-report.txt", text);
+    // Once per job (and rate-limited): a folder someone made unwritable must not fill the log.
+    auto write_failed = [&](const std::string& what) {
+        if (job.write_failure_logged) return;
+        job.write_failure_logged = true;
+        log_limited("report write", fmt::format("cannot write {}: {}", what, strerror(errno)));
+    };
+    if (!dir.empty() && !wrote) write_failed("the report into " + dir);
     if (!opt.quiet) {
         fwrite(text.data(), 1, text.size(), stdout);
         fflush(stdout);
@@ -269,13 +255,13 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
                         : json(a.warnings);
 
     if (wrote) {
-        if (write_file(dir + "/live-report.json", report::dump_json(j) + "\n"))
+        if (write_report_file(comp, "live-report.json", report::dump_json(j) + "\n"))
             log(
                 fmt::format("job {}: report written to {}/live-report.txt and .json ({:.3f} s after the analysis "
                             "started)",
                             job_name, dir, double(mono_ns() - now) / 1e9));
         else
-            log(fmt::format("cannot write {}/live-report.json: {}", dir, strerror(errno)));
+            write_failed(dir + "/live-report.json");
     }
 
     if (!opt.request_dumps) return;
@@ -334,7 +320,8 @@ std::string LiveServer::Impl::render_metrics() {
     t.reports = st_reports;
     t.analyses = st_analyses;
     t.last_analysis_s = last_analysis_s;
-    return metrics::render(samples, t);
+    t.evicted_jobs = st_evicted;
+    return metrics::render(samples, t, opt.metrics_max_bytes);
 }
 
 }  // namespace ncw::live

@@ -49,7 +49,7 @@ void LiveServer::Impl::run() noexcept {
                 last_tick = now;
                 maybe_analyze(now);
             }
-            if (now - last_sweep >= 1'000'000'000ull) {
+            if (now - last_sweep >= sweep_period_ns()) {
                 last_sweep = now;
                 sweep(now);
             }
@@ -145,6 +145,9 @@ ServerStats LiveServer::stats() const noexcept {
     s.reports = m.st_reports;
     s.analyses = m.st_analyses;
     s.refused = m.st_refused;
+    s.evicted_jobs = m.st_evicted;
+    s.buffered_bytes = m.st_buffered;
+    s.log_suppressed = m.st_suppressed;
     s.port = m.port;
     s.metrics_port = m.metrics_port;
     return s;

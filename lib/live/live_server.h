@@ -26,6 +26,18 @@ struct ServerOptions {
     bool quiet = false;                      // no report on stdout (the in-shim collector logs instead)
     size_t max_connections = 65536;          // beyond this, new connections are closed at once
     double hello_timeout_s = 10;             // a connection that sends no Hello within this is closed
+    // Bounds, so that no client (hostile or broken) can grow the collector without limit. The defaults hold 16,384
+    // ranks; the collector inside rank 0 (shim/digest_client.cpp) sets much smaller ones.
+    size_t max_ranks = 65536;                  // distinct (job, rank) kept; then the oldest idle job is evicted
+    size_t max_jobs = 4096;                    // jobs kept; likewise
+    double retention_s = 600;                  // a job with no rank connected and silent this long is evicted
+    size_t max_conn_buffer = (1u << 20) + 16;  // bytes of a partly received frame per connection (wire maximum)
+    size_t max_buffered_total = 64u << 20;     // the same, all connections together (16,384 ranks x 4 KiB)
+    double frame_timeout_s = 10;               // a frame must be complete this long after its first byte
+    size_t metrics_max_bytes = 16'000'000;     // one /metrics response; series past it are left out (and counted)
+    size_t metrics_queue_max = 64u << 20;      // /metrics renderings held for scrapers, all together
+    double scrape_timeout_s = 10;              // a scraper that reads nothing of its response this long is closed
+    double log_summary_s = 60;                 // how often suppressed log lines are summed up
     // Where log lines go (one line, no trailing newline); empty = stderr with a "ncclwatch-collector: " prefix.
     // Called on the server thread.
     std::function<void(const std::string&)> log;
@@ -39,7 +51,10 @@ struct ServerStats {
     uint64_t reports = 0;     // verdict reports written
     uint64_t analyses = 0;    // analysis runs
     uint64_t refused = 0;     // connections closed at once (over max_connections, out of descriptors)
-    uint16_t port = 0;        // the bound port (useful with port 0)
+    uint64_t evicted_jobs = 0;
+    uint64_t buffered_bytes = 0;  // bytes of partly received frames held now
+    uint64_t log_suppressed = 0;  // log lines left out by the rate limits
+    uint16_t port = 0;            // the bound port (useful with port 0)
     uint16_t metrics_port = 0;
 };
 

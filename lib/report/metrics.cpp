@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <iterator>
 
 namespace ncw::metrics {
@@ -63,12 +65,22 @@ void family(std::string& out, const char* name, const char* type, const char* he
 
 }  // namespace
 
-std::string render(const std::vector<RankCommSample>& samples, const CollectorTotals& t) {
+std::string render(const std::vector<RankCommSample>& samples, const CollectorTotals& t, size_t max_bytes) {
+    // The collector's totals are small and always there: rendered last, with room kept for them.
+    constexpr size_t kTotalsRoom = 4096;
+    const size_t budget = max_bytes == 0 ? SIZE_MAX : max_bytes > kTotalsRoom ? max_bytes - kTotalsRoom : 0;
     std::string out;
-    out.reserve(256 + samples.size() * 8 * 160);
+    out.reserve(std::min(budget, 256 + samples.size() * 8 * 160));
+    // Under the cap, the ranks a verdict names come first (the series someone is looking for in a hang).
+    std::vector<size_t> order(samples.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_partition(order.begin(), order.end(),
+                          [&](size_t i) { return samples[i].culprit || samples[i].stalled; });
     std::vector<std::string> lbl;
     lbl.reserve(samples.size());
     for (const auto& s : samples) lbl.push_back(labels(s));
+    uint64_t dropped = 0;
+    bool full = false;
 
     struct Gauge {
         const char* name;
@@ -95,12 +107,28 @@ std::string render(const std::vector<RankCommSample>& samples, const CollectorTo
         {"ncclwatch_alive", "0 once the rank counts as gone (connection lost past the grace, or exited).",
          [](const RankCommSample& s) { return s.alive ? 1.0 : 0.0; }, nullptr},
     };
+    fmt::memory_buffer line;
     for (const auto& g : gauges) {
-        family(out, g.name, "gauge", g.help);
-        for (size_t i = 0; i < samples.size(); ++i) {
+        size_t family_at = out.size();
+        bool any = false;
+        if (!full) family(out, g.name, "gauge", g.help);
+        for (size_t i : order) {
             if (g.has && !g.has(samples[i])) continue;
-            fmt::format_to(std::back_inserter(out), "{}{{{}}} {}\n", g.name, lbl[i], g.get(samples[i]));
+            if (full) {
+                ++dropped;
+                continue;
+            }
+            line.clear();
+            fmt::format_to(std::back_inserter(line), "{}{{{}}} {}\n", g.name, lbl[i], g.get(samples[i]));
+            if (out.size() + line.size() > budget) {
+                full = true;
+                ++dropped;
+                continue;
+            }
+            out.append(line.data(), line.size());
+            any = true;
         }
+        if (full && !any && out.size() > family_at) out.resize(family_at);  // no family header without a sample
     }
 
     family(out, "ncclwatch_collector_connections", "gauge", "Open rank connections.");
@@ -120,6 +148,12 @@ std::string render(const std::vector<RankCommSample>& samples, const CollectorTo
     fmt::format_to(std::back_inserter(out), "ncclwatch_collector_analyses_total {}\n", t.analyses);
     family(out, "ncclwatch_collector_last_analysis_seconds", "gauge", "Duration of the latest analysis.");
     fmt::format_to(std::back_inserter(out), "ncclwatch_collector_last_analysis_seconds {}\n", t.last_analysis_s);
+    family(out, "ncclwatch_collector_jobs_evicted_total", "counter",
+           "Jobs forgotten: every rank said Bye, silent past the retention, or evicted for room.");
+    fmt::format_to(std::back_inserter(out), "ncclwatch_collector_jobs_evicted_total {}\n", t.evicted_jobs);
+    family(out, "ncclwatch_collector_metrics_series_dropped", "gauge",
+           "Series left out of this response by its size cap (serve --metrics-max-bytes).");
+    fmt::format_to(std::back_inserter(out), "ncclwatch_collector_metrics_series_dropped {}\n", dropped);
     return out;
 }
 

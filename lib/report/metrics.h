@@ -35,12 +35,15 @@ struct CollectorTotals {
     uint64_t reports = 0;
     uint64_t analyses = 0;
     double last_analysis_s = 0;  // duration of the latest analysis
+    uint64_t evicted_jobs = 0;
 };
 
 // "a\"b" -> a\"b with backslash, quote and newline escaped, as label values require.
 std::string escape_label(const std::string& v);
 
-// The whole /metrics body.
-std::string render(const std::vector<RankCommSample>& samples, const CollectorTotals& totals);
+// The whole /metrics body. With max_bytes (0 = no cap) it stays under that many bytes: the per-rank series are
+// written in the order of the families, the ranks a verdict names first, until the cap; what is left out is counted
+// in ncclwatch_collector_metrics_series_dropped.
+std::string render(const std::vector<RankCommSample>& samples, const CollectorTotals& totals, size_t max_bytes = 0);
 
 }  // namespace ncw::metrics

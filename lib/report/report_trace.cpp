@@ -2,7 +2,9 @@
 // default ring is 16,384 records per rank, so building one JSON tree for a big job would cost gigabytes.
 #include "report/report_trace.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -60,7 +62,13 @@ private:
 
 bool write_trace(const Analysis& a, const std::string& path, const TraceOptions& opt, TraceStats* stats,
                  std::string* error) {
-    FILE* f = path == "-" ? stdout : fopen(path.c_str(), "w");
+    // 0640 like the shim's files, whatever the umask would let fopen give (0666 under umask 000).
+    FILE* f = stdout;
+    if (path != "-") {
+        const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+        f = fd < 0 ? nullptr : fdopen(fd, "w");
+        if (!f && fd >= 0) close(fd);
+    }
     if (!f) {
         if (error) *error = path + ": " + strerror(errno);
         return false;

@@ -1,212 +1,10 @@
 // The live collector (lib/live/live_server.h) against clients that speak the wire protocol over loopback: verdicts
 // reported once with dump requests, the token, malformed and hostile frames, dead ranks, /metrics.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
-#include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <functional>
-#include <mutex>
-#include <nlohmann/json.hpp>
-#include <sstream>
-#include <string>
-#include <thread>
-#include <vector>
 
-#include "live/live_server.h"
-#include "ncclwatch/format.h"
-#include "read/time_base.h"
-#include "read/wire.h"
-#include "temp_dir.h"
-
-namespace {
-
-using namespace ncw;
-namespace fs = std::filesystem;
-
-uint64_t mono() { return time_base::clock_ns(CLOCK_MONOTONIC); }
-
-bool wait_until(const std::function<bool()>& cond, double seconds = 10) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    while (std::chrono::steady_clock::now() < end) {
-        if (cond()) return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return cond();
-}
-
-// Log lines of the server, collected for assertions.
-struct Log {
-    std::mutex mu;
-    std::vector<std::string> lines;
-    std::function<void(const std::string&)> sink() {
-        return [this](const std::string& l) {
-            std::lock_guard<std::mutex> g(mu);
-            lines.push_back(l);
-        };
-    }
-    bool has(const std::string& s) {
-        std::lock_guard<std::mutex> g(mu);
-        for (const auto& l : lines)
-            if (l.find(s) != std::string::npos) return true;
-        return false;
-    }
-    size_t count(const std::string& s) {
-        std::lock_guard<std::mutex> g(mu);
-        size_t n = 0;
-        for (const auto& l : lines) n += l.find(s) != std::string::npos;
-        return n;
-    }
-};
-
-struct Client {
-    int fd = -1;
-    wire::FrameReader reader;
-    explicit Client(uint16_t port) {
-        fd = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(port);
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-    }
-    ~Client() {
-        if (fd >= 0) close(fd);
-    }
-    void send_bytes(const std::vector<uint8_t>& b) {
-        REQUIRE(send(fd, b.data(), b.size(), MSG_NOSIGNAL) == ssize_t(b.size()));
-    }
-    template <class T>
-    void send_msg(const T& m) {
-        std::vector<uint8_t> b;
-        wire::encode(m, b);
-        send_bytes(b);
-    }
-    // The next frame from the collector; false on timeout or when the collector closed the connection.
-    bool next(wire::FrameHeader& h, std::vector<uint8_t>& payload, double seconds = 10) {
-        std::string err;
-        const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-        for (;;) {
-            if (reader.next(h, payload, &err) == wire::FrameReader::Status::Frame) return true;
-            const int left = int(
-                std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count());
-            if (left <= 0) return false;
-            pollfd p{fd, POLLIN, 0};
-            if (poll(&p, 1, left) <= 0) return false;
-            uint8_t buf[65536];
-            const ssize_t n = recv(fd, buf, sizeof buf, 0);
-            if (n <= 0) return false;
-            reader.feed(buf, size_t(n));
-        }
-    }
-    // true once the collector closed the connection (reads see EOF or a reset).
-    bool closed_by_peer(double seconds = 10) {
-        const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-        uint8_t buf[4096];
-        while (std::chrono::steady_clock::now() < end) {
-            pollfd p{fd, POLLIN, 0};
-            if (poll(&p, 1, 50) <= 0) continue;
-            const ssize_t n = recv(fd, buf, sizeof buf, 0);
-            if (n <= 0) return true;
-        }
-        return false;
-    }
-};
-
-HeaderInfo header(int rank, int world, const std::string& job = "job-live") {
-    HeaderInfo h;
-    h.major = disk::kFormatMajor;
-    h.minor = disk::kFormatMinor;
-    h.pid = 900000 + rank;  // no such process here, but the host name is not ours: never probed
-    h.global_rank = rank;
-    h.world_size = world;
-    h.host = "remote-node-" + std::to_string(rank);
-    h.job_id = job;
-    h.start_mono_ns = mono();
-    h.boot_id_hash = 0xabcdef;  // another boot: offsets are estimated
-    h.heartbeat_mono_ns = mono();
-    h.process_state = uint32_t(disk::ProcessState::Running);
-    return h;
-}
-
-wire::Hello hello(int rank, int world, const std::string& token = "") {
-    wire::Hello m;
-    m.token = token;
-    m.header = header(rank, world);
-    m.file = "/tmp/rank" + std::to_string(rank) + ".ncw";
-    return m;
-}
-
-wire::Digest digest(int rank, int world, uint64_t issued, uint64_t completed, uint64_t t_progress) {
-    wire::Digest d;
-    d.sent_mono_ns = mono();
-    d.process_state = uint32_t(disk::ProcessState::Running);
-    CommInfo c;
-    c.state = uint32_t(disk::CommState::Active);
-    c.rank = rank;
-    c.nranks = world;
-    c.comm_id = 0x77;
-    c.coll_issued = issued;
-    c.coll_reached = issued;
-    c.coll_completed = completed;
-    c.t_init_start_ns = 1;
-    c.t_init_done_ns = 2;
-    c.t_last_issue_ns = t_progress;
-    c.t_last_progress_ns = t_progress;
-    c.gpu_tracking = 1;
-    for (uint64_t s = 1; s <= issued; ++s) {
-        SigInfo g;
-        g.seq = s;
-        g.count = 1024;
-        g.op = uint8_t(disk::OpType::AllReduce);
-        g.dtype = 7;
-        g.t_issue_ns = t_progress;
-        c.recent.push_back(g);
-    }
-    d.comms.push_back(c);
-    return d;
-}
-
-live::ServerOptions options(Log& log, const std::string& out_dir = "") {
-    live::ServerOptions o;
-    o.listen = "127.0.0.1:0";
-    o.timeout_s = 0.3;
-    o.dead_after_s = 0.5;
-    o.analyze_period_s = 0.05;
-    o.out_dir = out_dir;
-    o.quiet = true;
-    o.log = log.sink();
-    return o;
-}
-
-bool expect_ack(Client& c) {
-    wire::FrameHeader h;
-    std::vector<uint8_t> p;
-    return c.next(h, p) && h.type == uint16_t(wire::FrameType::HelloAck);
-}
-
-std::string http_get(uint16_t port, const std::string& request) {
-    Client c(port);
-    c.send_bytes(std::vector<uint8_t>(request.begin(), request.end()));
-    std::string out;
-    uint8_t buf[65536];
-    for (;;) {
-        pollfd p{c.fd, POLLIN, 0};
-        if (poll(&p, 1, 5000) <= 0) break;
-        const ssize_t n = recv(c.fd, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        out.append(reinterpret_cast<char*>(buf), size_t(n));
-    }
-    return out;
-}
-
-}  // namespace
+#include "live_test_client.h"
 
 TEST_CASE("live server names the rank that never issued, writes the report once and asks every rank for a dump") {
     TempDir dir("ncw_live");
@@ -405,4 +203,211 @@ TEST_CASE("live server refuses an address it cannot bind") {
     std::string err;
     CHECK(!srv.start(&err));
     CHECK(err.find("HOST:PORT") != std::string::npos);
+}
+
+// ---- the bounds (live_limits.cpp) ----
+
+TEST_CASE("live server closes a partly sent frame at the frame deadline, before or after the Hello") {
+    Log log;
+    auto opt = options(log);
+    opt.frame_timeout_s = 0.3;
+    live::LiveServer srv(opt);
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+
+    Client after(port);
+    after.send_msg(hello(0, 2));
+    REQUIRE(expect_ack(after));
+    auto start = frame_header(wire::FrameType::Digest, 1000);
+    start.resize(start.size() + 100, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    after.send_bytes(start);
+    Client before(port);  // half a Hello
+    before.send_bytes(frame_header(wire::FrameType::Hello, 500));
+    CHECK(after.closed_by_peer(5));
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(took >= 0.25);
+    CHECK(took < 2.0);
+    CHECK(before.closed_by_peer(5));
+    CHECK(log.count("frame not complete within the frame timeout") == 2);
+    CHECK(wait_until([&] { return srv.stats().buffered_bytes == 0 && srv.stats().connections == 0; }));
+}
+
+TEST_CASE("live server: partly sent frames share one budget; the connection that goes over it is closed") {
+    Log log;
+    auto opt = options(log);
+    opt.max_buffered_total = 100000;
+    opt.max_conn_buffer = 70000;
+    live::LiveServer srv(opt);
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    auto partial = [](uint32_t announce, size_t fill) {
+        auto b = frame_header(wire::FrameType::Digest, announce);
+        b.resize(b.size() + fill, 0);
+        return b;
+    };
+    Client a(port), b(port), big(port);
+    for (Client* c : {&a, &b, &big}) {
+        c->send_msg(hello(c == &a ? 0 : c == &b ? 1 : 2, 3));
+        REQUIRE(expect_ack(*c));
+    }
+    big.send_bytes(partial(90000, 80000));  // over the per-connection cap
+    CHECK(big.closed_by_peer(5));
+    CHECK(log.has("a frame of more than 70000 bytes"));
+    a.send_bytes(partial(90000, 60000));
+    REQUIRE(wait_until([&] { return srv.stats().buffered_bytes >= 60016; }));
+    b.send_bytes(partial(90000, 50000));  // 110 kB in all: over
+    CHECK(b.closed_by_peer(5));
+    CHECK(log.has("over the collector's budget"));
+    CHECK(!a.closed_by_peer(0.2));
+    CHECK(srv.stats().buffered_bytes == 60016);
+}
+
+TEST_CASE("live server forgets a job whose ranks all said Bye, and a silent one after the retention") {
+    Log log;
+    auto opt = options(log);
+    opt.metrics_listen = "127.0.0.1:0";
+    opt.retention_s = 1.5;
+    opt.max_jobs = 2;
+    live::LiveServer srv(opt);
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const auto st = srv.stats();
+    {
+        Client r0(st.port), r1(st.port);
+        r0.send_msg(hello(0, 2));
+        r1.send_msg(hello(1, 2));
+        REQUIRE(expect_ack(r0));
+        REQUIRE(expect_ack(r1));
+        r0.send_msg(digest(0, 2, 3, 3, mono()));
+        r1.send_msg(digest(1, 2, 3, 3, mono()));
+        REQUIRE(wait_until(
+            [&] { return http_get(st.metrics_port, "GET /metrics\r\n\r\n").find("job-live") != std::string::npos; }));
+        std::vector<uint8_t> bye;
+        wire::encode_bye(bye);
+        r0.send_bytes(bye);
+        r1.send_bytes(bye);
+        CHECK(wait_until([&] { return srv.stats().evicted_jobs == 1; }, 5));
+    }
+    CHECK(srv.stats().ranks_known == 0);
+    CHECK(http_get(st.metrics_port, "GET /metrics\r\n\r\n").find("job-live") == std::string::npos);
+
+    // A table full of jobs whose ranks went away does not lock a new job out; one with ranks connected does.
+    auto job_hello = [](const std::string& job) {
+        auto m = hello(0, 1);
+        m.header.job_id = job;
+        return m;
+    };
+    {
+        Client a(st.port), b(st.port);
+        a.send_msg(job_hello("a"));
+        b.send_msg(job_hello("b"));
+        REQUIRE(expect_ack(a));
+        REQUIRE(expect_ack(b));
+        Client c(st.port);
+        c.send_msg(job_hello("c"));
+        wire::FrameHeader h;
+        std::vector<uint8_t> p;
+        REQUIRE(c.next(h, p));
+        CHECK(h.type == uint16_t(wire::FrameType::Reject));
+        CHECK(log.has("collector full"));
+    }
+    REQUIRE(wait_until([&] { return srv.stats().connections == 0; }));
+    Client d(st.port);
+    d.send_msg(job_hello("d"));
+    CHECK(expect_ack(d));  // an idle job made room
+    // The idle one left is forgotten after the retention; d, connected, stays.
+    CHECK(wait_until([&] { return srv.stats().ranks_known == 1; }, 5));
+    CHECK(!d.closed_by_peer(0.2));
+}
+
+TEST_CASE("live server caps /metrics, the ranks a verdict names first, and says how much it left out") {
+    Log log;
+    auto opt = options(log);
+    opt.metrics_listen = "127.0.0.1:0";
+    opt.metrics_max_bytes = 12000;
+    live::LiveServer srv(opt);
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const auto st = srv.stats();
+    Client r(st.port);
+    r.send_msg(hello(0, 1));
+    REQUIRE(expect_ack(r));
+    auto d = digest(0, 1, 2, 2, mono());
+    for (uint64_t k = 1; k < 64; ++k) {
+        d.comms.push_back(d.comms.front());
+        d.comms.back().comm_id = 0x1000 + k;
+    }
+    r.send_msg(d);
+    REQUIRE(wait_until([&] { return srv.stats().frames >= 2; }));
+    const std::string out = http_get(st.metrics_port, "GET /metrics HTTP/1.0\r\n\r\n");
+    const size_t body_at = out.find("\r\n\r\n");
+    REQUIRE(body_at != std::string::npos);
+    const std::string body = out.substr(body_at + 4);
+    CHECK(body.size() <= 12000);
+    CHECK(out.find("Content-Length: " + std::to_string(body.size()) + "\r\n") != std::string::npos);
+    CHECK(body.find("ncclwatch_coll_issued{") != std::string::npos);
+    CHECK(body.find("ncclwatch_collector_metrics_series_dropped 0\n") == std::string::npos);
+    CHECK(body.find("ncclwatch_collector_metrics_series_dropped ") != std::string::npos);
+    CHECK(body.find("ncclwatch_collector_frames_total ") != std::string::npos);
+}
+
+TEST_CASE("live server logs bad clients rate-limited per cause; a wrong token always gets through") {
+    Log log;
+    auto opt = options(log);
+    opt.token = "s3cret";
+    opt.log_summary_s = 0.3;
+    live::LiveServer srv(opt);
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    for (int i = 0; i < 40; ++i) {
+        Client junk(port);
+        std::vector<uint8_t> b(32, uint8_t(i));
+        junk.send_bytes(b);
+        CHECK(junk.closed_by_peer());
+    }
+    CHECK(log.count("bad magic") <= 12);
+    CHECK(srv.stats().log_suppressed >= 28);
+    Client wrong(port);
+    wrong.send_msg(hello(0, 1, "nope"));
+    CHECK(wrong.closed_by_peer());
+    CHECK(wait_until([&] { return log.has("wrong token"); }));
+    CHECK(wait_until([&] { return log.has("left out by the rate limits") && log.has("bad magic: "); }));
+}
+
+TEST_CASE("live server writes its report through a fresh temporary file, never through a planted symlink") {
+    TempDir dir("ncw_live");
+    const fs::path job = dir.path / "job-live";
+    fs::create_directories(job);
+    const fs::path victim = dir.path / "victim";
+    { std::ofstream(victim) << "victim\n"; }
+    fs::create_symlink(victim, job / "live-report.txt");
+    fs::create_symlink(victim, job / "live-report.txt.tmp");
+    Log log;
+    live::LiveServer srv(options(log, dir.path.string()));
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    std::vector<std::unique_ptr<Client>> ranks;
+    const uint64_t t = mono();
+    for (int r = 0; r < 2; ++r) {
+        ranks.push_back(std::make_unique<Client>(port));
+        ranks.back()->send_msg(hello(r, 2));
+        REQUIRE(expect_ack(*ranks.back()));
+        ranks.back()->send_msg(r == 1 ? digest(r, 2, 4, 4, t) : digest(r, 2, 5, 4, t));
+    }
+    REQUIRE(wait_until([&] { return fs::exists(job / "live-report.json"); }));
+    std::ifstream in(victim);
+    std::string v;
+    std::getline(in, v);
+    CHECK(v == "victim");
+    CHECK(!fs::is_symlink(job / "live-report.txt"));
+    struct stat sb {};
+    REQUIRE(lstat((job / "live-report.txt").c_str(), &sb) == 0);
+    const mode_t mask = umask(0);
+    umask(mask);
+    CHECK((sb.st_mode & 0777) == (0640 & ~mask));
 }
