@@ -15,6 +15,7 @@
 #include "ncclwatch/format.h"
 #include "read/rank_file.h"
 #include "read/snapshot.h"
+#include "read/text.h"
 #include "temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -203,4 +204,13 @@ TEST_CASE("list_rank_files names the *.ncw entries it skips and never opens them
     errors.clear();
     CHECK(list_rank_files(dir.path.string(), true, &errors).size() == 1);
     CHECK(errors.size() == 3);
+}
+
+TEST_CASE("text::echo cuts and escapes a value for one log line", "[text]") {
+    CHECK(text::echo("soon") == "soon");
+    CHECK(text::echo("a\nb\t\\\x01") == "a\\nb\\t\\\\\\x01");
+    const std::string big(100000, 'x');
+    const std::string e = text::echo(big);
+    CHECK(e.size() < 240);
+    CHECK(contains(e, "... (100000 bytes)"));
 }
