@@ -6,12 +6,13 @@
 #include <cstdlib>
 
 #include "config.h"
+#include "read/text.h"
 
 namespace ncw::live_client {
 
 bool parse_endpoint(const std::string& s, Endpoint& out, std::string* err) {
     auto fail = [&](const std::string& why) {
-        if (err) *err = "'" + s + "': " + why + " (expected HOST:PORT, [IPv6]:PORT or auto)";
+        if (err) *err = "'" + text::echo(s) + "': " + why + " (expected HOST:PORT, [IPv6]:PORT or auto)";
         return false;
     };
     std::string host, port;

@@ -8,6 +8,7 @@
 
 #include "digest_client.h"
 #include "ncclwatch/config_table.h"
+#include "read/text.h"
 
 namespace ncw {
 namespace {
@@ -22,8 +23,9 @@ struct Entry {
 };
 
 std::string bad_value(const Entry& e, const char* value) {
-    return std::string(e.name) + "='" + value + "' is not valid (accepted: " + e.accepted + "); using the default " +
-           e.def;
+    // Cut and escaped: a hostile or broken value (100 KB, raw newlines) must not flood or forge the log.
+    return std::string(e.name) + "='" + text::echo(value) + "' is not valid (accepted: " + e.accepted +
+           "); using the default " + e.def;
 }
 
 bool parse_bool(const char* v, bool& out) {

@@ -116,7 +116,14 @@ private:
                 if (!f.open(p)) continue;  // a file still being created, or not ours to read: try next time
                 it = files_.emplace(p, std::move(f)).first;
             }
-            out.push_back(snapshot(it->second, with_p2p));
+            FileSnapshot s = snapshot(it->second, with_p2p);
+            if (!s.ok) {
+                // Truncated, regrown or replaced under us: skipped, reopened next poll, named once per file.
+                if (damaged_.insert(p).second) log().warn("skipping rank file {}: {}", p, s.error);
+                files_.erase(it);
+                continue;
+            }
+            out.push_back(std::move(s));
         }
         return out;
     }
@@ -287,6 +294,7 @@ private:
     DumpWriter dumps_;
     std::string host_tag_;  // "-<host>-": the part of a rank file's name that says it is from this host
     std::map<std::string, RankFile> files_;
+    std::set<std::string> damaged_;  // files already named as changed under a read
     std::map<uint64_t, CommWatch> watch_;
 };
 

@@ -1,10 +1,9 @@
-// The rank-file reader: mapping a file, validating its header once, asking its writer for a dump, and finding rank
-// files. The snapshots are in rank_file_snapshot.cpp, liveness in liveness.cpp. Every read of the mapping is an
-// atomic load (read/mapped_load.h): the writer is another process (or thread) updating the same pages.
+// The rank-file reader: opening a file, validating its header once, copying its bytes (pread), asking its writer for a
+// dump, and finding rank files. The snapshots are in rank_file_snapshot.cpp, liveness in liveness.cpp. The copies
+// land in our own buffers, read with atomic loads (read/mapped_load.h) as the memory of open_memory is.
 #include "read/rank_file.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +43,15 @@ constexpr uint32_t kMaxEnvCapacity = 1u << 20;
 
 std::string errno_str(int e) { return std::error_code(e, std::generic_category()).message(); }
 
+void note_read_error(std::string& slot, const std::string& msg) noexcept {
+    try {
+        slot = msg;
+    } catch (...) {
+        slot = "?";  // a short string fits without allocating
+    }
+    if (slot.empty()) slot = "?";
+}
+
 std::string strf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string strf(const char* fmt, ...) {
     char buf[512];
@@ -66,9 +74,11 @@ RankFile& RankFile::operator=(RankFile&& o) noexcept {
     path_ = std::move(o.path_);
     error_ = std::move(o.error_);
     warnings_ = std::move(o.warnings_);
-    base_ = std::exchange(o.base_, nullptr);
+    read_error_ = std::move(o.read_error_);
+    fd_ = std::exchange(o.fd_, -1);
+    mem_ = std::exchange(o.mem_, nullptr);
+    open_ = std::exchange(o.open_, false);
     size_ = std::exchange(o.size_, 0);
-    owned_ = std::exchange(o.owned_, false);
     truncated_ = o.truncated_;
     comm_table_offset_ = o.comm_table_offset_;
     ring_offset_ = o.ring_offset_;
@@ -83,10 +93,12 @@ RankFile& RankFile::operator=(RankFile&& o) noexcept {
 }
 
 void RankFile::close() noexcept {
-    if (base_ && owned_) munmap(const_cast<unsigned char*>(base_), size_);
-    base_ = nullptr;
-    owned_ = false;
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    mem_ = nullptr;
+    open_ = false;
     size_ = 0;
+    read_error_.clear();
     truncated_ = false;
     usable_comms_ = 0;
 }
@@ -120,15 +132,11 @@ bool RankFile::open(const std::string& path) noexcept {
             ::close(fd);
             return fail("empty file (0 bytes): not a rank file, or not written yet");
         }
-        // The writer sizes the file once and never shrinks it; a file truncated under us would raise SIGBUS, which
-        // a reader cannot guard against short of copying the file.
-        void* p = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
-        const int e = errno;
-        ::close(fd);
-        if (p == MAP_FAILED) return fail("cannot map: " + errno_str(e));
-        base_ = static_cast<const unsigned char*>(p);
+        // Kept open and read with pread: anyone may truncate the file meanwhile (a mapping would then SIGBUS us).
+        fd_ = fd;
         size_ = size_t(st.st_size);
-        owned_ = true;
+        open_ = true;
+        read_error_.clear();
         return validate();
     } catch (const std::exception& ex) {
         return fail(std::string("cannot read: ") + ex.what());
@@ -144,17 +152,73 @@ bool RankFile::open_memory(const void* base, size_t size, const std::string& lab
     try {
         path_ = label;
         if (!base || size == 0) return fail("no mapping");
-        base_ = static_cast<const unsigned char*>(base);
+        mem_ = static_cast<const unsigned char*>(base);
         size_ = size;
-        owned_ = false;
+        open_ = true;
+        read_error_.clear();
         return validate();
     } catch (...) {
         return fail("cannot read: out of memory");
     }
 }
 
+bool RankFile::fetch(uint64_t off, void* dst, size_t n) const noexcept {
+    if (!read_error_.empty()) return false;
+    if (off > size_ || n > size_ - off) {
+        note_read_error(read_error_, strf("read past the size at open (%llu bytes at %llu of %zu)",
+                                          (unsigned long long)n, (unsigned long long)off, size_));
+        return false;
+    }
+    if (mem_) {
+        // Our own memory (never shrinks), written by our threads while we copy: atomic loads, 8 bytes where aligned.
+        auto* d = static_cast<unsigned char*>(dst);
+        const unsigned char* s = mem_ + off;
+        size_t i = 0;
+        if (((uintptr_t(s) | uintptr_t(d)) & 7) == 0)
+            for (; i + 8 <= n; i += 8) {
+                const uint64_t v = __atomic_load_n(reinterpret_cast<const uint64_t*>(s + i), __ATOMIC_ACQUIRE);
+                memcpy(d + i, &v, 8);
+            }
+        for (; i < n; ++i) d[i] = __atomic_load_n(s + i, __ATOMIC_ACQUIRE);
+        return true;
+    }
+    size_t done = 0;
+    while (done < n) {
+        const ssize_t r = pread(fd_, static_cast<unsigned char*>(dst) + done, n - done, off_t(off + done));
+        if (r > 0) {
+            done += size_t(r);
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else {
+            const int e = r < 0 ? errno : 0;
+            note_read_error(read_error_, r == 0 ? strf("shrank while being read: it ends before byte %llu of %zu",
+                                                       (unsigned long long)(off + done), size_)
+                                                : "read failed: " + errno_str(e));
+            return false;
+        }
+    }
+    return true;
+}
+
+bool RankFile::check_size() const noexcept {
+    if (!open_ || !read_error_.empty()) return read_error_.empty();
+    if (fd_ < 0) return true;
+    struct stat st {};
+    if (fstat(fd_, &st) != 0) {
+        note_read_error(read_error_, "cannot stat: " + errno_str(errno));
+        return false;
+    }
+    if (uint64_t(st.st_size) == size_) return true;
+    note_read_error(read_error_, strf("changed size while being read: %zu bytes when opened, %llu now", size_,
+                                      (unsigned long long)st.st_size));
+    return false;
+}
+
 bool RankFile::validate() noexcept {
-    const auto* h = header_of(base_);
+    // A copy of the header: the bytes the file has of it, zeros after (size checks below stop at what is missing).
+    alignas(8) unsigned char hbuf[sizeof(disk::FileHeader)] = {};
+    if (!fetch(0, hbuf, std::min(size_, sizeof hbuf))) return fail(read_error_);
+    const auto* h = header_of(hbuf);
     if (size_ < offsetof(disk::FileHeader, header_size))
         return fail(strf("too small to be a rank file: %zu bytes", size_));
     char magic[8];
@@ -222,7 +286,7 @@ bool RankFile::validate() noexcept {
     ring_capacity_ = cap;
     bt_depth_ = depth;
     usable_comms_ = size_ > comm_off ? uint32_t(std::min<uint64_t>(max_comms, (size_ - comm_off) / slot)) : 0;
-    validate_env_region(minor, std::max(ring_end, bt_end), file_size);
+    validate_env_region(h, minor, std::max(ring_end, bt_end), file_size);
 
     if (size_ < file_size) {
         truncated_ = true;
@@ -248,11 +312,12 @@ bool RankFile::validate() noexcept {
 
 // The environment region is optional evidence: a damaged one is ignored with a warning, never a reason to reject
 // the file. A 1.0 file (or a 1.1 writer that had no room) leaves the fields zero.
-void RankFile::validate_env_region(uint16_t minor, uint64_t regions_end, uint64_t file_size) noexcept {
+void RankFile::validate_env_region(const void* header, uint16_t minor, uint64_t regions_end,
+                                   uint64_t file_size) noexcept {
     env_offset_ = 0;
     env_capacity_ = 0;
     if (minor < 1) return;
-    const auto* h = header_of(base_);
+    const auto* h = static_cast<const disk::FileHeader*>(header);
     const uint64_t off = ld(h->env_offset);
     const uint32_t cap = ld(h->env_capacity);
     if (off == 0 && cap == 0) return;
@@ -286,15 +351,22 @@ bool request_dump(const std::string& path, std::string* error) noexcept {
             ::close(fd);
             return err("not a rank file (too small or not a regular file)");
         }
-        void* p = mmap(nullptr, sizeof(disk::FileHeader), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        // pread/pwrite, not a mapping: the file may shrink meanwhile. Not an atomic increment: two requests racing
+        // may count once, but the writer dumps on any change of the counter, so each still gets its dump.
+        alignas(8) unsigned char hbuf[sizeof(disk::FileHeader)];
+        const auto* h = header_of(hbuf);
+        constexpr size_t kAt = offsetof(disk::FileHeader, dump_request);
+        bool ok = pread(fd, hbuf, sizeof hbuf, 0) == ssize_t(sizeof hbuf) &&
+                  memcmp(h->magic, disk::kMagic, sizeof h->magic) == 0 && ld(h->major) == disk::kFormatMajor;
+        if (!ok) {
+            ::close(fd);
+            return err("not a rank file of format 1.x");
+        }
+        const uint64_t next = ld(h->dump_request) + 1;
+        const bool wrote = pwrite(fd, &next, sizeof next, kAt) == ssize_t(sizeof next);
         const int e = errno;
         ::close(fd);
-        if (p == MAP_FAILED) return err("cannot map: " + errno_str(e));
-        auto* h = static_cast<disk::FileHeader*>(p);
-        bool ok = memcmp(h->magic, disk::kMagic, sizeof h->magic) == 0 && ld(h->major) == disk::kFormatMajor;
-        if (ok) h->dump_request.fetch_add(1, std::memory_order_release);
-        munmap(p, sizeof(disk::FileHeader));
-        return ok ? true : err("not a rank file of format 1.x");
+        return wrote ? true : err("cannot write the request: " + errno_str(e));
     } catch (...) {
         return err("cannot request a dump: unknown error");
     }
@@ -309,9 +381,26 @@ std::vector<std::string> list_rank_files(const std::string& dir, bool recursive,
         auto note = [&](const std::string& what, const std::error_code& ec) {
             if (errors) errors->push_back(what + ": " + ec.message());
         };
+        // Only stat, never open: a FIFO named *.ncw must not block us. What is skipped is named, not silently lost.
         auto consider = [&](const fs::directory_entry& e) {
+            if (e.path().extension() != ".ncw") return;
             std::error_code ec;
-            if (e.path().extension() == ".ncw" && e.is_regular_file(ec)) out.push_back(e.path().string());
+            const fs::file_status st = fs::status(e.path(), ec);
+            if (!ec && fs::is_regular_file(st)) {
+                out.push_back(e.path().string());
+                return;
+            }
+            if (!errors) return;
+            std::error_code lec;
+            const bool link = fs::is_symlink(fs::symlink_status(e.path(), lec));
+            const char* what = link && fs::status_known(st) && !fs::exists(st)      ? "a dangling symbolic link"
+                               : ec                                                 ? nullptr
+                               : fs::is_fifo(st)                                    ? "a FIFO"
+                               : fs::is_block_file(st) || fs::is_character_file(st) ? "a device"
+                               : fs::is_directory(st)                               ? "a folder"
+                               : fs::is_socket(st)                                  ? "a socket"
+                                                                                    : "not a regular file";
+            errors->push_back(e.path().string() + ": skipped: " + (what ? what : "cannot stat: " + ec.message()));
         };
         std::error_code ec;
         if (!recursive) {

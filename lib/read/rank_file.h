@@ -1,7 +1,9 @@
 // Reading rank files (include/ncclwatch/format.h): the shim's watchdog reads its siblings' files while they run, the
-// collector reads them after the fact. The file is mapped read-only and validated once; every snapshot copies out of
-// the mapping into plain structs, following the writer's seqlock/stamp protocols, so a reader never sees a torn value
-// and never writes to the file.
+// collector reads them after the fact. The file is opened read-only and validated once; every snapshot copies what it
+// needs with pread into our own buffers, following the writer's seqlock/stamp protocols, so a reader never sees a torn
+// value and never writes to the file. Never mapped: another process may shrink the file at any moment, and a shared
+// mapping past the new end raises SIGBUS in the reader (the training process, for the watchdog); a short pread is only
+// an error (read_error()).
 //
 // Nothing here throws or aborts: errors come back as strings. The shim calls this from its watchdog thread.
 #pragma once
@@ -83,7 +85,7 @@ public:
     RankFile(const RankFile&) = delete;
     RankFile& operator=(const RankFile&) = delete;
 
-    // Maps `path` read-only and validates the header. false: nothing usable, error() says why. true: snapshots work;
+    // Opens `path` read-only and validates the header. false: nothing usable, error() says why. true: snapshots work;
     // warnings() may still report damage (a truncated file reads as far as it goes).
     bool open(const std::string& path) noexcept;
     // The same over a mapping someone else owns and keeps alive (the shim's own anonymous-memory fallback, which has
@@ -91,13 +93,18 @@ public:
     bool open_memory(const void* base, size_t size, const std::string& label) noexcept;
     void close() noexcept;
 
-    bool is_open() const noexcept { return base_ != nullptr; }
+    bool is_open() const noexcept { return open_; }
     const std::string& path() const noexcept { return path_; }
     const std::string& error() const noexcept { return error_; }
     const std::vector<std::string>& warnings() const noexcept { return warnings_; }
     bool truncated() const noexcept { return truncated_; }
+    // Why a snapshot since open() could not be trusted: the file shrank under a read or changed size since it was
+    // opened. Sticky: every later snapshot comes back empty; reopen to read the file as it is now. "" = none.
+    const std::string& read_error() const noexcept { return read_error_; }
+    // false (and read_error() set) when the file's size is no longer the size it was validated at.
+    bool check_size() const noexcept;
 
-    // Snapshots. Each re-reads the mapping, so a running writer's progress shows up; an unopened file gives empty
+    // Snapshots. Each re-reads the file, so a running writer's progress shows up; an unopened file gives empty
     // results.
     HeaderInfo header() const noexcept;
     std::vector<CommInfo> comms() const noexcept;                 // slots in use that lie inside the file
@@ -108,16 +115,25 @@ public:
 
 private:
     bool validate() noexcept;
-    void validate_env_region(uint16_t minor, uint64_t regions_end, uint64_t file_size) noexcept;
-    std::vector<std::string> env_entries() const;  // may throw bad_alloc; header() catches
+    void validate_env_region(const void* header, uint16_t minor, uint64_t regions_end, uint64_t file_size) noexcept;
+    std::vector<std::string> env_entries(uint64_t published) const;  // may throw bad_alloc; header() catches
     bool fail(std::string msg) noexcept;
+    // Copies n bytes at `off` into dst (pread, or our own memory for open_memory). false: the file ends before
+    // off + n (it shrank since open) or the read failed; read_error() says which, and stays set.
+    bool fetch(uint64_t off, void* dst, size_t n) const noexcept;
+    // The ring slots of tickets [start, start + count) into buf (count * record_size_ bytes, slot of ticket t at
+    // (t - start) * record_size_), the ones inside the file only.
+    bool fetch_ring(uint64_t start, uint64_t count, unsigned char* buf) const noexcept;
+    bool slot_in_file(uint64_t ticket) const noexcept;
 
     std::string path_;
     std::string error_;
     std::vector<std::string> warnings_;
-    const unsigned char* base_ = nullptr;
-    size_t size_ = 0;
-    bool owned_ = false;  // base_ is our mmap (open) rather than borrowed (open_memory)
+    mutable std::string read_error_;
+    int fd_ = -1;                         // open(): the file, read with pread
+    const unsigned char* mem_ = nullptr;  // open_memory(): a mapping someone else owns
+    bool open_ = false;
+    size_t size_ = 0;  // at open; every read stays below it
     bool truncated_ = false;
     // Validated layout, fixed at open.
     uint64_t comm_table_offset_ = 0;
@@ -134,7 +150,8 @@ private:
 };
 
 // Asks the process that writes `path` for a dump: increments FileHeader::dump_request (the one field a reader may
-// write). false with *error on failure.
+// write) with pread and pwrite, never through a mapping, so a file that shrinks meanwhile cannot fault us. false with
+// *error on failure.
 bool request_dump(const std::string& path, std::string* error = nullptr) noexcept;
 
 // ---- Liveness and the verdict engine's input ----
@@ -162,7 +179,8 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
 // ---- Finding files ----
 
 // The rank files (regular files named *.ncw) in `dir`, sorted; recursive descends into subfolders. Problems (no such
-// folder, permission denied) go to *errors when given.
+// folder, permission denied) and the *.ncw entries skipped (a FIFO, a device, a folder, a dangling link) go to
+// *errors when given. Nothing is opened here: a FIFO cannot block the caller.
 std::vector<std::string> list_rank_files(const std::string& dir, bool recursive = false,
                                          std::vector<std::string>* errors = nullptr) noexcept;
 

@@ -1,7 +1,11 @@
-// The rank-file reader's snapshots: plain copies out of the mapping (read/rank_file.h), generated from the lists of
-// include/ncclwatch/format_fields.h, following the writer's seqlock and stamp protocols.
+// The rank-file reader's snapshots: plain copies out of the file (read/rank_file.h), generated from the lists of
+// include/ncclwatch/format_fields.h, following the writer's seqlock and stamp protocols. A seqlock check needs its
+// stamps read before and after the data, and one pread copies its bytes in no defined order: so the comm slots and
+// the ring are read three times (stamps before, data, stamps after), each pass one syscall per contiguous run.
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,15 +24,27 @@ bool known_op(uint8_t op) noexcept {
            (t >= disk::OpType::CommInit && t <= disk::OpType::AsyncError);
 }
 
-std::vector<std::string> RankFile::env_entries() const {
+namespace {
+
+// A buffer of n bytes, 8-byte aligned (the file's structures are), left uninitialised: fetch fills what is used.
+std::unique_ptr<uint64_t[]> scratch(size_t n) { return std::unique_ptr<uint64_t[]>(new uint64_t[(n + 7) / 8]); }
+
+template <class T>
+const T* at(const std::unique_ptr<uint64_t[]>& buf, uint64_t off) {
+    return reinterpret_cast<const T*>(reinterpret_cast<const unsigned char*>(buf.get()) + off);
+}
+
+}  // namespace
+
+std::vector<std::string> RankFile::env_entries(uint64_t published) const {
     std::vector<std::string> out;
-    if (!base_ || env_capacity_ == 0 || env_offset_ >= size_) return out;
-    const uint64_t published = ld(mapped::header_of(base_)->env_bytes, std::memory_order_acquire);
+    if (!open_ || env_capacity_ == 0 || env_offset_ >= size_) return out;
     const uint64_t n = std::min<uint64_t>({published, env_capacity_, size_ - env_offset_});
-    const char* p = reinterpret_cast<const char*>(base_ + env_offset_);
+    // Bytes below env_bytes never change: one copy is consistent.
+    std::string bytes(size_t(n), '\0');
+    if (!fetch(env_offset_, bytes.data(), bytes.size())) return out;
     std::string cur;
-    for (uint64_t i = 0; i < n; ++i) {
-        const char c = __atomic_load_n(&p[i], __ATOMIC_RELAXED);
+    for (const char c : bytes) {
         if (c != '\0') {
             cur.push_back(c);
         } else if (!cur.empty()) {
@@ -42,14 +58,16 @@ std::vector<std::string> RankFile::env_entries() const {
 
 HeaderInfo RankFile::header() const noexcept {
     HeaderInfo out;
-    if (!base_) return out;
+    if (!open_) return out;
     try {
-        const auto* in = mapped::header_of(base_);
+        alignas(8) unsigned char hbuf[sizeof(disk::FileHeader)];
+        if (!fetch(0, hbuf, sizeof hbuf)) return out;  // validate() saw at least this much
+        const auto* in = mapped::header_of(hbuf);
         NCW_HEADER_LAYOUT_FIELDS(NCW_LOAD_FIELD)
         out.actual_size = size_;
         NCW_HEADER_WRITER_FIELDS(NCW_LOAD_FIELD)
         NCW_HEADER_LIVE_FIELDS(NCW_LOAD_FIELD)
-        out.env = env_entries();
+        out.env = env_entries(ld(in->env_bytes));
     } catch (...) {
     }
     return out;
@@ -57,37 +75,56 @@ HeaderInfo RankFile::header() const noexcept {
 
 namespace {
 
-// The seqlock of one CommSlot::recent entry: the same nonzero seq before and after the copy = a consistent entry.
-// An entry outside its seq % kRecentSigs place is damage, not data.
-bool load_sig(const disk::OpSignature& e, uint32_t place, SigInfo& out) noexcept {
-    const uint64_t seq = ld(e.seq, std::memory_order_acquire);
-    if (seq == 0 || seq % disk::kRecentSigs != place) return false;
+// The seqlock of one CommSlot::recent entry: the same nonzero seq before (`before`, from an earlier copy) and after
+// (`after`, from a later one) the copy = a consistent entry. An entry outside its seq % kRecentSigs place is damage.
+bool load_sig(const disk::OpSignature& e, uint64_t before, uint64_t after, uint32_t place, SigInfo& out) noexcept {
+    const uint64_t seq = ld(e.seq);
+    if (seq == 0 || seq != before || seq % disk::kRecentSigs != place) return false;
     const auto* in = &e;
     NCW_SIG_FIELDS(NCW_LOAD_FIELD)
     out.seq = seq;
-    return ld(e.seq) == seq;
+    return after == seq;
+}
+
+const disk::CommSlot* slot_at(const std::unique_ptr<uint64_t[]>& buf, uint32_t i, uint32_t slot_size) {
+    return at<disk::CommSlot>(buf, uint64_t(i) * slot_size);
 }
 
 }  // namespace
 
 std::vector<CommInfo> RankFile::comms() const noexcept {
     std::vector<CommInfo> out_all;
-    if (!base_) return out_all;
+    if (!open_) return out_all;
     try {
-        // num_comms is published (release) after a slot's identity is written, so acquire it first.
-        const uint32_t n =
-            std::min({ld(mapped::header_of(base_)->num_comms, std::memory_order_acquire), max_comms_, usable_comms_});
+        // num_comms is published (release) after a slot's identity is written: read it before the slots.
+        uint32_t num = 0;
+        if (!fetch(offsetof(disk::FileHeader, num_comms), &num, sizeof num)) return out_all;
+        const uint32_t n = std::min({num, max_comms_, usable_comms_});
+        if (n == 0) return out_all;
+        const size_t bytes = size_t(n) * comm_slot_size_;
+        auto buf = scratch(bytes);
+        // Pass 1: the signatures' seqs before the copy.
+        if (!fetch(comm_table_offset_, buf.get(), bytes)) return out_all;
+        std::vector<uint64_t> before(size_t(n) * disk::kRecentSigs);
+        for (uint32_t i = 0; i < n; ++i)
+            for (uint32_t j = 0; j < disk::kRecentSigs; ++j)
+                before[i * disk::kRecentSigs + j] = ld(slot_at(buf, i, comm_slot_size_)->recent[j].seq);
+        // Pass 2: the data. Pass 3: the seqs after, into a second buffer (the data stays in the first).
+        if (!fetch(comm_table_offset_, buf.get(), bytes)) return out_all;
+        auto after_buf = scratch(bytes);
+        if (!fetch(comm_table_offset_, after_buf.get(), bytes)) return out_all;
         out_all.reserve(n);
         for (uint32_t i = 0; i < n; ++i) {
-            const auto* in =
-                reinterpret_cast<const disk::CommSlot*>(base_ + comm_table_offset_ + uint64_t(i) * comm_slot_size_);
+            const disk::CommSlot* in = slot_at(buf, i, comm_slot_size_);
+            const disk::CommSlot* later = slot_at(after_buf, i, comm_slot_size_);
             CommInfo out;
             out.slot = i;
             NCW_COMM_FIELDS(NCW_LOAD_FIELD)
             out.recent.reserve(disk::kRecentSigs);
             for (uint32_t j = 0; j < disk::kRecentSigs; ++j) {
                 SigInfo g;
-                if (load_sig(in->recent[j], j, g)) out.recent.push_back(g);
+                if (load_sig(in->recent[j], before[i * disk::kRecentSigs + j], ld(later->recent[j].seq), j, g))
+                    out.recent.push_back(g);
             }
             std::sort(out.recent.begin(), out.recent.end(),
                       [](const SigInfo& a, const SigInfo& b) { return a.seq < b.seq; });
@@ -98,46 +135,88 @@ std::vector<CommInfo> RankFile::comms() const noexcept {
     return out_all;
 }
 
+bool RankFile::slot_in_file(uint64_t ticket) const noexcept {
+    const uint64_t off = ring_offset_ + (ticket & (uint64_t(ring_capacity_) - 1)) * record_size_;
+    return off + sizeof(disk::OpRecord) <= size_;
+}
+
+bool RankFile::fetch_ring(uint64_t start, uint64_t count, unsigned char* buf) const noexcept {
+    const uint64_t cap = ring_capacity_;
+    // Slots [0, lim) lie in the file (a truncated file cuts the ring's tail).
+    const uint64_t first_end = ring_offset_ + sizeof(disk::OpRecord);
+    const uint64_t lim = size_ >= first_end ? std::min<uint64_t>(cap, (size_ - first_end) / record_size_ + 1) : 0;
+    for (uint64_t t = start; t < start + count;) {
+        const uint64_t idx = t & (cap - 1);
+        const uint64_t run = std::min(start + count - t, cap - idx);  // contiguous up to the ring's end
+        const uint64_t inside = idx < lim ? std::min(run, lim - idx) : 0;
+        if (inside && !fetch(ring_offset_ + idx * record_size_, buf + (t - start) * record_size_,
+                             size_t((inside - 1) * record_size_ + sizeof(disk::OpRecord))))
+            return false;
+        t += run;
+    }
+    return true;
+}
+
 RecordSet RankFile::records(uint64_t since_ticket) const noexcept {
     RecordSet set;
-    if (!base_) return set;
+    if (!open_) return set;
     try {
-        const uint64_t wt = ld(mapped::header_of(base_)->write_ticket, std::memory_order_acquire);
+        uint64_t wt = 0;
+        if (!fetch(offsetof(disk::FileHeader, write_ticket), &wt, sizeof wt)) return set;
         const uint64_t cap = ring_capacity_;
         set.write_ticket = wt;
         set.first_ticket = wt > cap ? wt - cap : 0;
         set.dropped = set.first_ticket;
         const uint64_t start = std::max(set.first_ticket, since_ticket);
-        if (start < wt) set.records.reserve(size_t(std::min<uint64_t>(wt - start, 65536)));
+        if (start >= wt) return set;
+        const uint64_t count = wt - start;  // at most cap
+        set.records.reserve(size_t(std::min<uint64_t>(count, 65536)));
+        auto buf = scratch(size_t(count * record_size_));
+        auto* bytes = reinterpret_cast<unsigned char*>(buf.get());
+        auto rec = [&](uint64_t t) { return at<disk::OpRecord>(buf, (t - start) * record_size_); };
+        // Pass 1: the stamps before.
+        if (!fetch_ring(start, count, bytes)) return RecordSet{};
+        std::vector<uint64_t> s1(static_cast<size_t>(count));
+        for (uint64_t t = start; t < wt; ++t) s1[t - start] = slot_in_file(t) ? ld(rec(t)->stamp) : 0;
+        // Pass 2: the data.
+        if (!fetch_ring(start, count, bytes)) return RecordSet{};
+        std::vector<uint64_t> kept;  // tickets of set.records, for the check after
         for (uint64_t t = start; t < wt; ++t) {
-            const uint64_t off = ring_offset_ + (t & (cap - 1)) * record_size_;
-            if (off + sizeof(disk::OpRecord) > size_) {
+            if (!slot_in_file(t)) {
                 ++set.cut;
                 continue;
             }
-            const auto* in = reinterpret_cast<const disk::OpRecord*>(base_ + off);
+            const auto* in = rec(t);
             const uint64_t want = 2 * t + 2;
-            const uint64_t s1 = ld(in->stamp, std::memory_order_acquire);
-            if (s1 != want) {
+            const uint64_t stamp = s1[t - start];
+            if (stamp != want) {
                 // A later stamp: the slot already holds a newer lap's record. Anything else: not written yet,
                 // being written, or damaged.
-                ++(s1 > want ? set.dropped : set.torn);
+                ++(stamp > want ? set.dropped : set.torn);
                 continue;
             }
             Record out;
             out.ticket = t;
             NCW_RECORD_FIELDS(NCW_LOAD_FIELD)
-            const uint64_t s2 = ld(in->stamp);
-            if (s2 != s1) {
-                ++(s2 > want ? set.dropped : set.torn);
-                continue;
-            }
             if (!known_op(out.op)) {
                 ++set.unknown_op;
                 continue;
             }
             set.records.push_back(out);
         }
+        // Pass 3: the stamps after; a record whose slot moved on meanwhile is dropped (or torn), as before.
+        if (!fetch_ring(start, count, bytes)) return RecordSet{};
+        size_t keep = 0;
+        for (size_t i = 0; i < set.records.size(); ++i) {
+            const uint64_t t = set.records[i].ticket;
+            const uint64_t s2 = ld(rec(t)->stamp);
+            if (s2 != 2 * t + 2) {
+                ++(s2 > 2 * t + 2 ? set.dropped : set.torn);
+                continue;
+            }
+            set.records[keep++] = set.records[i];
+        }
+        set.records.resize(keep);
     } catch (...) {
     }
     return set;
@@ -145,21 +224,20 @@ RecordSet RankFile::records(uint64_t since_ticket) const noexcept {
 
 std::vector<uint64_t> RankFile::backtrace(uint64_t ticket) const noexcept {
     std::vector<uint64_t> frames;
-    if (!base_ || bt_depth_ == 0) return frames;
+    if (!open_ || bt_depth_ == 0) return frames;
     try {
         const uint64_t idx = ticket & (uint64_t(ring_capacity_) - 1);
         const uint64_t rec_off = ring_offset_ + idx * record_size_;
         const uint64_t bt_off = bt_offset_ + idx * bt_depth_ * sizeof(uint64_t);
         if (rec_off + sizeof(disk::OpRecord) > size_ || bt_off + uint64_t(bt_depth_) * sizeof(uint64_t) > size_)
             return frames;
-        const auto* r = reinterpret_cast<const disk::OpRecord*>(base_ + rec_off);
-        const auto* f = reinterpret_cast<const uint64_t*>(base_ + bt_off);
         // The frames are issue-time data: written before the stamp becomes 2*ticket+2, so the stamp guards them too.
-        const uint64_t s1 = ld(r->stamp, std::memory_order_acquire);
-        if (s1 != 2 * ticket + 2) return frames;
+        constexpr uint64_t kStamp = offsetof(disk::OpRecord, stamp);
+        uint64_t s1 = 0, s2 = 0;
+        if (!fetch(rec_off + kStamp, &s1, sizeof s1) || s1 != 2 * ticket + 2) return frames;
         frames.resize(bt_depth_);
-        for (uint32_t i = 0; i < bt_depth_; ++i) frames[i] = lda(f[i]);
-        if (ld(r->stamp) != s1) return {};
+        if (!fetch(bt_off, frames.data(), frames.size() * sizeof(uint64_t))) return {};
+        if (!fetch(rec_off + kStamp, &s2, sizeof s2) || s2 != s1) return {};
         while (!frames.empty() && frames.back() == 0) frames.pop_back();
     } catch (...) {
         frames.clear();

@@ -116,12 +116,20 @@ FileSnapshot snapshot(const RankFile& file, bool with_p2p) noexcept {
         }
         s.ok = true;
         s.warnings = file.warnings();
+        file.check_size();
         s.header = file.header();
         s.comms = file.comms();
         if (with_p2p) {
             read_p2p(file, s);
             read_history(file, s);
         }
+        // A file that changed size since it was opened (truncated, regrown, replaced) is not read at all: half of
+        // it may be gone or another file's. Named by its error, skipped by the analysis.
+        if (file.check_size() && file.read_error().empty()) return s;
+        FileSnapshot bad;
+        bad.path = s.path;
+        bad.error = file.read_error();
+        return bad;
     } catch (...) {
         s.ok = false;
         s.error = "out of memory while reading";

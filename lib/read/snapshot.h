@@ -31,6 +31,8 @@ struct FileSnapshot {
 };
 
 // with_p2p: also read the ring for the send/recv counts per peer (only the files whose comms did p2p pay for it).
+// Unopened: its open() error; changed size since open or shrank under the read: !ok, error = file.read_error() (the
+// RankFile stays failed: reopen it to read the file as it is now).
 FileSnapshot snapshot(const RankFile& file, bool with_p2p = false) noexcept;  // unopened: its open() error
 FileSnapshot snapshot_path(const std::string& path, bool with_p2p = false) noexcept;
 

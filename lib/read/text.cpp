@@ -15,6 +15,26 @@ const char* nccl_result_name(int32_t r, const char* unknown) {
     return r >= 0 && r < 8 ? names[r] : unknown;
 }
 
+std::string echo(std::string_view value, size_t max_chars) {
+    std::string out;
+    size_t used = 0;
+    for (; used < value.size() && out.size() < max_chars; ++used) {
+        const auto c = static_cast<unsigned char>(value[used]);
+        if (c == '\n')
+            out += "\\n";
+        else if (c == '\t')
+            out += "\\t";
+        else if (c == '\\')
+            out += "\\\\";
+        else if (c < 0x20 || c >= 0x7f)
+            out += fmt::format("\\x{:02x}", c);
+        else
+            out.push_back(char(c));
+    }
+    if (used < value.size()) out += fmt::format("... ({} bytes)", value.size());
+    return out;
+}
+
 std::string nccl_version_str(int32_t code) {
     if (code <= 0) return "unknown";
     // NCCL_VERSION_CODE: X*10000 + Y*100 + Z since 2.9, X*1000 + Y*100 + Z before.

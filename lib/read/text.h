@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace ncw::text {
 
@@ -15,5 +16,9 @@ const char* nccl_result_name(int32_t r, const char* unknown = "unknown ncclResul
 
 // NCCL_VERSION_CODE as "2.28.9"; "unknown" for 0 or less.
 std::string nccl_version_str(int32_t code);
+
+// A value from outside (an environment variable, say) fit to echo in one log line: control characters, backslashes
+// and bytes >= 0x7f as \n, \t, \\, \xNN; at most max_chars characters of the value, then "... (N bytes)".
+std::string echo(std::string_view value, size_t max_chars = 200);
 
 }  // namespace ncw::text

@@ -72,6 +72,22 @@ TEST_CASE("a bad value names the variable and the accepted values, and keeps the
     CHECK_THAT(w[3], Catch::Contains("NCCLWATCH_ACTION='explode'") && Catch::Contains("report|abort|kill"));
 }
 
+TEST_CASE("a bad value is echoed cut to 200 characters and escaped, on one line") {
+    std::string huge;
+    for (int i = 0; i < 10000; ++i) huge += "junk\n\x1b[2J";  // 100 KB with raw newlines and escapes
+    std::vector<std::string> w;
+    parse({{"NCCLWATCH_TIMEOUT_SEC", huge.c_str()}, {"NCCLWATCH_COLLECTOR", huge.c_str()}}, w);
+    REQUIRE(w.size() == 2);
+    for (const auto& m : w) {
+        CHECK(m.size() < 400);
+        CHECK(m.find('\n') == std::string::npos);
+        CHECK(m.find('\x1b') == std::string::npos);
+        CHECK_THAT(
+            m, Catch::Contains("junk\\n\\x1b[2J") && Catch::Contains("(" + std::to_string(huge.size()) + " bytes)"));
+    }
+    CHECK_THAT(w[0], Catch::Contains("NCCLWATCH_TIMEOUT_SEC='junk") && Catch::Contains("default 60"));
+}
+
 // The table (include/ncclwatch/config_table.h) and Config cannot disagree: Config is generated from the table and
 // starts at its DEFAULT column (checked at compile time); here the runtime parser reads every DEFAULT back to the
 // same value, and every accepted value of an enum-typed row maps to the enumerator at its position in ACCEPTED.
