@@ -100,7 +100,7 @@ void LiveServer::Impl::put_header_on_our_clock(const RankState& r, HeaderInfo& h
     const bool same_boot = r.clock.exact;
     if (!same_boot && h.host == hostname) h.host += " (other boot)";
     h.boot_id_hash = boot;
-    h.start_mono_ns = shift(r.rank_start_mono_ns, r.clock.offset());
+    h.start_mono_ns = time_base::shift(r.rank_start_mono_ns, r.clock.offset());
 }
 
 void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
