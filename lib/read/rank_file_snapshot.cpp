@@ -82,13 +82,24 @@ std::vector<CommInfo> RankFile::comms() const noexcept {
             const auto* in =
                 reinterpret_cast<const disk::CommSlot*>(base_ + comm_table_offset_ + uint64_t(i) * comm_slot_size_);
             CommInfo out;
-            out.slot = i;
-            NCW_COMM_FIELDS(NCW_LOAD_FIELD)
-            out.recent.reserve(disk::kRecentSigs);
-            for (uint32_t j = 0; j < disk::kRecentSigs; ++j) {
-                SigInfo g;
-                if (load_sig(in->recent[j], j, g)) out.recent.push_back(g);
+            // 1.3: a slot being reused for a later communicator is odd, or changes generation during the copy; a
+            // few tries, then the slot is left out of this snapshot rather than read as a mix of two.
+            bool whole = false;
+            for (int attempt = 0; attempt < 4 && !whole; ++attempt) {
+                const uint64_t g1 = ld(in->generation, std::memory_order_acquire);
+                if (g1 & 1) continue;
+                out = CommInfo{};
+                out.slot = i;
+                NCW_COMM_FIELDS(NCW_LOAD_FIELD)
+                out.recent.reserve(disk::kRecentSigs);
+                for (uint32_t j = 0; j < disk::kRecentSigs; ++j) {
+                    SigInfo g;
+                    if (load_sig(in->recent[j], j, g)) out.recent.push_back(g);
+                }
+                std::atomic_thread_fence(std::memory_order_acquire);
+                whole = ld(in->generation, std::memory_order_relaxed) == g1;
             }
+            if (!whole) continue;
             std::sort(out.recent.begin(), out.recent.end(),
                       [](const SigInfo& a, const SigInfo& b) { return a.seq < b.seq; });
             out_all.push_back(std::move(out));
@@ -127,6 +138,8 @@ RecordSet RankFile::records(uint64_t since_ticket) const noexcept {
             Record out;
             out.ticket = t;
             NCW_RECORD_FIELDS(NCW_LOAD_FIELD)
+            out.comm_nranks = ld(in->comm_nranks);
+            out.comm_rank = out.comm_nranks ? ld(in->comm_rank) : -1;
             const uint64_t s2 = ld(in->stamp);
             if (s2 != s1) {
                 ++(s2 > want ? set.dropped : set.torn);
