@@ -65,8 +65,10 @@ struct CommRuntime {
     int nranks = 0;
     int cuda_dev = -1;
     bool nonblocking = false;
-    disk::CommSlot* slot = nullptr;  // nullptr when the file's comm table is full
-    uint16_t slot_index = 0xffff;
+    // The progress block: a slot of the file's comm table, or (table full, or after destroy) one of our own in
+    // memory that no reader sees. Atomic: a destroy detaches it (comm_slots.h) while our threads may still write.
+    std::atomic<disk::CommSlot*> slot{nullptr};
+    uint16_t slot_index = 0xffff;  // in the file's table; 0xffff: none (OpRecord::comm_slot)
     // GPU events for this communicator's device; nullptr without CUDA or until the device is known.
     std::atomic<DevicePool*> pool{nullptr};
 

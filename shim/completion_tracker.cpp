@@ -239,8 +239,8 @@ void CompletionTracker::stamp_followers(const CommRuntime& cr, cudaStream_t stre
     for (uint64_t t = head; n > 0 && t-- > 0 && head - t <= capacity;) {
         disk::OpRecord& r = file_->ring[t & file_->ring_mask];
         if (r.stamp.load(std::memory_order_acquire) != 2 * t + 2) continue;  // being written, or overwritten
-        if (r.comm_slot != cr.slot_index || r.stream != uint64_t(reinterpret_cast<uintptr_t>(stream)) ||
-            !(r.flags & disk::kFlagSampledOut))
+        if (r.comm_slot != cr.slot_index || r.comm_id != cr.comm_id ||
+            r.stream != uint64_t(reinterpret_cast<uintptr_t>(stream)) || !(r.flags & disk::kFlagSampledOut))
             continue;
         const uint64_t t_return = r.t_return_ns.load(std::memory_order_relaxed);
         if (!t_return || t_return >= t_mark || r.t_done_ns.load(std::memory_order_relaxed)) continue;
@@ -328,10 +328,12 @@ void CompletionTracker::poll_forever() {
     uint64_t ring_head_prev = 0;
     std::vector<uint64_t> unstamped;  // tickets
     std::vector<CommRuntime*> by_slot(disk::kMaxComms, nullptr);
+    std::vector<CommRuntime*> unslotted;  // communicators beyond the file's comm table, found by comm_id
     std::vector<std::pair<StreamClaim*, uint64_t>>
         claim_pending;  // claim, highest follower count a pending event covers
 
     for (;;) {
+        pass_.enter();  // from here to the flush, slot pointers may be held (comm_slots.h)
         last_poll_ns_.store(now_mono_ns(), std::memory_order_relaxed);
         const bool draining = drain_requested_.load(std::memory_order_acquire);
         Pending p;
@@ -407,8 +409,12 @@ void CompletionTracker::poll_forever() {
 
         // Streams that fell quiet with followers no pending event covers: one catch-up event after them.
         std::fill(by_slot.begin(), by_slot.end(), nullptr);
+        unslotted.clear();
         comms_->for_each([&](CommRuntime& cr) {
-            if (cr.slot_index < by_slot.size()) by_slot[cr.slot_index] = &cr;
+            if (cr.slot_index < by_slot.size())
+                by_slot[cr.slot_index] = &cr;
+            else
+                unslotted.push_back(&cr);
             DevicePool* pool = cr.pool.load(std::memory_order_relaxed);
             for (auto& c : cr.claims) {
                 const uintptr_t key = c.key.load(std::memory_order_acquire);
@@ -457,8 +463,14 @@ void CompletionTracker::poll_forever() {
             const uint64_t t_return = r.t_return_ns.load(std::memory_order_relaxed);
             const uint8_t flags = r.flags;
             if (t_return && !(flags & disk::kFlagSampledOut)) continue;  // its own events (or none) decide
-            if (t_return && r.comm_slot < by_slot.size() && by_slot[r.comm_slot]) {
-                CommRuntime& cr = *by_slot[r.comm_slot];
+            // A reused slot's index also names its earlier communicators' records: the comm_id tells them apart.
+            CommRuntime* owner = r.comm_slot < by_slot.size() ? by_slot[r.comm_slot] : nullptr;
+            if (!owner && r.comm_slot == 0xffff)
+                for (CommRuntime* u : unslotted)
+                    if (u->comm_id == r.comm_id) owner = u;
+            if (owner && owner->comm_id != r.comm_id) owner = nullptr;
+            if (t_return && owner) {
+                CommRuntime& cr = *owner;
                 StreamClaim* c = nullptr;
                 for (auto& cl : cr.claims)
                     if (cl.key.load(std::memory_order_relaxed) == uintptr_t(r.stream) + 1) c = &cl;
@@ -475,6 +487,7 @@ void CompletionTracker::poll_forever() {
         unstamped.resize(keep);
 
         batch.flush(now);
+        pass_.leave();
         passes_.fetch_add(1, std::memory_order_release);
         // Completion times are kept to a few milliseconds; stalls are judged in seconds.
         std::this_thread::sleep_for(std::chrono::milliseconds(draining                               ? 1

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "comm_registry.h"
+#include "comm_slots.h"
 #include "config.h"
 #include "rank_file_writer.h"
 
@@ -109,6 +110,7 @@ public:
     uint64_t catch_ups() const { return catch_ups_.load(std::memory_order_relaxed); }
     uint64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
     uint64_t last_poll_ns() const { return last_poll_ns_.load(std::memory_order_relaxed); }
+    const PassCounter& pass_counter() const { return pass_; }
 
     void poll_forever();  // the tracker thread's body
 
@@ -124,6 +126,7 @@ private:
     std::atomic<uint64_t> fallbacks_{0};
     std::atomic<uint64_t> last_poll_ns_{0};
     std::atomic<uint64_t> passes_{0};  // the poller's passes so far
+    PassCounter pass_;                 // odd while a pass may hold comm slot pointers (comm_slots.h)
     std::atomic<bool> drain_requested_{false};
 };
 

@@ -69,7 +69,7 @@ void DumpWriter::append_event(json event) {
 void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
                               bool tracker_stuck) {
     std::lock_guard<std::mutex> lock(mu_);
-    const disk::CommSlot& s = *cr.slot;
+    const disk::CommSlot& s = *cr.slot.load();
     uint64_t waiting_in = s.coll_completed.load() + 1;
     log().error(
         "STALL on communicator {:#018x} ({} ranks; this process is rank {}): no completion for {:.1f} s "
@@ -85,9 +85,16 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
             "  no verdict from the ranks visible in {}: the lagging rank is probably on another node "
             "(run ncclwatch-collector analyze over every node's folder)",
             rt_.file.job_dir);
+    const bool no_slot = cr.slot_index == 0xffff;
+    if (no_slot)
+        log().error(
+            "  this communicator had no comm slot in the rank file (more than {} alive at once): watched here, and "
+            "read by other ranks and analyze from the ring records",
+            rt_.file.hdr->max_comms);
     log_verdicts(job, view);
     append_event(json{{"type", "stall"},
                       {"comm_id", report::hex(cr.comm_id)},
+                      {"no_comm_slot", no_slot},
                       {"waiting_in_seq", waiting_in},
                       {"stalled_for_s", stalled_for_s},
                       {"completion_poller_stuck", tracker_stuck},

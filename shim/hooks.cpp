@@ -152,16 +152,30 @@ ncclResult_t run_init(const CommInitInfo& info, ncclComm_t* out, Call&& call) {
     return r;
 }
 
-void end_comm(ncclComm_t comm, disk::OpType event, disk::CommState state, ncclResult_t r, bool unregister) {
+// Returns the communicator's runtime when it was unregistered, for release_slot.
+CommRuntime* end_comm(ncclComm_t comm, disk::OpType event, disk::CommState state, ncclResult_t r, bool unregister) {
     Runtime* rt = runtime();
-    if (!rt) return;
+    if (!rt) return nullptr;
     CommRuntime* cr = rt->comms.find(comm);
-    if (!cr) return;
+    if (!cr) return nullptr;
     record_event(rt->file, cr, cr->comm_id, event, r, cr->rank, now_mono_ns());
-    if (cr->slot) cr->slot->state.store(uint32_t(state), std::memory_order_release);
+    if (cr->slot) cr->slot.load()->state.store(uint32_t(state), std::memory_order_release);
     if (unregister) {
         cr->destroyed.store(true, std::memory_order_release);
         rt->comms.remove(comm);
+        return cr;
+    }
+    return nullptr;
+}
+
+// After the final state and the settle: the file's slot may go to a later communicator (comm_slots.h).
+void release_slot(CommRuntime* cr) {
+    Runtime* rt = runtime();
+    if (!rt || !cr) return;
+    try {
+        rt->slots.release(*cr);
+    } catch (...) {
+        NCW_LOG_ONCE(warn, "could not release a destroyed communicator's comm slot (out of memory?)");
     }
 }
 
@@ -424,23 +438,25 @@ ncclResult_t ncclCommFinalize(CallScope& s, ncclComm_t comm) {
 
 ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
     CompletionTracker::Settle settle;
+    CommRuntime* gone = nullptr;
     {
         ErrnoKeeper keep;
         settle = settle_begin(comm);
         // Before the call: once it returns, NCCL may hand the same pointer to a new communicator.
-        end_comm(comm, disk::OpType::CommDestroy, disk::CommState::Destroyed, ncclSuccess, true);
+        gone = end_comm(comm, disk::OpType::CommDestroy, disk::CommState::Destroyed, ncclSuccess, true);
     }
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclCommDestroy, comm);
     ErrnoKeeper keep;
     settle_end(settle);
+    release_slot(gone);
     return r;
 }
 
 ncclResult_t ncclCommAbort(CallScope& s, ncclComm_t comm) {
     {
         ErrnoKeeper keep;
-        end_comm(comm, disk::OpType::CommAbort, disk::CommState::Aborted, ncclSuccess, true);
+        release_slot(end_comm(comm, disk::OpType::CommAbort, disk::CommState::Aborted, ncclSuccess, true));
     }
     errno = s.saved_errno();
     return NCW_CALL_REAL(ncclCommAbort, comm);
@@ -473,7 +489,7 @@ ncclResult_t ncclCommGetAsyncError(CallScope& s, ncclComm_t comm, ncclResult_t* 
                                   1 /* its own event, no claim */, ncclSuccess, now);
     }
     if (cr->slot && e != ncclInProgress) {
-        int32_t prev = cr->slot->async_error.exchange(int32_t(e), std::memory_order_relaxed);
+        int32_t prev = cr->slot.load()->async_error.exchange(int32_t(e), std::memory_order_relaxed);
         if (prev != int32_t(e) && e != ncclSuccess)
             record_event(rt->file, cr, cr->comm_id, disk::OpType::AsyncError, e, cr->rank, now_mono_ns());
     }

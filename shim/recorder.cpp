@@ -91,6 +91,8 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
     rec->redop = normalized_redop(d.redop);
     rec->result.store(-1, std::memory_order_relaxed);
     rec->comm_slot = cr.slot_index;
+    rec->comm_nranks = cr.nranks > 0 && cr.nranks <= 0xffff ? uint16_t(cr.nranks) : 0;
+    rec->comm_rank = cr.rank;
     end_record(rec, ref.ticket);
 
     if (s) {
@@ -113,7 +115,8 @@ void record_return(const RankFileWriter& f, const OpRef& ref, ncclResult_t resul
         rec->t_return_ns.store(now, std::memory_order_relaxed);
         rec->result.store(int32_t(result), std::memory_order_relaxed);
     }
-    if (ref.coll_seq && ref.cr->slot) atomic_max(ref.cr->slot->coll_returned, ref.coll_seq);
+    disk::CommSlot* s = ref.cr->slot;
+    if (ref.coll_seq && s) atomic_max(s->coll_returned, ref.coll_seq);
 }
 
 void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress) {
@@ -144,8 +147,9 @@ void CompletionBatch::done(const RankFileWriter& f, const OpRef& ref, uint64_t n
 
 void CompletionBatch::reached(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
     if (disk::OpRecord* rec = live_record(f, ref)) rec->t_reached_ns.store(now, std::memory_order_relaxed);
-    if (!ref.cr->slot) return;
-    PerComm& c = of(ref.cr->slot);
+    disk::CommSlot* s = ref.cr->slot;
+    if (!s) return;
+    PerComm& c = of(s);
     c.reached = std::max(c.reached, ref.coll_seq);
 }
 
@@ -173,11 +177,11 @@ void record_add_flags(const RankFileWriter& f, const OpRef& ref, uint8_t flags) 
         // A plain byte: only the issuing thread sets flags, before any reader needs them to be exact.
         rec->flags = rec->flags | flags;
     }
-    if ((flags & disk::kFlagUntracked) && ref.cr->slot)
-        ref.cr->slot->untracked_ops.fetch_add(1, std::memory_order_relaxed);
-    if ((flags & disk::kFlagSampledOut) && ref.coll_seq && ref.cr->slot) {
+    disk::CommSlot* s = ref.cr->slot;
+    if ((flags & disk::kFlagUntracked) && s) s->untracked_ops.fetch_add(1, std::memory_order_relaxed);
+    if ((flags & disk::kFlagSampledOut) && ref.coll_seq && s) {
         // The verdict reads it from the signature window: "reached" is unknown for such an op.
-        disk::OpSignature& sig = ref.cr->slot->recent[ref.coll_seq % disk::kRecentSigs];
+        disk::OpSignature& sig = s->recent[ref.coll_seq % disk::kRecentSigs];
         if (sig.seq.load(std::memory_order_relaxed) == ref.coll_seq) sig.flags = sig.flags | flags;
     }
 }
@@ -204,6 +208,8 @@ void record_event(const RankFileWriter& f, const CommRuntime* cr, uint64_t comm_
     rec->redop = -1;
     rec->result.store(result, std::memory_order_relaxed);
     rec->comm_slot = cr ? cr->slot_index : 0xffff;
+    rec->comm_nranks = cr && cr->nranks > 0 && cr->nranks <= 0xffff ? uint16_t(cr->nranks) : 0;
+    rec->comm_rank = cr ? cr->rank : -1;
     end_record(rec, ticket);
 }
 

@@ -95,7 +95,10 @@ Runtime* start_runtime_locked() {
     append_env_entries(rt->file, env_probe::env_entries(rt->env), env_probe::kFactsReserve);
     NCW_CALL_REAL(ncclGetVersion, &rt->nccl_version);
     rt->file.hdr->nccl_version = rt->nccl_version;
+    rt->slots.bind(rt->file.comms, rt->file.hdr->max_comms, &rt->file.hdr->num_comms);
     rt->tracker = CompletionTracker::create(cfg, &rt->file, &rt->comms);
+    rt->slots.watch_passes(0, &rt->watchdog_pass);
+    if (rt->tracker) rt->slots.watch_passes(1, &rt->tracker->pass_counter());
     rt->file.hdr->cuda_driver_version = cuda_driver().driver_version;
     if (cfg.backtrace) rt->backtrace = load_backtrace_fn();
 
@@ -132,15 +135,15 @@ void fill_device(Runtime& rt, CommRuntime& cr) {
     if (NCW_CALL_REAL(ncclCommCuDevice, cr.comm, &dev) != ncclSuccess || dev < 0) return;
     cr.cuda_dev = dev;
     if (cr.slot) {
-        cr.slot->cuda_dev = dev;
+        cr.slot.load()->cuda_dev = dev;
         const CudaDriver& cu = cuda_driver();
         CUdevice d;
         if (cu.ok && cu.cuDeviceGet(&d, dev) == CUDA_SUCCESS)
-            cu.cuDeviceGetPCIBusId(cr.slot->pci_bus_id, sizeof(cr.slot->pci_bus_id), d);
+            cu.cuDeviceGetPCIBusId(cr.slot.load()->pci_bus_id, sizeof(cr.slot.load()->pci_bus_id), d);
     }
     if (rt.tracker) {
         cr.pool.store(rt.tracker->pool_for_device(dev), std::memory_order_release);
-        if (cr.slot) cr.slot->gpu_tracking.store(cr.pool.load() ? 1 : 0);
+        if (cr.slot) cr.slot.load()->gpu_tracking.store(cr.pool.load() ? 1 : 0);
     }
 }
 
@@ -182,31 +185,33 @@ CommRuntime* begin_comm(Runtime& rt, const CommInitInfo& info) {
     config_field(info.config, &ncclConfig_t::commName, name);
     cr->nonblocking = blocking == 0;
     alloc_peers(*cr, info.nranks);
-    uint32_t idx = rt.next_slot.fetch_add(1);
     uint64_t now = now_mono_ns();
-    if (idx < rt.file.hdr->max_comms) {
-        disk::CommSlot* s = &rt.file.comms[idx];
-        s->rank = info.rank;
-        s->nranks = info.nranks;
-        s->cuda_dev = -1;
-        s->blocking = blocking == 0 || blocking == 1 ? blocking : -1;
-        s->comm_id = info.comm_id;
-        s->parent_id = info.parent_id;
-        s->split_color = info.color;
-        s->split_key = info.key;
-        if (name) snprintf(s->name, sizeof(s->name), "%s", name);
-        s->t_init_start_ns = now;
-        s->state.store(uint32_t(disk::CommState::Initializing), std::memory_order_release);
-        cr->slot = s;
-        cr->slot_index = uint16_t(idx);
-        // Two threads may init communicators at once (one per GPU): the count only grows.
-        uint32_t n = rt.file.hdr->num_comms.load(std::memory_order_relaxed);
-        while (n < idx + 1 && !rt.file.hdr->num_comms.compare_exchange_weak(n, idx + 1, std::memory_order_release)) {
-        }
-    } else {
-        NCW_LOG_ONCE(warn, "more than {} communicators: later ones are recorded in the ring only",
-                     rt.file.hdr->max_comms);
+    uint16_t idx = 0xffff;
+    disk::CommSlot* s = rt.slots.acquire(cr, idx);
+    const bool in_file = s != nullptr;
+    if (!in_file) {
+        // Every slot is held by a live communicator: this one is watched in memory by our watchdog (same progress
+        // block, same checks); readers of the file see its ring records only.
+        s = new disk::CommSlot();  // never freed, as the CommRuntime
+        NCW_LOG_ONCE(warn,
+                     "more than {} live communicators: communicator {:016x} and later ones beyond the rank file's comm "
+                     "table are watched by this process and recorded in the ring only",
+                     rt.file.hdr->max_comms, info.comm_id);
     }
+    s->rank = info.rank;
+    s->nranks = info.nranks;
+    s->cuda_dev = -1;
+    s->blocking = blocking == 0 || blocking == 1 ? blocking : -1;
+    s->comm_id = info.comm_id;
+    s->parent_id = info.parent_id;
+    s->split_color = info.color;
+    s->split_key = info.key;
+    if (name) snprintf(s->name, sizeof(s->name), "%s", name);
+    s->t_init_start_ns = now;
+    s->state.store(uint32_t(disk::CommState::Initializing), std::memory_order_release);
+    if (in_file) SlotTable::publish(*s);
+    cr->slot.store(s);
+    cr->slot_index = idx;
     record_event(rt.file, cr, cr->comm_id, info.event, -1, info.rank, now);
     return cr;
 }
@@ -216,11 +221,12 @@ void finish_comm(Runtime& rt, CommRuntime* cr, ncclComm_t comm, ncclResult_t res
     uint64_t now = now_mono_ns();
     bool ok = (result == ncclSuccess || result == ncclInProgress) && comm;
     if (cr->slot) {
-        cr->slot->t_init_done_ns = now;
-        cr->slot->comm_ptr = reinterpret_cast<uint64_t>(comm);
+        cr->slot.load()->t_init_done_ns = now;
+        cr->slot.load()->comm_ptr = reinterpret_cast<uint64_t>(comm);
     }
     if (!ok) {
-        if (cr->slot) cr->slot->state.store(uint32_t(disk::CommState::InitFailed), std::memory_order_release);
+        if (cr->slot) cr->slot.load()->state.store(uint32_t(disk::CommState::InitFailed), std::memory_order_release);
+        rt.slots.release(*cr);  // never registered: nothing of ours writes to it again
         return;
     }
     cr->comm = comm;
@@ -234,7 +240,7 @@ void finish_comm(Runtime& rt, CommRuntime* cr, ncclComm_t comm, ncclResult_t res
         refresh_comm_identity(rt, *cr);
     }
     rt.comms.insert(comm, cr);
-    if (cr->slot) cr->slot->state.store(uint32_t(disk::CommState::Active), std::memory_order_release);
+    if (cr->slot) cr->slot.load()->state.store(uint32_t(disk::CommState::Active), std::memory_order_release);
 }
 
 void refresh_comm_identity(Runtime& rt, CommRuntime& cr) {
@@ -248,8 +254,8 @@ void refresh_comm_identity(Runtime& rt, CommRuntime& cr) {
     cr.rank = rank;
     cr.nranks = count;
     if (cr.slot) {
-        cr.slot->rank = rank;
-        cr.slot->nranks = count;
+        cr.slot.load()->rank = rank;
+        cr.slot.load()->nranks = count;
     }
     if (cr.cuda_dev < 0) fill_device(rt, cr);
     if (cr.identity_pending.exchange(false, std::memory_order_acq_rel))

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm_registry.h"
+#include "comm_slots.h"
 #include "completion_tracker.h"
 #include "config.h"
 #include "process_identity.h"
@@ -23,7 +24,8 @@ struct Runtime {
     RankFileWriter file;
     EnvList env;
     CommRegistry comms;
-    std::atomic<uint32_t> next_slot{0};
+    SlotTable slots;
+    PassCounter watchdog_pass;             // the watchdog's polls (comm_slots.h)
     CompletionTracker* tracker = nullptr;  // nullptr: CPU semantics (complete on return)
     BacktraceFn backtrace = nullptr;
     std::atomic<uint32_t> group_counter{0};

@@ -36,6 +36,18 @@ void install_sigusr1() {
     sigaction(SIGUSR1, &sa, nullptr);
 }
 
+// One watchdog poll holds comm slot pointers (comm_slots.h); left early or at the end of scope.
+struct PassScope {
+    explicit PassScope(PassCounter& c) : c_(c) { c_.enter(); }
+    ~PassScope() { leave(); }
+    void leave() {
+        if (in_) c_.leave();
+        in_ = false;
+    }
+    PassCounter& c_;
+    bool in_ = true;
+};
+
 struct CommWatch {
     CommRuntime* cr = nullptr;
     bool stall_reported = false;
@@ -64,6 +76,7 @@ public:
         uint64_t seen_requests = 0;
         for (;;) {
             std::unique_lock<std::timed_mutex> lock(mu_);
+            PassScope pass(rt_.watchdog_pass);
             refresh_tsc_anchor();
             uint64_t now = now_mono_ns();
             rt_.file.hdr->heartbeat_mono_ns.store(now, std::memory_order_relaxed);
@@ -85,6 +98,7 @@ public:
             } catch (const std::exception& e) {
                 NCW_LOG_ONCE(error, "a watchdog poll failed: {}", e.what());
             }
+            pass.leave();
             lock.unlock();
             std::this_thread::sleep_for(std::chrono::nanoseconds(poll_ns));
         }
@@ -96,6 +110,7 @@ public:
     void on_exit() {
         std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
         if (!lock.try_lock_for(std::chrono::milliseconds(500))) return;
+        PassScope pass(rt_.watchdog_pass);
         recover_finished(now_mono_ns(), false);
         if (rt_.cfg.dump_at_exit) dumps_.write_dump("process exit");
     }
@@ -180,7 +195,8 @@ private:
     // them all.
     void recover_finished(uint64_t now, bool destroyed_only) {
         for (auto& [id, w] : watch_)
-            if (w.stall_reported && w.cr && (!destroyed_only || w.cr->destroyed.load()) && progressed(*w.cr->slot, w))
+            if (w.stall_reported && w.cr && (!destroyed_only || w.cr->destroyed.load()) &&
+                progressed(*w.cr->slot.load(), w))
                 recovered(*w.cr, w, now);
     }
 
@@ -208,11 +224,11 @@ private:
     void stalled(CommRuntime& cr, CommWatch& w, uint64_t since, uint64_t now) {
         w.stall_reported = true;
         w.stall_since_ns = since;
-        w.progress_at_report = cr.slot->ops_completed.load();
-        w.progress_ns_at_report = cr.slot->t_last_progress_ns.load();
+        w.progress_at_report = cr.slot.load()->ops_completed.load();
+        w.progress_ns_at_report = cr.slot.load()->t_last_progress_ns.load();
         w.failed_at_report = cr.failed_ops.load();
-        cr.slot->stall_since_ns.store(since, std::memory_order_relaxed);
-        cr.slot->stall_flags.fetch_or(disk::kStallActive | disk::kStallReported);
+        cr.slot.load()->stall_since_ns.store(since, std::memory_order_relaxed);
+        cr.slot.load()->stall_flags.fetch_or(disk::kStallActive | disk::kStallReported);
         Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
         const JobResult* j = find_job(a, rt_.id.job_id);
         const CommResult* c = find_comm(j, cr.comm_id);
@@ -231,8 +247,8 @@ private:
     void recovered(CommRuntime& cr, CommWatch& w, uint64_t now) {
         double waited = (now - w.stall_since_ns) / 1e9;
         w.stall_reported = false;
-        cr.slot->stall_since_ns.store(0, std::memory_order_relaxed);
-        cr.slot->stall_flags.fetch_and(~uint32_t(disk::kStallActive));
+        cr.slot.load()->stall_since_ns.store(0, std::memory_order_relaxed);
+        cr.slot.load()->stall_flags.fetch_and(~uint32_t(disk::kStallActive));
         // Released by an error (an abort here or on a peer, a timeout in NCCL) is an end, not a recovery.
         dumps_.report_recovered(cr, waited, cr.failed_ops.load() > w.failed_at_report);
     }
@@ -249,14 +265,14 @@ private:
                 if (rt_.nccl_version >= 22807 && real_available(real::ncclCommRevoke)) {
                     log().error("NCCLWATCH_ACTION=abort: revoking communicator {:#018x} so that the framework raises",
                                 cr.comm_id);
-                    cr.slot->state.store(uint32_t(disk::CommState::Revoked));
+                    cr.slot.load()->state.store(uint32_t(disk::CommState::Revoked));
                     NCW_CALL_REAL(ncclCommRevoke, cr.comm, NCCL_REVOKE_DEFAULT);
                 } else {
                     log().error("NCCLWATCH_ACTION=abort: aborting communicator {:#018x} so that the framework raises",
                                 cr.comm_id);
                     cr.destroyed.store(true);
                     rt_.comms.remove(cr.comm);
-                    cr.slot->state.store(uint32_t(disk::CommState::Aborted));
+                    cr.slot.load()->state.store(uint32_t(disk::CommState::Aborted));
                     NCW_CALL_REAL(ncclCommAbort, cr.comm);
                 }
                 break;

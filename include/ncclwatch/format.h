@@ -21,7 +21,7 @@ namespace ncw::disk {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'W', 'A', 'T', 'C', 'H', '1'};
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 2;  // 1.1: the environment region; 1.2: kFlagSampledOut
+inline constexpr uint16_t kFormatMinor = 3;  // 1.1: the environment region; 1.2: kFlagSampledOut; 1.3: slot reuse
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -107,7 +107,7 @@ struct FileHeader {
     // Live state.
     std::atomic<uint64_t> heartbeat_mono_ns;  // the watchdog writes it every poll: a stale one means a dead process
     std::atomic<uint32_t> process_state;      // ProcessState
-    std::atomic<uint32_t> num_comms;          // comm slots in use (slots are never reused)
+    std::atomic<uint32_t> num_comms;          // comm slots ever used (1.3+: a destroyed comm's slot may be reused)
     std::atomic<uint64_t> write_ticket;       // tickets handed out; record i lives in slot i % ring_capacity
     std::atomic<uint64_t> dump_request;       // a sibling increments it to ask this process for a dump
     std::atomic<uint64_t> dumps_written;
@@ -176,7 +176,11 @@ struct CommSlot {
     std::atomic<uint32_t> gpu_tracking;    // 1 if reached/completed come from GPU events
     std::atomic<uint64_t> stall_since_ns;  // monotonic time the current stall began; 0 = none
     std::atomic<uint64_t> untracked_ops;
-    uint64_t reserved[8];
+    // Format 1.3: a seqlock over the whole slot for its reuse by a later communicator. Odd while the slot is being
+    // rewritten; a reader that sees the same even value before and after its copy read one communicator only. Zero
+    // (even) in files before 1.3, whose slots are never reused.
+    std::atomic<uint64_t> generation;
+    uint64_t reserved[7];
     OpSignature recent[kRecentSigs];
 };
 
@@ -202,9 +206,11 @@ struct OpRecord {
     int32_t peer_or_root;  // root for rooted collectives, peer for p2p, -1 otherwise
     int32_t redop;
     std::atomic<int32_t> result;  // ncclResult_t; -1 until the call returned
-    uint16_t comm_slot;
-    uint16_t reserved2;
-    uint32_t reserved3;
+    uint16_t comm_slot;           // 0xffff: the communicator had no slot (1.3: more alive than max_comms)
+    // Format 1.3 (zero before): the writer's size of and rank in the communicator (0 / -1 until known; size 0
+    // above 65535), so that a communicator without a slot can be read from the ring alone.
+    uint16_t comm_nranks;
+    int32_t comm_rank;
 };
 static_assert(sizeof(OpRecord) == 128);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process atomics must be lock-free");
@@ -221,14 +227,14 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
                                         sizeof(FileHeader::env_offset) + sizeof(FileHeader::env_capacity) +
                                         sizeof(FileHeader::reserved1) + sizeof(FileHeader::env_bytes),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
-static_assert(sizeof(CommSlot) ==
-                  0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::reserved) + sizeof(CommSlot::recent),
+static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
+                                      sizeof(CommSlot::reserved) + sizeof(CommSlot::recent),
               "CommSlot and NCW_COMM_FIELDS disagree");
 static_assert(sizeof(OpSignature) == 0 NCW_SIG_FIELDS(NCW_SIG_BYTES) + sizeof(OpSignature::reserved),
               "OpSignature and NCW_SIG_FIELDS disagree");
 static_assert(sizeof(OpRecord) == sizeof(OpRecord::stamp) NCW_RECORD_FIELDS(NCW_RECORD_BYTES) +
-                                      sizeof(OpRecord::reserved) + sizeof(OpRecord::reserved2) +
-                                      sizeof(OpRecord::reserved3),
+                                      sizeof(OpRecord::reserved) + sizeof(OpRecord::comm_nranks) +
+                                      sizeof(OpRecord::comm_rank),
               "OpRecord and NCW_RECORD_FIELDS disagree");
 #undef NCW_HEADER_BYTES
 #undef NCW_COMM_BYTES

@@ -59,6 +59,8 @@ struct CommInfo {
 struct Record {
     uint64_t ticket = 0;
     NCW_RECORD_FIELDS(NCW_READER_MEMBER)
+    uint16_t comm_nranks = 0;  // 1.3 (0 before: unknown)
+    int32_t comm_rank = -1;    // 1.3 (-1 when comm_nranks is 0)
 };
 
 struct RecordSet {

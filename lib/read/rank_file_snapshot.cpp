@@ -106,9 +106,12 @@ std::vector<CommInfo> RankFile::comms() const noexcept {
         // Pass 1: the signatures' seqs before the copy.
         if (!fetch(comm_table_offset_, buf.get(), bytes)) return out_all;
         std::vector<uint64_t> before(size_t(n) * disk::kRecentSigs);
-        for (uint32_t i = 0; i < n; ++i)
+        std::vector<uint64_t> gen_before(n);
+        for (uint32_t i = 0; i < n; ++i) {
+            gen_before[i] = ld(slot_at(buf, i, comm_slot_size_)->generation);
             for (uint32_t j = 0; j < disk::kRecentSigs; ++j)
                 before[i * disk::kRecentSigs + j] = ld(slot_at(buf, i, comm_slot_size_)->recent[j].seq);
+        }
         // Pass 2: the data. Pass 3: the seqs after, into a second buffer (the data stays in the first).
         if (!fetch(comm_table_offset_, buf.get(), bytes)) return out_all;
         auto after_buf = scratch(bytes);
@@ -118,6 +121,10 @@ std::vector<CommInfo> RankFile::comms() const noexcept {
             const disk::CommSlot* in = slot_at(buf, i, comm_slot_size_);
             const disk::CommSlot* later = slot_at(after_buf, i, comm_slot_size_);
             CommInfo out;
+            // 1.3: a slot being reused for a later communicator has an odd generation, or its generation changes
+            // between the copies: it is left out of this snapshot rather than read as a mix of two communicators.
+            const uint64_t g1 = gen_before[i];
+            if ((g1 & 1) || ld(in->generation) != g1 || ld(later->generation) != g1) continue;
             out.slot = i;
             NCW_COMM_FIELDS(NCW_LOAD_FIELD)
             out.recent.reserve(disk::kRecentSigs);
@@ -198,6 +205,8 @@ RecordSet RankFile::records(uint64_t since_ticket) const noexcept {
             Record out;
             out.ticket = t;
             NCW_RECORD_FIELDS(NCW_LOAD_FIELD)
+            out.comm_nranks = ld(in->comm_nranks);
+            out.comm_rank = out.comm_nranks ? ld(in->comm_rank) : -1;
             if (!known_op(out.op)) {
                 ++set.unknown_op;
                 continue;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "ncclwatch/format.h"
+#include "read/text.h"
 
 namespace ncw {
 
@@ -57,6 +58,87 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
         if (r.seq <= (send ? e.sends_completed : e.recvs_completed) || !r.t_issue_ns) continue;
         auto& t = send ? e.t_oldest_send_pending_ns : e.t_oldest_recv_pending_ns;
         if (!t || r.t_issue_ns < t) t = r.t_issue_ns;
+    }
+}
+
+// 1.3: a communicator that found every comm slot held by a live one (more than max_comms alive) has its records in
+// the ring only (comm_slot 0xffff), each with the writer's rank and size: its progress block is rebuilt from them, as
+// far back as the ring reaches, so that its stall is seen too; a warning says so.
+void read_unslotted(const RankFile& file, FileSnapshot& s) {
+    if (s.header.max_comms == 0 || s.header.num_comms < s.header.max_comms) return;  // the table never filled
+    const RecordSet set = file.records();
+    std::vector<CommInfo> found;
+    auto known = [&](uint64_t id) {
+        for (const auto& c : s.comms)
+            if (c.comm_id == id) return true;
+        return false;
+    };
+    for (const auto& r : set.records) {
+        if (r.comm_slot != 0xffff || r.comm_id == 0 || known(r.comm_id)) continue;
+        const auto op = disk::OpType(r.op);
+        const bool init =
+            op == disk::OpType::CommInit || op == disk::OpType::CommSplit || op == disk::OpType::CommShrink;
+        // An init event is written at the init's start (result -1); a split without a color writes one with its
+        // result and its parent's identity, for a communicator that never exists.
+        if (init && r.result != -1) continue;
+        auto c = std::find_if(found.begin(), found.end(), [&](const CommInfo& x) { return x.comm_id == r.comm_id; });
+        if (c == found.end()) {
+            CommInfo n;
+            n.slot = 0xffff;
+            n.comm_id = r.comm_id;
+            n.state = uint32_t(disk::CommState::Active);
+            c = found.insert(found.end(), n);
+        }
+        if (r.comm_nranks) {
+            c->nranks = r.comm_nranks;
+            c->rank = r.comm_rank;
+        }
+        const bool untracked = r.flags & (disk::kFlagUntracked | disk::kFlagCaptured);
+        const bool done = r.t_done_ns != 0 || (untracked && r.t_return_ns != 0);
+        if (init) {
+            c->t_init_start_ns = r.t_issue_ns;
+            c->t_init_done_ns = r.t_return_ns;
+        } else if (op == disk::OpType::CommDestroy || op == disk::OpType::CommAbort) {
+            c->state =
+                uint32_t(op == disk::OpType::CommDestroy ? disk::CommState::Destroyed : disk::CommState::Aborted);
+        } else if (disk::is_collective(op) || disk::is_p2p(op)) {
+            // The init's event may be gone from the ring: its first op then stands for it.
+            if (!c->t_init_done_ns) c->t_init_start_ns = c->t_init_done_ns = r.t_issue_ns;
+            ++c->ops_issued;
+            if (done) ++c->ops_completed;
+            c->t_last_issue_ns = std::max(c->t_last_issue_ns, r.t_issue_ns);
+            if (done) c->t_last_progress_ns = std::max({c->t_last_progress_ns, r.t_done_ns, r.t_return_ns});
+            // Without events an op is flagged untracked once its call returned: the ones that returned say.
+            if (r.t_return_ns && !untracked) c->gpu_tracking = 1;
+            if (disk::is_p2p(op)) {
+                ++(op == disk::OpType::Send ? c->p2p_sends : c->p2p_recvs);
+                continue;
+            }
+            c->coll_issued = std::max(c->coll_issued, r.seq);
+            if (r.t_return_ns) c->coll_returned = std::max(c->coll_returned, r.seq);
+            if (r.t_reached_ns || done) c->coll_reached = std::max(c->coll_reached, r.seq);
+            if (done) c->coll_completed = std::max(c->coll_completed, r.seq);
+            SigInfo g;
+            g.seq = r.seq;
+            g.count = r.count;
+            g.t_issue_ns = r.t_issue_ns;
+            g.op = r.op;
+            g.dtype = r.dtype;
+            g.flags = r.flags;
+            g.redop = r.redop;
+            g.root = disk::is_rooted(op) ? r.peer_or_root : -1;
+            g.tid = r.tid;
+            g.stream = r.stream;
+            c->recent.push_back(g);
+            if (c->recent.size() > 2 * disk::kRecentSigs)  // the newest window is enough
+                c->recent.erase(c->recent.begin(), c->recent.begin() + disk::kRecentSigs);
+        }
+    }
+    for (auto& c : found) {
+        s.warnings.push_back("communicator " + text::hex(c.comm_id) + " had no comm slot (more than " +
+                             std::to_string(s.header.max_comms) +
+                             " communicators alive at once): its progress is read from the ring only");
+        s.comms.push_back(std::move(c));
     }
 }
 
@@ -120,6 +202,7 @@ FileSnapshot snapshot(const RankFile& file, bool with_p2p) noexcept {
         s.header = file.header();
         s.comms = file.comms();
         if (with_p2p) {
+            read_unslotted(file, s);
             read_p2p(file, s);
             read_history(file, s);
         }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fake_cuda.h"
 #include "fw_options.h"
@@ -149,6 +150,7 @@ public:
                 return kNcclError;
             }
         }
+        if (!many_comms()) return kNcclError;
         for (step_ = 0; step_ < o_.steps; ++step_) {
             if (!run_step()) return kNcclError;
         }
@@ -250,8 +252,31 @@ private:
         return check(r, name) && settle(world_comm_, name);
     }
 
-    // The communicator of the step's main collective: the world, or the tensor-parallel group with --grid.
-    ncclComm_t main_comm() const { return o_.grid > 0 ? tp_comm_ : world_comm_; }
+    // The communicator of the step's main collective: the world, the tensor-parallel group with --grid, or the last
+    // of --churn-comms / --alive-comms.
+    ncclComm_t main_comm() const { return many_.empty() ? (o_.grid > 0 ? tp_comm_ : world_comm_) : many_.back(); }
+
+    // --churn-comms / --alive-comms: every rank splits in the same order, as frameworks building groups do.
+    bool many_comms() {
+        const int n = o_.churn_comms > 0 ? o_.churn_comms : o_.alive_comms;
+        for (int i = 0; i < n; ++i) {
+            ncclComm_t c = nullptr;
+            if (!check(ncclCommSplit(world_comm_, 0, rank_, &c, nullptr), "ncclCommSplit(many)") ||
+                !settle(c, "ncclCommSplit(many)"))
+                return false;
+            if (i == n - 1) {  // the steps' communicator: its first all_reduce is the steps' own
+                many_.push_back(c);
+                break;
+            }
+            if (!all_reduce(c, o_.count, ncclFloat32) || !settle(c, "ncclAllReduce(many)")) return false;
+            if (o_.churn_comms > 0) {
+                if (!check(ncclCommDestroy(c), "ncclCommDestroy(many)")) return false;
+            } else {
+                many_.push_back(c);
+            }
+        }
+        return true;
+    }
 
     bool all_reduce(ncclComm_t comm, size_t count, ncclDataType_t dtype) {
         return check(ncclAllReduce(buf(0), buf(1), count, dtype, ncclSum, comm, stream(comm)), "ncclAllReduce");
@@ -320,7 +345,9 @@ private:
     }
 
     bool teardown() {
-        for (ncclComm_t comm : {dp_comm_, tp_comm_, sub_comm_, world_comm_}) {
+        std::vector<ncclComm_t> comms(many_.rbegin(), many_.rend());
+        for (ncclComm_t c : {dp_comm_, tp_comm_, sub_comm_, world_comm_}) comms.push_back(c);
+        for (ncclComm_t comm : comms) {
             if (comm == nullptr) continue;
             switch (o_.teardown) {
                 case Teardown::Finalize:
@@ -347,6 +374,7 @@ private:
     ncclComm_t sub_comm_ = nullptr;
     ncclComm_t tp_comm_ = nullptr;
     ncclComm_t dp_comm_ = nullptr;
+    std::vector<ncclComm_t> many_;  // --churn-comms (the last one) / --alive-comms
 };
 
 }  // namespace

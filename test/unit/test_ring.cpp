@@ -33,9 +33,9 @@ CommRuntime* make_comm(RankFileWriter& f, uint64_t comm_id) {
     cr->nranks = 2;
     cr->slot = &f.comms[0];
     cr->slot_index = 0;
-    cr->slot->comm_id = comm_id;
-    cr->slot->nranks = 2;
-    cr->slot->state.store(uint32_t(disk::CommState::Active));
+    cr->slot.load()->comm_id = comm_id;
+    cr->slot.load()->nranks = 2;
+    cr->slot.load()->state.store(uint32_t(disk::CommState::Active));
     cr->send_seq = new std::atomic<uint64_t>[2]();
     cr->recv_seq = new std::atomic<uint64_t>[2]();
     cr->peer_slots = 2;

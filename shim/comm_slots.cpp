@@ -1,0 +1,105 @@
+#include "comm_slots.h"
+
+#include <cstddef>
+#include <cstring>
+
+#include "comm_registry.h"
+
+namespace ncw {
+
+void SlotTable::bind(disk::CommSlot* table, uint32_t capacity, std::atomic<uint32_t>* num_comms) {
+    std::lock_guard<std::mutex> lock(mu_);
+    table_ = table;
+    capacity_ = capacity < disk::kMaxComms ? capacity : disk::kMaxComms;
+    num_comms_ = num_comms;
+}
+
+bool SlotTable::quiet_since(const Entry& e) const {
+    for (int i = 0; i < kPassCounters; ++i) {
+        if (!passes_[i]) continue;
+        // Odd at the detach: that pass may still hold the old pointer until the counter moves on.
+        if ((e.marks[i] & 1) && passes_[i]->n.load() == e.marks[i]) return false;
+    }
+    return true;
+}
+
+bool SlotTable::quiet_now(const Entry& e) const {
+    // Never waits: the caller is the host's thread inside its communicator init, and no thread of ours may hold it
+    // up. A pass of ours still in progress sends the init to the next candidate (or to the overflow, still
+    // watched); the slot, detached by now, is free for the next init.
+    return quiet_since(e);
+}
+
+void SlotTable::detach(Entry& e, uint32_t index) {
+    CommRuntime& cr = *e.released;
+    // The private copy keeps the counters our threads compare against (a stall reported before the destroy).
+    auto* copy = new disk::CommSlot();  // never freed, as the CommRuntime
+    memcpy(static_cast<void*>(copy), static_cast<const void*>(&table_[index]), sizeof(disk::CommSlot));
+    cr.slot.store(copy);  // seq_cst: ordered before the pass counters are read below
+    for (int i = 0; i < kPassCounters; ++i) e.marks[i] = passes_[i] ? passes_[i]->n.load() : 0;
+    e.released = nullptr;
+}
+
+disk::CommSlot* SlotTable::acquire(CommRuntime* owner, uint16_t& index) {
+    index = 0xffff;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!table_) return nullptr;
+    uint32_t pick = capacity_;
+    if (used_ < capacity_) {
+        pick = used_++;
+    } else {
+        // The least recently released first; a slot whose old owner a pass of ours may still hold is passed over
+        // and the next one tried (a few at most).
+        uint64_t after = 0;
+        for (int tries = 0; tries < 3 && pick >= capacity_; ++tries) {
+            uint32_t cand = capacity_;
+            for (uint32_t i = 0; i < capacity_; ++i) {
+                const Entry& e = entries_[i];
+                if (!e.owner && e.released_order > after &&
+                    (cand == capacity_ || e.released_order < entries_[cand].released_order))
+                    cand = i;
+            }
+            if (cand >= capacity_) break;
+            after = entries_[cand].released_order;
+            if (entries_[cand].released) detach(entries_[cand], cand);
+            if (quiet_now(entries_[cand])) pick = cand;
+        }
+    }
+    if (pick >= capacity_) {
+        overflowed_.fetch_add(1, std::memory_order_relaxed);
+        return nullptr;
+    }
+    entries_[pick].owner = owner;
+    disk::CommSlot& s = table_[pick];
+    // Odd first: a reader copying the slot now sees the generation change and drops its copy.
+    const uint64_t g = s.generation.load(std::memory_order_relaxed);
+    s.generation.store(g | 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    auto* bytes = reinterpret_cast<unsigned char*>(&s);
+    const size_t gen_at = offsetof(disk::CommSlot, generation);
+    const size_t after = gen_at + sizeof(s.generation);
+    memset(bytes, 0, gen_at);
+    memset(bytes + after, 0, sizeof(disk::CommSlot) - after);
+    index = uint16_t(pick);
+    // Two threads may init communicators at once (one per GPU): the count only grows.
+    uint32_t n = num_comms_->load(std::memory_order_relaxed);
+    while (n < pick + 1 && !num_comms_->compare_exchange_weak(n, pick + 1, std::memory_order_release)) {
+    }
+    return &s;
+}
+
+void SlotTable::publish(disk::CommSlot& s) {
+    const uint64_t g = s.generation.load(std::memory_order_relaxed);
+    s.generation.store((g | 1) + 1, std::memory_order_release);
+}
+
+void SlotTable::release(CommRuntime& cr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cr.slot_index >= capacity_ || entries_[cr.slot_index].owner != &cr) return;
+    Entry& e = entries_[cr.slot_index];
+    e.released = &cr;
+    e.released_order = ++order_;
+    e.owner = nullptr;
+}
+
+}  // namespace ncw

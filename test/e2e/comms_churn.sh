@@ -1,0 +1,37 @@
+#!/bin/bash
+# Communicators created, used and destroyed one after another (more than the rank file's 64 comm slots): the 200th
+# gets a reused slot and rank 2 skips an all_reduce on it: reported live and by analyze. Then 1,000 of them in a clean
+# job: no report, no failure, and the rank file keeps its size.
+. "$(dirname "$0")/lib.sh"
+export NCCLWATCH_TIMEOUT_SEC=2
+launch_job 4 --steps 10 --churn-comms 200 --skip-rank 2 --skip-step 5 --hold-ms 60000
+
+wait_for 60 has_files '*.report.json' 3 || fail "no report from the three waiting ranks"
+for r in "$(job_dir)"/rank[013]-*.report.json; do
+    kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
+    culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
+    seq=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['seq']")
+    [ "$kind" = NOT_JOINED ] || fail "$r: verdict $kind, want NOT_JOINED"
+    [ "$culprits" = "[2]" ] || fail "$r: culprits $culprits, want [2]"
+    [ "$seq" = 10 ] || fail "$r: seq $seq, want 10"
+done
+grep -q "live communicators" "$WORK/launch.err" && fail "destroyed communicators' slots were not reused"
+"$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt"
+rc=$?
+[ $rc = 1 ] || fail "collector analyze exit $rc, want 1 (hang found)"
+grep -q "NOT_JOINED" "$WORK/analysis.txt" || fail "collector analyze does not say NOT_JOINED"
+kill -KILL -- "-$LAUNCH_PID" 2>/dev/null
+wait "$LAUNCH_PID" 2>/dev/null
+LAUNCH_PID=""
+
+rm -rf "$NCCLWATCH_DIR"
+run_job 2 --steps 3 --churn-comms 1000
+[ "$JOB_RC" = 0 ] || fail "1,000 communicators: job failed under the shim (rc $JOB_RC)"
+[ "$(count_files '*.report.json')" = 0 ] || fail "1,000 communicators: a clean job produced a report"
+grep -q "STALL\|MISMATCH" "$WORK/launch.err" && fail "1,000 communicators: a clean job reported a problem"
+"$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt" || fail "1,000 communicators: analyze found a problem"
+for f in "$(job_dir)"/*.ncw; do
+    size=$(stat -c %s "$f")
+    [ "$size" -le 16777216 ] || fail "$f: $size bytes"
+done
+echo "ok: churned communicators reuse slots; a stall on the 200th is reported; 1,000 leave no false report"
