@@ -23,13 +23,6 @@ bool SlotTable::quiet_since(const Entry& e) const {
     return true;
 }
 
-bool SlotTable::quiet_now(const Entry& e) const {
-    // Never waits: the caller is the host's thread inside its communicator init, and no thread of ours may hold it
-    // up. A pass of ours still in progress sends the init to the next candidate (or to the overflow, still
-    // watched); the slot, detached by now, is free for the next init.
-    return quiet_since(e);
-}
-
 void SlotTable::detach(Entry& e, uint32_t index) {
     CommRuntime& cr = *e.released;
     // The private copy keeps the counters our threads compare against (a stall reported before the destroy).
@@ -62,7 +55,8 @@ disk::CommSlot* SlotTable::acquire(CommRuntime* owner, uint16_t& index) {
             if (cand >= capacity_) break;
             after = entries_[cand].released_order;
             if (entries_[cand].released) detach(entries_[cand], cand);
-            if (quiet_now(entries_[cand])) pick = cand;
+            // Never waited for: the caller is the host's thread inside its communicator init.
+            if (quiet_since(entries_[cand])) pick = cand;
         }
     }
     if (pick >= capacity_) {

@@ -56,7 +56,6 @@ private:
     };
     void detach(Entry& e, uint32_t index);
     bool quiet_since(const Entry& e) const;
-    bool quiet_now(const Entry& e) const;
 
     std::mutex mu_;  // init and destroy only, never per op
     disk::CommSlot* table_ = nullptr;
