@@ -231,3 +231,4 @@ TEST_CASE("Oversized lengths and counts are refused before anything is allocated
         CHECK_FALSE(decode(payload.data(), payload.size(), m, &err));
         CHECK(err.find("comm") != std::string::npos);
     }
+}

@@ -6,8 +6,6 @@ using namespace wire_fixtures;
 using namespace ncw;
 using namespace ncw::wire;
 
-}
-
 TEST_CASE("Wrong magic and other majors are rejected; a newer minor is accepted") {
     std::vector<uint8_t> frame;
     encode(KeepAlive{1}, frame);
