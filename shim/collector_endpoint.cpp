@@ -75,4 +75,31 @@ double Backoff::next_delay_s() {
     return half(rng_);
 }
 
+#ifdef NCW_HAVE_LIVE_SERVER
+live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& ep) {
+    live::ServerOptions opt;
+    // Bound to MASTER_ADDR, the address the job already uses to reach rank 0's host: every rank can reach it, and
+    // nothing is exposed on interfaces the job does not use.
+    opt.listen =
+        (ep.host.find(':') != std::string::npos ? "[" + ep.host + "]" : ep.host) + ":" + std::to_string(ep.port);
+    opt.token = cfg.token;
+    opt.timeout_s = cfg.timeout_sec;
+    opt.dead_after_s = cfg.dead_after_sec;
+    opt.out_dir = cfg.dir;  // reports land in <dir>/<job>/, the job folder
+    opt.quiet = true;
+    // Inside the training process: the same bounds, far tighter (one job's ranks, a scrape now and then).
+    opt.max_connections = 20000;
+    opt.max_ranks = 20000;
+    opt.max_jobs = 4;
+    opt.retention_s = 120;
+    opt.max_buffered_total = 16u << 20;
+    opt.metrics_max_bytes = 4u << 20;
+    opt.metrics_queue_max = 8u << 20;
+    opt.hello_timeout_s = 5;
+    opt.frame_timeout_s = 5;
+    opt.scrape_timeout_s = 5;
+    return opt;
+}
+#endif
+
 }  // namespace ncw::live_client

@@ -6,6 +6,10 @@
 #include <random>
 #include <string>
 
+#ifdef NCW_HAVE_LIVE_SERVER
+#include "live/live_server.h"
+#endif
+
 namespace ncw {
 
 struct Config;
@@ -26,6 +30,13 @@ bool resolve_endpoint(const Config& cfg, const char* master_addr, Endpoint& out,
 
 // The auto port: NCCLWATCH_COLLECTOR_PORT when set, else MASTER_PORT+1, else 29610.
 int derive_auto_port(int configured_port, const char* master_port);
+
+#ifdef NCW_HAVE_LIVE_SERVER
+// The live collector that NCCLWATCH_COLLECTOR=auto runs inside rank 0's process, bound to `ep` (MASTER_ADDR and the
+// auto port), with the server's bounds far tighter than `serve`'s (one job's ranks, a scrape now and then). The
+// caller sets the log sink.
+live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& ep);
+#endif
 
 // Exponential reconnect delays with "equal jitter": attempt n waits in [d/2, d] with d = min(max, initial * 2^n), so
 // ranks that lost the collector together do not all return in the same instant.

@@ -126,27 +126,7 @@ private:
             "NCCLWATCH_COLLECTOR=auto: this build of ncclwatch has no live collector; run "
             "`ncclwatch-collector serve` and set NCCLWATCH_COLLECTOR=HOST:PORT instead");
 #else
-        live::ServerOptions opt;
-        // Bound to MASTER_ADDR, the address the job already uses to reach rank 0's host: every rank can reach it, and
-        // nothing is exposed on interfaces the job does not use. ep_.host is MASTER_ADDR in auto mode.
-        opt.listen = (ep_.host.find(':') != std::string::npos ? "[" + ep_.host + "]" : ep_.host) + ":" +
-                     std::to_string(ep_.port);
-        opt.token = rt_.cfg.token;
-        opt.timeout_s = rt_.cfg.timeout_sec;
-        opt.dead_after_s = rt_.cfg.dead_after_sec;
-        opt.out_dir = rt_.cfg.dir;  // reports land in <dir>/<job>/, the job folder
-        opt.quiet = true;
-        // Inside the training process: the same bounds, far tighter (one job's ranks, a scrape now and then).
-        opt.max_connections = 20000;
-        opt.max_ranks = 20000;
-        opt.max_jobs = 4;
-        opt.retention_s = 120;
-        opt.max_buffered_total = 16u << 20;
-        opt.metrics_max_bytes = 4u << 20;
-        opt.metrics_queue_max = 8u << 20;
-        opt.hello_timeout_s = 5;
-        opt.frame_timeout_s = 5;
-        opt.scrape_timeout_s = 5;
+        live::ServerOptions opt = embedded_server_options(rt_.cfg, ep_);  // ep_ is MASTER_ADDR in auto mode
         opt.log = [](const std::string& line) { log().info("live collector: {}", line); };
         auto server = std::make_unique<live::LiveServer>(opt);
         std::string err;
