@@ -21,7 +21,9 @@ namespace ncw::disk {
 
 inline constexpr char kMagic[8] = {'N', 'C', 'W', 'A', 'T', 'C', 'H', '1'};
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 3;  // 1.1: the environment region; 1.2: kFlagSampledOut; 1.3: slot reuse
+// 1.1: the environment region; 1.2: kFlagSampledOut; 1.3: slot reuse; 1.4: GPU times from NCCL's profiler interface
+// (kFlagGpuTimed, CommSlot::gpu_source and what follows it).
+inline constexpr uint16_t kFormatMinor = 4;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -65,6 +67,13 @@ inline constexpr uint8_t kKnownRecordFlags = 0
 enum class ProcessState : uint32_t {
 #define NCW_STATE_ENUM(name, value, show_name) name = value,
     NCW_PROCESS_STATES(NCW_STATE_ENUM)
+};
+
+// CommSlot::gpu_source (format_fields.h: NCW_GPU_SOURCES).
+enum class GpuSource : uint32_t {
+#define NCW_SOURCE_ENUM(name, value, show_name) name = value,
+    NCW_GPU_SOURCES(NCW_SOURCE_ENUM)
+#undef NCW_SOURCE_ENUM
 };
 
 // Communicator state in CommSlot::state (format_fields.h: NCW_COMM_STATES).
@@ -180,7 +189,14 @@ struct CommSlot {
     // rewritten; a reader that sees the same even value before and after its copy read one communicator only. Zero
     // (even) in files before 1.3, whose slots are never reused.
     std::atomic<uint64_t> generation;
-    uint64_t reserved[7];
+    // Format 1.4 (zero before: gpu_source None, so a reader falls back to gpu_tracking).
+    std::atomic<uint32_t> gpu_source;  // GpuSource
+    std::atomic<uint32_t> progress_exact;
+    std::atomic<uint64_t> coll_unreached;
+    std::atomic<uint64_t> coll_uncompleted;
+    std::atomic<uint64_t> gpu_clock_uncertainty_ns;
+    std::atomic<uint64_t> completion_gap_p99_ns;
+    uint64_t reserved[2];
     OpSignature recent[kRecentSigs];
 };
 
@@ -307,6 +323,14 @@ inline const char* comm_state_name(uint32_t s) {
 #define NCW_STATE_CASE(name, value, show_name) \
     case State::name: return show_name;
         NCW_COMM_STATES(NCW_STATE_CASE)
+    }
+    return "unknown";
+}
+
+inline const char* gpu_source_name(uint32_t s) {
+    using State = GpuSource;
+    switch (State(s)) {
+        NCW_GPU_SOURCES(NCW_STATE_CASE)
     }
     return "unknown";
 }

@@ -11,7 +11,7 @@
 //   SHOW   what the value is, which decides how it renders and whether the time base moves it:
 //          num (a count or text, as is), hidden (layout the renderings leave out), id (0x%016x), id0 (id, or null
 //          when 0), ptr (an address, 0x%x), mono (a CLOCK_MONOTONIC instant, 0 = never: rebased, shown in ms),
-//          op, dtype, redop (names), cstate / pstate (comm / process state names), flag (a boolean),
+//          op, dtype, redop (names), cstate / pstate / gsource (comm / process state, GPU source names), flag (a boolean),
 //          rflags (RecordFlags names)
 //   ENGINE the verdict::RankCommState member it feeds (read/rank_state.h), empty for none
 //
@@ -52,7 +52,10 @@
     X(kFlagHasBacktrace, 5, "bt")                                                                                    \
     /* 1.2: the op carried no GPU events of its own (NCCLWATCH_GPU_SAMPLE=auto): its completion was inferred from */ \
     /* a later event on its stream, and whether its GPU reached it is not known while it is outstanding. */          \
-    X(kFlagSampledOut, 6, "sampled_out")
+    X(kFlagSampledOut, 6, "sampled_out")                                                                        \
+    /* 1.4: t_reached_ns / t_done_ns are the GPU's own: the first channel's start and the last channel's stop */    \
+    /* reported by NCCL's profiler interface (GPU globaltimer, converted to this file's clock). */                  \
+    X(kFlagGpuTimed, 7, "gpu_timed")
 
 // CommSlot::state: X(NAME, VALUE, SHOW_NAME)
 #define NCW_COMM_STATES(X)                                                                                           \
@@ -64,6 +67,14 @@
     X(Aborted, 5, "aborted")                                                                                         \
     X(Revoked, 6, "revoked")                                                                                         \
     X(InitFailed, 7, "init-failed")
+
+// CommSlot::gpu_source (1.4), where reached / completed come from: X(NAME, VALUE, SHOW_NAME)
+//   None: the call's return (no GPU tracking); Events: CUDA events, sampled (NCCLWATCH_GPU_SAMPLE), lower bounds;
+//   Profiler: NCCL's profiler interface, the GPU start and end of every op (exact while progress_exact is set).
+#define NCW_GPU_SOURCES(X)                                                                                           \
+    X(None, 0, "none")                                                                                               \
+    X(Events, 1, "cuda-events")                                                                                      \
+    X(Profiler, 2, "nccl-profiler")
 
 // FileHeader::process_state: X(NAME, VALUE, SHOW_NAME)
 #define NCW_PROCESS_STATES(X)                                                                                        \
@@ -142,7 +153,14 @@
     X(i32, async_error, 0, num, async_error)                                                                         \
     X(u32, gpu_tracking, 0, flag, gpu_tracking)                                                                      \
     X(u64, stall_since_ns, 0, mono, stall_since_ns)                                                                  \
-    X(u64, untracked_ops, 0, num, )
+    X(u64, untracked_ops, 0, num, )                                                                                  \
+    /* 1.4 (zero before): what reached / completed are worth. */                                                     \
+    X(u32, gpu_source, 0, gsource, gpu_source)                                                                       \
+    X(u32, progress_exact, 0, flag, progress_exact) /* 1: reached / completed are exact, not lower bounds */         \
+    X(u64, coll_unreached, 0, num, unreached) /* lowest seq proven not reached by the GPU; 0: none proven */         \
+    X(u64, coll_uncompleted, 0, num, uncompleted) /* lowest seq proven not completed by the GPU; 0: none proven */   \
+    X(u64, gpu_clock_uncertainty_ns, 0, num, ) /* how far GPU times may be off once converted to our clock */        \
+    X(u64, completion_gap_p99_ns, 0, num, completion_gap_p99_ns) /* running baseline of gaps between completions */
 
 // OpSignature (one entry of CommSlot::recent), without its reserved byte.
 #define NCW_SIG_FIELDS(X)                                                                                            \

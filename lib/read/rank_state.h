@@ -52,6 +52,16 @@ struct RankCommState {
     uint64_t reached = 0;
     uint64_t completed = 0;
     bool gpu_tracking = false;  // reached/completed come from GPU events; otherwise completion means "call returned"
+    // Format 1.4: where they come from (disk::GpuSource; None in older files, where gpu_tracking means events) and
+    // what they prove. Exact: every op's GPU start and end was seen (NCCL's profiler), so ops after `reached` are
+    // proven not reached and ops after `completed` proven not completed. Otherwise both are lower bounds; an op is
+    // proven not reached only at or after `unreached` (a pending event recorded before it), and proven not completed
+    // only at or after `uncompleted` (a pending event recorded right after it); 0: none proven.
+    uint32_t gpu_source = 0;
+    bool progress_exact = false;
+    uint64_t unreached = 0;
+    uint64_t uncompleted = 0;
+    uint64_t completion_gap_p99_ns = 0;  // the shim's running baseline of the gap between completions (0: none yet)
     uint64_t t_last_issue_ns = 0;
     uint64_t t_last_progress_ns = 0;
     uint64_t stall_since_ns = 0;  // 0 = this rank is not stalled

@@ -1,0 +1,152 @@
+// NCCL's profiler-plugin interface, as far as ncclwatch uses it: our own declarations, written from the ABI of NCCL
+// 2.26 to 2.29 (the structures' member order and types are the ABI; nothing here is copied from NCCL's headers).
+// NCCL looks a plugin up by the symbol ncclProfiler_v<N> in the object NCCL_PROFILER_PLUGIN names (STATIC_PLUGIN:
+// the objects already loaded) and tries the newest version it knows first: 2.26 knows v3, 2.27 v4, 2.28 v5, 2.29 v6.
+//
+// Only the members ncclwatch reads are declared; every union begins at the same 8-byte-aligned offset in NCCL's
+// declaration and ours, so a member's offset is the same. The shim reads these structures and never writes them;
+// the test NCCL (test/fake_nccl) fills them as NCCL does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ncw::prof {
+
+using Result = int;  // ncclResult_t
+using Logger = void (*)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
+
+// Event types (the activation mask's bits and the descriptor's `type`).
+enum : uint64_t {
+    kGroup = 1u << 0,
+    kColl = 1u << 1,
+    kP2p = 1u << 2,
+    kProxyOp = 1u << 3,
+    kProxyStep = 1u << 4,
+    kProxyCtrl = 1u << 5,
+    kKernelCh = 1u << 6,
+    kNetPlugin = 1u << 7,
+};
+
+// Event states passed to recordEventState; only this one is looked at.
+enum State : int { kKernelChStop = 22 };
+
+// v3 (NCCL 2.26): the communicator is only known from the Coll and P2p descriptors; KernelCh has no GPU timer.
+struct DescrV3 {
+    uint8_t type;
+    void* parent;
+    int rank;
+    union {
+        struct {
+            const char* name;
+            uint64_t comm_hash;
+            uint64_t seq;
+            const char* func;
+            const void* sendbuf;
+            void* recvbuf;
+            size_t count;
+            int root;
+            const char* datatype;
+            uint8_t nchannels;  // nMaxChannels
+            uint8_t nwarps;
+            const char* algo;
+            const char* proto;
+        } coll;
+        struct {
+            const char* name;
+            uint64_t comm_hash;
+            const char* func;
+            void* buf;
+            const char* datatype;
+            size_t count;
+            int peer;
+        } p2p;
+        struct {
+            uint8_t channel;
+        } kernel_ch;
+    };
+};
+
+// v4 (NCCL 2.27) and, with a 64-bit type and a trailing parent-group member we do not read, v5 (2.28) and v6 (2.29;
+// its further members are copy-engine events, which we do not ask for).
+template <class TypeField>
+struct DescrV4Like {
+    TypeField type;
+    void* parent;
+    int rank;
+    union {
+        struct {
+            uint64_t seq;  // per collective kind on the communicator (comm->seqNumber[func]), from 0
+            const char* func;
+            const void* sendbuf;
+            void* recvbuf;
+            size_t count;
+            int root;
+            const char* datatype;
+            uint8_t nchannels;
+            uint8_t nwarps;
+            const char* algo;
+            const char* proto;
+            void* parent_group;  // v5+
+        } coll;
+        struct {
+            const char* func;
+            void* buf;
+            const char* datatype;
+            size_t count;
+            int peer;
+            uint8_t nchannels;
+            void* parent_group;  // v5+
+        } p2p;
+        struct {
+            uint8_t channel;
+            uint64_t gpu_timer;  // the channel's start, GPU globaltimer (ns)
+        } kernel_ch;
+    };
+};
+using DescrV4 = DescrV4Like<uint8_t>;
+using DescrV5 = DescrV4Like<uint64_t>;
+
+// recordEventState's arguments (v4+): for KernelChStop, the channel's stop on the GPU globaltimer.
+union StateArgsV4 {
+    struct {
+        uint64_t gpu_timer;
+    } kernel_ch;
+    size_t pad[2];
+};
+using StateArgsV3 = StateArgsV4;  // v3 passes no timer; its args are never read
+
+// The tables NCCL looks up. v3: init(ctx, mask); v4: init(ctx, mask, name, hash, nNodes, nranks, rank, log);
+// v5 and v6: init(ctx, hash, mask, name, nNodes, nranks, rank, log).
+struct TableV3 {
+    const char* name;
+    Result (*init)(void** ctx, int* mask);
+    Result (*start_event)(void* ctx, void** handle, DescrV3* d);
+    Result (*stop_event)(void* handle);
+    Result (*record_state)(void* handle, int state, StateArgsV3* args);
+    Result (*finalize)(void* ctx);
+};
+struct TableV4 {
+    const char* name;
+    Result (*init)(void** ctx, int* mask, const char* comm_name, uint64_t comm_hash, int nnodes, int nranks, int rank,
+                   Logger log);
+    Result (*start_event)(void* ctx, void** handle, DescrV4* d);
+    Result (*stop_event)(void* handle);
+    Result (*record_state)(void* handle, int state, StateArgsV4* args);
+    Result (*finalize)(void* ctx);
+};
+struct TableV5 {
+    const char* name;
+    Result (*init)(void** ctx, uint64_t comm_hash, int* mask, const char* comm_name, int nnodes, int nranks, int rank,
+                   Logger log);
+    Result (*start_event)(void* ctx, void** handle, DescrV5* d);
+    Result (*stop_event)(void* handle);
+    Result (*record_state)(void* handle, int state, StateArgsV4* args);
+    Result (*finalize)(void* ctx);
+};
+using TableV6 = TableV5;  // the same functions; the descriptor only gains members we do not read
+
+static_assert(offsetof(DescrV3, coll) == 24 && offsetof(DescrV4, coll) == 24 && offsetof(DescrV5, coll) == 24);
+static_assert(offsetof(DescrV4, kernel_ch.gpu_timer) == 32);
+
+}  // namespace ncw::prof
