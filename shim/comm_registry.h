@@ -14,6 +14,7 @@
 namespace ncw {
 
 struct DevicePool;
+struct ProfilerLink;
 
 // An operation that waits for a GPU event: enough to find its record and its progress counters again.
 struct OpRef {
@@ -80,6 +81,10 @@ struct CommRuntime {
     uint32_t peer_slots = 0;  // p2p sequence numbers per peer: send_seq[peer % peer_slots]
     std::atomic<uint64_t>* send_seq = nullptr;
     std::atomic<uint64_t>* recv_seq = nullptr;
+    // NCCL's own sequence number of the next collective of each kind (its comm->seqNumber[func]; index: OpType), and
+    // the communicator's link to NCCL's profiler events once NCCL initialised our plugin for it (profiler_link.h).
+    std::atomic<uint64_t> nccl_seq[16] = {};
+    std::atomic<ProfilerLink*> prof{nullptr};
     std::atomic<bool> destroyed{false};
     std::atomic<uint64_t> failed_ops{0};        // calls that returned an error: a stall ending this way did not recover
     std::atomic<bool> identity_pending{false};  // rank/nranks not known yet (nonblocking split): the watchdog asks

@@ -75,6 +75,9 @@ void assign(std::string& field, bool, double, const std::string& s) { field = s;
 void assign(GpuSample& field, bool, double, const std::string& s) {
     field = s == "all" ? GpuSample::All : GpuSample::Auto;
 }
+void assign(ProfilerMode& field, bool, double, const std::string& s) {
+    field = s == "off" ? ProfilerMode::Off : s == "empty" ? ProfilerMode::Empty : ProfilerMode::Auto;
+}
 void assign(Action& field, bool, double, const std::string& s) {
     field = s == "abort" ? Action::Abort : s == "kill" ? Action::Kill : Action::Report;
 }

@@ -1,12 +1,15 @@
-/* Preprocessed into the linker version script: the exported symbols are exactly the API table's wrappers. */
+/* Preprocessed into the linker version script: the exported symbols are exactly the API table's wrappers and
+   NCCL's profiler-plugin tables. */
 #include "ncclwatch/api_table.h"
 // clang-format off
 #define NCW_EXPORT_OP(name, params, args, desc) name;
 #define NCW_EXPORT_HOOKED(name, params, args) name;
+#define NCW_EXPORT_PROFILER(v) ncclProfiler_v##v;
 {
   global:
     NCW_NCCL_OPS(NCW_EXPORT_OP)
     NCW_NCCL_HOOKED(NCW_EXPORT_HOOKED)
+    NCW_PROFILER_VERSIONS(NCW_EXPORT_PROFILER)
   local: *;
 };
 // clang-format on

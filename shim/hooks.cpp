@@ -11,6 +11,8 @@
 #include "log.h"
 #include "ncclwatch/hash.h"
 #include "op_hook.h"
+#include "profiler_link.h"
+#include "profiler_plugin.h"
 #include "resolver.h"
 #include "runtime.h"
 
@@ -59,20 +61,26 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
     record_done(rt.file, ref, now);
 }
 
-void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool) {
+void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
+               ProfExpect* offered) {
     if (!ts.group_ops) ts.group_ops = new (std::nothrow) GroupOp[ThreadState::kMaxGroupOps];
     if (ts.group_ops && ts.group_n < ThreadState::kMaxGroupOps) {
-        ts.group_ops[ts.group_n++] = GroupOp{ref, stream, pool};
+        ts.group_ops[ts.group_n++] = GroupOp{ref, stream, pool, offered};
         return;
     }
+    // No room to decide later: the op is not left to the profiler.
+    if (ProfilerLink* pl = offered ? ref.cr->prof.load(std::memory_order_relaxed) : nullptr)
+        profiler_withdraw(*pl, *offered);
     // A very large group (an all-to-all over many peers): keep the latest op per communicator and stream, which is
     // what progress needs; earlier records of that pair then miss their GPU timestamps.
     for (int i = ts.group_n - 1; ts.group_ops && i >= 0; --i) {
         GroupOp& g = ts.group_ops[i];
         if (g.ref.cr == ref.cr && g.stream == stream) {
+            if (ProfilerLink* pl = g.offered ? g.ref.cr->prof.load(std::memory_order_relaxed) : nullptr)
+                profiler_withdraw(*pl, *g.offered);
             record_add_flags(rt.file, g.ref, disk::kFlagUntracked);
             record_done(rt.file, g.ref, now_mono_ns(), false);
-            g = GroupOp{ref, stream, pool};
+            g = GroupOp{ref, stream, pool, offered};
             return;
         }
     }
@@ -141,7 +149,10 @@ ncclResult_t run_init(const CommInitInfo& info, ncclComm_t* out, Call&& call) {
             init_bookkeeping_failed();
         }
     }
+    ThreadState& ts = thread_state();
+    ts.initializing = cr;  // NCCL's profiler init for it runs inside a blocking init, on this thread
     ncclResult_t r = call();
+    ts.initializing = nullptr;
     if (!cr) return r;
     ErrnoKeeper keep;
     try {
@@ -193,9 +204,13 @@ CompletionTracker::Settle settle_begin(ncclComm_t comm) {
     return {};
 }
 
-void settle_end(CompletionTracker::Settle& settle) {
+void settle_end(CompletionTracker::Settle& settle, ncclComm_t comm) {
     Runtime* rt = runtime();
-    if (!rt || !rt->tracker) return;
+    if (!rt) return;
+    // The teardown call returned once NCCL completed the communicator's work: what its profiler events proved goes
+    // into the progress block now, before the process (often) exits.
+    if (CommRuntime* cr = rt->comms.find(comm)) profiler_publish_one(*cr);
+    if (!rt->tracker) return;
     try {
         rt->tracker->settle_end(settle);  // its completion batch may allocate
     } catch (...) {
@@ -231,6 +246,18 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
         }
         return r;
     }
+    // Ops offered to NCCL's profiler carry no events: they leave the stream chunks, and after the call each is
+    // either taken (NCCL's Coll start came within the call) or ours again.
+    GroupOp offered[ThreadState::kMaxGroupOps];
+    int n_offered = 0;
+    int kept = 0;
+    for (int i = 0; i < ts.group_n; ++i) {
+        if (ts.group_ops[i].offered)
+            offered[n_offered++] = ts.group_ops[i];
+        else
+            ts.group_ops[kept++] = ts.group_ops[i];
+    }
+    ts.group_n = kept;
     // Nothing is on any stream until the outermost ncclGroupEnd launches the group: each stream's chunk is sampled
     // (or follows) now, and a sampled chunk's "reached" event is recorded now.
     StreamClaim* claims[ThreadState::kMaxGroupOps];
@@ -267,6 +294,20 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
     if (r == ncclSuccess) refresh_pending_identities(*rt);
     uint64_t now = now_mono_ns();
     for (int i = 0; i < ts.group_n; ++i) record_return(rt->file, ts.group_ops[i].ref, r, now);
+    for (int i = 0; i < n_offered; ++i) {
+        GroupOp& g = offered[i];
+        record_return(rt->file, g.ref, r, now);
+        ProfilerLink* pl = g.ref.cr->prof.load(std::memory_order_relaxed);
+        if (pl && !profiler_withdraw(*pl, *g.offered) && r == ncclSuccess) continue;
+        // Ours again (rare: NCCL launched it from its host-callback thread, or it failed): its own events, unless
+        // its stream is being captured.
+        DevicePool* pool = g.pool;
+        if (pool && rt->tracker && rt->tracker->capturing(g.stream)) {
+            record_add_flags(rt->file, g.ref, disk::kFlagCaptured);
+            pool = nullptr;
+        }
+        complete_after_return(*rt, *g.ref.cr, g.ref, g.stream, pool, nullptr, 0, r, now);
+    }
     for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n, int k) {
         DevicePool* pool = captured[k] ? nullptr : g.pool;
         if (n == 1 || !pool || r != ncclSuccess) {
@@ -431,7 +472,7 @@ ncclResult_t ncclCommFinalize(CallScope& s, ncclComm_t comm) {
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclCommFinalize, comm);
     ErrnoKeeper keep;
-    settle_end(settle);
+    settle_end(settle, comm);
     end_comm(comm, disk::OpType::CommFinalize, disk::CommState::Finalized, r, false);
     return r;
 }
@@ -448,7 +489,7 @@ ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclCommDestroy, comm);
     ErrnoKeeper keep;
-    settle_end(settle);
+    settle_end(settle, comm);
     release_slot(gone);
     return r;
 }

@@ -16,6 +16,7 @@
 #include "env_probe.h"
 #include "log.h"
 #include "ncclwatch/hash.h"
+#include "profiler_plugin.h"
 #include "resolver.h"
 #include "watchdog.h"
 
@@ -109,6 +110,7 @@ Runtime* start_runtime_locked() {
         atexit(on_exit);
     }
     start_watchdog(*rt);
+    profiler_log_setup(*rt);
     env_probe::start_env_probe(*rt);  // after NCCL resolved (ncclGetVersion above): it scans that library
     start_digest_client(*rt);         // NCCLWATCH_COLLECTOR: its own thread (and, for auto on rank 0, the collector)
     if (rt->tracker) {

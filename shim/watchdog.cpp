@@ -13,6 +13,7 @@
 #include "dump_writer.h"
 #include "engine/job_view.h"
 #include "log.h"
+#include "profiler_plugin.h"
 #include "read/rank_file.h"
 #include "resolver.h"
 
@@ -83,6 +84,7 @@ public:
 
             // One failed poll (out of memory while reading siblings, say) is logged and the next one runs.
             try {
+                profiler_publish(rt_);  // what NCCL's profiler events proved, into the progress blocks read below
                 uint64_t req = rt_.file.hdr->dump_request.load(std::memory_order_relaxed);
                 if (req != seen_requests) {
                     seen_requests = req;
@@ -111,6 +113,7 @@ public:
         std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
         if (!lock.try_lock_for(std::chrono::milliseconds(500))) return;
         PassScope pass(rt_.watchdog_pass);
+        profiler_publish(rt_);
         recover_finished(now_mono_ns(), false);
         if (rt_.cfg.dump_at_exit) dumps_.write_dump("process exit");
     }

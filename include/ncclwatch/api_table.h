@@ -7,6 +7,7 @@
 //   NCW_NCCL_HOOKED:   group and lifecycle calls with a hand-written hook ncw::hook::<name>(real, args...).
 //                      X(name, (params), (args))
 //   NCW_NCCL_INTERNAL: functions the shim calls itself but does not intercept or export. X(name)
+//   NCW_PROFILER_VERSIONS: the profiler-plugin tables exported beside the wrappers. X(N)
 #pragma once
 // clang-format off
 
@@ -92,4 +93,8 @@
     X(ncclCommUserRank)                                                                                              \
     X(ncclCommCuDevice)                                                                                              \
     X(ncclGetErrorString)
+
+// NCCL's profiler-plugin tables the shim exports, as ncclProfiler_v<N> (include/ncclwatch/nccl_profiler_abi.h declares
+// them; shim/profiler_exports.cpp defines them). X(N)
+#define NCW_PROFILER_VERSIONS(X) X(3) X(4) X(5) X(6)
 // clang-format on

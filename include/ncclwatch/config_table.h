@@ -34,6 +34,11 @@
       "Which ops carry their own GPU events. auto: the first op on a stream after a pause of 1 ms or more, or once " \
       "the previous sampled op completed; the others complete by stream order (no cost on small-message latency). "  \
       "all: every op (each reached/completed exactly; about 1 us more per op at 8 bytes)")                           \
+    X(profiler, "NCCLWATCH_PROFILER", Enum, ProfilerMode, "auto", "auto|off|empty",                                  \
+      "GPU start and end of every collective from NCCL's profiler interface (NCCL 2.26+): the shim is also NCCL's "  \
+      "profiler plugin, pointed at through NCCL_PROFILER_PLUGIN=STATIC_PLUGIN when that is unset (a plugin set by "  \
+      "the user is kept; CUDA events then). off: CUDA events only. empty: NCCL's events on, ours ignored (a cost "   \
+      "measurement)")                                                                                                \
     X(backtrace, "NCCLWATCH_BACKTRACE", Bool, bool, "0", "0|1",                                                      \
       "Record the native call stack of each call (libunwind opened at run time), symbolised at dump time")           \
     X(backtrace_depth, "NCCLWATCH_BACKTRACE_DEPTH", Int, int, "16", "1..32",                                         \

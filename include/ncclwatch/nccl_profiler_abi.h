@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+// The versions exported: NCW_PROFILER_VERSIONS in include/ncclwatch/api_table.h.
 namespace ncw::prof {
 
 using Result = int;  // ncclResult_t

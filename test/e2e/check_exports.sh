@@ -1,5 +1,6 @@
 #!/bin/bash
-# libncclwatch.so: no DT_NEEDED on NCCL, CUDA, spdlog, fmt or libunwind; exports exactly the API table's functions.
+# libncclwatch.so: no DT_NEEDED on NCCL, CUDA, spdlog, fmt or libunwind; exports exactly the API table's functions
+# and NCCL's profiler-plugin tables (NCW_PROFILER_VERSIONS).
 set -u
 so=$1
 table=$2
@@ -9,10 +10,11 @@ for bad in nccl cuda spdlog fmt unwind; do
     if echo "$needed" | grep -qi "$bad"; then echo "FAIL: DT_NEEDED on $bad" >&2; exit 1; fi
 done
 exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TWDBRV]$/ {print $3}' | sort)
-want=$(grep -oE '^ *X\((nccl[A-Za-z]+),' "$table" | sed -E 's/^ *X\((nccl[A-Za-z]+),/\1/' | sort)
+want=$( (grep -oE '^ *X\((nccl[A-Za-z]+),' "$table" | sed -E 's/^ *X\((nccl[A-Za-z]+),/\1/'
+        sed -n 's/^#define NCW_PROFILER_VERSIONS(X) //p' "$table" | grep -oE '[0-9]+' | sed 's/^/ncclProfiler_v/') | sort)
 if [ "$exported" != "$want" ]; then
     echo "FAIL: exported symbols differ from the API table" >&2
     diff <(echo "$want") <(echo "$exported") >&2
     exit 1
 fi
-echo "ok: $(echo "$exported" | wc -l) NCCL entry points exported, nothing else"
+echo "ok: $(echo "$exported" | wc -l) NCCL entry points and profiler tables exported, nothing else"

@@ -19,7 +19,8 @@ ncclResult_t invalid(const std::string& message) { return group_error(report(ncc
 
 bool valid_size(int nranks) { return nranks >= 1 && nranks <= kMaxRanks; }
 
-ncclResult_t collective(ncclComm_t comm, const char* name, ncclDataType_t datatype, cudaStream_t stream, int root = 0) {
+ncclResult_t collective(ncclComm_t comm, const char* name, size_t count, ncclDataType_t datatype, cudaStream_t stream,
+                        int root = 0) {
     Comm* c = from_handle(comm, name);
     if (c == nullptr) return group_error(ncclInvalidArgument);
     if (datatype < 0 || datatype >= ncclNumTypes) {
@@ -29,7 +30,7 @@ ncclResult_t collective(ncclComm_t comm, const char* name, ncclDataType_t dataty
         return invalid(std::string(name) + ": invalid root " + std::to_string(root) + " for " +
                        std::to_string(c->nranks) + " ranks");
     }
-    return submit(Op{OpKind::Collective, c, name, -1, 0, stream});
+    return submit(Op{OpKind::Collective, c, name, -1, 0, stream, count});
 }
 
 ncclResult_t p2p(ncclComm_t comm, OpKind kind, ncclDataType_t datatype, int peer, cudaStream_t stream) {
@@ -263,15 +264,15 @@ NCW_EXPORT ncclResult_t pncclRedOpDestroy(ncclRedOp_t /*op*/, ncclComm_t comm) {
 }
 NCW_ALIAS(ncclRedOpDestroy)
 
-NCW_EXPORT ncclResult_t pncclAllReduce(const void*, void*, size_t, ncclDataType_t datatype, ncclRedOp_t,
+NCW_EXPORT ncclResult_t pncclAllReduce(const void*, void*, size_t count, ncclDataType_t datatype, ncclRedOp_t,
                                        ncclComm_t comm, cudaStream_t stream) {
-    return collective(comm, "AllReduce", datatype, stream);
+    return collective(comm, "AllReduce", count, datatype, stream);
 }
 NCW_ALIAS(ncclAllReduce)
 
-NCW_EXPORT ncclResult_t pncclBroadcast(const void*, void*, size_t, ncclDataType_t datatype, int root, ncclComm_t comm,
+NCW_EXPORT ncclResult_t pncclBroadcast(const void*, void*, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                        cudaStream_t stream) {
-    return collective(comm, "Broadcast", datatype, stream, root);
+    return collective(comm, "Broadcast", count, datatype, stream, root);
 }
 NCW_ALIAS(ncclBroadcast)
 
@@ -283,39 +284,39 @@ NCW_EXPORT ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t data
 }
 NCW_ALIAS(ncclBcast)
 
-NCW_EXPORT ncclResult_t pncclReduce(const void*, void*, size_t, ncclDataType_t datatype, ncclRedOp_t, int root,
+NCW_EXPORT ncclResult_t pncclReduce(const void*, void*, size_t count, ncclDataType_t datatype, ncclRedOp_t, int root,
                                     ncclComm_t comm, cudaStream_t stream) {
-    return collective(comm, "Reduce", datatype, stream, root);
+    return collective(comm, "Reduce", count, datatype, stream, root);
 }
 NCW_ALIAS(ncclReduce)
 
-NCW_EXPORT ncclResult_t pncclAllGather(const void*, void*, size_t, ncclDataType_t datatype, ncclComm_t comm,
+NCW_EXPORT ncclResult_t pncclAllGather(const void*, void*, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                                        cudaStream_t stream) {
-    return collective(comm, "AllGather", datatype, stream);
+    return collective(comm, "AllGather", count, datatype, stream);
 }
 NCW_ALIAS(ncclAllGather)
 
-NCW_EXPORT ncclResult_t pncclReduceScatter(const void*, void*, size_t, ncclDataType_t datatype, ncclRedOp_t,
+NCW_EXPORT ncclResult_t pncclReduceScatter(const void*, void*, size_t count, ncclDataType_t datatype, ncclRedOp_t,
                                            ncclComm_t comm, cudaStream_t stream) {
-    return collective(comm, "ReduceScatter", datatype, stream);
+    return collective(comm, "ReduceScatter", count, datatype, stream);
 }
 NCW_ALIAS(ncclReduceScatter)
 
-NCW_EXPORT ncclResult_t pncclAlltoAll(const void*, void*, size_t, ncclDataType_t datatype, ncclComm_t comm,
+NCW_EXPORT ncclResult_t pncclAlltoAll(const void*, void*, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                                       cudaStream_t stream) {
-    return collective(comm, "AlltoAll", datatype, stream);
+    return collective(comm, "AlltoAll", count, datatype, stream);
 }
 NCW_ALIAS(ncclAlltoAll)
 
-NCW_EXPORT ncclResult_t pncclGather(const void*, void*, size_t, ncclDataType_t datatype, int root, ncclComm_t comm,
+NCW_EXPORT ncclResult_t pncclGather(const void*, void*, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                     cudaStream_t stream) {
-    return collective(comm, "Gather", datatype, stream, root);
+    return collective(comm, "Gather", count, datatype, stream, root);
 }
 NCW_ALIAS(ncclGather)
 
-NCW_EXPORT ncclResult_t pncclScatter(const void*, void*, size_t, ncclDataType_t datatype, int root, ncclComm_t comm,
+NCW_EXPORT ncclResult_t pncclScatter(const void*, void*, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                      cudaStream_t stream) {
-    return collective(comm, "Scatter", datatype, stream, root);
+    return collective(comm, "Scatter", count, datatype, stream, root);
 }
 NCW_ALIAS(ncclScatter)
 

@@ -1,5 +1,7 @@
 #include "fake_nccl_comm.h"
 
+#include "fake_nccl_profiler.h"
+
 #include <dlfcn.h>
 #include <sys/random.h>
 #include <time.h>
@@ -124,6 +126,7 @@ void post(Op& op) {
         case OpKind::Collective:
             op.target = ++c->coll_seq;
             s->ranks[c->rank].arrived.store(op.target, std::memory_order_release);
+            profiler_op_posted(op);
             break;
         case OpKind::Send:
             op.target = s->pairs[c->rank][op.peer].sends.fetch_add(1, std::memory_order_acq_rel) + 1;
@@ -151,8 +154,10 @@ ncclResult_t wait_op(const Op& op, Clock::time_point deadline) {
                     if (counter(i) < op.target) return false;
                 return true;
             };
-            return wait_until(c, what.c_str(), deadline, done,
-                              [&] { return lagging_ranks(all_ranks(c), op.target, counter); });
+            ncclResult_t r = wait_until(c, what.c_str(), deadline, done,
+                                        [&] { return lagging_ranks(all_ranks(c), op.target, counter); });
+            if (r == ncclSuccess) profiler_op_done(op);
+            return r;
         }
         case OpKind::Send:
         case OpKind::Recv: {
@@ -309,6 +314,7 @@ ncclResult_t create_comm(const ncclUniqueId& id, int nranks, int rank, int devic
     c->device = device;
     c->nonblocking = nonblocking;
     c->counted = true;
+    profiler_init_comm(c);
     {
         std::lock_guard<std::mutex> lock(g_comms_mutex);
         g_comms->push_back(c);
@@ -504,6 +510,7 @@ ncclResult_t revoke_comm(Comm* c) {
 }
 
 ncclResult_t destroy_comm(Comm* c) {
+    profiler_finalize_comm(c);
     leave(c);
     if (!c->aborted.load()) {
         unmap_segment(c->seg);

@@ -33,6 +33,8 @@ struct Comm {
     std::atomic<bool> aborted{false};
     std::atomic<bool> revoked{false};
     std::atomic<int> async_error{ncclSuccess};
+    void* prof_ctx = nullptr;    // NCCL's profiler plugin's context for this communicator (fake_nccl_profiler.h)
+    uint64_t prof_seq[16] = {};  // NCCL's comm->seqNumber[func]: collectives launched, per kind
 };
 
 enum class OpKind : uint8_t { Collective, Send, Recv, Join };
@@ -44,6 +46,9 @@ struct Op {
     int peer = -1;                  // Send/Recv only
     uint64_t target = 0;            // set when posted: the counter value that completes it
     cudaStream_t stream = nullptr;  // collectives and p2p: where the fake libcuda gets the op's "kernel"
+    size_t count = 0;
+    static constexpr int kChannels = 2;   // NCCL channels the op "runs" on, each with a profiler KernelCh event
+    void* channels[kChannels] = {};       // their event handles, once posted
 };
 
 // Settings read once from the environment: FAKE_NCCL_TIMEOUT_SEC (default 120, fractions allowed) and

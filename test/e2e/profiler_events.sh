@@ -1,0 +1,81 @@
+#!/bin/bash
+# The shim as NCCL's profiler plugin, over the test NCCL (which loads it as NCCL 2.26-2.28 do and emits Coll and
+# KernelCh events with GPU timers 1000 s ahead of our clock): with NCCL_PROFILER_PLUGIN unset, the shim points NCCL at
+# itself; each collective's GPU start and end come from NCCL's events (gpu_timed records, converted to our clock),
+# and the counts are exact. For the v3, v4 and v5 tables; off with NCCLWATCH_PROFILER=off; a plugin the user set is
+# kept (and said so); and a rank that skips a collective is NOT_JOINED, with its peers proven inside the op.
+. "$(dirname "$0")/lib.sh"
+unset NCCL_PROFILER_PLUGIN FAKE_NCCL_PROFILER_VERSION NCCLWATCH_PROFILER
+
+# check_files WANT_SOURCE WANT_EXACT MIN_TIMED: every rank file's communicator and records.
+check_files() {
+    local f
+    for f in "$(job_dir)"/rank*.ncw; do
+        "$NCW_COLLECTOR" dump --json "$f" >"$WORK/dump.json" || fail "dump $f"
+        "$PY" - "$WORK/dump.json" "$@" <<'EOF' || fail "$f: see above"
+import json, sys
+d = json.load(open(sys.argv[1]))
+want_source, want_exact, min_timed = sys.argv[2], sys.argv[3] == "1", int(sys.argv[4])
+comms = [c for c in d["comms"] if c["coll_issued"] > 0]
+if not comms: sys.exit("no communicator with collectives")
+for c in comms:
+    if c["gpu_source"] != want_source: sys.exit(f"gpu_source {c['gpu_source']}, want {want_source}")
+    if c["progress_exact"] != want_exact: sys.exit(f"progress_exact {c['progress_exact']}, want {want_exact}")
+    if c["coll_completed"] != c["coll_issued"] or c["coll_reached"] != c["coll_issued"]:
+        sys.exit(f"issued {c['coll_issued']} reached {c['coll_reached']} completed {c['coll_completed']}")
+    if c["gpu_clock_uncertainty_ns"] > 1e9: sys.exit(f"clock conversion off: {c['gpu_clock_uncertainty_ns']} ns")
+recs = [r for r in d["records"]["items"] if r["op"] == "AllReduce"]
+timed = [r for r in recs if "gpu_timed" in r["flags"]]
+if len(timed) < min_timed: sys.exit(f"{len(timed)} of {len(recs)} all_reduce records gpu_timed, want >= {min_timed}")
+for r in timed:
+    # Our clock, not the GPU's (1000 s ahead): between the call and a second after it.
+    if not (r["issue_ms"] - 1000 <= r["reached_ms"] <= r["done_ms"] <= r["issue_ms"] + 1000):
+        sys.exit(f"GPU times not converted: issue {r['issue_ms']} reached {r['reached_ms']} done {r['done_ms']} ms")
+EOF
+    done
+}
+
+for v in 5 4 3; do
+    rm -rf "$NCCLWATCH_DIR"
+    FAKE_NCCL_PROFILER_VERSION=$v run_job 2 --steps 20
+    [ "$JOB_RC" = 0 ] || fail "v$v: job exit $JOB_RC"
+    # The first collectives ride on the call's return until NCCL's kernel events are known to flow.
+    check_files nccl-profiler 1 17
+    echo "ok: profiler v$v: exact counts, GPU times on our clock"
+done
+
+rm -rf "$NCCLWATCH_DIR"
+NCCLWATCH_PROFILER=off run_job 2 --steps 5
+[ "$JOB_RC" = 0 ] || fail "off: job exit $JOB_RC"
+check_files none 0 0
+echo "ok: NCCLWATCH_PROFILER=off"
+
+rm -rf "$NCCLWATCH_DIR"
+NCCL_PROFILER_PLUGIN=/opt/inspector/libnccl-profiler-inspector.so run_job 2 --steps 5
+[ "$JOB_RC" = 0 ] || fail "user plugin: job exit $JOB_RC"
+grep -q "NCCL_PROFILER_PLUGIN=/opt/inspector/libnccl-profiler-inspector.so is set: ncclwatch keeps that plugin" \
+    "$WORK/launch.err" || fail "no word that the user's plugin is kept"
+check_files none 0 0
+echo "ok: a plugin the user set is kept"
+
+rm -rf "$NCCLWATCH_DIR"
+export NCCLWATCH_TIMEOUT_SEC=2
+launch_job 4 --steps 10 --skip-rank 2 --skip-step 5 --hold-ms 60000
+wait_for 30 has_files '*.report.json' 3 || fail "no report from the three waiting ranks"
+for r in "$(job_dir)"/rank[013]-*.report.json; do
+    kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
+    culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
+    [ "$kind" = NOT_JOINED ] && [ "$culprits" = "[2]" ] || fail "$r: verdict $kind $culprits, want NOT_JOINED [2]"
+done
+for f in "$(job_dir)"/rank[013]-*.ncw; do
+    "$NCW_COLLECTOR" dump --json "$f" >"$WORK/dump.json" || fail "dump $f"
+    "$PY" - "$WORK/dump.json" <<'EOF' || fail "$f: see above"
+import json, sys
+c = [c for c in json.load(open(sys.argv[1]))["comms"] if c["coll_issued"] > 0][0]
+# Inside #10, proven: its GPU started it (reached 10) and has not finished it (completed 9, exact).
+if (c["coll_issued"], c["coll_reached"], c["coll_completed"], c["progress_exact"]) != (10, 10, 9, True):
+    sys.exit(f"issued/reached/completed/exact {c['coll_issued']}/{c['coll_reached']}/{c['coll_completed']}/"
+             f"{c['progress_exact']}, want 10/10/9/True")
+EOF
+done
+echo "ok: NOT_JOINED under the profiler, the waiting ranks proven inside #10"

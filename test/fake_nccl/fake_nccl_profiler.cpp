@@ -1,0 +1,183 @@
+#include "fake_nccl_profiler.h"
+
+#include <dlfcn.h>
+#include <strings.h>
+#include <time.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "fake_nccl_comm.h"
+#include "ncclwatch/nccl_profiler_abi.h"
+
+namespace ncw::fake {
+
+namespace {
+
+struct Plugin {
+    int version = 0;  // 0: none
+    const prof::TableV3* v3 = nullptr;
+    const prof::TableV4* v4 = nullptr;
+    const prof::TableV5* v5 = nullptr;
+};
+
+Plugin load_plugin() {
+    Plugin p;
+    const char* name = getenv("NCCL_PROFILER_PLUGIN");
+    if (!name || !*name || strcasecmp(name, "none") == 0) return p;
+    // As NCCL's tryOpenLib: STATIC_PLUGIN (any prefix of it, case-insensitive) opens the objects already loaded.
+    void* lib = strncasecmp(name, "STATIC_PLUGIN", strlen(name)) == 0 ? dlopen(nullptr, RTLD_NOW | RTLD_LOCAL)
+                                                                         : dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return p;
+    const char* v = getenv("FAKE_NCCL_PROFILER_VERSION");
+    const int newest = v ? atoi(v) : 5;
+    if (newest >= 5 && (p.v5 = static_cast<const prof::TableV5*>(dlsym(lib, "ncclProfiler_v5")))) p.version = 5;
+    if (!p.version && newest >= 4 && (p.v4 = static_cast<const prof::TableV4*>(dlsym(lib, "ncclProfiler_v4"))))
+        p.version = 4;
+    if (!p.version && newest >= 3 && (p.v3 = static_cast<const prof::TableV3*>(dlsym(lib, "ncclProfiler_v3"))))
+        p.version = 3;
+    return p;
+}
+
+const Plugin& plugin() {
+    static const Plugin p = load_plugin();
+    return p;
+}
+
+int g_mask = 0;  // process-wide, as in NCCL: the last init's
+
+uint64_t mono_ns() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+uint32_t kind_index(const char* name) {
+    static const char* const kinds[] = {"Broadcast", "Reduce",   "AllGather", "ReduceScatter", "AllReduce",
+                                        "SendRecv",  "Send",     "Recv",      "AlltoAll",      "Scatter",
+                                        "Gather"};  // ncclFunc_t order
+    for (uint32_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); ++i)
+        if (strcmp(name, kinds[i]) == 0) return i;
+    return 15;
+}
+
+template <class Descr>
+void fill_coll(Descr& d, const Op& op, uint64_t seq) {
+    d.type = decltype(d.type)(prof::kColl);
+    d.rank = op.comm->rank;
+    d.coll.seq = seq;
+    d.coll.func = op.name;
+    d.coll.count = op.count;
+    d.coll.root = 0;
+    d.coll.datatype = "float32";
+    d.coll.nchannels = Op::kChannels;
+}
+
+template <class Descr>
+void start_event(void* ctx, void** handle, Descr* d) {
+    const Plugin& p = plugin();
+    if (p.version == 5) p.v5->start_event(ctx, handle, reinterpret_cast<prof::DescrV5*>(d));
+    if (p.version == 4) p.v4->start_event(ctx, handle, reinterpret_cast<prof::DescrV4*>(d));
+    if (p.version == 3) p.v3->start_event(ctx, handle, reinterpret_cast<prof::DescrV3*>(d));
+}
+
+void stop_event(void* handle) {
+    const Plugin& p = plugin();
+    if (!handle) return;
+    if (p.version == 5) p.v5->stop_event(handle);
+    if (p.version == 4) p.v4->stop_event(handle);
+    if (p.version == 3) p.v3->stop_event(handle);
+}
+
+}  // namespace
+
+void profiler_init_comm(Comm* c) {
+    const Plugin& p = plugin();
+    if (!p.version) return;
+    int mask = 0;
+    uint64_t hash = 0;
+    memcpy(&hash, c->id.internal, sizeof(hash));
+    if (p.version == 5) p.v5->init(&c->prof_ctx, hash, &mask, nullptr, 1, c->nranks, c->rank, nullptr);
+    if (p.version == 4) p.v4->init(&c->prof_ctx, &mask, nullptr, hash, 1, c->nranks, c->rank, nullptr);
+    if (p.version == 3) p.v3->init(&c->prof_ctx, &mask);
+    __atomic_store_n(&g_mask, mask, __ATOMIC_RELAXED);
+}
+
+void profiler_op_posted(Op& op) {
+    const Plugin& p = plugin();
+    Comm* c = op.comm;
+    const int mask = __atomic_load_n(&g_mask, __ATOMIC_RELAXED);
+    if (op.kind != OpKind::Collective) return;
+    const uint64_t seq = c->prof_seq[kind_index(op.name)]++;  // NCCL counts even without a plugin
+    if (!p.version || !c->prof_ctx || !(mask & prof::kColl)) return;
+    void* coll = nullptr;
+    if (p.version == 3) {
+        prof::DescrV3 d{};
+        d.type = uint8_t(prof::kColl);
+        d.rank = c->rank;
+        d.coll.seq = seq;
+        d.coll.func = op.name;
+        d.coll.count = op.count;
+        d.coll.nchannels = Op::kChannels;
+        start_event(c->prof_ctx, &coll, &d);
+    } else if (p.version == 4) {
+        prof::DescrV4 d{};
+        fill_coll(d, op, seq);
+        start_event(c->prof_ctx, &coll, &d);
+    } else {
+        prof::DescrV5 d{};
+        fill_coll(d, op, seq);
+        start_event(c->prof_ctx, &coll, &d);
+    }
+    stop_event(coll);  // "enqueued"
+    if (!coll || !(mask & prof::kKernelCh)) return;
+    for (int ch = 0; ch < Op::kChannels; ++ch) {
+        op.channels[ch] = nullptr;
+        if (p.version == 3) {
+            prof::DescrV3 d{};
+            d.type = uint8_t(prof::kKernelCh);
+            d.parent = coll;
+            d.kernel_ch.channel = uint8_t(ch);
+            start_event(c->prof_ctx, &op.channels[ch], &d);
+        } else if (p.version == 4) {
+            prof::DescrV4 d{};
+            d.type = uint8_t(prof::kKernelCh);
+            d.parent = coll;
+            d.kernel_ch.channel = uint8_t(ch);
+            d.kernel_ch.gpu_timer = mono_ns() + kFakeGpuTimerOffsetNs;
+            start_event(c->prof_ctx, &op.channels[ch], &d);
+        } else {
+            prof::DescrV5 d{};
+            d.type = prof::kKernelCh;
+            d.parent = coll;
+            d.kernel_ch.channel = uint8_t(ch);
+            d.kernel_ch.gpu_timer = mono_ns() + kFakeGpuTimerOffsetNs;
+            start_event(c->prof_ctx, &op.channels[ch], &d);
+        }
+    }
+}
+
+void profiler_op_done(const Op& op) {
+    const Plugin& p = plugin();
+    for (void* h : op.channels) {
+        if (!h) continue;
+        prof::StateArgsV4 a{};
+        a.kernel_ch.gpu_timer = mono_ns() + kFakeGpuTimerOffsetNs;
+        if (p.version == 5) p.v5->record_state(h, prof::kKernelChStop, &a);
+        if (p.version == 4) p.v4->record_state(h, prof::kKernelChStop, &a);
+        if (p.version == 3) p.v3->record_state(h, prof::kKernelChStop, nullptr);
+        stop_event(h);
+    }
+}
+
+void profiler_finalize_comm(Comm* c) {
+    const Plugin& p = plugin();
+    if (!p.version || !c->prof_ctx) return;
+    if (p.version == 5) p.v5->finalize(c->prof_ctx);
+    if (p.version == 4) p.v4->finalize(c->prof_ctx);
+    if (p.version == 3) p.v3->finalize(c->prof_ctx);
+    c->prof_ctx = nullptr;
+}
+
+}  // namespace ncw::fake

@@ -1,0 +1,27 @@
+// NCCL's profiler-plugin interface, as the fake NCCL drives it (include/ncclwatch/nccl_profiler_abi.h): the plugin is
+// found as NCCL 2.26-2.28 find it (NCCL_PROFILER_PLUGIN: a path, or STATIC_PLUGIN for the objects already loaded;
+// unset: libnccl-profiler.so, which does not exist here), newest table first. FAKE_NCCL_PROFILER_VERSION=3|4|5 says
+// which NCCL this fake is (default 5: 2.28).
+//
+// Per collective, as NCCL does: a Coll event at its launch (per-kind sequence number, count, two channels), stopped
+// at once ("enqueued"); one KernelCh event per channel when its "kernel" starts (here: when posted), with a GPU
+// globaltimer stamp (our monotonic clock plus a large offset, so that a plugin must convert it), and their stop when
+// the operation completes. An operation that never completes never stops its channels, as on a GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ncw::fake {
+
+struct Comm;
+struct Op;
+
+void profiler_init_comm(Comm* c);      // at communicator creation, on the creating thread
+void profiler_op_posted(Op& op);       // a collective was posted (its kernel "starts")
+void profiler_op_done(const Op& op);   // it completed
+void profiler_finalize_comm(Comm* c);  // at destroy
+
+inline constexpr uint64_t kFakeGpuTimerOffsetNs = 1000000000000ull;  // 1000 s ahead of CLOCK_MONOTONIC
+
+}  // namespace ncw::fake
