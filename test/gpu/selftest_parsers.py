@@ -103,7 +103,8 @@ def test_grid():
     r = grid_row(grid_table.check_stall_live_report, rec)
     check(not r["pass"] and any("STUCK_IN_NCCL" in w for w in r["why"]), f"grid live report, recorded: {r['why']}")
     r = grid_row(grid_table.check_stall_truth, rec)
-    check(r["pass"] and "16 absent (format < 1.4) lower bound" in r["got"], f"grid truth, recorded: {r['got']}")
+    check(r["pass"] and "16 absent (format < 1.4) lower bound" in r["got"] and "short of the truth by up to 1" in
+          r["got"], f"grid truth, recorded: {r['got']}")
 
     good, tp47 = fixed_grid(rec)
     for fn in (grid_table.check_stall_live, grid_table.check_stall_live_report, grid_table.check_stall_offline):
@@ -135,12 +136,17 @@ def test_grid():
     r = grid_row(grid_table.check_stall_truth, wrong)
     check(not r["pass"] and any("r4 tp: reached 10 (truth 11, claimed exact)" in w for w in r["why"]),
           f"grid truth, an exact claim one short: {r['why']}")
-    low = with_counts(rec, "cuda-events", False, (0, "dp", {"coll_reached": 10, "coll_completed": 9}))
+    low = with_counts(rec, "cuda-events", False, (0, "dp", {"coll_reached": 10}))
     r = grid_row(grid_table.check_stall_truth, low)
-    check(r["pass"] and "lower bounds short of the truth by up to 1" in r["got"], f"grid truth, lower bounds: {r}")
+    check(r["pass"] and "reached (a lower bound) short of the truth by up to 1" in r["got"],
+          f"grid truth, a reached lower bound: {r}")
+    stale = with_counts(rec, "cuda-events", False, (0, "dp", {"coll_reached": 9, "coll_completed": 9}))
+    r = grid_row(grid_table.check_stall_truth, stale)
+    check(not r["pass"] and any("did not catch up" in w for w in r["why"]),
+          f"grid truth, a completed lower bound that did not catch up: {r['why']}")
     over = with_counts(rec, "cuda-events", False, (0, "dp", {"coll_completed": 11}))
     r = grid_row(grid_table.check_stall_truth, over)
-    check(not r["pass"] and any("above the truth" in w for w in r["why"]), f"grid truth, past the truth: {r['why']}")
+    check(not r["pass"] and any("must not pass it" in w for w in r["why"]), f"grid truth, past the truth: {r['why']}")
     unr = with_counts(rec, "nccl-profiler", True, (6, "dp", {"coll_unreached": 10}))
     r = grid_row(grid_table.check_stall_truth, unr)
     check(not r["pass"] and any("coll_unreached 10" in w for w in r["why"]), f"grid truth, false unreached: {r}")
