@@ -12,6 +12,13 @@
 // machines, either side; both arms here share one process, so its mode. Without LD_PRELOAD both arms are NCCL's:
 // the method's own error (an A/A run).
 //   call_cost --cuda --group 2 --ab [--rounds R] [--iters ITERS]
+// --nranks N --rank R --id-file PATH: one rank of an N-rank communicator, one process per rank (rank 0 writes the
+// ncclUniqueId to PATH, the others wait for it; 30 s at most), on device --device (0): several ranks on one GPU,
+// each its own NCCL host (NCCL_HOSTID), as test/gpu's one-GPU jobs. Every rank must be given the same options; the
+// warm-ups count blocks instead of timing them, so that the ranks issue the same collectives.
+// --sweep MIN:MAX (with --cuda): after the rest, the in-place all_reduce of MIN, 4 MIN, ... MAX bytes (MAX included)
+// through the linked entry points, --sweep-iters (5) each after 2 of warm-up; prints the time and the bus bandwidth
+// per size (nccl-tests' all_reduce factor 2 (n - 1) / n). One line per size: "sweep ranks N bytes B us T busbw G".
 #include <dlfcn.h>
 #include <nccl.h>
 
@@ -21,7 +28,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -71,11 +80,34 @@ double quantile_of(std::vector<double> v, size_t num, size_t den) {
 }
 double median_of(const std::vector<double>& v) { return quantile_of(v, 1, 2); }
 
+// Rank 0 writes the id (a temporary file, then a rename); the others read it once it is there.
+bool share_unique_id(ncclUniqueId& id, int rank, const std::string& path) {
+    if (rank == 0) {
+        if (ncclGetUniqueId(&id) != ncclSuccess) return false;
+        const std::string tmp = path + ".tmp";
+        {
+            std::ofstream f(tmp, std::ios::binary);
+            f.write(id.internal, sizeof(id.internal));
+            if (!f) return false;
+        }
+        return rename(tmp.c_str(), path.c_str()) == 0;
+    }
+    for (auto end = Clock::now() + std::chrono::seconds(30); Clock::now() < end;) {
+        std::ifstream f(path, std::ios::binary);
+        if (f && f.read(id.internal, sizeof(id.internal))) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     bool cuda = false, ab = false;
     int batches = 60, calls = 2000, group = 0, rounds = 60, iters = 1000;
+    int nranks = 1, rank = 0, device = 0, sweep_iters = 5;
+    size_t sweep_min = 0, sweep_max = 0;
+    std::string id_file;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--cuda"))
             cuda = true;
@@ -91,12 +123,43 @@ int main(int argc, char** argv) {
             calls = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--group") && i + 1 < argc)
             group = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--nranks") && i + 1 < argc)
+            nranks = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rank") && i + 1 < argc)
+            rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            device = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--id-file") && i + 1 < argc)
+            id_file = argv[++i];
+        else if (!strcmp(argv[i], "--sweep-iters") && i + 1 < argc)
+            sweep_iters = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sweep") && i + 1 < argc) {
+            const char* a = argv[++i];
+            sweep_min = strtoull(a, nullptr, 10);
+            const char* c = strchr(a, ':');
+            sweep_max = c ? strtoull(c + 1, nullptr, 10) : sweep_min;
+        } else {
+            fprintf(stderr, "call_cost: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    const bool multi = nranks > 1;
+    if (multi && (group > 0 || id_file.empty() || rank < 0 || rank >= nranks)) {
+        fprintf(stderr, "call_cost: --nranks needs --rank 0..N-1 and --id-file, and no --group\n");
+        return 2;
     }
     const int ncomms = group > 0 ? group : 1;
     Cudart cu;
     std::vector<cudaStream_t> streams(static_cast<size_t>(ncomms), nullptr);
     std::vector<void*> bufs(static_cast<size_t>(ncomms), reinterpret_cast<void*>(0x1000));
-    if (cuda) {
+    void* sweep_buf = nullptr;
+    if (cuda && multi) {
+        if (!load_cudart(cu) || cu.set_device(device) != 0 || cu.stream_create(&streams[0]) != 0 ||
+            cu.malloc_fn(&bufs[0], 64) != 0 || (sweep_max && cu.malloc_fn(&sweep_buf, sweep_max) != 0)) {
+            fprintf(stderr, "call_cost: CUDA device %d unavailable\n", device);
+            return 2;
+        }
+    } else if (cuda) {
         if (!load_cudart(cu)) {
             fprintf(stderr, "call_cost: CUDA unavailable\n");
             return 2;
@@ -108,13 +171,23 @@ int main(int argc, char** argv) {
                 return 2;
             }
         cu.set_device(0);
+        if (sweep_max && cu.malloc_fn(&sweep_buf, sweep_max) != 0) {
+            fprintf(stderr, "call_cost: no %zu bytes on device 0 for the sweep\n", sweep_max);
+            return 2;
+        }
     } else {
         for (int d = 0; d < ncomms; ++d) streams[size_t(d)] = reinterpret_cast<cudaStream_t>(uintptr_t(0x5000 + d));
     }
     std::vector<ncclComm_t> comms(static_cast<size_t>(ncomms));
     int version = 0;
     ncclGetVersion(&version);
-    if (group > 0) {
+    if (multi) {
+        ncclUniqueId id;
+        if (!share_unique_id(id, rank, id_file) || ncclCommInitRank(&comms[0], nranks, id, rank) != ncclSuccess) {
+            fprintf(stderr, "call_cost: rank %d of %d: communicator init failed\n", rank, nranks);
+            return 2;
+        }
+    } else if (group > 0) {
         std::vector<int> devs(static_cast<size_t>(ncomms));
         for (int d = 0; d < ncomms; ++d) devs[size_t(d)] = d;
         if (ncclCommInitAll(comms.data(), ncomms, devs.data()) != ncclSuccess) {
@@ -164,9 +237,16 @@ int main(int argc, char** argv) {
             return std::chrono::duration<double, std::micro>(t2 - t0).count() / iters;
         };
         double l;
-        for (auto end = Clock::now() + std::chrono::milliseconds(500); Clock::now() < end;) {
-            block(real, l);
-            block(linked, l);
+        if (multi) {  // as many blocks on every rank: each block's collectives meet the other ranks' ones
+            for (int w = 0; w < 5; ++w) {
+                block(real, l);
+                block(linked, l);
+            }
+        } else {
+            for (auto end = Clock::now() + std::chrono::milliseconds(500); Clock::now() < end;) {
+                block(real, l);
+                block(linked, l);
+            }
         }
         std::vector<double> a, b, d, la, lb;
         for (int r = 0; r < rounds; ++r) {
@@ -184,18 +264,40 @@ int main(int argc, char** argv) {
             la.push_back(lta);
             lb.push_back(ltb);
         }
+        std::vector<double> dl;
+        for (size_t k = 0; k < la.size(); ++k) dl.push_back(lb[k] - la[k]);
         printf(
-            "ab nccl %d %s%s, %s: NCCL's own %.3f us/iter (launch %.3f), linked %.3f us/iter (launch %.3f); "
-            "added: median %.3f us, p10 %.3f, p90 %.3f (%d rounds of %d iterations)\n",
+            "ab nccl %d %s%s%s, %s: NCCL's own %.3f us/iter (launch %.3f), linked %.3f us/iter (launch %.3f); "
+            "added: median %.3f us, p10 %.3f, p90 %.3f (%d rounds of %d iterations); launch added: median %.3f us\n",
             version, cuda ? "GPU" : "fake", group > 0 ? (" group of " + std::to_string(group)).c_str() : "",
-            same ? "A/A (no shim)" : "linked = the shim", median_of(a), median_of(la), median_of(b), median_of(lb),
-            median_of(d), quantile_of(d, 1, 10), quantile_of(d, 9, 10), rounds, iters);
+            multi ? (" ranks " + std::to_string(nranks)).c_str() : "", same ? "A/A (no shim)" : "linked = the shim",
+            median_of(a), median_of(la), median_of(b), median_of(lb), median_of(d), quantile_of(d, 1, 10),
+            quantile_of(d, 9, 10), rounds, iters, median_of(dl));
+    }
+    // The bus bandwidth through the linked entry points (the shim's under LD_PRELOAD), size by size.
+    for (size_t bytes = sweep_min; sweep_buf && bytes > 0;) {
+        const size_t count = bytes / 4;
+        for (int w = 0; w < 2; ++w)
+            linked.all_reduce(sweep_buf, sweep_buf, count, ncclFloat32, ncclSum, comms[0], streams[0]);
+        sync();
+        const auto t0 = Clock::now();
+        for (int i = 0; i < sweep_iters; ++i)
+            linked.all_reduce(sweep_buf, sweep_buf, count, ncclFloat32, ncclSum, comms[0], streams[0]);
+        sync();
+        const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / sweep_iters;
+        const double factor = nranks > 1 ? 2.0 * (nranks - 1) / nranks : 1.0;
+        printf("sweep ranks %d bytes %zu us %.1f busbw %.3f\n", nranks, bytes, us, double(bytes) / us / 1e3 * factor);
+        if (bytes >= sweep_max) break;
+        bytes = std::min(sweep_max, bytes * 4);
+    }
+    if (ab || sweep_buf) {
         for (auto c : comms) ncclCommDestroy(c);
         return 0;
     }
     // Warm up for half a second: caches, the resolver, and the shim's clock anchor (its watchdog publishes one after
-    // its first polls).
-    for (auto end = Clock::now() + std::chrono::milliseconds(500); Clock::now() < end;) {
+    // its first polls). Several ranks: as many calls on each (50 batches of 100).
+    const auto warm_end = Clock::now() + std::chrono::milliseconds(500);
+    for (int w = 0; multi ? w < 50 : Clock::now() < warm_end; ++w) {
         for (int i = 0; i < 100; ++i) one();
         sync();
     }

@@ -29,6 +29,10 @@ For PyTorch's Flight Recorder runs, --pg-timeout-sec passes the same timeout to 
 writes each rank's Flight Recorder buffer at a normal exit (a job that never times out has no dump otherwise).
 --give-up-sec ends a rank that is still alive that long after init (os._exit(7)): a guard, the harness normally ends
 the job first.
+Ground truth for the harness (when $NCW_TRUTH_DIR is set): each rank rewrites $NCW_TRUTH_DIR/truth-rank<R>.json with
+time.time() at t_init_start (before init_process_group), t_loop_start, t_depart (the departing rank at its departure;
+every rank just before the mismatched op), t_loop_end (out of the loop, before the final synchronize) and t_done
+(past it); test/gpu/job_readers.py's hang_start() reads when each scenario's hang began from them.
 """
 import argparse
 import contextlib
@@ -66,6 +70,22 @@ def fr_dump_now(rank):
         log(rank, f"could not write the Flight Recorder buffer: {e!r}")
 
 
+class Truth:
+    """This rank's phase times, rewritten whole at each (a handful of writes per run, none per step)."""
+
+    def __init__(self, rank, scenario):
+        self.path = scenario_support.truth_path(rank)
+        self.d = {"rank": rank, "scenario": scenario}
+
+    def mark(self, key, **more):
+        if not self.path:
+            return
+        self.d[key] = time.time()
+        self.d.update(more)
+        if err := scenario_support.write_truth(self.path, self.d):
+            log(self.d["rank"], f"truth: cannot write {self.path}: {err}")
+
+
 def validate(rank, seconds, hidden):
     """GPU work outside NCCL for `seconds`: forward passes of a separate model, synchronised now and then."""
     n = scenario_support.busy_gpu(seconds, hidden)
@@ -101,6 +121,7 @@ def main():
     odd = world - 1  # the rank that departs from the loop (rank 0 for validation and grad_accum)
     torch.cuda.set_device(dev)
     s = args.scenario
+    truth = Truth(rank, s)
 
     if s == "init_hang" and rank == odd:
         log(rank, f"sleeping {args.delay_sec:.0f} s before init_process_group")
@@ -109,6 +130,7 @@ def main():
     if args.pg_timeout_sec > 0:
         kwargs["timeout"] = datetime.timedelta(seconds=args.pg_timeout_sec)
     t_init = time.time()
+    truth.mark("t_init_start")
     dist.init_process_group("nccl", device_id=torch.device("cuda", dev), **kwargs)
     log(rank, f"{s}: process group ready after {time.time() - t_init:.1f} s (world {world})")
     scenario_support.give_up_after(args.give_up_sec, lambda: log(rank, "giving up"))
@@ -133,6 +155,7 @@ def main():
     if s == "uneven" and rank == odd:
         steps = args.steps - args.short_by
     t0 = time.time()
+    truth.mark("t_loop_start")
     step = 0
     while True:
         if s == "clean":
@@ -147,20 +170,25 @@ def main():
             break
         if s == "rank_dies" and rank == odd and step == args.at_step:
             log(rank, f"dying at step {step} (os._exit({args.exit_code}), as after an out-of-memory error)")
+            truth.mark("t_depart", step=step)
             os._exit(args.exit_code)
         if s == "skip" and rank == odd and step == args.at_step:
             log(rank, f"skipping step {step} (a bad batch: `continue` before forward/backward)")
+            truth.mark("t_depart", step=step)
             time.sleep(pace)
             step += 1
             continue
         if s == "validation" and rank == 0 and step == args.at_step:
             log(rank, f"validation on rank 0 only, {args.busy_sec:.0f} s, before step {step}")
+            truth.mark("t_depart", step=step)
             validate(rank, args.busy_sec, h)
+            truth.mark("t_back")
         if s == "grad_accum":
             for micro in range(args.accum):
                 extra = rank == 0 and step == args.at_step and micro == 0
                 if extra:
                     log(rank, f"syncing gradients on micro-step 0 of step {step} too (one extra all_reduce)")
+                    truth.mark("t_depart", step=step)
                 sync = micro == args.accum - 1 or extra
                 with contextlib.nullcontext() if sync else ddp.no_sync():
                     loss = train_step(pace / args.accum)
@@ -168,6 +196,8 @@ def main():
             loss = train_step()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if s in ("type_mismatch", "size_mismatch") and step == args.at_step:
+            truth.mark("t_depart", step=step)
         if s == "type_mismatch" and step == args.at_step:
             if rank == odd:
                 log(rank, f"broadcast of the statistics at step {step} where the others all_reduce")
@@ -183,7 +213,11 @@ def main():
                 dist.all_reduce(stats)
         step += 1
 
+    if s == "uneven" and rank == odd:
+        truth.mark("t_depart", step=step)  # it leaves the epoch early
+    truth.mark("t_loop_end", step=step)
     torch.cuda.synchronize()  # a rank that waits for a peer that never comes hangs here
+    truth.mark("t_done")
     elapsed = time.time() - t0
     log(rank, f"done {step} steps in {elapsed:.1f} s, loss {loss.item():.4f}, stats[0] {stats[0].item():.0f}")
     if s in ("skip", "grad_accum") and rank == odd:

@@ -4,16 +4,18 @@
     framework_table.py ROOT [--rows-dir DIR]
 
 ROOT/<case>/shim/result.json for each case (a missing one is a FAIL row saying so):
-  fsdp2_clean    --mode fsdp2, nothing wrong: exit code 0, every rank finished training (its log line and its truth
-                 file), no report event at all, and `analyze` after the end exits 0 with no verdict.
+  fsdp2_clean    --mode fsdp2 at 4 ranks, nothing wrong: exit code 0, every rank finished training (its log line and
+                 its truth file), no report event at all (no stall, no early suspicion, no straggler), and
+                 `analyze` after the end exits 0 with no verdict.
   fsdp_tp_clean  --mode fsdp_tp (a dp 2 x tp 2 mesh), nothing wrong: the same.
   fsdp2_eval     --mode fsdp2 --eval-rank 0 --eval-at-sec 10 --eval-sec 15, NCCLWATCH_TIMEOUT_SEC=10: rank 0 runs 15 s
                  of GPU work outside NCCL while the others wait in the next step's collective. Right: exit code 0 and
                  every rank finished; the first stall reported after the evaluation began names global rank 0
                  (NOT_JOINED or GPU_NOT_REACHED) and comes timeout - 1 s to timeout + 5 s after rank 0's eval_start
                  (its truth file, against the event's time); no stall of the evaluation names any other rank; every
-                 rank that reported a stall reports 'recovered' after it; no stall before eval_start or after
-                 eval_end (a false stall), no mismatch or init_hang report at all.
+                 rank that reported a stall reports 'recovered' after it; no stall or early suspicion before
+                 eval_start or after eval_end (a false one), no mismatch or init_hang report at all; 4 ranks, and
+                 the evaluation lasted 15 s (eval_end - eval_start >= 14.5 s).
 Live verdicts name comm ranks; they are turned into global ranks through the rank files' comm tables (a culprit
 object's own global_rank is taken as it is). Any missing key or unexpected shape gives a FAIL row with the reason.
 Writes DIR/45-<case>.json per case (for test/gpu/print_table.py) and prints the rows; exits 1 if any row failed.
@@ -24,6 +26,9 @@ import json
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from job_readers import is_diagnosis, is_suspicion  # noqa: E402
 
 try:  # the two-GPU table's helpers, beside this script
     from scenario_table import parse_time, short_ras
@@ -38,6 +43,8 @@ except Exception:  # noqa: BLE001 - a broken neighbour must not cost these rows
             return None
 
 LABEL = "1 GPU, 4 ranks"
+NPROC = 4
+EVAL_SEC = 15.0
 STALL_KINDS = ("NOT_JOINED", "GPU_NOT_REACHED")
 CULPRIT = 0  # the evaluating rank
 DEFAULT_TIMEOUT = 10.0
@@ -146,6 +153,8 @@ def fmt_event(e, cmap, t_ref=None):
 
 
 def check_exit(res, why):
+    if res.get("nproc") != NPROC:
+        why.append(f"ran at {res.get('nproc')!r} ranks, want {NPROC}")
     if res.get("exit_code") != 0:
         why.append(f"job exit code {res.get('exit_code')!r} ({res.get('ended_by')}), want 0")
 
@@ -242,10 +251,15 @@ def judge_eval(res):
     if untimed:
         why.append(f"{len(untimed)} event(s) without a readable time, e.g. {untimed[0].get('time')!r}")
     events = sorted((e for e in events if e["t"] is not None), key=lambda e: e["t"])
+    if end - start < EVAL_SEC - 0.5:
+        why.append(f"the evaluation lasted {end - start:.1f} s, want {EVAL_SEC:.0f} s")
     for e in events:
-        if e.get("type") in ("mismatch", "init_hang"):
+        if e.get("type") in ("mismatch", "init_hang") and is_diagnosis(e):
             why.append(f"false report: {fmt_event(e, cmap, start)}")
-    stalls = [e for e in events if e.get("type") == "stall"]
+        elif is_suspicion(e) and not start <= e["t"] <= end + 1.0:
+            why.append(f"false suspicion {'before' if e['t'] < start else 'after'} the evaluation: "
+                       f"{fmt_event(e, cmap, start)}")
+    stalls = [e for e in events if e.get("type") == "stall" and is_diagnosis(e)]
     for e in stalls:
         if e["t"] < start:
             why.append(f"false stall before the evaluation began: {fmt_event(e, cmap, start)}")
@@ -318,10 +332,11 @@ def main():
         path = os.path.join(a.root, name, "shim", "result.json")
         res, err = load(path)
         if kind == "clean":
-            expected = "no report, analyze: no verdict, exit 0"
+            expected = f"{NPROC} ranks: no report (no stall, suspicion or straggler), analyze: no verdict, exit 0"
         else:
-            expected = (f"{'/'.join(STALL_KINDS)} r{CULPRIT} {DEFAULT_TIMEOUT - 1:.0f}-{DEFAULT_TIMEOUT + 5:.0f} s "
-                        "after eval start, recovered, no false stall, exit 0")
+            expected = (f"{NPROC} ranks, {EVAL_SEC:.0f} s eval: {'/'.join(STALL_KINDS)} r{CULPRIT} "
+                        f"{DEFAULT_TIMEOUT - 1:.0f}-{DEFAULT_TIMEOUT + 5:.0f} s after eval start, recovered, no false "
+                        "stall or suspicion, exit 0")
         if res is None:
             js, why = {"got": "did not run", "rank": "", "secs": "", "after_kill": ""}, [err]
         else:

@@ -7,6 +7,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from job_readers import blames_transport, caused_by, is_diagnosis, role_of  # noqa: E402,F401
 try:  # the scenario table's readers of report times and stall starts, when it imports cleanly
     from scenario_table import parse_time, stall_start
 except Exception:  # noqa: BLE001 -- a sibling being edited must not stop this table
@@ -25,7 +26,7 @@ TP03, TP47 = frozenset({0, 1, 2, 3}), frozenset({4, 5, 6, 7})
 DP04, DP15, DP26, DP37 = frozenset({0, 4}), frozenset({1, 5}), frozenset({2, 6}), frozenset({3, 7})
 GROUPS = {TP03: "TP[0-3]", TP47: "TP[4-7]", DP04: "DP[0,4]", DP15: "DP[1,5]", DP26: "DP[2,6]", DP37: "DP[3,7]",
           WORLD: "world"}
-DIAGNOSES = ("stall", "mismatch", "init_hang")
+DIAGNOSES = ("stall", "mismatch", "init_hang")  # event types; is_diagnosis() also leaves suspicions out
 RUNS = ["grid_stall", "grid_death", "grid_clean"]
 
 
@@ -143,8 +144,9 @@ def desc(v, cm):
     cs = cm.culprits(v)
     s = f"{v.get('kind')} r{','.join(map(str, cs))}" if cs else str(v.get("kind"))
     s += f" on {cm.name(v.get('comm_id'))}"
-    if v.get("role") not in (None, "none"):
-        s += f" [{v['role']}" + (f" of {cm.name(v['caused_by_comm'])}" if v.get("caused_by_comm") else "") + "]"
+    role = role_of(v)
+    if role != "none":
+        s += f" [{role}" + (f" of {cm.name(caused_by(v))}" if caused_by(v) else "") + "]"
     return s
 
 
@@ -217,3 +219,100 @@ def offline_summary(res, cm):
 
 
 # ---------------------------------------------------------------------------------------------------- the checks
+
+
+def group_of(cm, cid):
+    """The grid group (its rank set) a communicator id belongs to, or None."""
+    rs = cm.ranks.get(norm_id(cid))
+    return rs if rs in GROUPS else None
+
+
+def grid_verdict_faults(vs, cm, whole):
+    """What is wrong with a list of the grid stall's verdicts, by the rule of the grid (each is a reason string):
+      - no STUCK_IN_NCCL, no verdict that blames the transport;
+      - on TP[4-7]: NOT_JOINED naming exactly rank 5, marked initiating;
+      - on DP[0,4], DP[2,6], DP[3,7] and TP[0-3]: a cascade caused by TP[4-7];
+      - on DP[1,5]: NOT_JOINED naming rank 5, or a cascade caused by TP[4-7];
+      - on no other communicator (the world has no op outstanding).
+    whole (a view of the whole job: the live report, analyze): also the lead verdict is TP[4-7]'s initiating
+    NOT_JOINED r5, each of DP[0,4], DP[2,6], DP[3,7] has a cascade verdict, and DP[1,5] has a verdict."""
+    why = []
+    seen = {}
+    for v in vs:
+        if not isinstance(v, dict):
+            why.append(f"unreadable verdict {v!r:.60}")
+            continue
+        g = group_of(cm, v.get("comm_id"))
+        seen.setdefault(g, []).append(v)
+        d = desc(v, cm)
+        if v.get("kind") == "STUCK_IN_NCCL":
+            why.append(f"STUCK_IN_NCCL: {d}")
+        if blames_transport(v):
+            why.append(f"blames the transport: {d}")
+        cause = group_of(cm, caused_by(v)) if caused_by(v) else None
+        is_cascade = role_of(v) == "cascade" and cause == TP47
+        if g == TP47:
+            ok, reasons = is_lead_notjoined(v, cm, cm.id_of(TP47))
+            if not ok or role_of(v) != "initiating":
+                why.append(f"TP[4-7]: {d}, want NOT_JOINED r5 marked initiating" +
+                           (f" ({', '.join(reasons)})" if reasons else ""))
+        elif g in (DP04, DP26, DP37, TP03):
+            if not is_cascade:
+                why.append(f"{GROUPS[g]}: {d}, want a cascade caused by TP[4-7]")
+        elif g == DP15:
+            if not (is_cascade or (v.get("kind") == "NOT_JOINED" and cm.culprits(v) == [CULPRIT])):
+                why.append(f"DP[1,5]: {d}, want NOT_JOINED r5 or a cascade of TP[4-7]")
+        else:
+            why.append(f"a verdict on {cm.name(v.get('comm_id'))}, where nothing waits: {d}")
+    if whole:
+        v0 = next((v for v in vs if isinstance(v, dict)), None)
+        if v0 is None:
+            why.append("no verdict")
+        elif not (group_of(cm, v0.get("comm_id")) == TP47 and is_lead_notjoined(v0, cm, cm.id_of(TP47))[0]
+                  and role_of(v0) == "initiating"):
+            why.append(f"the lead verdict is {desc(v0, cm)}, want NOT_JOINED r5 on TP[4-7], initiating")
+        for g in (DP04, DP26, DP37):
+            if not any(role_of(v) == "cascade" for v in seen.get(g, [])):
+                why.append(f"{GROUPS[g]} has no cascade verdict (its rank waits there for a peer held up in TP[4-7])")
+        if not seen.get(DP15):
+            why.append("DP[1,5] has no verdict (rank 1 waits there for rank 5, which never issued it)")
+    return why
+
+
+def stream_order_reached(groups):
+    """The ground truth of GPU-reached per group of one rank, from the grid's stream order: each rank's GPU runs TP
+    #1, DP #1, TP #2, DP #2, ... (work.wait() chains the two NCCL streams through the current stream), so it is
+    inside exactly the first op of that order that has not completed, if the rank issued it; everything before it
+    was reached. groups: {"tp": {"issued", "completed_prefix"}, "dp": {...}} -> {"tp": reached, "dp": reached}.
+    A rank's truth may carry "reached" itself (a later script): then that is taken."""
+    out = {}
+    order = ("tp", "dp")
+    head = None  # (seq, index in the order) of the first op not completed
+    for i, g in enumerate(order):
+        tg = groups.get(g) or {}
+        nxt = int(tg["completed_prefix"]) + 1
+        if head is None or (nxt, i) < head:
+            head = (nxt, i)
+    for i, g in enumerate(order):
+        tg = groups.get(g) or {}
+        if "reached" in tg:
+            out[g] = int(tg["reached"])
+            continue
+        prefix, issued = int(tg["completed_prefix"]), int(tg["issued"])
+        out[g] = prefix + (1 if head == (prefix + 1, i) and issued > prefix else 0)
+    return out
+
+
+def rank_file_comms(res):
+    """{global rank: [comm JSON of its rank file]} from the decoded rank files."""
+    out = {}
+    files = res.get("rank_files")
+    if not isinstance(files, dict):
+        raise JudgeError("result has no decoded rank files ('rank_files')")
+    for path, d in files.items():
+        if not isinstance(d, dict) or not isinstance(d.get("header"), dict):
+            continue
+        g = d["header"].get("global_rank")
+        if isinstance(g, int) and g >= 0:
+            out.setdefault(g, []).extend(c for c in d.get("comms") or [] if isinstance(c, dict))
+    return out

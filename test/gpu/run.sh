@@ -1,6 +1,7 @@
 #!/bin/bash
 # Every GPU check in one device call, within ~9 minutes; prints one table at the end and writes it, the full log and
-# the evidence to $OUT (4 files). The GPUs are counted, and the phases follow:
+# the evidence to $OUT (4 files, and profiler_ab.md / profiler_ab_raw.tgz from phase 6). The GPUs are counted, and the
+# phases follow:
 #   one GPU (the default there): several real NCCL ranks share it, each its own NCCL host (examples/one_gpu.py:
 #     NCCL_HOSTID=fakehost<RANK>, NCCL_SOCKET_IFNAME=lo, device 0; NCCL uses its socket transport);
 #   two GPUs: the NVLink runs of phase 1, and the cost of phase 3.
@@ -8,7 +9,8 @@
 #   device tool: run(command="bash test/gpu/run.sh", carry=[".carry"], kind="nvidia-h200", timeout_s=600)
 #                run(command="bash test/gpu/run.sh", carry=[".carry"], kind="nvidia-h200-x2", timeout_s=600)
 #
-# Takes the carried build: .carry/ (or .carry-gpu/) with libncclwatch.so, ncclwatch-collector, call_cost_gpu,
+# Takes the carried build: .carry/ (or .carry-gpu/) with libncclwatch.so, ncclwatch-collector, call_cost_gpu (phase 6
+# needs the build with --nranks and --sweep),
 # all_reduce_perf and sendrecv_perf (nccl-tests, built for sm_90 against NCCL 2.28.9; see docs/GPU-CHECKS.md). Without
 # a carried shim it tries a meson build (needs nlohmann_json, spdlog and fmt headers there).
 # Phases, each skipped with a clear line when its inputs are missing or the time is short:
@@ -18,14 +20,19 @@
 #   grid at 8 ranks (a tensor-parallel rank stalls in a named function, a rank dies, clean; judged live, by the
 #   embedded live collector and after the end, and against each rank's own ground truth); two "nodes" of 4 ranks
 #   (two torchrun agents, a folder each, the live collector on node 0); FSDP2, FSDP + tensor parallelism on a 2-D
-#   DeviceMesh, and FSDP2 with rank 0 in a 15 s evaluate();
+#   DeviceMesh, and FSDP2 with rank 0 in a 15 s evaluate(); a straggler (examples/straggler.py: one rank 20 ms late
+#   before each step's all_reduce, analyzed live after 50 steps); early suspicion: the hang scenarios at the default
+#   NCCLWATCH_TIMEOUT_SEC=60, each ended at its first suspicion or 20 s after its hang began (the scripts' truth);
 #   2 one GPU: DDP under the shim, a stalled stream, PyTorch features; 3 nccl-tests -g 1 (and -g 2) with and without
 #   the shim, then the cost: all_reduce_perf alternated, the call cost, the 8 B latency A/B in one process, the DDP
-#   step time alternated; 4 the table.
+#   step time alternated; 6 the profiler path, the event fallback and neither side by side (bench/gpu_profiler_ab.sh:
+#   CPU per call, the 8 B in-process A/B at 2 ranks on one GPU, NCCL's profiler activation, bus bandwidth 1..128 MB;
+#   time-boxed to NCW_PROFILER_AB_SEC, 60); 4 the table.
 # Knobs: NCW_GPU_BUDGET_SEC (540), NCW_SCENARIO_TIMEOUT_SEC (10; the FSDP runs too), NCW_ONE_GPU_TIMEOUT_SEC (20:
 # the other one-GPU runs), NCW_CLEAN_SEC (150), NCW_ONLY (space-separated
-# phase numbers to run; default "0 5 2 4" on one GPU, "0 1 2 3 4" on two or more), NCW_RANKS (4: ranks per one-GPU
-# scenario); alternations in the cost phase: NCW_SWEEP_REPS (5), NCW_LAT_REPS (9), NCW_CALL_COST_REPS (5); the DDP
+# phase numbers to run; default "0 5 2 6 4" on one GPU, "0 1 2 3 4" on two or more), NCW_RANKS (4: ranks per one-GPU
+# scenario), NCW_SUSPECT (1; 0 skips the suspicion wave), NCW_SUSPECT_SCENARIOS (its scenarios); alternations in the
+# cost phase: NCW_SWEEP_REPS (5), NCW_LAT_REPS (9), NCW_CALL_COST_REPS (5); the DDP
 # pairs get the time left.
 set -u
 T_START=$(date +%s)
@@ -105,7 +112,7 @@ echo "ncclras: ${RAS_CLIENT:-not on this machine: test/gpu/ras_query.py (the sam
 command -v torchfrtrace >/dev/null && echo "torchfrtrace: $(command -v torchfrtrace)" ||
     echo "torchfrtrace not on PATH: python3 -m torch.distributed.flight_recorder.fr_trace is used"
 $PY -c 'import cupy; print("cupy", cupy.__version__)' 2>&1 | tail -1
-if [ "$NGPU" -le 1 ]; then ONLY=${NCW_ONLY:-"0 5 2 4"}; else ONLY=${NCW_ONLY:-"0 1 2 3 4"}; fi
+if [ "$NGPU" -le 1 ]; then ONLY=${NCW_ONLY:-"0 5 2 6 4"}; else ONLY=${NCW_ONLY:-"0 1 2 3 4"}; fi
 echo "phases: $ONLY"
 
 # ---------------------------------------------------------------------------------------------------------- 1
@@ -185,8 +192,16 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
     wait $pids
     grep -h "run_scenario" "$W"/logs/one-*-shim.log | grep -v "start:"
 
-    section "5 one GPU: the 2x4 grid at 8 ranks (stall in slow_eval, death, clean) and two nodes of $RANKS ranks"
+    section "5 one GPU: the 2x4 grid at 8 ranks (stall in slow_eval, death, clean), two nodes of $RANKS ranks, and a" \
+        "straggler at $RANKS"
     pids=""
+    # One rank 20 ms late before each all_reduce, 80 steps; every rank pauses 3 s after step 50, when the folder is
+    # analyzed live (--analyze-at-step): what the analysis knew within 50 steps.
+    one_job straggler shim --script examples/straggler.py \
+        --script-args "--late-rank $((RANKS - 1)) --late-ms 20 --steps 80 --hold-at-step 50 --hold-sec 3" \
+        --end-after-report -1 --analyze-at-step 50 --max-sec 100 &
+    pids="$pids $!"
+    sleep 1
     for g in stall death clean; do
         end_after=8
         [ $g = clean ] && end_after=-1
@@ -199,7 +214,8 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
         --nproc-per-node "$RANKS" --timeout "$ONE_TIMEOUT" --one-gpu --port 29710 >"$W/logs/two-nodes.log" 2>&1 &
     pids="$pids $!"
     wait $pids
-    grep -h "run_scenario\|run_two_nodes" "$W"/logs/one-grid_*.log "$W/logs/two-nodes.log" | grep -v "start:"
+    grep -h "run_scenario\|run_two_nodes" "$W"/logs/one-grid_*.log "$W/logs/two-nodes.log" \
+        "$W"/logs/one-straggler-*.log | grep -v "start:"
 
     section "5 one GPU, $RANKS ranks: FSDP2, FSDP + TP on a 2-D DeviceMesh, FSDP2 with a 15 s evaluate() on rank 0"
     pids=""
@@ -218,6 +234,27 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
     wait $pids
     grep -h "run_scenario" "$W"/logs/one-fsdp*.log | grep -v "start:"
 
+    if [ "${NCW_SUSPECT:-1}" = 1 ] && [ "$(left)" -lt 120 ]; then
+        row_not_run "46-suspect" "1 GPU: early suspicion" "no time left ($(left) s)"
+    elif [ "${NCW_SUSPECT:-1}" = 1 ]; then
+        section "5 one GPU, $RANKS ranks: early suspicion at NCCLWATCH_TIMEOUT_SEC=60 (each job ends 1 s after its" \
+            "first suspicion, or 20 s after its hang began)"
+        pids=""
+        for s in ${NCW_SUSPECT_SCENARIOS:-skip uneven type_mismatch init_hang grad_accum validation}; do
+            extra=(--end-after-suspect 1 --cap-after-hang 20)
+            args=""
+            # The validation is a real wait of 15 s: it must be suspected and then recover, so it runs on.
+            [ "$s" = validation ] && extra=(--cap-after-hang 30) && args="--busy-sec 15"
+            $PY $G/run_scenario.py --scenario "$s" --variant shim --work "$W/suspect/$s/shim" --shim "$SHIM" \
+                --collector "$COLL" --timeout 60 --nproc "$RANKS" --one-gpu --max-sec 90 --end-after-report -1 \
+                "${extra[@]}" --script-args "$args" >"$W/logs/suspect-$s.log" 2>&1 &
+            pids="$pids $!"
+            sleep 1
+        done
+        wait $pids
+        grep -h "run_scenario" "$W"/logs/suspect-*.log | grep -v "start:"
+    fi
+
     if [ "$(left)" -gt 150 ]; then
         section "5 one GPU, $RANKS ranks: the same scenarios under PyTorch's Flight Recorder (timeout ${ONE_TIMEOUT} s)"
         pids=""
@@ -235,7 +272,9 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
         echo "Flight Recorder runs skipped: only $(left) s left"
     fi
 elif want 5; then
-    for c in scenarios grid two-nodes frameworks; do row_not_run "21-$c" "1 GPU, several ranks: $c" "no shim"; done
+    for c in scenarios grid two-nodes frameworks straggler suspicion; do
+        row_not_run "21-$c" "1 GPU, several ranks: $c" "no shim"
+    done
 fi
 
 # ---------------------------------------------------------------------------------------------------------- 2
@@ -284,6 +323,8 @@ if want 5 && [ -d "$ONE" ]; then
     $PY $G/scenario_table.py "$ONE" --nproc "$RANKS" --one-gpu --rows-dir "$W/rows"
     $PY $G/grid_table.py "$ONE" --rows-dir "$W/rows"
     $PY $G/framework_table.py "$ONE" --rows-dir "$W/rows"
+    $PY $G/straggler_table.py "$ONE" --also "$W/suspect" --rows-dir "$W/rows"
+    [ -d "$W/suspect" ] && $PY $G/suspect_table.py "$W/suspect" --clean-root "$ONE" --rows-dir "$W/rows"
 fi
 
 # ---------------------------------------------------------------------------------------------------------- 3
@@ -436,6 +477,18 @@ if want 3 && [ "$HAVE_SHIM" = 1 ]; then
         fi
     done
     $PY $G/ddp_pairs.py "$W/logs/steps.txt" "$W/rows"
+fi
+
+# ---------------------------------------------------------------------------------------------------------- 6
+# The profiler path, the event fallback and neither, side by side in one call (a quiet GPU: after phases 5 and 2).
+AB_SEC=${NCW_PROFILER_AB_SEC:-60}
+if want 6 && [ -n "$CALL_COST" ] && [ "$HAVE_SHIM" = 1 ] && [ "$(left)" -gt $((AB_SEC + 20)) ]; then
+    section "6 cost: profiler path / event fallback / neither, side by side (bench/gpu_profiler_ab.sh, <= $AB_SEC s)"
+    env "$NT_ENV" NCW_AB_LIBS_SET=1 NCW_COLLECTOR="$COLL" bash bench/gpu_profiler_ab.sh "$SHIM" "$CALL_COST" \
+        "$AB_SEC" "$OUT" "$W/rows" 2>&1 | tee "$W/logs/profiler_ab.txt"
+elif want 6; then
+    row_not_run "52-profiler-ab" "cost: profiler path / event fallback / neither" \
+        "call_cost_gpu or shim missing, or no time left ($(left) s)"
 fi
 
 # ---------------------------------------------------------------------------------------------------------- 4

@@ -16,6 +16,11 @@ Other scripts than examples/hang_scenarios.py (--script, with --script-args; --e
 the first report the harness ends the job, -1: never), several ranks on one GPU (--one-gpu: the script's own
 --one-gpu flag, see examples/one_gpu.py), and the live collector inside rank 0's shim (--live auto). Each rank may
 write its own ground truth to $NCW_TRUTH_DIR/truth-rank<R>.json (DIR/truth): it lands in result.json's "truth".
+Early suspicions (test/gpu/job_readers.py's is_suspicion) and straggler notes are not "the first report": the job is
+ended after the first diagnosis (stall, mismatch, init_hang). --end-after-suspect S ends it S s after the first
+suspicion; --cap-after-hang S ends it S s after the hang began by the scripts' truth (job_readers.hang_start);
+--analyze-at-step N runs `analyze --json` over the live folder once every rank's truth says step >= N (kept as
+result.json's "analyze_at_step": what the analysis knew by then).
 Writes DIR/result.json (raw facts; test/gpu/scenario_table.py judges them) and DIR/job.log (the job's output).
 """
 import argparse
@@ -32,6 +37,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from job_readers import hang_start, is_diagnosis, is_suspicion, log_lines  # noqa: E402
 
 # How long the harness lets a hung job run after the shim's first report before it ends the job (None: let the job
 # end by itself, within the cap), per scenario: time for the RAS query, and for a mismatch to show whether it hangs.
@@ -182,6 +189,12 @@ def main():
     p.add_argument("--one-gpu", action="store_true", help="every rank on device 0 (the script's --one-gpu)")
     p.add_argument("--live", default="", help="NCCLWATCH_COLLECTOR for the job, e.g. auto")
     p.add_argument("--env", action="append", default=[], help="K=V for the job's environment (repeatable)")
+    p.add_argument("--end-after-suspect", type=float, default=None,
+                   help="seconds after the first early suspicion to end the job (default: never for that reason)")
+    p.add_argument("--cap-after-hang", type=float, default=None,
+                   help="end the job this long after the hang began, by the scripts' truth (hang_start)")
+    p.add_argument("--analyze-at-step", type=int, default=0,
+                   help="run analyze over the live folder once every rank's truth 'step' reaches this; 0: never")
     a = p.parse_args()
 
     work = os.path.abspath(a.work)
@@ -243,6 +256,10 @@ def main():
     proc = subprocess.Popen(cmd, env=env, stdout=job_log, stderr=subprocess.STDOUT, start_new_session=True,
                             cwd=REPO)
     first_report = None  # (harness time it was seen, event)
+    first_suspect = None  # (harness time it was seen, event)
+    at_step = None  # analyze over the live folder at --analyze-at-step
+    t_truth_read = 0.0
+    hang_t0 = None
     ras = {}
     ras_thread = None
     ended_by = "itself"
@@ -252,8 +269,13 @@ def main():
         t = now()
         if rc is not None:
             break
-        if a.variant == "shim" and first_report is None:
-            ev = report_events(ncw_dir)
+        if a.variant == "shim" and (first_report is None or first_suspect is None):
+            every = report_events(ncw_dir)
+            sus = [e for e in every if is_suspicion(e)]
+            if sus and first_suspect is None:
+                first_suspect = (t, sus[0])
+                log(f"first suspicion after {t - t_launch:.1f} s: {sus[0].get('type')}")
+            ev = [e for e in every if is_diagnosis(e)] if first_report is None else []
             if ev:
                 first_report = (t, ev[0])
                 log(f"first report event after {t - t_launch:.1f} s: {ev[0].get('type')}")
@@ -270,6 +292,35 @@ def main():
         if a.variant == "fr" and first_fr_dump is None and glob.glob(os.path.join(fr_dir, "trace_rank_*")):
             first_fr_dump = t
             log(f"first Flight Recorder dump after {t - t_launch:.1f} s")
+        if (a.cap_after_hang is not None or a.analyze_at_step) and t - t_truth_read > 0.5:
+            t_truth_read = t
+            truth = read_truth(truth_dir)
+            if a.cap_after_hang is not None and hang_t0 is None:
+                hang_t0 = hang_start(a.scenario, truth, a.nproc, final=False)
+                if hang_t0 is not None:
+                    log(f"the hang began {t - hang_t0:.1f} s ago (the scripts' truth)")
+            if a.analyze_at_step and at_step is None:
+                steps = [d.get("step") for d in truth.values() if isinstance(d, dict)]
+                if len(steps) >= a.nproc and all(isinstance(x, int) and x >= a.analyze_at_step for x in steps):
+                    rc_s, out_s, err_s = run_tool([a.collector, "analyze", "--json", ncw_dir],
+                                                  os.path.join(work, f"analyze-at-step{a.analyze_at_step}.json"))
+                    try:
+                        doc = json.loads(out_s)
+                    except ValueError:
+                        doc = None
+                    at_step = {"step": a.analyze_at_step, "steps_then": steps, "t": t, "t_done": now(), "exit": rc_s,
+                               "analyze": doc,
+                               "error": None if doc is not None else (err_s or out_s)[-500:]}
+                    log(f"analyze of the live folder at step {min(steps)}: exit {rc_s}")
+        if a.variant == "shim" and first_suspect and a.end_after_suspect is not None and \
+                t > first_suspect[0] + a.end_after_suspect:
+            ended_by = "harness after the first suspicion"
+            end_job(proc, log)
+            break
+        if hang_t0 is not None and t > hang_t0 + a.cap_after_hang:
+            ended_by = f"harness {a.cap_after_hang:.0f} s after the hang began"
+            end_job(proc, log)
+            break
         wait_more = END_AFTER_REPORT.get(a.scenario)
         if a.end_after_report is not None:
             wait_more = None if a.end_after_report < 0 else a.end_after_report
@@ -310,6 +361,10 @@ def main():
     if a.variant == "shim":
         time.sleep(0.5)
         result["first_report_seen"] = first_report[0] if first_report else None
+        result["first_suspicion_seen"] = first_suspect[0] if first_suspect else None
+        result["hang_start_live"] = hang_t0
+        if a.analyze_at_step:
+            result["analyze_at_step"] = at_step
         result["events"] = report_events(ncw_dir)
         result["live_reports"] = live_reports(ncw_dir)
         rc_an, out, err = run_tool([a.collector, "analyze", "--json", ncw_dir], os.path.join(work, "analyze.json"))
@@ -352,10 +407,14 @@ def main():
     with open(os.path.join(work, "job.log"), errors="replace") as f:
         text = f.read()
     result["job_log_tail"] = text[-6000:]
+    # The shim's own lines on suspicions and stragglers (stderr), with their times: the report JSON is the record,
+    # these show what a user reading the log saw, and when.
+    result["log_suspicions"] = [list(x) for x in log_lines(text, "suspect") if "transport" not in x[2].lower()][:40]
+    result["log_stragglers"] = [list(x) for x in log_lines(text, "straggler")][:40]
     # PyTorch's own words on a timeout (the watchdog, the desync report), whatever the variant.
     keys = ("Watchdog caught", "timed out", "Timeout", "desync", "Desync", "DESYNC", "not joined", "hasn't",
             "has not", "Flight Recorder", "dump", "MISMATCH", "STALL", "NOT_JOINED", "INIT_HANG", "RECOVERED",
-            "EXTRA_OP", "DEAD", "GPU_NOT_REACHED", "exitcode", "Signal",
+            "EXTRA_OP", "DEAD", "GPU_NOT_REACHED", "exitcode", "Signal", "SUSPECT", "suspect", "STRAGGLER",
             # TORCH_NCCL_DESYNC_DEBUG's report, one line per finding
             "best knowledge", "lagging", "didn't join", "joined but", "Timeout at collective")
     result["job_log_key_lines"] = [ln[:400] for ln in text.splitlines() if any(k in ln for k in keys)][:80]

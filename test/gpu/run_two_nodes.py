@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from run_scenario import end_job, report_events, run_tool  # noqa: E402 (as the single-job runs do)
+from job_readers import is_diagnosis, is_suspicion  # noqa: E402
 
 
 def verdicts_of(doc):
@@ -44,6 +45,15 @@ def culprits(v):
 
 def fmt(vs):
     return "; ".join(f"{v.get('kind')} r{','.join(map(str, culprits(v)))}" for v in vs) or "none"
+
+
+def live_is_suspicion(path):
+    """A live-report.json that only holds a suspicion (unreadable: not one)."""
+    try:
+        with open(path) as f:
+            return is_suspicion(json.load(f))
+    except (OSError, ValueError):
+        return False
 
 
 def first_live_verdict(serve_log):
@@ -119,7 +129,9 @@ def main():
         if all(pr.poll() is not None for pr, _, _ in nodes.values()):
             break
         live = glob.glob(os.path.join(live_dir, "*", "live-report.json"))
-        evs = report_events(nodes[0][1]) + report_events(nodes[1][1])
+        # An early suspicion is not the report the job is ended on (the verdicts come at the timeout).
+        evs = [e for e in report_events(nodes[0][1]) + report_events(nodes[1][1]) if is_diagnosis(e)]
+        live = [f for f in live if not live_is_suspicion(f)]
         if first is None and (evs or live):
             first = time.time()
             log(f"first report after {first - t_launch:.1f} s")

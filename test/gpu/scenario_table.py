@@ -24,6 +24,9 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from job_readers import is_diagnosis  # noqa: E402 (an early suspicion is not the diagnosis)
+
 LAST = "last"  # the last rank (nproc - 1)
 # kinds: what the shim must report while the job runs; rank: the rank it must name; offline: what analyze must still
 # say after the kill (None: no requirement); exit0: the job must end normally; recovered: a "recovered" event.
@@ -126,7 +129,7 @@ def judge_shim(scn, res, exp, want_rank):
         out["why"].append("no shim result")
         return out
     events = sorted(res.get("events") or [], key=lambda e: parse_time(e.get("time")) or 0)
-    diag = [e for e in events if e.get("type") in DIAGNOSES]
+    diag = [e for e in events if is_diagnosis(e)]
     ok = True
     if diag:
         first = diag[0]
@@ -155,7 +158,7 @@ def judge_shim(scn, res, exp, want_rank):
             out["why"].append("no report while the job ran")
         if exp["kinds"] is None:
             out["got"] = "no report (job ended before the timeout)"
-    later = [e for e in events if e.get("type") not in DIAGNOSES]
+    later = [e for e in events if not is_diagnosis(e)]
     if later:
         out["got"] += "; then " + ", ".join(sorted({e["type"] for e in later}))
     if exp.get("recovered") and not any(e.get("type") == "recovered" for e in events):

@@ -1,9 +1,12 @@
 #!/bin/bash
 # Checks the GPU harness on a machine without a GPU: syntax of every script, then test/gpu/run_scenario.py and
-# test/gpu/scenario_table.py on fake-NCCL jobs (test/fake_nccl) standing in for the torch scenarios, the nccl-tests
-# parser on synthetic output, and the RAS client against a stand-in server.
+# test/gpu/scenario_table.py on fake-NCCL jobs (test/fake_nccl) standing in for the torch scenarios, run_scenario.py's
+# live logic on a stand-in job (test/gpu/fake_report_job.py: suspicions, the hang's start, a step count), the tables'
+# parsers on recorded and derived inputs (test/gpu/selftest_parsers.py: the grid, FSDP, suspicion, straggler and the
+# profiler A/B, with two fake-NCCL ranks of call_cost --ab), the nccl-tests parser on synthetic output, and the RAS
+# client against a stand-in server.
 #   bash test/gpu/selftest.sh BUILD_DIR      (BUILD_DIR from `meson setup`, with the shim, collector, fake_launch,
-#                                             fake_rank built)
+#                                             fake_rank built; bench/call_cost_fake too, or its check is skipped)
 # Prints the scenario rows and exits non-zero when a check of the harness itself fails.
 set -u
 B=$(cd "${1:?build dir}" && pwd)
@@ -15,8 +18,8 @@ trap 'rm -rf "$T"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
-for f in "$G"/*.sh; do bash -n "$f" || fail "bash -n $f"; done
-$PY -m py_compile "$G"/*.py "$REPO"/examples/*.py || fail "py_compile"
+for f in "$G"/*.sh "$REPO"/bench/*.sh; do bash -n "$f" || fail "bash -n $f"; done
+$PY -m py_compile "$G"/*.py "$REPO"/examples/*.py "$REPO"/bench/*.py || fail "py_compile"
 
 SHIM=$B/shim/libncclwatch.so
 COLL=$B/collector/ncclwatch-collector
@@ -61,6 +64,51 @@ for s in ("skip", "validation"):
 PYEOF
 grep -A1 "2 GPUs: skip" "$T/table.txt" | grep -q "after kill NOT_JOINED r1\|after kill DEAD r1" ||
     fail "skip: analyze after the kill does not name rank 1"
+
+# run_scenario.py's live logic on a stand-in job: a suspicion is not the first report; --end-after-suspect,
+# --cap-after-hang (the scripts' truth), --analyze-at-step.
+FJ="$PY $G/fake_report_job.py"
+rs() {  # rs NAME SCENARIO [run_scenario.py ARGS...] -- FAKE-JOB ARGS
+    local name=$1 scn=$2 ra=()
+    shift 2
+    while [ "$1" != -- ]; do ra+=("$1"); shift; done
+    shift
+    $PY "$G/run_scenario.py" --scenario "$scn" --variant shim --work "$T/live/$name/shim" --shim "$SHIM" \
+        --collector "$COLL" --timeout 60 --nproc 2 --max-sec 25 "${ra[@]}" --cmd "$FJ $*" >"$T/live-$name.log" 2>&1
+}
+rs susp skip --end-after-report -1 --end-after-suspect 1 -- --suspect-at 1 &
+rs diag skip --end-after-report 1 -- --suspect-at 0.5 --stall-at 3 &
+rs hang skip --end-after-report -1 --cap-after-hang 2 -- --hang-at 1 &
+rs step straggler --end-after-report -1 --analyze-at-step 5 -- --steps 8 --sleep 3 &
+wait
+$PY - "$T/live" <<'PYEOF' || fail "run_scenario.py's live logic (see above)"
+import json, sys
+def res(n):
+    return json.load(open(f"{sys.argv[1]}/{n}/shim/result.json"))
+bad = []
+r = res("susp")
+if r["ended_by"] != "harness after the first suspicion" or not r["first_suspicion_seen"] or r["first_report_seen"]:
+    bad.append(f"susp: {r['ended_by']}, suspicion {r['first_suspicion_seen']}, report {r['first_report_seen']}")
+r = res("diag")
+first = r["first_report_seen"]
+if not first or first - r["t_launch"] < 2.5 or "after the report" not in r["ended_by"]:
+    bad.append(f"diag: the suspicion taken for the report ({r['ended_by']}, {r['first_report_seen']})")
+r = res("hang")
+if r["ended_by"] != "harness 2 s after the hang began" or not r["hang_start_live"] or r["t_end"] - r["t_launch"] > 12:
+    bad.append(f"hang: {r['ended_by']}, hang start {r['hang_start_live']}")
+r = res("step")
+s = r.get("analyze_at_step") or {}
+if s.get("step") != 5 or min(s.get("steps_then") or [0]) < 5 or r["ended_by"] != "itself":
+    bad.append(f"step: {json.dumps(s)[:200]}, {r['ended_by']}")
+for b in bad:
+    print("  " + b)
+sys.exit(1 if bad else 0)
+PYEOF
+
+# The tables' parsers on recorded and derived inputs; call_cost --nranks 2 --ab on the fake NCCL through the shim.
+CC_FAKE=$B/bench/call_cost_fake
+[ -x "$CC_FAKE" ] || { echo "note: no $CC_FAKE (-Dbench=false?): call_cost's A/B output format not checked"; CC_FAKE=""; }
+$PY "$G/selftest_parsers.py" "$T/parsers" ${CC_FAKE:+"$CC_FAKE" "$SHIM"} || fail "selftest_parsers.py"
 
 # nccl-tests parser on synthetic output.
 $PY - "$T/nt" <<'PYEOF'
