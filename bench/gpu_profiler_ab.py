@@ -10,8 +10,8 @@ Modes (one process environment each; NCCL_PROFILER_PLUGIN is never set by us):
   none      no shim
   profiler  the shim, default: NCCL_PROFILER_PLUGIN unset, so the shim points NCCL at itself (STATIC_PLUGIN)
   empty     the shim with NCCLWATCH_PROFILER=empty: NCCL's profiler active, our callbacks return at once
-  events    the shim with NCCLWATCH_PROFILER=0: the CUDA-event fallback
-  neither   the shim with NCCLWATCH_PROFILER=0 NCCLWATCH_GPU_EVENTS=0: no GPU tracking at all
+  events    the shim with NCCLWATCH_PROFILER=off: the CUDA-event fallback
+  neither   the shim with NCCLWATCH_PROFILER=off NCCLWATCH_GPU_EVENTS=0: no GPU tracking at all
 Per mode and round (the modes' order rotates every round; rounds until --rounds or the budget):
   cpu    `call_cost --cuda`: CPU per intercepted call, 8 B all_reduce on a 1-rank communicator (NCCL runs one-rank
          collectives as a copy: no profiler events there, so this is the wrappers and NCCL's API-level profiler hooks)
@@ -41,8 +41,8 @@ MODES = [
     ("none", None, "no shim"),
     ("profiler", {}, "shim, NCCL's profiler -> our plugin"),
     ("empty", {"NCCLWATCH_PROFILER": "empty"}, "shim, profiler on, our callbacks empty"),
-    ("events", {"NCCLWATCH_PROFILER": "0"}, "shim, CUDA-event fallback"),
-    ("neither", {"NCCLWATCH_PROFILER": "0", "NCCLWATCH_GPU_EVENTS": "0"}, "shim, no GPU tracking"),
+    ("events", {"NCCLWATCH_PROFILER": "off"}, "shim, CUDA-event fallback"),
+    ("neither", {"NCCLWATCH_PROFILER": "off", "NCCLWATCH_GPU_EVENTS": "0"}, "shim, no GPU tracking"),
 ]
 SWEEP = (1 << 20, 128 << 20)
 AB_RE = re.compile(r"^ab nccl \d+ (?:GPU|fake)(?P<what>[^,]*), (?P<who>[^:]+): NCCL's own (?P<own>[-0-9.]+) us/iter \(launch "
