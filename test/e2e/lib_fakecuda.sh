@@ -2,6 +2,9 @@
 # Shared by the end-to-end tests of GPU completion tracking, which run the fake ranks with the fake libcuda.so.1
 # (fake_rank --fake-cuda; test/fake_cuda/fake_cuda.h says what the fake does). Sources lib.sh.
 . "$(dirname "$0")/lib.sh"
+# These tests are about the CUDA-event path, the fallback for what NCCL's profiler events do not cover (NCCL before
+# 2.26, another plugin): the test NCCL's profiler events would take its collectives over (profiler_events.sh).
+export NCCLWATCH_PROFILER=off
 # While this file exists, no stream's work completes (fake_rank --cuda-hold-step creates it; the test removes it).
 export FAKE_CUDA_HOLD_FILE="$WORK/gpu-hold"
 # fake_rank --wait-gone "$GO": the job ends (teardown, counters printed) once the test removes it.
