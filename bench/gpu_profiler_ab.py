@@ -58,7 +58,7 @@ def env_for(mode, shim, work):
     env.pop("NCCL_PROFILER_PLUGIN", None)
     for k in ("NCCLWATCH_PROFILER", "NCCLWATCH_GPU_EVENTS", "LD_PRELOAD"):
         env.pop(k, None)
-    extra = dict(MODES)[mode]
+    extra = {m: e for m, e, _ in MODES}[mode]
     if extra is not None:
         env.update(extra)
         env["LD_PRELOAD"] = shim
