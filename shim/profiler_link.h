@@ -63,6 +63,7 @@ struct ProfilerLink {
     std::atomic<bool> kernel_events{false};
     std::atomic<uint64_t> withdrawn{0};      // offered ops the wrapper took back (no Coll start within the call)
     std::atomic<uint64_t> first_offered{0};  // the collective seq of the first op offered (0: none yet)
+    std::atomic<bool> withdrawal_logged{false};
 
     ProfExpect expect[kExpect];
 

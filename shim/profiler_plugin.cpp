@@ -303,12 +303,18 @@ void profiler_publish_one(CommRuntime& cr) {
     }
     s->gpu_source.store(uint32_t(disk::GpuSource::Profiler), std::memory_order_relaxed);
     s->gpu_tracking.store(1, std::memory_order_relaxed);
-    // Exact while every collective since the first offered one went through NCCL's events, and the ones before it
-    // (CUDA events, before NCCL's kernel events were known to flow) are complete.
+    // Exact while every collective since the first offered one went through NCCL's events (an offered op NCCL's
+    // Coll start could not follow stays offered, and its wrapper takes it back: `withdrawn`), and the ones before it
+    // (CUDA events, before NCCL's kernel events were known to flow) are complete. Coll events of ops issued before
+    // the communicator was linked (`dropped`) were never offered, so they do not count against it.
     const uint64_t first = pl->first_offered.load(std::memory_order_relaxed);
-    const bool exact = first && pl->withdrawn.load(std::memory_order_relaxed) == 0 &&
-                       pl->dropped.load(std::memory_order_relaxed) == 0 &&
-                       s->coll_completed.load(std::memory_order_relaxed) + 1 >= first;
+    const uint64_t withdrawn = pl->withdrawn.load(std::memory_order_relaxed);
+    const bool exact = first && withdrawn == 0 && s->coll_completed.load(std::memory_order_relaxed) + 1 >= first;
+    if (withdrawn && !pl->withdrawal_logged.exchange(true, std::memory_order_relaxed))
+        log().info("communicator {:016x}: a collective offered to NCCL's profiler events got none within its call "
+                   "(NCCL launched it later, or its sequence numbers differ from ours): from then on its counts are "
+                   "lower bounds (CUDA events)",
+                   cr.comm_id);
     s->progress_exact.store(exact ? 1 : 0, std::memory_order_relaxed);
     const int64_t hi = pl->offset_hi.load(std::memory_order_relaxed), lo = pl->offset_lo.load(std::memory_order_relaxed);
     if (pl->version >= 4 && hi != INT64_MAX && lo != INT64_MIN && hi >= lo)
