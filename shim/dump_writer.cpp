@@ -5,6 +5,7 @@
 #include "backtrace.h"
 #include "clock.h"
 #include "completion_tracker.h"
+#include "engine/suspicion.h"
 #include "log.h"
 #include "rank_file_writer.h"
 #include "read/rank_file.h"
@@ -67,7 +68,7 @@ void DumpWriter::append_event(json event) {
 }
 
 void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
-                              bool tracker_stuck) {
+                              bool tracker_stuck, double suspected_at_s) {
     std::lock_guard<std::mutex> lock(mu_);
     const disk::CommSlot& s = *cr.slot.load();
     uint64_t waiting_in = s.coll_completed.load() + 1;
@@ -98,8 +99,40 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
                       {"waiting_in_seq", waiting_in},
                       {"stalled_for_s", stalled_for_s},
                       {"completion_poller_stuck", tracker_stuck},
+                      {"suspected_at_s", suspected_at_s >= 0 ? json(suspected_at_s) : json(nullptr)},
                       {"missing_ranks", view ? json(view->missing) : json::array()},
                       {"verdicts", verdicts_json(job, view)}});
+}
+
+void DumpWriter::report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
+                                  double suspect_after_s, uint64_t gap_p99_ns) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const disk::CommSlot& s = *cr.slot.load();
+    const std::string why = fmt::format(
+        "no completion on communicator {:#018x} for {:.1f} s (this process is rank {} of {}), past max({:g} x its p99 "
+        "gap between completions ({:.1f} ms), {:g} s) = {:.1f} s; a STALL at NCCLWATCH_TIMEOUT_SEC={} unless it moves",
+        cr.comm_id, waited_s, cr.rank, cr.nranks, verdict::kSuspectFactor, gap_p99_ns / 1e6, verdict::kSuspectFloorS,
+        suspect_after_s, rt_.cfg.timeout_sec);
+    json verdicts = json::array();
+    if (job && view && !view->suspected.empty()) {
+        // One line: the lead verdict as every report words it ("SUSPECTED KIND: ..."), then why.
+        log().warn("{} [{}]", report::verdict_lines(*job, *view, view->suspected.front()).front(), why);
+        for (const verdict::Verdict& v : view->suspected)
+            verdicts.push_back(report::verdict_json_with_headline(*job, *view, v));
+    } else {
+        log().warn(
+            "SUSPECTED stall: {}; collectives issued #{}, GPU-reached #{}, completed #{} (no rank file to "
+            "judge it by)",
+            why, s.coll_issued.load(), s.coll_reached.load(), s.coll_completed.load());
+    }
+    append_event(json{{"type", "suspected"},
+                      {"comm_id", report::hex(cr.comm_id)},
+                      {"waiting_in_seq", s.coll_completed.load() + 1},
+                      {"stalled_for_s", waited_s},
+                      {"suspect_after_s", suspect_after_s},
+                      {"completion_gap_p99_s", gap_p99_ns / 1e9},
+                      {"timeout_s", rt_.cfg.timeout_sec},
+                      {"verdicts", verdicts}});
 }
 
 void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view,
@@ -143,18 +176,20 @@ void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, c
                       {"verdicts", json::array({report::verdict_json_with_headline(job, view, v)})}});
 }
 
-void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool by_error) {
+void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool by_error, bool suspicion_only) {
     std::lock_guard<std::mutex> lock(mu_);
+    const char* what = suspicion_only ? " (suspected, never a stall)" : "";
     if (by_error)
         log().error(
-            "ENDED: the stalled operation on communicator {:#018x} returned an error after {:.1f} s (an abort or "
+            "ENDED: the stalled operation on communicator {:#018x} returned an error after {:.1f} s{} (an abort or "
             "revoke here or on a peer, or an error inside NCCL); the report above stands",
-            cr.comm_id, waited_s);
+            cr.comm_id, waited_s, what);
     else
-        log().warn("RECOVERED: communicator {:#018x} made progress again after {:.1f} s", cr.comm_id, waited_s);
+        log().warn("RECOVERED: communicator {:#018x} made progress again after {:.1f} s{}", cr.comm_id, waited_s, what);
     append_event(json{{"type", by_error ? "ended_by_error" : "recovered"},
                       {"comm_id", report::hex(cr.comm_id)},
-                      {"stalled_for_s", waited_s}});
+                      {"stalled_for_s", waited_s},
+                      {"suspected_only", suspicion_only}});
 }
 
 void DumpWriter::write_dump(const char* reason) {

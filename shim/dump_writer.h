@@ -18,11 +18,16 @@ public:
 
     // job and view: this communicator as the watchdog's analysis saw it (nullptr when it was not found); the verdicts
     // are worded by report/headline.h, as every report words them.
+    // suspected_at_s: the wait at which this stall was suspected (< 0: it was not).
     void report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
-                      bool tracker_stuck);
+                      bool tracker_stuck, double suspected_at_s = -1);
+    // Early suspicion (engine/suspicion.h): one line (the lead suspected verdict, and why) and a "suspected" event.
+    void report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
+                          double suspect_after_s, uint64_t gap_p99_ns);
     void report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view, double waited_s);
     void report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
-    void report_recovered(const CommRuntime& cr, double waited_s, bool by_error);
+    // suspicion_only: what ended was a suspicion that never became a stall.
+    void report_recovered(const CommRuntime& cr, double waited_s, bool by_error, bool suspicion_only = false);
     void write_dump(const char* reason);
 
 private:

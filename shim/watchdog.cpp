@@ -12,6 +12,8 @@
 #include "clock.h"
 #include "dump_writer.h"
 #include "engine/job_view.h"
+#include "engine/suspicion.h"
+#include "gap_baseline.h"
 #include "log.h"
 #include "profiler_plugin.h"
 #include "read/rank_file.h"
@@ -58,6 +60,16 @@ struct CommWatch {
     uint64_t failed_at_report = 0;
     uint64_t last_mismatch_seq = 0;
     bool init_reported = false;
+    // Early suspicion (engine/suspicion.h): the baseline of this communicator's gaps, and a wait reported as
+    // suspected that is not (yet) a stall. The progress_* fields above serve it too.
+    GapBaseline gaps;
+    uint64_t published_p99 = 0;
+    bool suspected = false;
+    uint64_t suspect_since_ns = 0;
+    double suspected_wait_s = 0;       // the wait when it was suspected
+    uint64_t next_suspect_try_ns = 0;  // the engine did not agree yet: the next try
+    uint64_t suspect_retry_ns = 0;     // and the backoff before the one after
+    uint64_t suspect_try_since = 0;    // the wait (its last progress) those are about
 };
 
 class Watchdog {
@@ -183,14 +195,68 @@ private:
             uint64_t done = s->ops_completed.load(std::memory_order_acquire);
             uint64_t since = s->t_last_progress_ns.load(std::memory_order_relaxed);
             bool outstanding = issued > done;
-            if (w.stall_reported) {
-                if (!outstanding || progressed(*s, w)) recovered(cr, w, now);
-                return;
+            if (rt_.cfg.suspect) {
+                // A gap that was reported (suspected or stalled) is no part of the rhythm.
+                w.gaps.observe(now, issued, done, since, w.stall_reported || w.suspected);
+                const uint64_t p99 = w.gaps.p99_ns();
+                if (p99 != w.published_p99) s->completion_gap_p99_ns.store(p99, std::memory_order_relaxed);
+                w.published_p99 = p99;
             }
-            if (outstanding && now > since && now - since >= timeout_ns) stalled(cr, w, since, now);
+            if (w.stall_reported || w.suspected) {
+                if (!outstanding || progressed(*s, w)) {
+                    recovered(cr, w, now);
+                    return;
+                }
+                if (w.stall_reported) return;
+            }
+            if (outstanding && now > since && now - since >= timeout_ns)
+                stalled(cr, w, since, now);
+            else if (outstanding && !w.suspected)
+                maybe_suspect(cr, w, since, now);
         });
         recover_finished(now, true);
         check_init_hangs(now, timeout_ns);
+    }
+
+    // A wait past this communicator's suspicion threshold (engine/suspicion.h; below the timeout): the engine, over
+    // the ranks this node sees, judges the communicator's threshold and words the verdicts as a stall's, labelled
+    // suspected. Until it agrees (another rank's baseline is wider, the wait began later than the last progress by
+    // its measure) it is asked again, less and less often.
+    void maybe_suspect(CommRuntime& cr, CommWatch& w, uint64_t since, uint64_t now) {
+        const double after_s = verdict::suspect_after_s(w.published_p99);
+        if (since != w.suspect_try_since) w.next_suspect_try_ns = w.suspect_retry_ns = 0;  // a new wait
+        w.suspect_try_since = since;
+        if (after_s <= 0 || after_s >= rt_.cfg.timeout_sec || now < w.next_suspect_try_ns) return;
+        const uint64_t began = wait_began(*cr.slot.load(), since);
+        if (now <= began || now - began < uint64_t(after_s * 1e9)) return;
+        Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
+        const JobResult* j = find_job(a, rt_.id.job_id);
+        const CommResult* c = find_comm(j, cr.comm_id);
+        if (rt_.file.file_backed && (!c || c->suspected.empty())) {
+            w.suspect_retry_ns = std::clamp<uint64_t>(2 * w.suspect_retry_ns, 1000000000ull, 8000000000ull);
+            w.next_suspect_try_ns = now + w.suspect_retry_ns;
+            return;
+        }
+        w.suspected = true;
+        w.suspect_since_ns = since;
+        w.suspected_wait_s = (now - since) / 1e9;
+        w.progress_at_report = cr.slot.load()->ops_completed.load();
+        w.progress_ns_at_report = cr.slot.load()->t_last_progress_ns.load();
+        w.failed_at_report = cr.failed_ops.load();
+        dumps_.report_suspected(cr, j, c, w.suspected_wait_s, after_s, w.published_p99);
+    }
+
+    // When the engine (read/verdict_ranks.cpp) says this rank's wait began: the later of the last progress and the
+    // issue of the oldest incomplete collective, where the signature window still has it.
+    static uint64_t wait_began(const disk::CommSlot& s, uint64_t since) {
+        const uint64_t next = s.coll_completed.load(std::memory_order_acquire) + 1;
+        if (s.coll_issued.load(std::memory_order_acquire) < next) return since;
+        const disk::OpSignature& sig = s.recent[next % disk::kRecentSigs];
+        if (sig.seq.load(std::memory_order_acquire) != next) return since;
+        const uint64_t t = sig.t_issue_ns;
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (sig.seq.load(std::memory_order_relaxed) != next) return since;  // rewritten under us (seqlock)
+        return std::max(since, t);
     }
 
     // Reported stalls whose communicator completed work since. Polls check live communicators themselves and pass
@@ -198,7 +264,7 @@ private:
     // them all.
     void recover_finished(uint64_t now, bool destroyed_only) {
         for (auto& [id, w] : watch_)
-            if (w.stall_reported && w.cr && (!destroyed_only || w.cr->destroyed.load()) &&
+            if ((w.stall_reported || w.suspected) && w.cr && (!destroyed_only || w.cr->destroyed.load()) &&
                 progressed(*w.cr->slot.load(), w))
                 recovered(*w.cr, w, now);
     }
@@ -225,6 +291,9 @@ private:
     }
 
     void stalled(CommRuntime& cr, CommWatch& w, uint64_t since, uint64_t now) {
+        // A suspicion confirmed: from here on it is the stall, recovered (or not) as one.
+        const double suspected_at_s = w.suspected ? w.suspected_wait_s : -1;
+        w.suspected = false;
         w.stall_reported = true;
         w.stall_since_ns = since;
         w.progress_at_report = cr.slot.load()->ops_completed.load();
@@ -237,7 +306,7 @@ private:
         const CommResult* c = find_comm(j, cr.comm_id);
         uint64_t last_poll = rt_.tracker ? rt_.tracker->last_poll_ns() : 0;
         bool tracker_stuck = rt_.tracker && last_poll < now && now - last_poll > 2000000000ull;
-        dumps_.report_stall(cr, j, c, (now - since) / 1e9, tracker_stuck);
+        dumps_.report_stall(cr, j, c, (now - since) / 1e9, tracker_stuck, suspected_at_s);
         // Every rank of the communicator that this node can see writes its dump now, so the evidence is
         // simultaneous; the lagging rank is usually not stalled itself and would not dump on its own.
         if (c)
@@ -247,13 +316,20 @@ private:
         act_on_stall(cr, w);
     }
 
+    // The end of a reported stall, or of a suspicion that never became one.
     void recovered(CommRuntime& cr, CommWatch& w, uint64_t now) {
-        double waited = (now - w.stall_since_ns) / 1e9;
+        const bool was_stall = w.stall_reported;
+        const uint64_t began = was_stall ? w.stall_since_ns : w.suspect_since_ns;
+        double waited = now > began ? (now - began) / 1e9 : 0.0;
         w.stall_reported = false;
-        cr.slot.load()->stall_since_ns.store(0, std::memory_order_relaxed);
-        cr.slot.load()->stall_flags.fetch_and(~uint32_t(disk::kStallActive));
+        w.suspected = false;
+        w.next_suspect_try_ns = w.suspect_retry_ns = 0;
+        if (was_stall) {
+            cr.slot.load()->stall_since_ns.store(0, std::memory_order_relaxed);
+            cr.slot.load()->stall_flags.fetch_and(~uint32_t(disk::kStallActive));
+        }
         // Released by an error (an abort here or on a peer, a timeout in NCCL) is an end, not a recovery.
-        dumps_.report_recovered(cr, waited, cr.failed_ops.load() > w.failed_at_report);
+        dumps_.report_recovered(cr, waited, cr.failed_ops.load() > w.failed_at_report, !was_stall);
     }
 
     void act_on_stall(CommRuntime& cr, CommWatch& w) {

@@ -46,6 +46,10 @@
     X(dump_at_exit, "NCCLWATCH_DUMP_AT_EXIT", Bool, bool, "0", "0|1", "Write a dump when the process exits normally") \
     X(mismatch_check, "NCCLWATCH_MISMATCH_CHECK", Bool, bool, "1", "0|1",                                            \
       "Compare recent operation signatures with sibling ranks continuously and report a MISMATCH at once")           \
+    X(suspect, "NCCLWATCH_SUSPECT", Bool, bool, "1", "0|1",                                                          \
+      "Report a stall as suspected before the timeout, once it passes max(20 x the communicator's p99 gap between "  \
+      "completions, 5 s): a line, a report event, the live collector's ncclwatch_comm_suspected. 0: no baseline "    \
+      "kept, nothing suspected")                                                                                     \
     X(nccl_library, "NCCLWATCH_NCCL_LIBRARY", String, std::string, "", "a path to libnccl.so.2",                     \
       "Last resort for finding the real NCCL when neither RTLD_NEXT nor an already loaded libnccl.so.2 has it")      \
     X(log_level, "NCCLWATCH_LOG_LEVEL", Enum, std::string, "info", "trace|debug|info|warn|error|off",                \

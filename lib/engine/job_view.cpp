@@ -14,6 +14,7 @@
 
 #include "engine/cascade.h"
 #include "engine/straggler.h"
+#include "engine/suspicion.h"
 #include "ncclwatch/format.h"
 #include "read/text.h"
 #include "read/time_base.h"
@@ -263,6 +264,11 @@ void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt)
                 r.verdicts.push_back(std::move(v));
         }
     }
+    r.suspect_after_s = verdict::comm_suspect_after_s(r.view);
+    if (opt.stalls && opt.suspicion && r.suspect_after_s > 0 &&
+        std::all_of(r.verdicts.begin(), r.verdicts.end(),
+                    [](const verdict::Verdict& v) { return v.kind == verdict::Kind::Mismatch; }))
+        r.suspected = verdict::diagnose_suspicion(r.view, now_mono_ns, opt.timeout_s);
     if (opt.stragglers) {
         const bool exact = std::all_of(r.view.ranks.begin(), r.view.ranks.end(),
                                        [](const auto& x) { return x.clock_uncertainty_s == 0; });
@@ -279,11 +285,25 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     std::vector<verdict::CommVerdicts> cv;
     for (auto& c : jr.comms) cv.push_back({&c.view, &c.verdicts});
     verdict::assign_cascade_roles(cv);
-    for (auto& c : jr.comms)
-        std::stable_sort(c.verdicts.begin(), c.verdicts.end(),
-                         [](const verdict::Verdict& x, const verdict::Verdict& y) {
-                             return verdict_importance(x.kind) < verdict_importance(y.kind);
-                         });
+    // Suspicions take part in the cascade pass as the stalls they may become, beside the stalls there are (copies:
+    // their verdicts have their roles already).
+    if (std::any_of(jr.comms.begin(), jr.comms.end(), [](const CommResult& c) { return !c.suspected.empty(); })) {
+        std::vector<std::vector<verdict::Verdict>> copies(jr.comms.size());
+        cv.clear();
+        for (size_t i = 0; i < jr.comms.size(); ++i) {
+            CommResult& c = jr.comms[i];
+            copies[i] = c.verdicts;
+            cv.push_back({&c.view, c.suspected.empty() ? &copies[i] : &c.suspected});
+        }
+        verdict::assign_cascade_roles(cv);
+    }
+    const auto by_importance = [](const verdict::Verdict& x, const verdict::Verdict& y) {
+        return verdict_importance(x.kind) < verdict_importance(y.kind);
+    };
+    for (auto& c : jr.comms) {
+        std::stable_sort(c.verdicts.begin(), c.verdicts.end(), by_importance);
+        std::stable_sort(c.suspected.begin(), c.suspected.end(), by_importance);
+    }
     std::vector<audit::ProcessFacts> facts;
     for (const auto* f : job_files) facts.push_back(audit::ProcessFacts{&f->header, &f->comms});
     jr.audit = audit::audit_job(facts);

@@ -28,6 +28,7 @@ struct AnalysisOptions {
     bool stalls = true;          // run verdict::diagnose_stall
     bool p2p = true;             // analyze_paths: read the rings for per-peer send/recv counts (the watchdog: off)
     bool stragglers = true;      // run verdict::find_stragglers
+    bool suspicion = true;       // with stalls: verdict::diagnose_suspicion where no stall is found (suspicion.h)
 };
 
 struct CommResult {
@@ -38,6 +39,11 @@ struct CommResult {
     verdict::CommView view;                  // visible ranks, by comm rank; timestamps on the job's clock
     std::vector<int> missing;                // comm ranks with no visible slot
     std::vector<verdict::Verdict> verdicts;  // most important first
+    // Early suspicion (engine/suspicion.h): the threshold from the ranks' baselines (0: none yet), and the verdicts
+    // of a wait past it that is not a stall yet, labelled suspected, most important first. Kept apart from
+    // `verdicts`: a suspicion is not a finding (exit status, reports once, roles of the stalls).
+    double suspect_after_s = 0;
+    std::vector<verdict::Verdict> suspected;
 };
 
 struct JobResult {

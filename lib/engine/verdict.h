@@ -69,6 +69,7 @@ struct Verdict {
     std::vector<std::string> evidence;  // one line per supporting fact
     Role role = Role::None;
     uint64_t caused_by_comm = 0;  // Role::Cascade: the initiating communicator
+    bool suspected = false;  // early suspicion (engine/suspicion.h): past the baseline's threshold, not the timeout
 };
 
 // A stall is present when some visible rank has issued a collective (or a send/recv, when p2p counts are known) and

@@ -85,6 +85,8 @@ struct Job {
     uint64_t stall_reported_ns = 0;  // when the active stall was first reported; 0 = none
     // From the latest analysis: per communicator, the comm ranks named as culprits and as waiting.
     std::map<uint64_t, std::pair<std::set<int>, std::set<int>>> named;
+    std::set<uint64_t> suspected;        // communicators suspected in the latest analysis (engine/suspicion.h)
+    std::set<std::string> suspect_said;  // suspicions already logged (kind, comm, seq, culprits)
     uint64_t dump_requests = 0;
     double last_analysis_cost_s = 0;
     bool write_failure_logged = false;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "engine/suspicion.h"
 #include "live/live_impl.h"
 #include "ncclwatch/format.h"
 #include "report/headline.h"
@@ -52,7 +53,10 @@ bool LiveServer::Impl::something_due(const Job& job, uint64_t now) const {
             if (c.stall_since_ns || c.async_error) return true;
             if (c.coll_issued > c.coll_completed) {
                 const uint64_t since = std::max(c.t_last_progress_ns, c.t_last_issue_ns);
-                if (since && now > since && now - since >= timeout) return true;
+                // The timeout, or the rank's own suspicion threshold (the analysis judges the communicator's).
+                const uint64_t suspect = uint64_t(verdict::suspect_after_s(c.completion_gap_p99_ns) * 1e9);
+                if (since && now > since && (now - since >= timeout || (suspect && now - since >= suspect)))
+                    return true;
             }
             if (c.state == uint32_t(disk::CommState::Initializing) && c.t_init_start_ns && now > c.t_init_start_ns &&
                 now - c.t_init_start_ns >= timeout)
@@ -70,7 +74,8 @@ void LiveServer::Impl::maybe_analyze(uint64_t now) {
         const uint64_t full_period = std::max(period, kIdleAnalysisNs);
         const uint64_t since = now - job->last_analysis_ns;
         if (since < period) continue;
-        const bool run = (job->dirty && since >= full_period) || (job->dirty && job->stall_reported_ns) ||
+        const bool run = (job->dirty && since >= full_period) ||
+                         (job->dirty && (job->stall_reported_ns || !job->suspected.empty())) ||
                          since >= 4 * full_period || something_due(*job, now);
         if (run) analyze_job(*job, now);
     }
@@ -109,6 +114,22 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
         keys.insert(k);
         if (!job.reported.count(k)) fresh = true;
     }
+    // Suspicions: /metrics says so while they last; the log says each once (the report is the stall's).
+    job.suspected.clear();
+    std::set<std::string> suspect_keys;
+    for (const auto& jr : a.jobs)
+        for (const auto& cr : jr.comms) {
+            if (cr.suspected.empty()) continue;
+            job.suspected.insert(cr.comm_id);
+            const auto& v = cr.suspected.front();
+            const std::string k = verdict_key(v);
+            suspect_keys.insert(k);
+            if (job.suspect_said.insert(k).second)
+                log(fmt::format("job {}: {}", clean(job.id), report::verdict_lines(jr, cr, v).front()));
+        }
+    // A suspicion that ended (recovered, or became a stall) is news again if it comes back.
+    for (auto it = job.suspect_said.begin(); it != job.suspect_said.end();)
+        it = suspect_keys.count(*it) ? std::next(it) : job.suspect_said.erase(it);
     if (fresh) {
         job.reported.insert(keys.begin(), keys.end());
         report(job, a, now);
@@ -305,6 +326,8 @@ std::string LiveServer::Impl::render_metrics() {
                     m.stalled = m.culprit || nit->second.second.count(ci.rank) > 0;
                 }
                 m.stalled = m.stalled || ci.stall_since_ns != 0;
+                m.suspected = job->suspected.count(ci.comm_id) > 0;
+                if (ci.completion_gap_p99_ns) m.gap_p99_s = double(ci.completion_gap_p99_ns) / 1e9;
                 m.connected = r.conn_id != 0;
                 m.alive = !r.bye && (r.conn_id != 0 || double(now - r.last_frame_ns) / 1e9 <= opt.dead_after_s);
                 samples.push_back(std::move(m));

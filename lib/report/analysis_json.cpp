@@ -22,6 +22,41 @@ const char* role_name(Role r) {
     return "none";
 }
 
+// One verdict of the document: "verdicts" and "suspected" share the shape.
+json verdict_item(const Analysis::VerdictRef& ref) {
+    const auto& v = *ref.verdict;
+    json culprits = json::array();
+    for (int r : v.culprits) {
+        const RankCommState* s = find_rank(*ref.comm, r);
+        culprits.push_back(json{{"comm_rank", r},
+                                {"visible", s != nullptr},
+                                {"global_rank", s ? json(s->global_rank) : json(nullptr)},
+                                {"host", s ? json(s->host) : json(nullptr)},
+                                {"pid", s ? json(s->pid) : json(nullptr)},
+                                {"gpu", s ? json(s->cuda_dev) : json(nullptr)},
+                                {"pci_bus_id", s ? json(s->pci_bus_id) : json(nullptr)},
+                                {"alive", s ? json(s->alive) : json(nullptr)},
+                                {"file", s ? json(s->file) : json(nullptr)}});
+    }
+    const uint64_t since_ns = stalled_since_real_ns(*ref.job, v);
+    return json{{"job_id", ref.job->job_id},
+                {"kind", verdict::kind_name(v.kind)},
+                {"role", role_name(v.role)},
+                {"caused_by_comm", v.caused_by_comm ? json(hex(v.caused_by_comm)) : json(nullptr)},
+                {"comm_id", hex(v.comm_id)},
+                {"seq", v.seq},
+                {"op", op_json(v.op)},
+                {"culprits", culprits},
+                {"waiting", v.waiting},
+                {"waiting_count", v.waiting.size()},
+                {"missing", v.missing},
+                {"stalled_for_s", v.stalled_for_s},
+                {"stalled_since_real_ns", since_ns ? json(since_ns) : json(nullptr)},
+                {"headline", verdict_headline(*ref.job, *ref.comm, v)},
+                {"summary", v.summary},
+                {"evidence", v.evidence}};
+}
+
 }  // namespace
 
 json analysis_json(const Analysis& a, double timeout_s) {
@@ -86,6 +121,10 @@ json analysis_json(const Analysis& a, double timeout_s) {
                                      {"stall_since_ns", r.stall_since_ns},
                                      {"t_last_issue_ns", r.t_last_issue_ns},
                                      {"t_last_progress_ns", r.t_last_progress_ns}});
+            // The shim's baseline of the gaps between completions, once it has one (format 1.4).
+            for (size_t i = 0; i < c.view.ranks.size(); ++i)
+                if (c.view.ranks[i].completion_gap_p99_ns)
+                    ranks[i]["completion_gap_p99_ns"] = c.view.ranks[i].completion_gap_p99_ns;
             json kinds = json::array();
             for (const auto& v : c.verdicts) kinds.push_back(verdict::kind_name(v.kind));
             comms.push_back(json{{"job_id", c.job_id},
@@ -97,55 +136,31 @@ json analysis_json(const Analysis& a, double timeout_s) {
                                  {"missing", c.missing},
                                  {"verdict_kinds", kinds},
                                  {"ranks", ranks}});
+            if (c.suspect_after_s > 0) comms.back()["suspect_after_s"] = c.suspect_after_s;
         }
     }
 
     json verdicts = json::array();
-    for (const auto& ref : a.all_verdicts()) {
-        const auto& v = *ref.verdict;
-        json culprits = json::array();
-        for (int r : v.culprits) {
-            const RankCommState* s = find_rank(*ref.comm, r);
-            culprits.push_back(json{{"comm_rank", r},
-                                    {"visible", s != nullptr},
-                                    {"global_rank", s ? json(s->global_rank) : json(nullptr)},
-                                    {"host", s ? json(s->host) : json(nullptr)},
-                                    {"pid", s ? json(s->pid) : json(nullptr)},
-                                    {"gpu", s ? json(s->cuda_dev) : json(nullptr)},
-                                    {"pci_bus_id", s ? json(s->pci_bus_id) : json(nullptr)},
-                                    {"alive", s ? json(s->alive) : json(nullptr)},
-                                    {"file", s ? json(s->file) : json(nullptr)}});
-        }
-        const uint64_t since_ns = stalled_since_real_ns(*ref.job, v);
-        verdicts.push_back(json{{"job_id", ref.job->job_id},
-                                {"kind", verdict::kind_name(v.kind)},
-                                {"role", role_name(v.role)},
-                                {"caused_by_comm", v.caused_by_comm ? json(hex(v.caused_by_comm)) : json(nullptr)},
-                                {"comm_id", hex(v.comm_id)},
-                                {"seq", v.seq},
-                                {"op", op_json(v.op)},
-                                {"culprits", culprits},
-                                {"waiting", v.waiting},
-                                {"waiting_count", v.waiting.size()},
-                                {"missing", v.missing},
-                                {"stalled_for_s", v.stalled_for_s},
-                                {"stalled_since_real_ns", since_ns ? json(since_ns) : json(nullptr)},
-                                {"headline", verdict_headline(*ref.job, *ref.comm, v)},
-                                {"summary", v.summary},
-                                {"evidence", v.evidence}});
-    }
+    for (const auto& ref : a.all_verdicts()) verdicts.push_back(verdict_item(ref));
 
-    return json{{"schema", kAnalysisSchema},
-                {"version", kAnalysisSchemaVersion},
-                {"timeout_s", timeout_s},
-                {"problem_found", hang_or_mismatch(a)},
-                {"headline", headline(a)},
-                {"files_read", a.files_read},
-                {"files", files},
-                {"warnings", a.warnings},
-                {"jobs", jobs},
-                {"verdicts", verdicts},
-                {"comms", comms}};
+    json doc{{"schema", kAnalysisSchema},
+             {"version", kAnalysisSchemaVersion},
+             {"timeout_s", timeout_s},
+             {"problem_found", hang_or_mismatch(a)},
+             {"headline", headline(a)},
+             {"files_read", a.files_read},
+             {"files", files},
+             {"warnings", a.warnings},
+             {"jobs", jobs},
+             {"verdicts", verdicts},
+             {"comms", comms}};
+    // Early suspicions (engine/suspicion.h), only when there are some: the same verdicts, not yet stalls.
+    json suspected = json::array();
+    for (const auto& j : a.jobs)
+        for (const auto& c : j.comms)
+            for (const auto& v : c.suspected) suspected.push_back(verdict_item({&j, &c, &v}));
+    if (!suspected.empty()) doc["suspected"] = std::move(suspected);
+    return doc;
 }
 
 }  // namespace ncw::report

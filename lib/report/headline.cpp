@@ -219,8 +219,10 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
 }
 
 std::vector<std::string> verdict_lines(const JobResult& job, const CommResult& comm, const verdict::Verdict& v) {
-    std::vector<std::string> lines{
-        fmt::format("{}: {}", verdict::kind_name(v.kind), clean(verdict_headline(job, comm, v))), clean(v.summary)};
+    // A suspicion (engine/suspicion.h) says so before the kind: the same verdict, not yet a stall.
+    std::vector<std::string> lines{fmt::format("{}{}: {}", v.suspected ? "SUSPECTED " : "", verdict::kind_name(v.kind),
+                                               clean(verdict_headline(job, comm, v))),
+                                   clean(v.summary)};
     for (const auto& e : v.evidence) lines.push_back(clean(e));
     return lines;
 }

@@ -16,8 +16,8 @@ namespace ncw::report {
 // The verdict line of one verdict of one job: one case per verdict kind, with its role (initiating, cascade).
 std::string verdict_headline(const JobResult& job, const CommResult& comm, const verdict::Verdict& v);
 
-// The verdict as a log or a live report prints it: "KIND: headline", then the summary and the evidence (the caller
-// indents those).
+// The verdict as a log or a live report prints it: "KIND: headline" ("SUSPECTED KIND: headline" for a suspicion),
+// then the summary and the evidence (the caller indents those).
 std::vector<std::string> verdict_lines(const JobResult& job, const CommResult& comm, const verdict::Verdict& v);
 
 // verdict_json (report_json.h) with the verdict line as "headline": the verdicts of .report.json and the live report.

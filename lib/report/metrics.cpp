@@ -75,7 +75,7 @@ std::string render(const std::vector<RankCommSample>& samples, const CollectorTo
     std::vector<size_t> order(samples.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_partition(order.begin(), order.end(),
-                          [&](size_t i) { return samples[i].culprit || samples[i].stalled; });
+                          [&](size_t i) { return samples[i].culprit || samples[i].stalled || samples[i].suspected; });
     std::vector<std::string> lbl;
     lbl.reserve(samples.size());
     for (const auto& s : samples) lbl.push_back(labels(s));
@@ -102,6 +102,13 @@ std::string render(const std::vector<RankCommSample>& samples, const CollectorTo
          [](const RankCommSample& s) { return s.stalled ? 1.0 : 0.0; }, nullptr},
         {"ncclwatch_culprit", "1 while a verdict names the rank as the cause of a stall.",
          [](const RankCommSample& s) { return s.culprit ? 1.0 : 0.0; }, nullptr},
+        {"ncclwatch_comm_suspected",
+         "1 while the communicator's wait is suspected: no completion past max(20 x its p99 gap between completions, "
+         "5 s), short of the stall timeout.",
+         [](const RankCommSample& s) { return s.suspected ? 1.0 : 0.0; }, nullptr},
+        {"ncclwatch_completion_gap_p99_seconds",
+         "The rank's running baseline: p99 of the gaps between completions while the communicator is busy.",
+         [](const RankCommSample& s) { return s.gap_p99_s; }, [](const RankCommSample& s) { return s.gap_p99_s >= 0; }},
         {"ncclwatch_connected", "1 while the rank's connection to the collector is open.",
          [](const RankCommSample& s) { return s.connected ? 1.0 : 0.0; }, nullptr},
         {"ncclwatch_alive", "0 once the rank counts as gone (connection lost past the grace, or exited).",

@@ -22,6 +22,8 @@ struct RankCommSample {
     double since_progress_s = -1;  // < 0: no progress recorded yet (the sample is left out)
     bool stalled = false;          // a current verdict names this rank (culprit or waiting), or its shim flags a stall
     bool culprit = false;          // a current verdict names this rank as the cause
+    bool suspected = false;        // the communicator's wait is suspected (engine/suspicion.h), not yet a stall
+    double gap_p99_s = -1;         // the rank's baseline of the gaps between completions; < 0: none yet (left out)
     bool connected = false;
     bool alive = true;
 };

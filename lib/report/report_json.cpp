@@ -169,7 +169,8 @@ json verdict_json(const verdict::Verdict& v, const std::string& job_id) {
                 {"op", op_json(v.op)},
                 {"stalled_for_s", v.stalled_for_s},
                 {"summary", v.summary},
-                {"evidence", v.evidence}};
+                {"evidence", v.evidence},
+                {"suspected", v.suspected}};
 }
 
 }  // namespace ncw::report

@@ -197,6 +197,10 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
                     kinds += (kinds.empty() ? "" : ",") + std::string(verdict::kind_name(v.kind));
                 head += "  [" + kinds + "]";
             }
+            if (!c.suspected.empty()) head += fmt::format("  [SUSPECTED {}]", verdict::kind_name(c.suspected[0].kind));
+            // The baseline, once the ranks' shims have one (format 1.4).
+            if (c.suspect_after_s > 0)
+                head += fmt::format("  (suspected after {:.1f} s without completion)", c.suspect_after_s);
             out += "\n" + head + "\n";
             comm_table(out, c, opt, paint);
         }
@@ -212,6 +216,13 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
                                       clean(verdict_headline(*ref.job, *ref.comm, *ref.verdict))));
         for (const auto& e : evidence_lines(*ref.comm, *ref.verdict, opt)) noticed.push_back("    " + e);
     }
+    for (const auto& j : a.jobs)
+        for (const auto& c : j.comms)
+            for (const auto& v : c.suspected) {
+                noticed.push_back(
+                    fmt::format("{}{}", many_jobs ? "job " + job_name(j) + ": " : "", verdict_lines(j, c, v).front()));
+                for (const auto& e : evidence_lines(c, v, opt)) noticed.push_back("    " + e);
+            }
     for (const auto& j : a.jobs)
         for (const auto& f : j.audit) {
             noticed.push_back(fmt::format("{}environment ({}): {}", many_jobs ? "job " + job_name(j) + ": " : "",

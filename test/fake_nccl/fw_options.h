@@ -21,6 +21,7 @@ struct Options {
     int exit_rank = -1, exit_step = -1, exit_code = 1;
     int die_rank = -1, die_step = -1;
     int sleep_rank = -1, sleep_step = -1, sleep_ms = 0;
+    int pause_step = -1, pause_ms = 0;  // every rank, with nothing outstanding
 
     bool split = false;
     int grid = 0;  // tensor-parallel group size: TP groups (color rank / grid) and DP groups (color rank % grid)

@@ -2,7 +2,7 @@
 """Validates JSON documents against docs/schemas/analysis.schema.json.
 
 Uses the jsonschema package when it is installed; otherwise a small validator for the keywords the schema uses
-(type, required, properties, items, enum, const, $ref to #/$defs, oneOf, pattern, minimum). Also checks that every
+(type, required, properties, items, enum, const, $ref within the schema, oneOf, pattern, minimum). Also checks that every
 property the document has is described by the schema, so a new field cannot slip in undocumented.
 
 With --kinds, checks instead that the schema's verdict kinds are the one list of them,
@@ -29,8 +29,10 @@ TYPES = {
 
 def validate(doc, schema, root, path, errors):
     if "$ref" in schema:
-        name = schema["$ref"].split("/")[-1]
-        return validate(doc, root["$defs"][name], root, path, errors)
+        target = root
+        for part in schema["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        return validate(doc, target, root, path, errors)
     if "oneOf" in schema:
         ok = [s for s in schema["oneOf"] if not validate(doc, s, root, path, [])]
         if len(ok) != 1:

@@ -72,3 +72,30 @@ TEST_CASE("one sample per rank and communicator, families typed, totals last") {
         pos = eol + 1;
     }
 }
+
+TEST_CASE("early suspicion: the communicator's suspicion and the rank's baseline, left out while it has none") {
+    RankCommSample s;
+    s.job = "j";
+    s.global_rank = 0;
+    s.host = "h";
+    s.pid = 7;
+    s.comm_id = 0xabc;
+    s.comm_rank = 0;
+    s.suspected = true;
+    s.gap_p99_s = 0.025;
+    RankCommSample fresh = s;
+    fresh.global_rank = 1;
+    fresh.comm_rank = 1;
+    fresh.suspected = false;
+    fresh.gap_p99_s = -1;
+    const std::string out = render({fresh, s}, CollectorTotals{});
+    const std::string lbl = R"(job="j",rank="0",host="h",pid="7",comm="0x0000000000000abc",comm_rank="0")";
+    const std::string lbl1 = R"(job="j",rank="1",host="h",pid="7",comm="0x0000000000000abc",comm_rank="1")";
+    CHECK(out.find("# TYPE ncclwatch_comm_suspected gauge\n") != std::string::npos);
+    CHECK(out.find("ncclwatch_comm_suspected{" + lbl + "} 1\n") != std::string::npos);
+    CHECK(out.find("ncclwatch_comm_suspected{" + lbl1 + "} 0\n") != std::string::npos);
+    CHECK(out.find("ncclwatch_completion_gap_p99_seconds{" + lbl + "} 0.025\n") != std::string::npos);
+    CHECK(out.find("ncclwatch_completion_gap_p99_seconds{" + lbl1) == std::string::npos);
+    // Under a cap, a suspected rank's series come first, as a stalled one's.
+    CHECK(out.find("ncclwatch_coll_issued{" + lbl + "}") < out.find("ncclwatch_coll_issued{" + lbl1 + "}"));
+}

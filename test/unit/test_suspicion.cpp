@@ -1,0 +1,78 @@
+// Early suspicion (engine/suspicion.h): the threshold from the ranks' baselines, and the stall's own verdicts at it.
+#include "engine/suspicion.h"
+#include "verdict_fixtures.h"
+
+using namespace verdict_fixtures;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000ull;
+
+// Rank 2 skipped #10 and is idle outside NCCL; ranks 0, 1, 3 wait in #10 for `wait_s`, as the shim leaves them before
+// any stall report (no stall_since_ns); every rank's baseline is `p99_ns`.
+CommView skipped(double wait_s, uint64_t p99_ns) {
+    std::vector<RankCommState> ranks;
+    for (int r = 0; r < 4; ++r) {
+        RankCommState s = r == 2 ? idle(r, 9, wait_s + 0.2) : waiting(r, 9, wait_s);
+        s.stall_since_ns = 0;
+        s.t_last_progress_ns = ago(wait_s);
+        s.completion_gap_p99_ns = p99_ns;
+        ranks.push_back(s);
+    }
+    return view(4, ranks);
+}
+
+}  // namespace
+
+TEST_CASE("the threshold: max(20 x the p99 gap, 5 s); none without a baseline; the communicator's is the widest") {
+    CHECK(suspect_after_s(0) == 0);
+    CHECK(suspect_after_s(1 * kMs) == kSuspectFloorS);
+    CHECK(suspect_after_s(500 * kMs) == Approx(10.0));
+    CommView v = skipped(6, 10 * kMs);
+    CHECK(comm_suspect_after_s(v) == kSuspectFloorS);
+    v.ranks[3].completion_gap_p99_ns = 400 * kMs;
+    CHECK(comm_suspect_after_s(v) == Approx(8.0));
+    for (auto& r : v.ranks) r.completion_gap_p99_ns = 0;
+    CHECK(comm_suspect_after_s(v) == 0);
+}
+
+TEST_CASE("a wait past the threshold is suspected with the verdict the stall would have, labelled") {
+    const auto sus = diagnose_suspicion(skipped(6, 10 * kMs), kNow, 60);
+    REQUIRE(!sus.empty());
+    const Verdict& v = sus.front();
+    CHECK(v.suspected);
+    CHECK(v.kind == Kind::NotJoined);
+    CHECK(v.culprits == std::vector<int>{2});
+    CHECK(v.seq == 10);
+    CHECK(v.waiting == std::vector<int>{0, 1, 3});
+    REQUIRE(!v.evidence.empty());
+    CHECK(contains(v.evidence.front(), "suspected, not yet a stall"));
+    CHECK(contains(v.evidence.front(), "p99 10.0 ms"));
+    CHECK(contains(v.evidence.front(), "timeout (60.0 s)"));
+
+    // The stall, once the same wait passes the timeout: the same verdict, not labelled.
+    const auto stall = diagnose_stall(skipped(61, 10 * kMs), kNow, 60);
+    REQUIRE(!stall.empty());
+    CHECK(!stall.front().suspected);
+    CHECK(stall.front().kind == v.kind);
+    CHECK(stall.front().culprits == v.culprits);
+    CHECK(stall.front().seq == v.seq);
+}
+
+TEST_CASE("nothing is suspected below the threshold, without a baseline, or when the threshold is the timeout's") {
+    CHECK(diagnose_suspicion(skipped(4, 10 * kMs), kNow, 60).empty());   // 4 s < the 5 s floor
+    CHECK(diagnose_suspicion(skipped(6, 0), kNow, 60).empty());          // no baseline (fewer than 20 gaps)
+    CHECK(diagnose_suspicion(skipped(7, 400 * kMs), kNow, 60).empty());  // 7 s < 20 x 400 ms = 8 s
+    CHECK(!diagnose_suspicion(skipped(9, 400 * kMs), kNow, 60).empty());
+    CHECK(diagnose_suspicion(skipped(50, 3000 * kMs), kNow, 30).empty());  // 60 s threshold >= the 30 s timeout
+}
+
+TEST_CASE("an idle communicator is never suspected, however long the pause") {
+    std::vector<RankCommState> ranks;
+    for (int r = 0; r < 4; ++r) {
+        RankCommState s = idle(r, 9, 30);
+        s.completion_gap_p99_ns = 1 * kMs;
+        ranks.push_back(s);
+    }
+    CHECK(diagnose_suspicion(view(4, ranks), kNow, 60).empty());
+}
