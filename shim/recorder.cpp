@@ -6,22 +6,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ring_publish.h"
+
 namespace ncw {
 namespace {
 
 // Handles from ncclRedOpCreatePreMulSum are mangled per communicator and differ across ranks: all of them are
 // recorded as one value (ncclNumOps, shown as "premulsum") so that ranks compare equal.
 int32_t normalized_redop(int32_t op) { return op >= int32_t(ncclNumOps) ? int32_t(ncclNumOps) : op; }
-
-disk::OpRecord* begin_record(const RankFileWriter& f, uint64_t& ticket) {
-    ticket = f.hdr->write_ticket.fetch_add(1, std::memory_order_relaxed);
-    disk::OpRecord* rec = &f.ring[ticket & f.ring_mask];
-    rec->stamp.store(2 * ticket + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    return rec;
-}
-
-void end_record(disk::OpRecord* rec, uint64_t ticket) { rec->stamp.store(2 * ticket + 2, std::memory_order_release); }
 
 // The record of `ref`, unless the ring has wrapped over it since.
 disk::OpRecord* live_record(const RankFileWriter& f, const OpRef& ref) {
@@ -62,38 +54,44 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
     } else {
         seq = ref.coll_seq = (s ? s->coll_issued : cr.coll_seq).fetch_add(1, std::memory_order_acq_rel) + 1;
     }
-    uint32_t tid = opt.tid;
-    disk::OpRecord* rec = begin_record(f, ref.ticket);
-    rec->comm_id = cr.comm_id;
-    rec->seq = seq;
-    rec->op_index = ref.op_index;
-    rec->count = d.count;
-    rec->sendbuf = reinterpret_cast<uint64_t>(d.sendbuf);
-    rec->recvbuf = reinterpret_cast<uint64_t>(d.recvbuf);
-    rec->stream = reinterpret_cast<uint64_t>(d.stream);
-    rec->t_issue_ns = now;
-    rec->t_return_ns.store(0, std::memory_order_relaxed);
-    rec->t_reached_ns.store(0, std::memory_order_relaxed);
-    rec->t_done_ns.store(0, std::memory_order_relaxed);
-    rec->tid = tid;
-    rec->group_id = opt.group_id;
-    rec->op = uint8_t(d.op);
-    rec->dtype = uint8_t(d.dtype);
+    const uint32_t tid = opt.tid;
+    // The record is made on the stack, the call stack above all, and copied into its ring slot in one go: see
+    // ring_publish.h for why several writers need that, and what becomes of a writer overtaken by a whole lap.
     uint8_t flags = opt.flags | (cr.nonblocking ? disk::kFlagNonBlocking : 0);
+    uint64_t frames[disk::kMaxBacktraceDepth];
+    uint32_t nframes = 0;
     if (opt.backtrace && f.frames) {
-        uint64_t* frames = f.frames + (ref.ticket & f.ring_mask) * f.bt_depth;
-        int n = opt.backtrace(reinterpret_cast<void**>(frames), int(f.bt_depth));
-        for (int i = n < 0 ? 0 : n; i < int(f.bt_depth); ++i) frames[i] = 0;
+        nframes = std::min(f.bt_depth, disk::kMaxBacktraceDepth);
+        const int n = opt.backtrace(reinterpret_cast<void**>(frames), int(nframes));
+        for (uint32_t i = n < 0 ? 0 : uint32_t(n); i < nframes; ++i) frames[i] = 0;
         flags |= disk::kFlagHasBacktrace;
     }
-    rec->flags = flags;
-    rec->peer_or_root = d.root_or_peer;
-    rec->redop = normalized_redop(d.redop);
-    rec->result.store(-1, std::memory_order_relaxed);
-    rec->comm_slot = cr.slot_index;
-    rec->comm_nranks = cr.nranks > 0 && cr.nranks <= 0xffff ? uint16_t(cr.nranks) : 0;
-    rec->comm_rank = cr.rank;
-    end_record(rec, ref.ticket);
+    disk::OpRecord rec;  // every field set below (value-initialising would zero it first: a rep stos, ~20 ns)
+    rec.comm_id = cr.comm_id;
+    rec.seq = seq;
+    rec.op_index = ref.op_index;
+    rec.count = d.count;
+    rec.sendbuf = reinterpret_cast<uint64_t>(d.sendbuf);
+    rec.recvbuf = reinterpret_cast<uint64_t>(d.recvbuf);
+    rec.stream = reinterpret_cast<uint64_t>(d.stream);
+    rec.t_issue_ns = now;
+    rec.t_return_ns.store(0, std::memory_order_relaxed);
+    rec.t_reached_ns.store(0, std::memory_order_relaxed);
+    rec.t_done_ns.store(0, std::memory_order_relaxed);
+    rec.tid = tid;
+    rec.group_id = opt.group_id;
+    rec.op = uint8_t(d.op);
+    rec.dtype = uint8_t(d.dtype);
+    rec.flags = flags;
+    rec.reserved = 0;
+    rec.peer_or_root = d.root_or_peer;
+    rec.redop = normalized_redop(d.redop);
+    rec.result.store(-1, std::memory_order_relaxed);
+    rec.comm_slot = cr.slot_index;
+    rec.comm_nranks = cr.nranks > 0 && cr.nranks <= 0xffff ? uint16_t(cr.nranks) : 0;
+    rec.comm_rank = cr.rank;
+    ref.ticket = f.hdr->write_ticket.fetch_add(1, std::memory_order_relaxed);
+    publish_record(f, ref.ticket, rec, frames, nframes);
 
     if (s) {
         // An operation issued into an idle communicator starts the stall clock now, not at the last completion.
@@ -188,29 +186,19 @@ void record_add_flags(const RankFileWriter& f, const OpRef& ref, uint8_t flags) 
 
 void record_event(const RankFileWriter& f, const CommRuntime* cr, uint64_t comm_id, disk::OpType op, int32_t result,
                   int32_t arg, uint64_t now) {
-    uint64_t ticket;
-    disk::OpRecord* rec = begin_record(f, ticket);
-    rec->comm_id = comm_id;
-    rec->seq = 0;
-    rec->op_index = 0;
-    rec->count = 0;
-    rec->sendbuf = rec->recvbuf = rec->stream = 0;
-    rec->t_issue_ns = now;
-    rec->t_return_ns.store(now, std::memory_order_relaxed);
-    rec->t_reached_ns.store(0, std::memory_order_relaxed);
-    rec->t_done_ns.store(0, std::memory_order_relaxed);
-    rec->tid = uint32_t(syscall(SYS_gettid));  // lifecycle events are rare
-    rec->group_id = 0;
-    rec->op = uint8_t(op);
-    rec->dtype = 0;
-    rec->flags = 0;
-    rec->peer_or_root = arg;
-    rec->redop = -1;
-    rec->result.store(result, std::memory_order_relaxed);
-    rec->comm_slot = cr ? cr->slot_index : 0xffff;
-    rec->comm_nranks = cr && cr->nranks > 0 && cr->nranks <= 0xffff ? uint16_t(cr->nranks) : 0;
-    rec->comm_rank = cr ? cr->rank : -1;
-    end_record(rec, ticket);
+    disk::OpRecord rec{};  // zero but for these
+    rec.comm_id = comm_id;
+    rec.t_issue_ns = now;
+    rec.t_return_ns.store(now, std::memory_order_relaxed);
+    rec.tid = uint32_t(syscall(SYS_gettid));  // lifecycle events are rare
+    rec.op = uint8_t(op);
+    rec.peer_or_root = arg;
+    rec.redop = -1;
+    rec.result.store(result, std::memory_order_relaxed);
+    rec.comm_slot = cr ? cr->slot_index : 0xffff;
+    rec.comm_nranks = cr && cr->nranks > 0 && cr->nranks <= 0xffff ? uint16_t(cr->nranks) : 0;
+    rec.comm_rank = cr ? cr->rank : -1;
+    publish_record(f, f.hdr->write_ticket.fetch_add(1, std::memory_order_relaxed), rec, nullptr, 0);
 }
 
 }  // namespace ncw

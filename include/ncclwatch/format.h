@@ -201,7 +201,9 @@ struct CommSlot {
 };
 
 struct OpRecord {
-    std::atomic<uint64_t> stamp;  // 2*ticket+1 while written, 2*ticket+2 once the issue-time fields are complete
+    // 2*ticket+1 while written, 2*ticket+2 once the issue-time fields are complete; never back to an older ticket.
+    // 0: no record (never written, or marked so by a writer overtaken by a lap while it wrote: shim/ring_publish.h)
+    std::atomic<uint64_t> stamp;
     uint64_t comm_id;
     uint64_t seq;       // collective sequence number, or p2p sequence number per (comm, peer, direction)
     uint64_t op_index;  // per communicator, over every operation
