@@ -83,6 +83,7 @@ struct ProfilerLink {
     std::atomic<int64_t> offset_lo{INT64_MIN};
     // The publishers' (the watchdog's pass, a teardown, NCCL's finalize: one at a time wins each delta).
     alignas(64) std::atomic<uint64_t> published_ops{0};
+    std::atomic<uint64_t> scan_from{0};  // the oldest ProfOp cursor position that may still be in flight
 
     ProfOp ops[kOps];
 

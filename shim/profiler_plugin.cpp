@@ -277,13 +277,26 @@ namespace {
 // was an upper bound. Without this, the last op before a quiet period would stay "in flight" and look like a stall.
 constexpr uint64_t kQuietChannelsNs = 500000000;
 
+// Only the ops taken since the oldest one still in flight are looked at (ProfOps are taken in cursor order): the
+// watchdog's pass stays short however many communicators there are, which keeps comm slots reusable (comm_slots.h).
 void finish_quiet_ops(ProfilerLink& pl, uint64_t now) {
-    for (ProfOp& op : pl.ops) {
-        if (!op.busy.load(std::memory_order_acquire) || op.finished.load(std::memory_order_relaxed)) continue;
+    const uint64_t hi = pl.next_op.load(std::memory_order_acquire);
+    uint64_t lo = pl.scan_from.load(std::memory_order_relaxed);
+    if (hi - lo > ProfilerLink::kOps) lo = hi - ProfilerLink::kOps;
+    uint64_t floor = lo;
+    bool all_done_so_far = true;
+    for (uint64_t i = lo; i < hi; ++i) {
+        ProfOp& op = pl.ops[i & (ProfilerLink::kOps - 1)];
+        if (!op.busy.load(std::memory_order_acquire) || op.finished.load(std::memory_order_relaxed)) {
+            if (all_done_so_far) floor = i + 1;
+            continue;
+        }
+        all_done_so_far = false;
         const uint32_t started = op.started.load(std::memory_order_acquire);
         if (started == 0 || op.stopped.load(std::memory_order_acquire) != started) continue;
         if (now - op.t_last_event_ns.load(std::memory_order_relaxed) > kQuietChannelsNs) finish_op(op);
     }
+    pl.scan_from.store(floor, std::memory_order_relaxed);
 }
 
 }  // namespace

@@ -67,6 +67,8 @@ def comm(comm_id, rank, nranks, issued, completed, t_last_issue=0, t_last_progre
     b += struct.pack("<QQ", t_last_issue or now, t_last_progress or now)
     b += struct.pack("<QQiI", 0, 0, 0, 0)  # p2p, async error, gpu tracking
     b += struct.pack("<QQ", stall_since, 0)
+    # Format 1.4: gpu source, exact, proven unreached / uncompleted, clock uncertainty, completion-gap baseline.
+    b += struct.pack("<IIQQQQ", 0, 0, 0, 0, 0, 0)
     b += struct.pack("<I", len(recent)) + b"".join(recent)
     return block(b)
 
