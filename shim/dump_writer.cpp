@@ -71,11 +71,26 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
     std::lock_guard<std::mutex> lock(mu_);
     const disk::CommSlot& s = *cr.slot.load();
     uint64_t waiting_in = s.coll_completed.load() + 1;
+    // The counts in the engine's words, with what they are worth (lower bounds, proofs).
+    verdict::RankCommState own;
+    own.issued = s.coll_issued.load();
+    own.returned = s.coll_returned.load();
+    own.reached = s.coll_reached.load();
+    own.completed = s.coll_completed.load();
+    own.gpu_tracking = s.gpu_tracking.load() != 0;
+    own.gpu_source = s.gpu_source.load();
+    own.progress_exact = s.progress_exact.load() != 0;
+    own.unreached = s.coll_unreached.load();
+    own.uncompleted = s.coll_uncompleted.load();
+    for (const auto& g : s.recent)
+        if (g.seq.load() && (g.flags & disk::kFlagSampledOut)) {
+            own.recent.emplace_back().flags = disk::kFlagSampledOut;  // "sampled", in the words of the counts
+            break;
+        }
     log().error(
         "STALL on communicator {:#018x} ({} ranks; this process is rank {}): no completion for {:.1f} s "
-        "(NCCLWATCH_TIMEOUT_SEC={}); collectives issued #{}, GPU-reached #{}, completed #{}",
-        cr.comm_id, cr.nranks, cr.rank, stalled_for_s, rt_.cfg.timeout_sec, s.coll_issued.load(), s.coll_reached.load(),
-        s.coll_completed.load());
+        "(NCCLWATCH_TIMEOUT_SEC={}); collectives {}",
+        cr.comm_id, cr.nranks, cr.rank, stalled_for_s, rt_.cfg.timeout_sec, verdict::progress_words(own));
     if (tracker_stuck)
         log().error(
             "  the GPU completion poller has not run for over 2 s (a CUDA query blocks?): GPU progress is "

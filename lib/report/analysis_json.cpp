@@ -66,7 +66,7 @@ json analysis_json(const Analysis& a, double timeout_s) {
 
         for (const auto& c : j.comms) {
             json ranks = json::array();
-            for (const auto& r : c.view.ranks)
+            for (const auto& r : c.view.ranks) {
                 ranks.push_back(json{{"comm_rank", r.comm_rank},
                                      {"global_rank", r.global_rank},
                                      {"host", r.host},
@@ -86,6 +86,8 @@ json analysis_json(const Analysis& a, double timeout_s) {
                                      {"stall_since_ns", r.stall_since_ns},
                                      {"t_last_issue_ns", r.t_last_issue_ns},
                                      {"t_last_progress_ns", r.t_last_progress_ns}});
+                add_progress_basis(ranks.back(), r);
+            }
             json kinds = json::array();
             for (const auto& v : c.verdicts) kinds.push_back(verdict::kind_name(v.kind));
             comms.push_back(json{{"job_id", c.job_id},

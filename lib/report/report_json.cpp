@@ -54,6 +54,15 @@ json rel_ms_json(uint64_t t, uint64_t start) {
 
 std::string dump_json(const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace); }
 
+void add_progress_basis(json& row, const verdict::RankCommState& r) {
+    // A file from before 1.4 says gpu_tracking only: its counts come from CUDA events.
+    const uint32_t src = r.gpu_source || !r.gpu_tracking ? r.gpu_source : uint32_t(disk::GpuSource::Events);
+    row["gpu_source"] = disk::gpu_source_name(src);
+    row["progress_exact"] = !r.gpu_tracking || r.progress_exact;
+    row["unreached"] = r.unreached;
+    row["uncompleted"] = r.uncompleted;
+}
+
 json op_json(const verdict::OpSig& s) {
     return json{{"seq", s.seq},
                 {"op", disk::op_name(s.op)},
