@@ -332,7 +332,7 @@ void CompletionTracker::poll_forever() {
     std::vector<CommRuntime*> unslotted;  // communicators beyond the file's comm table, found by comm_id
     std::vector<std::pair<StreamClaim*, uint64_t>>
         claim_pending;  // claim, highest follower count a pending event covers
-    GpuProofs proofs;  // what the events still pending prove
+    GpuProofs proofs;   // what the events still pending prove
 
     for (;;) {
         pass_.enter();  // from here to the flush, slot pointers may be held (comm_slots.h)

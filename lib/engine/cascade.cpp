@@ -75,8 +75,8 @@ std::string process_name(const RankCommState& r) {
 // stall times would not tell: both began within milliseconds).
 std::optional<std::string> held_in(const Stall& x, const RankCommState& px, const Stall& a, const RankCommState& pa) {
     const uint64_t t_a = issue_time(pa, a.seq);
-    const std::string where = fmt::format("{} is held in comm {} (waiting in #{} there", process_name(pa),
-                                          text::hex(a.view->comm_id), a.seq);
+    const std::string where =
+        fmt::format("{} is held in comm {} (waiting in #{} there", process_name(pa), text::hex(a.view->comm_id), a.seq);
     if (px.issued < x.seq) {
         if (a.stalled_for <= x.stalled_for) return std::nullopt;
         return fmt::format("cascade: {}, stalled {:.1f} s before this one), so it cannot issue here", where,
@@ -85,9 +85,10 @@ std::optional<std::string> held_in(const Stall& x, const RankCommState& px, cons
     if (px.issued <= px.completed) return std::nullopt;
     if (!t_a) {
         if (a.stalled_for <= x.stalled_for) return std::nullopt;
-        return fmt::format("cascade: {}, stalled {:.1f} s before this one); its ops here from #{} on have not "
-                           "completed on record",
-                           where, a.stalled_for - x.stalled_for, px.completed + 1);
+        return fmt::format(
+            "cascade: {}, stalled {:.1f} s before this one); its ops here from #{} on have not "
+            "completed on record",
+            where, a.stalled_for - x.stalled_for, px.completed + 1);
     }
     if (px.t_last_issue_ns <= t_a) return std::nullopt;
     uint64_t after = px.issued;  // its first op here issued after it entered a's op
@@ -206,9 +207,10 @@ void assign_cascade_roles(const std::vector<CommVerdicts>& comms) {
             const bool first = std::all_of(caused[i].begin(), caused[i].end(),
                                            [&](size_t k) { return stalls[k].stalled_for <= s.stalled_for; });
             line = first ? fmt::format("initiating: stalled first ({:.1f} s ago); ", s.stalled_for)
-                         : fmt::format("initiating: stalled {:.1f} s ago, and holds the processes the others wait "
-                                       "on; ",
-                                       s.stalled_for);
+                         : fmt::format(
+                               "initiating: stalled {:.1f} s ago, and holds the processes the others wait "
+                               "on; ",
+                               s.stalled_for);
             for (size_t k = 0; k < caused[i].size(); ++k)
                 line += fmt::format("{}comm {}", k ? ", " : "", text::hex(stalls[caused[i][k]].view->comm_id));
             line += caused[i].size() == 1 ? " waits because of it" : " wait because of it";

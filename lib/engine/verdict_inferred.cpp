@@ -76,11 +76,11 @@ std::vector<Raise> inferred_progress(const CommView& view, std::vector<std::stri
         }
         if (joined == r.completed || (joined <= r.reached && done == r.completed)) continue;  // nothing new
         const bool many = joined > from;
-        std::string note =
-            fmt::format("{}: #{}{} not completed on record; {} completing {} proves it joined {} (a collective every "
-                        "rank contributes to completes only once every rank joined it)",
-                        rank_id(r), from, many ? fmt::format("..#{}", joined) : "", rank_id(best),
-                        many ? "them" : "it", many ? "them" : "it");
+        std::string note = fmt::format(
+            "{}: #{}{} not completed on record; {} completing {} proves it joined {} (a collective every "
+            "rank contributes to completes only once every rank joined it)",
+            rank_id(r), from, many ? fmt::format("..#{}", joined) : "", rank_id(best), many ? "them" : "it",
+            many ? "them" : "it");
         if (done == joined)
             note += ": counted as completed";
         else if (done > r.completed)

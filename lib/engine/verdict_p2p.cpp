@@ -180,9 +180,8 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         for (const auto& pd : pending)
             if (!exact_counts(*pd.r)) bounded.push_back(pd.r->comm_rank);
         uniq(bounded);
-        const std::string head =
-            fmt::format("comm {}: p2p: {} wait{} in send/recv for {}", hex_comm(view.comm_id), ranks_word(waiting),
-                        waiting.size() == 1 ? "s" : "", secs(stalled_for));
+        const std::string head = fmt::format("comm {}: p2p: {} wait{} in send/recv for {}", hex_comm(view.comm_id),
+                                             ranks_word(waiting), waiting.size() == 1 ? "s" : "", secs(stalled_for));
         if (bounded.empty() && uncounted.empty()) {
             v.kind = Kind::StuckInNccl;
             v.summary = head + "; every pending op's peer posted its match: stuck inside NCCL (transport?)";
@@ -193,10 +192,11 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
                 v.summary += fmt::format("; whether {} posted the matching ops is not known (no p2p counts)",
                                          ranks_word(uncounted));
             if (!bounded.empty())
-                v.summary += fmt::format("; whether the pending ops of {} finished is not known: {} counts are lower "
-                                         "bounds ({})",
-                                         ranks_word(bounded), bounded.size() == 1 ? "its" : "their",
-                                         bounds_basis(*state_of_rank(view, bounded.front())));
+                v.summary += fmt::format(
+                    "; whether the pending ops of {} finished is not known: {} counts are lower "
+                    "bounds ({})",
+                    ranks_word(bounded), bounded.size() == 1 ? "its" : "their",
+                    bounds_basis(*state_of_rank(view, bounded.front())));
             v.summary += "; no rank is proven to hold it up";
         }
     }

@@ -99,9 +99,7 @@ bool proven_inside(const RankCommState& r, uint64_t seq) {
 
 // The rank has issued collectives but its GPU has provably not reached the oldest incomplete one: it is busy with
 // earlier work on its stream, not waiting inside NCCL.
-bool gpu_behind(const RankCommState& r) {
-    return r.issued > r.completed && proven_not_reached(r, r.completed + 1);
-}
+bool gpu_behind(const RankCommState& r) { return r.issued > r.completed && proven_not_reached(r, r.completed + 1); }
 
 // Seconds the rank has waited inside its oldest incomplete collective; nothing if it is not waiting. A dead rank
 // is never "waiting" (it is a candidate culprit instead), nor is one whose GPU has not got to the collective yet.

@@ -399,8 +399,8 @@ Verdict unseen_or_stuck_verdict(const Stall& s) {
                             W, reach_open.size() == 1 ? "its" : "their", bases_of(view, reach_open));
         if (upto > W)
             what += fmt::format("; the op {} busy with or {} in is one of #{}..#{}",
-                                reach_open.size() == 1 ? "it is" : "they are", reach_open.size() == 1 ? "waits" : "wait",
-                                W, upto);
+                                reach_open.size() == 1 ? "it is" : "they are",
+                                reach_open.size() == 1 ? "waits" : "wait", W, upto);
     }
     if (!done_open.empty())
         what += fmt::format("{}{} reached #{}; whether {} completed it is not known: {} counts are lower bounds ({})",

@@ -55,8 +55,8 @@ std::string rank_id(const RankCommState& r) {
 std::string bounds_basis(const RankCommState& r) {
     if (exact_counts(r)) return "";
     if (r.gpu_source == uint32_t(disk::GpuSource::Profiler)) return "NCCL profiler, not every op seen";
-    const bool sampled = std::any_of(r.recent.begin(), r.recent.end(),
-                                     [](const OpSig& g) { return g.flags & disk::kFlagSampledOut; });
+    const bool sampled =
+        std::any_of(r.recent.begin(), r.recent.end(), [](const OpSig& g) { return g.flags & disk::kFlagSampledOut; });
     return sampled ? "CUDA events, sampled" : "CUDA events";
 }
 

@@ -208,9 +208,10 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
             if (v.missing.empty()) {
                 // Every rank in sight, none proven to hold the op up (lower-bound counts): the summary says what
                 // is not known.
-                s = fmt::format("{} in {} on {}{}; no rank is proven to hold it up: where their GPUs are is not known "
-                                "(lower-bound counts)",
-                                waiters(v), op, comm, since(job, v));
+                s = fmt::format(
+                    "{} in {} on {}{}; no rank is proven to hold it up: where their GPUs are is not known "
+                    "(lower-bound counts)",
+                    waiters(v), op, comm, since(job, v));
                 break;
             }
             s = fmt::format("{} in {} on {}{}; the culprit is not visible: comm rank{} {} {} no rank file here",

@@ -42,11 +42,13 @@ TEST_CASE("proven: lower-bound counts with no proof name neither GPU_NOT_REACHED
         CHECK(vs[0].missing.empty());
         CHECK(vs[0].waiting == Ranks{0, 1, 2, 3});
         CHECK(contains(vs[0].summary, "4 of 4 ranks wait in AllReduce #42"));
-        CHECK(contains(vs[0].summary, "whether the GPUs of ranks 0,1,2,3 reached #42 is not known: their counts are "
-                                      "lower bounds (CUDA events)"));
+        CHECK(contains(vs[0].summary,
+                       "whether the GPUs of ranks 0,1,2,3 reached #42 is not known: their counts are "
+                       "lower bounds (CUDA events)"));
         CHECK(contains(vs[0].summary, "no rank is proven to hold it up"));
-        CHECK(any_line(vs[0], "rank 0 (global 0, host node0, pid 1000): issued #42, reached #41, completed #41 "
-                              "(lower bounds: CUDA events), waiting 12.0 s"));
+        CHECK(any_line(vs[0],
+                       "rank 0 (global 0, host node0, pid 1000): issued #42, reached #41, completed #41 "
+                       "(lower bounds: CUDA events), waiting 12.0 s"));
         CHECK(any_line(vs[0], "not STUCK_IN_NCCL"));
         CHECK(!blames_transport(vs));
     }
@@ -54,8 +56,9 @@ TEST_CASE("proven: lower-bound counts with no proof name neither GPU_NOT_REACHED
         auto vs = diagnose_stall(view(4, four_waiting(42)), kNow, kTimeout);
         REQUIRE(vs.size() == 1);
         CHECK(vs[0].kind == Kind::Unknown);
-        CHECK(contains(vs[0].summary, "the GPUs of ranks 0,1,2,3 reached #42; whether they completed it is not "
-                                      "known: their counts are lower bounds (CUDA events)"));
+        CHECK(contains(vs[0].summary,
+                       "the GPUs of ranks 0,1,2,3 reached #42; whether they completed it is not "
+                       "known: their counts are lower bounds (CUDA events)"));
         CHECK(!blames_transport(vs));
     }
     SECTION("the run-ahead: the op it is in is one of a range") {
@@ -74,8 +77,9 @@ TEST_CASE("proven: lower-bound counts with no proof name neither GPU_NOT_REACHED
         REQUIRE(vs.size() == 1);
         CHECK(vs[0].kind == Kind::Unknown);
         CHECK(vs[0].culprits.empty());
-        CHECK(contains(vs[0].summary, "the GPU of rank 2 reached #42; whether it completed it is not known: its "
-                                      "counts are lower bounds (CUDA events)"));
+        CHECK(contains(vs[0].summary,
+                       "the GPU of rank 2 reached #42; whether it completed it is not known: its "
+                       "counts are lower bounds (CUDA events)"));
         CHECK(contains(vs[0].summary, "ranks 0,1,3 are proven inside it"));
     }
 }
@@ -196,14 +200,14 @@ TEST_CASE("proven: point-to-point with lower-bound counts is not called stuck", 
         if (ri > rc) e.t_oldest_recv_pending_ns = ago(30.0);
         return e;
     };
-    auto vs = diagnose_stall(view(2, {p2p(0, pe(1, 5, 4, 0, 0), true), p2p(1, pe(0, 0, 0, 5, 4), true)}), kNow,
-                             kTimeout);
+    auto vs =
+        diagnose_stall(view(2, {p2p(0, pe(1, 5, 4, 0, 0), true), p2p(1, pe(0, 0, 0, 5, 4), true)}), kNow, kTimeout);
     REQUIRE(vs.size() == 1);
     CHECK(vs[0].kind == Kind::Unknown);
     CHECK(contains(vs[0].summary, "whether the pending ops of ranks 0,1 finished is not known"));
     CHECK(!blames_transport(vs));
-    auto ws = diagnose_stall(view(2, {p2p(0, pe(1, 5, 4, 0, 0), false), p2p(1, pe(0, 0, 0, 5, 4), false)}), kNow,
-                             kTimeout);
+    auto ws =
+        diagnose_stall(view(2, {p2p(0, pe(1, 5, 4, 0, 0), false), p2p(1, pe(0, 0, 0, 5, 4), false)}), kNow, kTimeout);
     REQUIRE(ws.size() == 1);
     CHECK(ws[0].kind == Kind::StuckInNccl);
 }
