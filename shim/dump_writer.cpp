@@ -41,6 +41,16 @@ json verdicts_json(const JobResult* job, const CommResult* view) {
     return out;
 }
 
+// The communicator whose stall this one's cascades from (the start of the chain), if it is one.
+const CommResult* initiating_of(const JobResult* job, const CommResult* view) {
+    if (!job || !view) return nullptr;
+    for (const verdict::Verdict& v : view->verdicts)
+        if (v.role == verdict::Role::Cascade && v.caused_by_comm)
+            for (const CommResult& c : job->comms)
+                if (c.comm_id == v.caused_by_comm && &c != view) return &c;
+    return nullptr;
+}
+
 }  // namespace
 
 json DumpWriter::process_json() const {
@@ -107,6 +117,16 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
             "read by other ranks and analyze from the ring records",
             rt_.file.hdr->max_comms);
     log_verdicts(job, view);
+    // A cascade: the stall it waits because of follows, in the same words, so that this report names the cause too.
+    json verdicts = verdicts_json(job, view);
+    if (const CommResult* cause = initiating_of(job, view)) {
+        log().error("  it waits because of the stall on communicator {}:", report::hex(cause->comm_id));
+        for (const verdict::Verdict& v : cause->verdicts)
+            if (v.role == verdict::Role::Initiating) {
+                log_verdict(*job, *cause, v, "  ");
+                verdicts.push_back(report::verdict_json_with_headline(*job, *cause, v));
+            }
+    }
     append_event(json{{"type", "stall"},
                       {"comm_id", report::hex(cr.comm_id)},
                       {"no_comm_slot", no_slot},
@@ -114,7 +134,7 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
                       {"stalled_for_s", stalled_for_s},
                       {"completion_poller_stuck", tracker_stuck},
                       {"missing_ranks", view ? json(view->missing) : json::array()},
-                      {"verdicts", verdicts_json(job, view)}});
+                      {"verdicts", std::move(verdicts)}});
 }
 
 void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view,

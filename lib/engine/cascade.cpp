@@ -24,6 +24,9 @@ bool is_stall(const Verdict& v) {
     }
 }
 
+// Stalls whose waits began this close together are taken for simultaneous.
+constexpr double kSameMomentS = 1.0;
+
 bool same_process(const RankCommState& a, const RankCommState& b) { return a.host == b.host && a.pid == b.pid; }
 
 const RankCommState* rank_of(const CommView& v, int comm_rank) {
@@ -78,9 +81,15 @@ std::optional<std::string> held_in(const Stall& x, const RankCommState& px, cons
     const std::string where =
         fmt::format("{} is held in comm {} (waiting in #{} there", process_name(pa), text::hex(a.view->comm_id), a.seq);
     if (px.issued < x.seq) {
-        if (a.stalled_for <= x.stalled_for) return std::nullopt;
-        return fmt::format("cascade: {}, stalled {:.1f} s before this one), so it cannot issue here", where,
-                           a.stalled_for - x.stalled_for);
+        if (a.stalled_for > x.stalled_for)
+            return fmt::format("cascade: {}, stalled {:.1f} s before this one), so it cannot issue here", where,
+                               a.stalled_for - x.stalled_for);
+        // Stalls that began within a second of each other: its own issue order decides.
+        const uint64_t t_last_here = issue_time(px, px.issued);
+        if (a.stalled_for + kSameMomentS > x.stalled_for && t_a && t_last_here && t_a >= t_last_here)
+            return fmt::format("cascade: {}, which it entered after its last op here, #{}), so it cannot issue here",
+                               where, px.issued);
+        return std::nullopt;
     }
     if (px.issued <= px.completed) return std::nullopt;
     if (!t_a) {

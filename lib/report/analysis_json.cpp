@@ -11,16 +11,6 @@ namespace ncw::report {
 namespace {
 
 using verdict::RankCommState;
-using verdict::Role;
-
-const char* role_name(Role r) {
-    switch (r) {
-        case Role::None: return "none";
-        case Role::Initiating: return "initiating";
-        case Role::Cascade: return "cascade";
-    }
-    return "none";
-}
 
 }  // namespace
 

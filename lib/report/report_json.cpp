@@ -167,10 +167,21 @@ json record_json(const Record& in, uint64_t start, const std::vector<uint64_t>& 
 
 std::string format_ranks(const std::vector<int>& ranks) { return ::ncw::format_ranks(ranks); }
 
+const char* role_name(verdict::Role r) {
+    switch (r) {
+        case verdict::Role::None: return "none";
+        case verdict::Role::Initiating: return "initiating";
+        case verdict::Role::Cascade: return "cascade";
+    }
+    return "none";
+}
+
 json verdict_json(const verdict::Verdict& v, const std::string& job_id) {
     return json{{"kind", verdict::kind_name(v.kind)},
                 {"job_id", job_id},
                 {"comm_id", hex(v.comm_id)},
+                {"role", role_name(v.role)},
+                {"caused_by_comm", v.caused_by_comm ? json(hex(v.caused_by_comm)) : json(nullptr)},
                 {"seq", v.seq},
                 {"culprits", v.culprits},
                 {"waiting", v.waiting},

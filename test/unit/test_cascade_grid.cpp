@@ -171,3 +171,48 @@ TEST_CASE("cascade: stalls that only hold one another still form no cycle", "[ca
     CHECK(!(va[0].role == Role::Cascade && vb[0].role == Role::Cascade));
     CHECK((va[0].role == Role::Cascade || vb[0].role == Role::Cascade));
 }
+
+TEST_CASE("cascade: stalls that began at the same moment: the culprit's own issue order decides", "[cascade]") {
+    // The test NCCL (calls block, no GPU tracking): global 4 went into TP #10 (5.000 s ago) after its DP #9
+    // (5.5 s ago) and blocks there; global 0 began waiting in DP #10 2 ms earlier than TP's first waiter.
+    auto blocking = [](int global, int comm_rank, uint64_t issued, double last_issue_ago, double wait_ago) {
+        RankCommState s;
+        s.comm_rank = comm_rank;
+        s.global_rank = global;
+        s.host = "node0";
+        s.pid = 100 + global;
+        s.issued = s.returned = issued;
+        s.completed = s.reached = wait_ago > 0 ? issued - 1 : issued;
+        for (uint64_t q = issued > 3 ? issued - 3 : 1; q <= issued; ++q) {
+            OpSig o;
+            o.seq = q;
+            o.op = uint8_t(ncw::disk::OpType::AllReduce);
+            o.dtype = 7;
+            o.count = 1024;
+            o.t_issue_ns = ago(last_issue_ago + double(issued - q));
+            s.recent.push_back(o);
+        }
+        s.t_last_issue_ns = ago(last_issue_ago);
+        s.t_last_progress_ns = ago(wait_ago > 0 ? wait_ago + 0.5 : last_issue_ago);
+        if (wait_ago > 0) s.returned = issued - 1, s.stall_since_ns = ago(wait_ago);
+        return s;
+    };
+    auto tp = comm(0xB1, {blocking(4, 0, 10, 5.000, 5.000), blocking(5, 1, 9, 5.6, 0)});
+    auto dp = comm(0xD0, {blocking(0, 0, 10, 5.002, 5.002), blocking(4, 1, 9, 5.5, 0)});
+    auto v_tp = diagnose_stall(tp, kNow, 3.0), v_dp = diagnose_stall(dp, kNow, 3.0);
+    REQUIRE(v_dp.size() == 1);
+    REQUIRE(v_dp[0].kind == Kind::NotJoined);
+    REQUIRE(v_dp[0].stalled_for_s > v_tp[0].stalled_for_s);
+    assign_cascade_roles({{&tp, &v_tp}, {&dp, &v_dp}});
+    CHECK(v_dp[0].role == Role::Cascade);
+    CHECK(v_dp[0].caused_by_comm == 0xB1);
+    CHECK(v_dp[0].evidence.front().find("which it entered after its last op here, #9") != std::string::npos);
+    CHECK(v_tp[0].role == Role::Initiating);
+
+    SECTION("not when it issued here after it went into the other op") {
+        auto dp2 = comm(0xD0, {blocking(0, 0, 10, 5.002, 5.002), blocking(4, 1, 9, 4.9, 0)});
+        auto v_tp2 = diagnose_stall(tp, kNow, 3.0), v_dp2 = diagnose_stall(dp2, kNow, 3.0);
+        assign_cascade_roles({{&tp, &v_tp2}, {&dp2, &v_dp2}});
+        CHECK(v_dp2[0].role != Role::Cascade);
+    }
+}
