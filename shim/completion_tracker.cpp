@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "cuda_driver.h"
+#include "gpu_proofs.h"
 #include "log.h"
 #include "recorder.h"
 
@@ -331,6 +332,7 @@ void CompletionTracker::poll_forever() {
     std::vector<CommRuntime*> unslotted;  // communicators beyond the file's comm table, found by comm_id
     std::vector<std::pair<StreamClaim*, uint64_t>>
         claim_pending;  // claim, highest follower count a pending event covers
+    GpuProofs proofs;   // what the events still pending prove
 
     for (;;) {
         pass_.enter();  // from here to the flush, slot pointers may be held (comm_slots.h)
@@ -406,11 +408,14 @@ void CompletionTracker::poll_forever() {
             }
         }
         pending.swap(still);
+        proofs.clear();
+        for (const Pending& e : pending) proofs.add(*file_, e.refs, e.n, e.done);
 
         // Streams that fell quiet with followers no pending event covers: one catch-up event after them.
         std::fill(by_slot.begin(), by_slot.end(), nullptr);
         unslotted.clear();
         comms_->for_each([&](CommRuntime& cr) {
+            proofs.publish(cr);
             if (cr.slot_index < by_slot.size())
                 by_slot[cr.slot_index] = &cr;
             else

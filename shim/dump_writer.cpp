@@ -42,6 +42,16 @@ json verdicts_json(const JobResult* job, const CommResult* view) {
     return out;
 }
 
+// The communicator whose stall this one's cascades from (the start of the chain), if it is one.
+const CommResult* initiating_of(const JobResult* job, const CommResult* view) {
+    if (!job || !view) return nullptr;
+    for (const verdict::Verdict& v : view->verdicts)
+        if (v.role == verdict::Role::Cascade && v.caused_by_comm)
+            for (const CommResult& c : job->comms)
+                if (c.comm_id == v.caused_by_comm && &c != view) return &c;
+    return nullptr;
+}
+
 }  // namespace
 
 json DumpWriter::process_json() const {
@@ -72,11 +82,26 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
     std::lock_guard<std::mutex> lock(mu_);
     const disk::CommSlot& s = *cr.slot.load();
     uint64_t waiting_in = s.coll_completed.load() + 1;
+    // The counts in the engine's words, with what they are worth (lower bounds, proofs).
+    verdict::RankCommState own;
+    own.issued = s.coll_issued.load();
+    own.returned = s.coll_returned.load();
+    own.reached = s.coll_reached.load();
+    own.completed = s.coll_completed.load();
+    own.gpu_tracking = s.gpu_tracking.load() != 0;
+    own.gpu_source = s.gpu_source.load();
+    own.progress_exact = s.progress_exact.load() != 0;
+    own.unreached = s.coll_unreached.load();
+    own.uncompleted = s.coll_uncompleted.load();
+    for (const auto& g : s.recent)
+        if (g.seq.load() && (g.flags & disk::kFlagSampledOut)) {
+            own.recent.emplace_back().flags = disk::kFlagSampledOut;  // "sampled", in the words of the counts
+            break;
+        }
     log().error(
         "STALL on communicator {:#018x} ({} ranks; this process is rank {}): no completion for {:.1f} s "
-        "(NCCLWATCH_TIMEOUT_SEC={}); collectives issued #{}, GPU-reached #{}, completed #{}",
-        cr.comm_id, cr.nranks, cr.rank, stalled_for_s, rt_.cfg.timeout_sec, s.coll_issued.load(), s.coll_reached.load(),
-        s.coll_completed.load());
+        "(NCCLWATCH_TIMEOUT_SEC={}); collectives {}",
+        cr.comm_id, cr.nranks, cr.rank, stalled_for_s, rt_.cfg.timeout_sec, verdict::progress_words(own));
     if (tracker_stuck)
         log().error(
             "  the GPU completion poller has not run for over 2 s (a CUDA query blocks?): GPU progress is "
@@ -93,6 +118,16 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
             "read by other ranks and analyze from the ring records",
             rt_.file.hdr->max_comms);
     log_verdicts(job, view);
+    // A cascade: the stall it waits because of follows, in the same words, so that this report names the cause too.
+    json verdicts = verdicts_json(job, view);
+    if (const CommResult* cause = initiating_of(job, view)) {
+        log().error("  it waits because of the stall on communicator {}:", report::hex(cause->comm_id));
+        for (const verdict::Verdict& v : cause->verdicts)
+            if (v.role == verdict::Role::Initiating) {
+                log_verdict(*job, *cause, v, "  ");
+                verdicts.push_back(report::verdict_json_with_headline(*job, *cause, v));
+            }
+    }
     append_event(json{{"type", "stall"},
                       {"comm_id", report::hex(cr.comm_id)},
                       {"no_comm_slot", no_slot},
@@ -101,7 +136,7 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
                       {"completion_poller_stuck", tracker_stuck},
                       {"suspected_at_s", suspected_at_s >= 0 ? json(suspected_at_s) : json(nullptr)},
                       {"missing_ranks", view ? json(view->missing) : json::array()},
-                      {"verdicts", verdicts_json(job, view)}});
+                      {"verdicts", std::move(verdicts)}});
 }
 
 void DumpWriter::report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,

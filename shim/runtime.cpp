@@ -145,7 +145,11 @@ void fill_device(Runtime& rt, CommRuntime& cr) {
     }
     if (rt.tracker) {
         cr.pool.store(rt.tracker->pool_for_device(dev), std::memory_order_release);
-        if (cr.slot) cr.slot.load()->gpu_tracking.store(cr.pool.load() ? 1 : 0);
+        if (cr.slot) {
+            cr.slot.load()->gpu_tracking.store(cr.pool.load() ? 1 : 0);
+            // CUDA events: reached / completed are lower bounds; the tracker publishes what its pending events prove.
+            if (cr.pool.load()) cr.slot.load()->gpu_source.store(uint32_t(disk::GpuSource::Events));
+        }
     }
 }
 

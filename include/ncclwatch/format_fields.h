@@ -141,7 +141,7 @@
     X(u64, t_init_start_ns, 0, mono, t_init_start_ns)                                                                \
     X(u64, t_init_done_ns, 0, mono, t_init_done_ns)                                                                  \
     X(u64, coll_issued, 0, num, issued)                                                                              \
-    X(u64, coll_returned, 0, num, )                                                                                  \
+    X(u64, coll_returned, 0, num, returned)                                                                          \
     X(u64, coll_reached, 0, num, reached)                                                                            \
     X(u64, coll_completed, 0, num, completed)                                                                        \
     X(u64, ops_issued, 0, num, )                                                                                     \

@@ -9,12 +9,13 @@
 #define NCW_VERDICT_KINDS(X)                                                                         \
     X(NotJoined, "NOT_JOINED", 2, "rank(s) never issued the sequence number the others wait in")     \
     X(GpuNotReached, "GPU_NOT_REACHED", 6,                                                           \
-      "all issued it, but some rank's GPU has not reached it (busy with earlier work)")              \
-    X(StuckInNccl, "STUCK_IN_NCCL", 7, "all reached it, none completed it")                          \
+      "all issued it, but some rank's GPU has provably not reached it (busy with earlier work)")     \
+    X(StuckInNccl, "STUCK_IN_NCCL", 7, "every rank proven inside it, none completed it")             \
     X(Mismatch, "MISMATCH", 3, "ranks disagree on op/dtype/count/root/redop at one sequence number") \
     X(Dead, "DEAD", 0, "a rank's process is gone while others wait for it")                          \
     X(AsyncError, "ASYNC_ERROR", 5, "NCCL reported an error on a rank")                              \
-    X(Unknown, "UNKNOWN", 8, "a stall whose culprit is not visible from here (ranks missing)")       \
+    X(Unknown, "UNKNOWN", 8,                                                                         \
+      "a stall whose culprit is not visible from here (ranks missing) or not proven (lower bounds)") \
     X(ExtraOp, "EXTRA_OP", 1,                                                                        \
       "a rank issued an operation no other rank issued: it is ahead, the others are not behind")     \
     X(InitHang, "INIT_HANG", 4,                                                                      \

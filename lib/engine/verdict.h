@@ -89,6 +89,10 @@ std::vector<Verdict> find_mismatches(const CommView& view);
 
 // Human-readable names for the evidence.
 std::string describe_op(const OpSig& op);  // "AllReduce #42 (float32, 1048576 elements, sum, stream 0x..., tid 7)"
+// A rank's progress on a communicator, saying what its counts are worth: "issued #20, reached #9, completed #8
+// (lower bounds: CUDA events, sampled; #11 proven not reached)"; exact counts carry no label. The stall lines of the
+// shim's stderr and every report's evidence use it.
+std::string progress_words(const RankCommState& r);
 
 }  // namespace ncw::verdict
 

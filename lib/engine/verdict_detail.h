@@ -32,19 +32,43 @@ std::string rank_id(const RankCommState& r);  // "rank 0 (global 0, host h, pid 
 // One line of state per rank, shared by every stall verdict; W: the seq the stall is about.
 std::string rank_state_line(const RankCommState& r, uint64_t now_ns, uint64_t W);
 std::string last_op(const RankCommState& r);  // the op at the rank's latest issued seq, for "its last op"
+// Where a rank's lower-bound counts come from: "CUDA events, sampled", "NCCL profiler, not every op seen"; "" when
+// they are exact.
+std::string bounds_basis(const RankCommState& r);
 
 // ---- Where each rank is (verdict_ranks.cpp) ----
 
 const OpSig* find_sig(const RankCommState& r, uint64_t seq);
 const RankCommState* state_of_rank(const CommView& v, int comm_rank);
-std::vector<int> missing_ranks(const CommView& v);         // comm ranks 0..nranks-1 with no visible state
-std::vector<size_t> by_comm_rank(const CommView& v);       // indices of v.ranks in comm-rank order
-bool reach_unknown(const RankCommState& r, uint64_t seq);  // sampled out: whether its GPU got to seq is not known
-bool gpu_behind(const RankCommState& r);                   // its GPU has not reached the oldest incomplete collective
+std::vector<int> missing_ranks(const CommView& v);    // comm ranks 0..nranks-1 with no visible state
+std::vector<size_t> by_comm_rank(const CommView& v);  // indices of v.ranks in comm-rank order
+// What a rank's counts prove about collective `seq` (read/rank_state.h). Without GPU tracking, "completed" is the
+// call's return, exact for what it means. With it, reached / completed are exact only with progress_exact; otherwise
+// they are lower bounds, and "not reached" / "not completed" are proven only by unreached / uncompleted.
+bool exact_counts(const RankCommState& r);
+bool inside_call(const RankCommState& r, uint64_t seq);  // issued it, its call has not returned: inside NCCL for sure
+bool proven_reached(const RankCommState& r, uint64_t seq);
+bool proven_not_reached(const RankCommState& r, uint64_t seq);
+bool proven_not_completed(const RankCommState& r, uint64_t seq);
+// Proven inside `seq`: its call blocks in NCCL, or its GPU reached it and has proven not completed it.
+bool proven_inside(const RankCommState& r, uint64_t seq);
+bool gpu_behind(const RankCommState& r);  // its GPU has provably not reached the oldest incomplete collective
 // Seconds waited inside the oldest incomplete collective; nothing if not waiting (dead, GPU behind, idle).
 std::optional<double> wait_seconds(const RankCommState& r, uint64_t now_ns);
 // Seconds without progress while the GPU is still busy before the oldest incomplete collective.
 std::optional<double> busy_seconds(const RankCommState& r, uint64_t now_ns);
+
+// ---- What peers' completions prove (verdict_inferred.cpp) ----
+
+// What peers' completions of all-joined collectives imply for a rank whose counts lag: its new "reached" (joined) and
+// "completed" (never past an op of its own proven not completed).
+struct Raise {
+    size_t index;  // in view.ranks
+    uint64_t reached;
+    uint64_t completed;
+};
+// The raises, with one note each for the evidence; none in the common case.
+std::vector<Raise> inferred_progress(const CommView& view, std::vector<std::string>& notes);
 
 // ---- Matching signatures (verdict_mismatch.cpp) ----
 

@@ -93,7 +93,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
     }
     if (pending.empty()) return {};
 
-    std::vector<int> unmatched, dead, unseen, waiting;
+    std::vector<int> unmatched, dead, unseen, waiting, uncounted;
     std::vector<std::string> unmatched_ev, matched_ev;
     std::string what;
     double stalled_for = 0;
@@ -114,6 +114,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         }
         const auto got = posted(*p, pd.r->comm_rank, !pd.recv);
         if (!got) {
+            uncounted.push_back(pd.peer);
             matched_ev.push_back(fmt::format("p2p: {}; rank {}'s counts are unknown", head, pd.peer));
             continue;
         }
@@ -143,7 +144,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         std::sort(v.begin(), v.end());
         v.erase(std::unique(v.begin(), v.end()), v.end());
     };
-    uniq(unmatched), uniq(dead), uniq(unseen), uniq(waiting);
+    uniq(unmatched), uniq(dead), uniq(unseen), uniq(waiting), uniq(uncounted);
 
     Verdict base;
     base.comm_id = view.comm_id;
@@ -173,11 +174,31 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
                                 hex_comm(view.comm_id), ranks_word(waiting), waiting.size() == 1 ? "s" : "",
                                 secs(stalled_for), unseen.size() == 1 ? "" : "s", ranks_word(unseen));
     } else {
-        v.kind = Kind::StuckInNccl;
-        v.summary = fmt::format(
-            "comm {}: p2p: {} wait{} in send/recv for {}; every pending op's peer posted its match: stuck inside "
-            "NCCL (transport?)",
-            hex_comm(view.comm_id), ranks_word(waiting), waiting.size() == 1 ? "s" : "", secs(stalled_for));
+        // Proven inside only where the counts are exact (the call's return without GPU tracking, NCCL's profiler):
+        // a lower-bound "completed" may lag a send or receive that is done.
+        std::vector<int> bounded;
+        for (const auto& pd : pending)
+            if (!exact_counts(*pd.r)) bounded.push_back(pd.r->comm_rank);
+        uniq(bounded);
+        const std::string head = fmt::format("comm {}: p2p: {} wait{} in send/recv for {}", hex_comm(view.comm_id),
+                                             ranks_word(waiting), waiting.size() == 1 ? "s" : "", secs(stalled_for));
+        if (bounded.empty() && uncounted.empty()) {
+            v.kind = Kind::StuckInNccl;
+            v.summary = head + "; every pending op's peer posted its match: stuck inside NCCL (transport?)";
+        } else {
+            v.kind = Kind::Unknown;
+            v.summary = head;
+            if (!uncounted.empty())
+                v.summary += fmt::format("; whether {} posted the matching ops is not known (no p2p counts)",
+                                         ranks_word(uncounted));
+            if (!bounded.empty())
+                v.summary += fmt::format(
+                    "; whether the pending ops of {} finished is not known: {} counts are lower "
+                    "bounds ({})",
+                    ranks_word(bounded), bounded.size() == 1 ? "its" : "their",
+                    bounds_basis(*state_of_rank(view, bounded.front())));
+            v.summary += "; no rank is proven to hold it up";
+        }
     }
     out.push_back(std::move(v));
     return out;

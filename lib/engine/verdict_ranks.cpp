@@ -66,21 +66,40 @@ std::optional<uint64_t> wait_start(const RankCommState& r) {
 
 }  // namespace
 
-// An op that carried no GPU events of its own (NCCLWATCH_GPU_SAMPLE=auto) has no "reached" of its own: until it
-// completes, whether the rank's GPU got to it is not known. Such a rank counts as inside the op, never as behind.
-bool reach_unknown(const RankCommState& r, uint64_t seq) {
-    if (!r.gpu_tracking || r.reached >= seq) return false;
-    if (const OpSig* s = find_sig(r, seq)) return s->flags & disk::kFlagSampledOut;
-    // Out of the window (the host ran far ahead of its GPU): unknown as soon as this rank samples at all.
-    return std::any_of(r.recent.begin(), r.recent.end(),
-                       [](const OpSig& g) { return g.flags & disk::kFlagSampledOut; });
+bool exact_counts(const RankCommState& r) { return !r.gpu_tracking || r.progress_exact; }
+
+// The call's own record: issued, not returned. (Without GPU tracking "completed" is that return.)
+bool inside_call(const RankCommState& r, uint64_t seq) {
+    if (seq == 0 || r.issued < seq) return false;
+    return r.gpu_tracking ? r.returned < seq : r.completed < seq;
 }
 
-// The rank has issued collectives but its GPU has not reached the oldest incomplete one: it is busy with earlier
-// work on its stream, not waiting inside NCCL.
-bool gpu_behind(const RankCommState& r) {
-    return r.gpu_tracking && r.issued > r.completed && r.reached <= r.completed && !reach_unknown(r, r.completed + 1);
+// Without GPU tracking a rank "reached" an op once its call entered NCCL: the counts say nothing of its GPU.
+bool proven_reached(const RankCommState& r, uint64_t seq) {
+    if (!r.gpu_tracking) return r.issued >= seq;
+    return r.reached >= seq || r.completed >= seq;
 }
+
+// A proof older than the counts (reached caught up with it since) proves nothing.
+bool proven_not_reached(const RankCommState& r, uint64_t seq) {
+    if (!r.gpu_tracking || r.reached >= seq || r.completed >= seq) return false;
+    return r.progress_exact || (r.unreached != 0 && r.unreached <= seq && r.unreached > r.reached);
+}
+
+bool proven_not_completed(const RankCommState& r, uint64_t seq) {
+    if (r.completed >= seq) return false;
+    if (!r.gpu_tracking) return true;
+    return r.progress_exact || (r.uncompleted != 0 && r.uncompleted <= seq && r.uncompleted > r.completed);
+}
+
+bool proven_inside(const RankCommState& r, uint64_t seq) {
+    if (r.issued < seq) return false;
+    return inside_call(r, seq) || (proven_reached(r, seq) && proven_not_completed(r, seq));
+}
+
+// The rank has issued collectives but its GPU has provably not reached the oldest incomplete one: it is busy with
+// earlier work on its stream, not waiting inside NCCL.
+bool gpu_behind(const RankCommState& r) { return r.issued > r.completed && proven_not_reached(r, r.completed + 1); }
 
 // Seconds the rank has waited inside its oldest incomplete collective; nothing if it is not waiting. A dead rank
 // is never "waiting" (it is a candidate culprit instead), nor is one whose GPU has not got to the collective yet.

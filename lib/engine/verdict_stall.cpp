@@ -14,65 +14,6 @@ using disk::OpType;
 
 namespace {
 
-// Collectives after which, once one rank completed it, every rank has joined it: each rank's result needs every
-// other rank's data. (A rooted op can complete on its root while the data still sits in a peer's buffers.)
-bool completes_only_when_all_joined(uint8_t op) {
-    const OpType t = OpType(op);
-    return t == OpType::AllReduce || t == OpType::AllGather || t == OpType::ReduceScatter;
-}
-
-// A rank's "completed" can lag its GPU: with NCCLWATCH_GPU_SAMPLE=auto an op without events of its own completes on
-// the record only once a later event on its stream does, which never happens in a hang; and a process that died (or
-// was killed) a few milliseconds after its GPU finished an op never saw that op's event. Another rank's completion
-// of the same all-reduce (all-gather, reduce-scatter) proves this rank joined it and finished its part: so
-// "completed" is raised to match, one op at a time while the op is such a collective with the same signature.
-// The raises, as (rank index, new "completed"), with a note each; none in the common case, so that the caller copies
-// the view only when it must (a live collector analyses communicators of 16,384 ranks several times a second).
-std::vector<std::pair<size_t, uint64_t>> inferred_progress(const CommView& view, std::vector<std::string>& notes) {
-    std::vector<std::pair<size_t, uint64_t>> raises;
-    // Only over ops every rank issued: a completion where some rank never issued the op is not this proof.
-    if (view.ranks.empty() || (view.nranks > 0 && view.ranks.size() < size_t(view.nranks))) return raises;
-    uint64_t all_issued = UINT64_MAX;
-    // The two peers that completed most, as recorded: the best one other than the rank itself is one of them.
-    size_t best1 = SIZE_MAX, best2 = SIZE_MAX;
-    for (size_t j = 0; j < view.ranks.size(); ++j) {
-        const auto& q = view.ranks[j];
-        all_issued = std::min(all_issued, q.issued);
-        if (!q.gpu_tracking) continue;
-        if (best1 == SIZE_MAX || q.completed > view.ranks[best1].completed) {
-            best2 = best1;
-            best1 = j;
-        } else if (best2 == SIZE_MAX || q.completed > view.ranks[best2].completed) {
-            best2 = j;
-        }
-    }
-    for (size_t i = 0; i < view.ranks.size(); ++i) {
-        const RankCommState& r = view.ranks[i];
-        if (!r.gpu_tracking || r.issued <= r.completed) continue;
-        const size_t b = i == best1 ? best2 : best1;
-        if (b == SIZE_MAX || view.ranks[b].completed <= r.completed) continue;
-        const RankCommState& best = view.ranks[b];
-        const uint64_t from = r.completed + 1;
-        uint64_t upto = r.completed;
-        for (uint64_t s = from; s <= std::min({all_issued, r.issued, best.completed}); ++s) {
-            const OpSig* mine = find_sig(r, s);
-            const OpSig* theirs = find_sig(best, s);
-            if (!mine || !completes_only_when_all_joined(mine->op) || !theirs || theirs->op != mine->op ||
-                theirs->count != mine->count || theirs->dtype != mine->dtype)
-                break;
-            upto = s;
-        }
-        if (upto == r.completed) continue;
-        notes.push_back(
-            fmt::format("{}: #{}{} not completed on record; {} completing {} proves {} done (a "
-                        "collective every rank contributes to completes only once every rank joined it)",
-                        rank_id(r), from, upto > from ? fmt::format("..#{}", upto) : "", rank_id(best),
-                        upto > from ? "them" : "it", upto > from ? "them" : "it"));
-        raises.push_back({i, upto});
-    }
-    return raises;
-}
-
 // One stall at W, as every rule sees it.
 struct Stall {
     explicit Stall(const CommView& v) : view(v) {}
@@ -127,8 +68,7 @@ std::optional<Stall> find_stall(const CommView& view, uint64_t now_ns, double ti
     // Everyone alive and inside W (issued it, its GPU got to it, not completed it) waits in W, timed out or not yet.
     for (size_t i : s.order) {
         const auto& r = view.ranks[i];
-        if (!r.alive || r.issued < W || r.completed >= W || (r.gpu_tracking && r.reached < W && !reach_unknown(r, W)))
-            continue;
+        if (!r.alive || r.issued < W || r.completed >= W || proven_not_reached(r, W)) continue;
         s.waiting.push_back(r.comm_rank);
         if (const auto w = wait_seconds(r, now_ns)) s.stalled_for = std::max(s.stalled_for, *w);
     }
@@ -366,25 +306,51 @@ std::optional<Verdict> not_joined_verdict(const Stall& s, TieNotes notes) {
     return s.make(Kind::NotJoined, behind, what, ev);
 }
 
-// Rule 5: every live rank issued W, but some GPU has not got to it yet: GPU_NOT_REACHED.
+// Rule 5: every live rank issued W, but some GPU has provably not got to it yet: GPU_NOT_REACHED. Proven by exact
+// counts (NCCL's profiler: reached < W), or by a pending event recorded before an op at or before W (unreached).
 std::optional<Verdict> gpu_not_reached_verdict(const Stall& s) {
     std::vector<int> not_reached;
     std::string nr_what;
+    std::vector<std::string> ev;
     for (size_t i : s.order) {
         const auto& r = s.view.ranks[i];
-        if (!r.alive || !r.gpu_tracking || r.reached >= s.W || r.completed >= s.W || reach_unknown(r, s.W)) continue;
+        if (!r.alive || !proven_not_reached(r, s.W)) continue;
         not_reached.push_back(r.comm_rank);
         nr_what +=
             fmt::format("{}rank {}'s GPU has not reached #{} (busy with earlier work on its stream): reached #{}",
                         nr_what.empty() ? "" : "; ", r.comm_rank, s.W, r.reached);
+        ev.push_back(r.progress_exact
+                         ? fmt::format("{}: its counts are exact (NCCL's profiler saw every op's GPU start): #{} "
+                                       "never started",
+                                       rank_id(r), s.W)
+                         : fmt::format("{}: an event recorded on its stream before #{} has not completed: the work "
+                                       "before it is still running",
+                                       rank_id(r), r.unreached));
     }
     if (not_reached.empty()) return std::nullopt;
-    return s.make(Kind::GpuNotReached, not_reached, nr_what, {});
+    return s.make(Kind::GpuNotReached, not_reached, nr_what, std::move(ev));
 }
 
-// Rule 6: every visible rank is inside W (or past it) and no one is behind. With ranks out of sight the likely
-// culprit is among them (UNKNOWN); with every rank in sight, NCCL itself is stuck (STUCK_IN_NCCL), or a rank whose
-// GPU progress is not known is still busy before W.
+// "the GPU of rank 3" / "the GPUs of ranks 0,2"
+std::string gpus_of(const std::vector<int>& ranks) {
+    return (ranks.size() == 1 ? "the GPU of " : "the GPUs of ") + ranks_word(ranks);
+}
+
+// "CUDA events, sampled" for the ranks given, each basis once.
+std::string bases_of(const CommView& view, const std::vector<int>& ranks) {
+    std::vector<std::string> b;
+    for (int cr : ranks)
+        if (const RankCommState* r = state_of_rank(view, cr))
+            if (auto w = bounds_basis(*r); std::find(b.begin(), b.end(), w) == b.end()) b.push_back(std::move(w));
+    std::string out;
+    for (const auto& w : b) out += (out.empty() ? "" : "; ") + w;
+    return out;
+}
+
+// Rule 6: every visible rank issued W and none is provably behind. With ranks out of sight the likely culprit is
+// among them (UNKNOWN). With every rank in sight: STUCK_IN_NCCL when every rank that has not completed W is proven
+// inside it (its call blocks in NCCL, or its GPU reached W and provably has not completed it); otherwise UNKNOWN,
+// which says what is not known and blames nothing.
 Verdict unseen_or_stuck_verdict(const Stall& s) {
     const CommView& view = s.view;
     const uint64_t W = s.W;
@@ -395,36 +361,66 @@ Verdict unseen_or_stuck_verdict(const Stall& s) {
                                   view.ranks.size(), W, ranks_word(s.missing), s.missing.size() == 1 ? "" : "s"),
                       {});
     size_t done = 0;
-    std::vector<int> unknown_reach;  // sampled-out ranks: whether their GPU reached W is not known
+    std::vector<int> reach_open;  // whether their GPU reached W is not known
+    std::vector<int> done_open;   // their GPU reached W; whether it completed W is not known
+    std::vector<int> inside;      // proven inside W
+    uint64_t upto = W;            // the latest op a rank of reach_open may be busy with
     for (size_t i : s.order) {
         const auto& r = view.ranks[i];
-        if (r.alive && r.completed >= W) ++done;
-        if (r.alive && r.gpu_tracking && r.reached < W && r.completed < W && reach_unknown(r, W))
-            unknown_reach.push_back(r.comm_rank);
+        if (!r.alive) continue;
+        if (r.completed >= W) {
+            ++done;
+        } else if (proven_inside(r, W)) {
+            inside.push_back(r.comm_rank);
+        } else if (proven_reached(r, W)) {
+            done_open.push_back(r.comm_rank);
+        } else {
+            reach_open.push_back(r.comm_rank);
+            // Not past an op its GPU is proven not to have reached.
+            const bool bound = r.unreached > r.reached && r.unreached > W && r.unreached <= r.issued;
+            upto = std::max(upto, bound ? r.unreached - 1 : r.issued);
+        }
     }
-    std::string what = done == 0 ? fmt::format("all {} ranks are inside #{}; none completed", s.nranks, W)
-                                 : fmt::format("all {} ranks issued #{}; {} completed it, {} still inside", s.nranks, W,
-                                               done, s.waiting.size());
-    what += ": stuck inside NCCL (transport?)";
-    std::vector<std::string> stuck_ev{
-        "every rank issued and reached the op: check the network path (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, GDR/P2P "
-        "settings) in the environment audit"};
-    if (!unknown_reach.empty()) {
-        uint64_t upto = W;
-        for (const auto& r : view.ranks)
-            if (std::find(unknown_reach.begin(), unknown_reach.end(), r.comm_rank) != unknown_reach.end())
-                upto = std::max(upto, r.issued);
-        what += fmt::format(", or {} busy with earlier work on {} stream", ranks_word(unknown_reach),
-                            unknown_reach.size() == 1 ? "its" : "their");
+    if (reach_open.empty() && done_open.empty()) {
+        std::string what = done == 0 ? fmt::format("all {} ranks are inside #{}; none completed", s.nranks, W)
+                                     : fmt::format("all {} ranks issued #{}; {} completed it, {} still inside",
+                                                   s.nranks, W, done, s.waiting.size());
+        what += ": stuck inside NCCL (transport?)";
+        return s.make(Kind::StuckInNccl, {}, what,
+                      {"every rank is proven inside the op (its call has not returned, or its GPU reached the op and "
+                       "provably has not completed it): check the network path (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, "
+                       "GDR/P2P settings) in the environment audit"});
+    }
+
+    // Not proven either way: say what is not known, and what is.
+    std::string what;
+    if (!reach_open.empty()) {
+        what += fmt::format("whether {} reached #{} is not known: {} counts are lower bounds ({})", gpus_of(reach_open),
+                            W, reach_open.size() == 1 ? "its" : "their", bases_of(view, reach_open));
         if (upto > W)
-            what +=
-                fmt::format(" (its GPU completed #{} for certain; the op it is in is one of #{}..#{})", W - 1, W, upto);
-        stuck_ev.front() = fmt::format(
-            "every rank issued the op; whether the GPU of {} reached it is not known: it carried no GPU events of its "
-            "own (NCCLWATCH_GPU_SAMPLE=auto samples one op per stream at a time; =all records them for every op)",
-            ranks_word(unknown_reach));
+            what += fmt::format("; the op {} busy with or {} in is one of #{}..#{}",
+                                reach_open.size() == 1 ? "it is" : "they are",
+                                reach_open.size() == 1 ? "waits" : "wait", W, upto);
     }
-    return s.make(Kind::StuckInNccl, {}, what, stuck_ev);
+    if (!done_open.empty())
+        what += fmt::format("{}{} reached #{}; whether {} completed it is not known: {} counts are lower bounds ({})",
+                            what.empty() ? "" : "; ", gpus_of(done_open), W, done_open.size() == 1 ? "it" : "they",
+                            done_open.size() == 1 ? "its" : "their", bases_of(view, done_open));
+    if (!inside.empty())
+        what += fmt::format("; {} {} proven inside it", ranks_word(inside), inside.size() == 1 ? "is" : "are");
+    what += "; no rank is proven to hold it up";
+    std::vector<std::string> ev{fmt::format(
+        "not STUCK_IN_NCCL: that needs every rank proven inside #{} (its call blocking in NCCL, or its GPU past the "
+        "op's start and provably not at its end); not GPU_NOT_REACHED: no rank is proven short of #{}",
+        W, W)};
+    const std::string bases = bases_of(view, reach_open.empty() ? done_open : reach_open);
+    if (bases.find("sampled") != std::string::npos)
+        ev.push_back(
+            "NCCLWATCH_GPU_SAMPLE=auto gives one op per stream at a time CUDA events of its own; =all gives every op "
+            "its own (about 0.5 us each); NCCL's profiler interface (NCCL 2.26 or later) makes the counts exact");
+    else
+        ev.push_back("NCCL's profiler interface (NCCL 2.26 or later) makes the counts exact");
+    return s.make(Kind::Unknown, {}, what, std::move(ev));
 }
 
 // The rules in order over a view whose "completed" counts are final (inferred progress applied).
@@ -466,9 +462,9 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
     const auto raises = inferred_progress(view, notes);
     if (raises.empty()) return diagnose_stall_inferred(view, now_ns, timeout_s);
     CommView v = view;
-    for (const auto& [i, upto] : raises) {
-        v.ranks[i].completed = upto;
-        v.ranks[i].reached = std::max(v.ranks[i].reached, upto);
+    for (const auto& r : raises) {
+        v.ranks[r.index].completed = r.completed;
+        v.ranks[r.index].reached = r.reached;
     }
     auto out = diagnose_stall_inferred(v, now_ns, timeout_s);
     for (auto& verdict : out) verdict.evidence.insert(verdict.evidence.end(), notes.begin(), notes.end());

@@ -1,6 +1,8 @@
 // The words of the evidence: ops, ranks and rank states as the verdicts name them.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "engine/verdict_detail.h"
 #include "ncclwatch/format.h"
 #include "read/text.h"
@@ -50,13 +52,17 @@ std::string rank_id(const RankCommState& r) {
                        r.host.empty() ? "?" : r.host, r.pid);
 }
 
+std::string bounds_basis(const RankCommState& r) {
+    if (exact_counts(r)) return "";
+    if (r.gpu_source == uint32_t(disk::GpuSource::Profiler)) return "NCCL profiler, not every op seen";
+    const bool sampled =
+        std::any_of(r.recent.begin(), r.recent.end(), [](const OpSig& g) { return g.flags & disk::kFlagSampledOut; });
+    return sampled ? "CUDA events, sampled" : "CUDA events";
+}
+
 // One line of state per rank, shared by every stall verdict.
 std::string rank_state_line(const RankCommState& r, uint64_t now_ns, uint64_t W) {
-    std::string line = rank_id(r) + fmt::format(": issued #{}", r.issued);
-    if (r.gpu_tracking)
-        line += fmt::format(", reached #{}, completed #{}", r.reached, r.completed);
-    else
-        line += fmt::format(", completed #{} (no GPU tracking: completed = call returned)", r.completed);
+    std::string line = rank_id(r) + ": " + progress_words(r);
     if (!r.alive) {
         if (r.exited_clean)
             line += ", DEAD: exited cleanly (exit handlers ran)";
@@ -90,6 +96,21 @@ std::string last_op(const RankCommState& r) {
 namespace ncw::verdict {
 
 using namespace detail;
+
+std::string progress_words(const RankCommState& r) {
+    if (!r.gpu_tracking)
+        return fmt::format("issued #{}, completed #{} (no GPU tracking: completed = call returned)", r.issued,
+                           r.completed);
+    std::string out = fmt::format("issued #{}, reached #{}, completed #{}", r.issued, r.reached, r.completed);
+    if (exact_counts(r)) return out;
+    out += " (lower bounds: " + bounds_basis(r);
+    // The proofs still standing (one the counts caught up with proves nothing).
+    if (r.unreached > r.reached && r.unreached > r.completed && r.unreached <= r.issued)
+        out += fmt::format("; #{} proven not reached", r.unreached);
+    if (r.uncompleted > r.completed && r.uncompleted <= r.issued)
+        out += fmt::format("; #{} proven not completed", r.uncompleted);
+    return out + ")";
+}
 
 std::string describe_op(const OpSig& op) {
     if (OpType(op.op) == OpType::None) return fmt::format("#{} (signature not recorded)", op.seq);

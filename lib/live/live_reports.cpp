@@ -255,7 +255,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
     for (const auto& jr : a.jobs)
         for (const auto& cr : jr.comms) {
             json rows = json::array();
-            for (const auto& r : cr.view.ranks)
+            for (const auto& r : cr.view.ranks) {
                 rows.push_back(json{{"comm_rank", r.comm_rank},
                                     {"global_rank", r.global_rank},
                                     {"host", r.host},
@@ -264,6 +264,8 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
                                     {"issued", r.issued},
                                     {"reached", r.reached},
                                     {"completed", r.completed}});
+                report::add_progress_basis(rows.back(), r);
+            }
             comms.push_back(json{{"comm_id", report::hex(cr.comm_id)},
                                  {"name", cr.name},
                                  {"nranks", cr.view.nranks},

@@ -49,6 +49,7 @@ struct RankCommState {
 
     // Progress, as collective sequence numbers (0 = none yet).
     uint64_t issued = 0;
+    uint64_t returned = 0;  // calls returned (coll_returned): an op issued after it is still inside its NCCL call
     uint64_t reached = 0;
     uint64_t completed = 0;
     bool gpu_tracking = false;  // reached/completed come from GPU events; otherwise completion means "call returned"

@@ -11,16 +11,6 @@ namespace ncw::report {
 namespace {
 
 using verdict::RankCommState;
-using verdict::Role;
-
-const char* role_name(Role r) {
-    switch (r) {
-        case Role::None: return "none";
-        case Role::Initiating: return "initiating";
-        case Role::Cascade: return "cascade";
-    }
-    return "none";
-}
 
 // One verdict of the document: "verdicts" and "suspected" share the shape.
 json verdict_item(const Analysis::VerdictRef& ref) {
@@ -101,7 +91,7 @@ json analysis_json(const Analysis& a, double timeout_s) {
 
         for (const auto& c : j.comms) {
             json ranks = json::array();
-            for (const auto& r : c.view.ranks)
+            for (const auto& r : c.view.ranks) {
                 ranks.push_back(json{{"comm_rank", r.comm_rank},
                                      {"global_rank", r.global_rank},
                                      {"host", r.host},
@@ -121,6 +111,8 @@ json analysis_json(const Analysis& a, double timeout_s) {
                                      {"stall_since_ns", r.stall_since_ns},
                                      {"t_last_issue_ns", r.t_last_issue_ns},
                                      {"t_last_progress_ns", r.t_last_progress_ns}});
+                add_progress_basis(ranks.back(), r);
+            }
             // The shim's baseline of the gaps between completions, once it has one (format 1.4).
             for (size_t i = 0; i < c.view.ranks.size(); ++i)
                 if (c.view.ranks[i].completion_gap_p99_ns)

@@ -186,9 +186,11 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
                             comm, waiters(v), since(job, v));
             break;
         case Kind::StuckInNccl:
+            // Only ever proven (every rank's call blocks in NCCL, or its GPU is inside the op): the one verdict that
+            // points at the network path.
             s = fmt::format(
-                "all {} ranks are inside {} on {} and none completed it{}: the transport is suspect "
-                "(hosts {})",
+                "all {} ranks are proven inside {} on {} and none completed it{}: stuck inside NCCL; check the "
+                "network path (hosts {})",
                 c.view.ranks.size(), op, comm, since(job, v), hosts_of(c));
             break;
         case Kind::AsyncError: s = fmt::format("NCCL reported an error on {} in {}", culprits, comm); break;
@@ -203,12 +205,18 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
             s = fmt::format("{} is consistently last to arrive at collectives on {} (not a hang)", culprits, comm);
             break;
         case Kind::Unknown:
-            s = fmt::format("{} in {} on {}{}; the culprit is not visible: {} no rank file here", waiters(v), op, comm,
-                            since(job, v),
-                            v.missing.empty()
-                                ? std::string("some ranks have")
-                                : fmt::format("comm rank{} {} {}", v.missing.size() == 1 ? "" : "s",
-                                              format_ranks(v.missing), v.missing.size() == 1 ? "has" : "have"));
+            if (v.missing.empty()) {
+                // Every rank in sight, none proven to hold the op up (lower-bound counts): the summary says what
+                // is not known.
+                s = fmt::format(
+                    "{} in {} on {}{}; no rank is proven to hold it up: where their GPUs are is not known "
+                    "(lower-bound counts)",
+                    waiters(v), op, comm, since(job, v));
+                break;
+            }
+            s = fmt::format("{} in {} on {}{}; the culprit is not visible: comm rank{} {} {} no rank file here",
+                            waiters(v), op, comm, since(job, v), v.missing.size() == 1 ? "" : "s",
+                            format_ranks(v.missing), v.missing.size() == 1 ? "has" : "have");
             break;
     }
     if (v.role == Role::Initiating) s += " (stalled first: other communicators wait because of it)";

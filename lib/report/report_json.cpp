@@ -54,6 +54,15 @@ json rel_ms_json(uint64_t t, uint64_t start) {
 
 std::string dump_json(const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace); }
 
+void add_progress_basis(json& row, const verdict::RankCommState& r) {
+    // A file from before 1.4 says gpu_tracking only: its counts come from CUDA events.
+    const uint32_t src = r.gpu_source || !r.gpu_tracking ? r.gpu_source : uint32_t(disk::GpuSource::Events);
+    row["gpu_source"] = disk::gpu_source_name(src);
+    row["progress_exact"] = !r.gpu_tracking || r.progress_exact;
+    row["unreached"] = r.unreached;
+    row["uncompleted"] = r.uncompleted;
+}
+
 json op_json(const verdict::OpSig& s) {
     return json{{"seq", s.seq},
                 {"op", disk::op_name(s.op)},
@@ -158,10 +167,21 @@ json record_json(const Record& in, uint64_t start, const std::vector<uint64_t>& 
 
 std::string format_ranks(const std::vector<int>& ranks) { return ::ncw::format_ranks(ranks); }
 
+const char* role_name(verdict::Role r) {
+    switch (r) {
+        case verdict::Role::None: return "none";
+        case verdict::Role::Initiating: return "initiating";
+        case verdict::Role::Cascade: return "cascade";
+    }
+    return "none";
+}
+
 json verdict_json(const verdict::Verdict& v, const std::string& job_id) {
     return json{{"kind", verdict::kind_name(v.kind)},
                 {"job_id", job_id},
                 {"comm_id", hex(v.comm_id)},
+                {"role", role_name(v.role)},
+                {"caused_by_comm", v.caused_by_comm ? json(hex(v.caused_by_comm)) : json(nullptr)},
                 {"seq", v.seq},
                 {"culprits", v.culprits},
                 {"waiting", v.waiting},

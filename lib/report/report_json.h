@@ -29,7 +29,11 @@ std::string format_ranks(const std::vector<int>& ranks);  // "0-3,5"
 std::string dump_json(const json& j);                     // pretty, invalid UTF-8 replaced
 json rel_ms_json(uint64_t t, uint64_t start);
 
+const char* role_name(verdict::Role r);  // "none", "initiating", "cascade"
 json op_json(const verdict::OpSig& s);
+// What a rank's reached / completed are worth (format 1.4): "gpu_source", "progress_exact", "unreached",
+// "uncompleted", added to a rank's row of the analysis and the live report alike.
+void add_progress_basis(json& row, const verdict::RankCommState& r);
 json verdict_json(const verdict::Verdict& v, const std::string& job_id);
 json header_json(const HeaderInfo& h);
 json sig_json(const SigInfo& s, uint64_t start);  // one entry of CommInfo::recent

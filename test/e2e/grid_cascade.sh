@@ -24,6 +24,18 @@ cascades = [v for v in vs if v["role"] == "cascade"]
 assert len(cascades) == 3, [(v["kind"], v["role"], v["comm_id"]) for v in vs]
 assert all(v["caused_by_comm"] == first["comm_id"] for v in cascades)
 assert sorted(c["global_rank"] for v in cascades for c in v["culprits"]) == [4, 6, 7]
+assert not any(v["kind"] == "STUCK_IN_NCCL" for v in vs), [v["kind"] for v in vs]
+PY
+# Rank 0 waits in its data-parallel group (a cascade): its own report names the initiating stall too.
+wait_for 30 has_files 'rank0-*.report.json' 1 || fail "no stall report from rank 0 (data-parallel group)"
+"$PY" - "$WORK/a.json" "$(job_dir)"/rank0-*.report.json <<'PY' || fail "rank 0's report does not name the cause"
+import json, sys
+first = json.load(open(sys.argv[1]))["verdicts"][0]
+d = json.load(open(sys.argv[2]))
+stall = [e for e in d["events"] if e["type"] == "stall"][0]
+vs = stall["verdicts"]
+assert vs[0]["role"] == "cascade" and vs[0]["caused_by_comm"] == first["comm_id"], vs[0]
+assert any(v["role"] == "initiating" and v["kind"] == "NOT_JOINED" and v["comm_id"] == first["comm_id"] for v in vs), vs
 PY
 "$NCW_COLLECTOR" analyze --color never "$(job_dir)" | head -1 | grep -q "^VERDICT  rank 5 .*never issued AllReduce #10" ||
     fail "the report's first line does not name rank 5"

@@ -38,7 +38,8 @@ inline OpSig sig(uint64_t seq, OpType op = OpType::AllReduce, uint64_t count = 1
     return s;
 }
 
-// A rank that completed everything it issued (#done), last issue `idle_for` seconds ago.
+// A rank that completed everything it issued (#done), last issue `idle_for` seconds ago. Its counts are exact (NCCL's
+// profiler saw every op's GPU start and end); lower_bounds() makes them what sampled CUDA events give.
 inline RankCommState idle(int r, uint64_t done, double idle_for = 20.0) {
     RankCommState s;
     s.comm_rank = r;
@@ -46,7 +47,9 @@ inline RankCommState idle(int r, uint64_t done, double idle_for = 20.0) {
     s.host = "node0";
     s.pid = 1000 + r;
     s.gpu_tracking = true;
-    s.issued = s.reached = s.completed = done;
+    s.gpu_source = uint32_t(ncw::disk::GpuSource::Profiler);
+    s.progress_exact = true;
+    s.issued = s.returned = s.reached = s.completed = done;
     s.t_last_issue_ns = s.t_last_progress_ns = ago(idle_for + 0.5);
     for (uint64_t q = done > 3 ? done - 3 : 1; q <= done; ++q) {
         s.recent.push_back(sig(q));
@@ -58,7 +61,7 @@ inline RankCommState idle(int r, uint64_t done, double idle_for = 20.0) {
 // A rank whose GPU is inside #(done+1) (issued up to `issued`) for `for_s` seconds; stall_since_ns set.
 inline RankCommState waiting(int r, uint64_t done, double for_s, uint64_t issued = 0) {
     RankCommState s = idle(r, done, for_s + 1.0);
-    s.issued = issued ? issued : done + 1;
+    s.issued = s.returned = issued ? issued : done + 1;
     s.reached = done + 1;
     for (uint64_t q = done + 1; q <= s.issued; ++q) {
         s.recent.push_back(sig(q));
@@ -66,6 +69,16 @@ inline RankCommState waiting(int r, uint64_t done, double for_s, uint64_t issued
     }
     s.t_last_issue_ns = ago(for_s);
     s.stall_since_ns = ago(for_s);
+    return s;
+}
+
+// The same counts as lower bounds (CUDA events): nothing past them proven either way, unless `unreached` or
+// `uncompleted` say so.
+inline RankCommState lower_bounds(RankCommState s, uint64_t unreached = 0, uint64_t uncompleted = 0) {
+    s.gpu_source = uint32_t(ncw::disk::GpuSource::Events);
+    s.progress_exact = false;
+    s.unreached = unreached;
+    s.uncompleted = uncompleted;
     return s;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ncclwatch/format.h"
 #include "read/wire.h"
 
 namespace wire_fixtures {
@@ -84,6 +85,13 @@ inline CommInfo sample_comm(uint32_t slot, size_t sigs) {
     c.gpu_tracking = 1;
     c.stall_since_ns = 50;
     c.untracked_ops = 2;
+    // 1.4: what the counts are worth, with proofs (the live collector judges from them as analyze does).
+    c.gpu_source = uint32_t(disk::GpuSource::Events);
+    c.progress_exact = 0;
+    c.coll_unreached = 9812;
+    c.coll_uncompleted = 9811;
+    c.gpu_clock_uncertainty_ns = 1500;
+    c.completion_gap_p99_ns = 2'000'000;
     for (size_t i = 0; i < sigs; ++i) {
         SigInfo s;
         s.seq = 1000 + i;
@@ -137,6 +145,12 @@ inline void check_same(const CommInfo& a, const CommInfo& b) {
     CHECK(a.gpu_tracking == b.gpu_tracking);
     CHECK(a.stall_since_ns == b.stall_since_ns);
     CHECK(a.untracked_ops == b.untracked_ops);
+    CHECK(a.gpu_source == b.gpu_source);
+    CHECK(a.progress_exact == b.progress_exact);
+    CHECK(a.coll_unreached == b.coll_unreached);
+    CHECK(a.coll_uncompleted == b.coll_uncompleted);
+    CHECK(a.gpu_clock_uncertainty_ns == b.gpu_clock_uncertainty_ns);
+    CHECK(a.completion_gap_p99_ns == b.completion_gap_p99_ns);
     REQUIRE(a.recent.size() == b.recent.size());
     for (size_t i = 0; i < a.recent.size(); ++i) CHECK(same(a.recent[i], b.recent[i]));
 }
