@@ -29,6 +29,7 @@
 #include "live/live_server.h"
 #include "log.h"
 #include "rank_file_writer.h"
+#include "read/gpu_spans.h"
 #include "runtime.h"
 
 namespace ncw {
@@ -44,7 +45,11 @@ SelfReader::SelfReader(const RankFileWriter& w) {
 
 HeaderInfo SelfReader::header() const { return file_.header(); }
 
-std::vector<CommInfo> SelfReader::comms() const { return file_.comms(); }
+std::vector<CommInfo> SelfReader::comms() const {
+    std::vector<CommInfo> c = file_.comms();
+    read_gpu_spans(file_, c, kLiveSpanRecords);  // for the collector's straggler rule (profiler-timed comms only)
+    return c;
+}
 
 // ---- The client thread ----
 

@@ -211,6 +211,16 @@ void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, c
                       {"verdicts", json::array({report::verdict_json_with_headline(job, view, v)})}});
 }
 
+void DumpWriter::report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::vector<std::string> lines = report::verdict_lines(job, view, v);
+    log().warn("{}", lines.front());
+    for (size_t i = 1; i < lines.size(); ++i) log().warn("      {}", lines[i]);
+    append_event(json{{"type", "straggler"},
+                      {"comm_id", report::hex(view.comm_id)},
+                      {"verdicts", json::array({report::verdict_json_with_headline(job, view, v)})}});
+}
+
 void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool by_error, bool suspicion_only) {
     std::lock_guard<std::mutex> lock(mu_);
     const char* what = suspicion_only ? " (suspected, never a stall)" : "";

@@ -26,6 +26,8 @@ public:
                           double suspect_after_s, uint64_t gap_p99_ns);
     void report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view, double waited_s);
     void report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
+    // Not a hang: a warning on stderr and a "straggler" event.
+    void report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
     // suspicion_only: what ended was a suspicion that never became a stall.
     void report_recovered(const CommRuntime& cr, double waited_s, bool by_error, bool suspicion_only = false);
     void write_dump(const char* reason);

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include "gap_baseline.h"
 #include "log.h"
 #include "profiler_plugin.h"
+#include "read/gpu_spans.h"
 #include "read/rank_file.h"
 #include "resolver.h"
 
@@ -70,6 +72,7 @@ struct CommWatch {
     uint64_t next_suspect_try_ns = 0;  // the engine did not agree yet: the next try
     uint64_t suspect_retry_ns = 0;     // and the backoff before the one after
     uint64_t suspect_try_since = 0;    // the wait (its last progress) those are about
+    std::set<int> stragglers_reported;  // comm ranks named STRAGGLER by this process
 };
 
 class Watchdog {
@@ -83,7 +86,7 @@ public:
     void run() {
         const uint64_t poll_ns = uint64_t(rt_.cfg.poll_ms) * 1000000ull;
         const uint64_t timeout_ns = uint64_t(rt_.cfg.timeout_sec * 1e9);
-        uint64_t last_mismatch_check = 0;
+        uint64_t last_mismatch_check = 0, last_straggler_check = 0;
         // From 0, not from the counter's value now: the file is new, so any request already counted (the live
         // collector's, received by the digest thread before this thread first ran) is one to honour.
         uint64_t seen_requests = 0;
@@ -105,10 +108,13 @@ public:
                 if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1");
 
                 check_stalls(now, timeout_ns);
-                if (rt_.cfg.mismatch_check && now - last_mismatch_check >= 1000000000ull) {
-                    last_mismatch_check = now;
-                    check_mismatches();
-                }
+                // Mismatches every second; GPU stragglers twice a second, so that one is named within 50 steps of
+                // 25 ms (16 to judge, then at most half a second).
+                const bool mismatches = rt_.cfg.mismatch_check && now - last_mismatch_check >= 1000000000ull;
+                const bool stragglers = now - last_straggler_check >= 500000000ull && own_profiler_comm();
+                if (mismatches) last_mismatch_check = now;
+                if (stragglers) last_straggler_check = now;
+                if (mismatches || stragglers) check_continuous(mismatches, stragglers);
             } catch (const std::exception& e) {
                 NCW_LOG_ONCE(error, "a watchdog poll failed: {}", e.what());
             }
@@ -131,8 +137,9 @@ public:
     }
 
 private:
-    // The files of this job's folder, as the other ranks on this node (or a shared filesystem) left them.
-    std::vector<FileSnapshot> sibling_snapshots(bool with_p2p) {
+    // The files of this job's folder, as the other ranks on this node (or a shared filesystem) left them; with_spans:
+    // with the newest in-collective GPU times of their profiler-timed communicators (read/gpu_spans.h).
+    std::vector<FileSnapshot> sibling_snapshots(bool with_p2p, bool with_spans = false) {
         std::vector<FileSnapshot> out;
         std::vector<std::string> paths = list_rank_files(rt_.file.job_dir);
         if (!rt_.file.file_backed) paths.clear();
@@ -153,23 +160,25 @@ private:
                 files_.erase(it);
                 continue;
             }
+            if (with_spans) read_gpu_spans(it->second, s.comms, kLiveSpanRecords);
             out.push_back(std::move(s));
         }
         return out;
     }
 
     // p2p: read the siblings' rings for send/recv counts; only when a stall is being reported (rare), since it
-    // copies every record.
-    Analysis analyze_now(double timeout_s, bool stalls, bool mismatches, bool p2p = false) {
+    // copies every record. stragglers: with the siblings' GPU times read (check_continuous reports the GPU way's
+    // verdicts only).
+    Analysis analyze_now(double timeout_s, bool stalls, bool mismatches, bool p2p = false, bool stragglers = false) {
         AnalysisOptions opt;
         opt.live = true;
         opt.timeout_s = timeout_s;
         opt.stalls = stalls;
         opt.mismatches = mismatches;
         opt.p2p = p2p;
-        opt.stragglers = false;  // a slow rank is not this watchdog's alarm
+        opt.stragglers = stragglers;
         opt.stale_after_s = std::max(5.0, 3 * rt_.cfg.poll_ms / 1000.0);
-        return analyze(sibling_snapshots(p2p), opt);
+        return analyze(sibling_snapshots(p2p, stragglers), opt);
     }
 
     static const JobResult* find_job(const Analysis& a, const std::string& job) {
@@ -362,20 +371,50 @@ private:
         }
     }
 
-    void check_mismatches() {
-        Analysis a = analyze_now(0, false, true);
+    // One analysis of this host's files while nothing is stalled: mismatches and, where this process has a
+    // communicator timed by NCCL's profiler, GPU stragglers. A straggler is named once per communicator by the
+    // straggler's own process (the others would only repeat it), and only where every rank of the communicator is on
+    // this host (the engine's rule; the live collector sees across hosts).
+    void check_continuous(bool mismatches, bool stragglers) {
+        Analysis a = analyze_now(0, false, mismatches, false, stragglers);
         for (const JobResult& j : a.jobs) {
             if (j.job_id != rt_.id.job_id) continue;
             for (const CommResult& c : j.comms) {
                 if (!rt_owns(c.comm_id)) continue;
                 CommWatch& w = watch_[c.comm_id];
                 for (const verdict::Verdict& v : c.verdicts) {
+                    if (v.kind == verdict::Kind::Straggler && is_me(c, v) && judged_on_gpu(c) &&
+                        w.stragglers_reported.insert(v.culprits.front()).second)
+                        dumps_.report_straggler(j, c, v);
                     if (v.kind != verdict::Kind::Mismatch || v.seq <= w.last_mismatch_seq) continue;
                     w.last_mismatch_seq = v.seq;
                     dumps_.report_mismatch(j, c, v);
                 }
             }
         }
+    }
+
+    bool own_profiler_comm() {
+        bool found = false;
+        rt_.comms.for_each([&](CommRuntime& cr) {
+            const disk::CommSlot* s = cr.slot.load();
+            found =
+                found || (s && s->gpu_source.load(std::memory_order_relaxed) == uint32_t(disk::GpuSource::Profiler));
+        });
+        return found;
+    }
+
+    // The verdict's one culprit is this process.
+    bool is_me(const CommResult& c, const verdict::Verdict& v) const {
+        if (v.culprits.size() != 1) return false;
+        for (const verdict::RankCommState& r : c.view.ranks)
+            if (r.comm_rank == v.culprits.front()) return r.pid == rt_.id.pid && r.host == rt_.id.host;
+        return false;
+    }
+
+    static bool judged_on_gpu(const CommResult& c) {
+        return std::any_of(c.view.ranks.begin(), c.view.ranks.end(),
+                           [](const verdict::RankCommState& r) { return !r.gpu_spans.empty(); });
     }
 
     bool rt_owns(uint64_t comm_id) {

@@ -19,13 +19,14 @@ namespace ncw::wire {
 
 inline constexpr uint32_t kMagic = 0x4C57434Eu;  // "NCWL" as little-endian bytes
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 0;
+inline constexpr uint16_t kMinor = 1;  // 1.1: a Digest's comm block ends with its newest in-collective GPU times
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection
 inline constexpr uint32_t kMaxString = 4096;
-inline constexpr uint32_t kMaxEnv = 1024;         // environment entries in a Hello
-inline constexpr uint32_t kMaxComms = 64;         // = disk::kMaxComms
-inline constexpr uint32_t kMaxDigestSigs = 16;    // most recent signatures per communicator in a Digest
+inline constexpr uint32_t kMaxEnv = 1024;        // environment entries in a Hello
+inline constexpr uint32_t kMaxComms = 64;        // = disk::kMaxComms
+inline constexpr uint32_t kMaxDigestSigs = 16;   // most recent signatures per communicator in a Digest
+inline constexpr uint32_t kMaxDigestSpans = 32;  // 1.1: most recent in-collective GPU times per communicator
 
 enum class FrameType : uint16_t {
     // rank -> collector

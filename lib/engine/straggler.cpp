@@ -1,5 +1,5 @@
-// Stragglers from the arrival-time skew per sequence number. Pure: the caller has put the ranks on one clock (or
-// passes each rank's offset) and states how good that clock is.
+// Stragglers from the arrival-time skew per sequence number, and which way a communicator is judged. Pure: the caller
+// has put the ranks on one clock (or passes each rank's offset) and states how good that clock is.
 #include "engine/straggler.h"
 
 #include <fmt/format.h>
@@ -7,31 +7,26 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/straggler_detail.h"
 #include "ncclwatch/format.h"
 
 namespace ncw::verdict {
 
-namespace {
-
-double quantile(std::vector<double> v, double q) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t i = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
-    return v[i];
-}
-
-std::string ms(double s) { return fmt::format("{:.1f} ms", s * 1e3); }
-
-}  // namespace
+using detail::ms;
+using detail::quantile;
 
 std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOptions& opt) {
     const size_t n = view.ranks.size();
     if (n < 2) return {};
+    // The GPU's own times inside each collective, where NCCL's profiler gave them.
+    if (std::any_of(view.ranks.begin(), view.ranks.end(), [](const RankCommState& r) { return !r.gpu_spans.empty(); }))
+        return find_gpu_stragglers(view, opt);
     // Issue times are arrivals only when a call returns once its op is done (no GPU tracking: the test NCCL, or a
     // host-synchronous framework). With CUDA, a rank's CPU enqueues ahead of its GPU, and measured on two H200s one
     // rank of a clean DDP job issued every collective a full step (27.6 ms) after the other: issue skew is not
     // lateness there, so no verdict is drawn from it.
-    if (std::any_of(view.ranks.begin(), view.ranks.end(), [](const RankCommState& r) { return r.gpu_tracking; }))
+    if (std::any_of(view.ranks.begin(), view.ranks.end(),
+                    [](const RankCommState& r) { return r.gpu_tracking || r.gpu_source != 0; }))
         return {};
 
     // seq -> arrival per view rank (0 = not recorded), on the common clock.

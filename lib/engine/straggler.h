@@ -1,5 +1,11 @@
 // Stragglers: not a hang, a rank that is consistently the last to arrive at the collectives of one communicator.
-// From the arrival (issue) time per sequence number over the window of recent signatures, on a common clock.
+// Two ways, by what the ranks' files prove:
+//   on GPUs (NCCL's profiler times every op: RankCommState::gpu_spans): at one sequence number the rank that arrives
+//     last waits least inside the collective, so the rank whose in-collective GPU time is consistently the shortest
+//     is the straggler, and the others' extra time is what it costs them. Durations only, each on its rank's own
+//     clock: no clock is compared across hosts (straggler_gpu.cpp);
+//   without GPU tracking (a call returns once its op is done): from the arrival (issue) time per sequence number
+//     over the window of recent signatures, on a common clock (straggler.cpp).
 #pragma once
 
 #include <string>
@@ -10,16 +16,30 @@
 namespace ncw::verdict {
 
 struct StragglerOptions {
+    // Arrival times (no GPU tracking).
     size_t min_common_seqs = 16;      // sequence numbers every visible rank recorded, at least
     double min_last_fraction = 0.75;  // last to arrive at this share of them, at least
     double min_lateness_s = 0.005;    // median lateness above this ...
     double step_gap_fraction = 0.10;  // ... and above this share of the median gap between consecutive seqs
+
+    // In-collective GPU times (NCCL's profiler); why these values: straggler_gpu.cpp.
+    size_t gpu_min_common_seqs = 16;          // sequence numbers every rank has a GPU time for, at least
+    double gpu_min_shortest_fraction = 0.75;  // shortest inside the collective at this share of them, at least ...
+    double gpu_max_chance = 1e-4;             // ... and that often with this probability at most, by chance alone
+    double gpu_min_lateness_s = 0.002;        // median lateness at least this ...
+    double gpu_step_fraction = 0.05;          // ... and at least this share of the step time
 };
 
-// One STRAGGLER verdict per rank that arrived last at >= min_last_fraction of the common sequence numbers by a median
-// lateness (its arrival minus the latest other rank's) above the threshold and above the stated clock uncertainty.
-// Each rank's timestamps are moved by its RankCommState::clock_offset_ns first. Communicators with GPU completion
-// tracking get none: there the CPU issue time runs ahead of the GPU and does not measure arrival.
+// The STRAGGLER verdicts of one communicator: the GPU way where its ranks have in-collective GPU times (every rank
+// of the communicator visible), none where GPU tracking has no such times (the CPU issue time runs ahead of the GPU
+// and does not measure arrival), the arrival-time way otherwise.
 std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOptions& opt = {});
+
+// The GPU way alone: one verdict for the rank shortest inside the collective at >= gpu_min_shortest_fraction of the
+// >= gpu_min_common_seqs sequence numbers that every rank has a GPU time for (and that often with a probability of
+// at most gpu_max_chance by chance alone), whose median lateness (over those seqs, the other ranks' median
+// in-collective time minus its own) is at least gpu_min_lateness_s and gpu_step_fraction of the step time (the
+// median gap between consecutive seqs' GPU ends). It states the lateness and the share of the step time lost to it.
+std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOptions& opt = {});
 
 }  // namespace ncw::verdict

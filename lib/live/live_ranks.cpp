@@ -1,9 +1,11 @@
 // What the ranks say, kept as snapshots on the collector's clock: Hello (job, rank, token, clock anchor) and Digest
-// (progress per communicator), moved by each rank's measured clock offset.
+// (progress per communicator, moved by each rank's measured clock offset; its in-collective GPU times kept across
+// digests).
 #include <fmt/format.h>
 
 #include "live/live_impl.h"
 #include "ncclwatch/format.h"
+#include "read/gpu_spans.h"
 #include "read/time_base.h"
 
 namespace ncw::live {
@@ -120,7 +122,18 @@ void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
     s.header.start_mono_ns = time_base::shift(r.rank_start_mono_ns, d);
     s.header.process_state = m.process_state;
     s.header.num_comms = uint32_t(m.comms.size());
-    for (auto& ci : m.comms) time_base::rebase(ci, d);
+    for (auto& ci : m.comms) {
+        time_base::rebase(ci, d);
+        // Each digest carries a comm's newest in-collective GPU times; the history of them is the window the
+        // straggler rule judges (read/gpu_spans.h).
+        for (const auto& old : s.comms)
+            if (old.comm_id == ci.comm_id && !old.gpu_spans.empty()) {
+                std::vector<verdict::GpuSpan> spans = old.gpu_spans;
+                merge_gpu_spans(spans, ci.gpu_spans);
+                ci.gpu_spans = std::move(spans);
+                break;
+            }
+    }
     s.comms = std::move(m.comms);
     job.dirty = true;
 }

@@ -30,7 +30,10 @@ std::string safe_component(const std::string& s) {
 using report::clean;
 
 std::string verdict_key(const verdict::Verdict& v) {
-    std::string k = fmt::format("{}|{:x}|{}|", verdict::kind_name(v.kind), v.comm_id, v.seq);
+    // A straggler's seq moves on with every step: it is news once per communicator and rank.
+    std::string k = v.kind == verdict::Kind::Straggler
+                        ? fmt::format("{}|{:x}|", verdict::kind_name(v.kind), v.comm_id)
+                        : fmt::format("{}|{:x}|{}|", verdict::kind_name(v.kind), v.comm_id, v.seq);
     for (int r : v.culprits) k += std::to_string(r) + ",";
     return k;
 }
@@ -105,7 +108,12 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     std::set<std::string> keys;
     for (const auto& ref : a.all_verdicts()) {
         const auto& v = *ref.verdict;
-        if (v.kind == verdict::Kind::Straggler) continue;
+        if (v.kind == verdict::Kind::Straggler) {  // reported while the job runs, but it holds nothing up
+            const std::string k = verdict_key(v);
+            keys.insert(k);
+            if (!job.reported.count(k)) fresh = true;
+            continue;
+        }
         auto& named = job.named[v.comm_id];
         named.first.insert(v.culprits.begin(), v.culprits.end());
         named.second.insert(v.waiting.begin(), v.waiting.end());
@@ -139,9 +147,10 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
         log(fmt::format("job {}: recovered: no stall any more ({:.1f} s after the report)", clean(job.id),
                         double(now - job.stall_reported_ns) / 1e9));
         job.stall_reported_ns = 0;
-        // A later stall at the same place is news again; mismatches stay reported once.
+        // A later stall at the same place is news again; mismatches and stragglers stay reported once.
         for (auto it = job.reported.begin(); it != job.reported.end();)
-            it = it->rfind("MISMATCH|", 0) == 0 ? std::next(it) : job.reported.erase(it);
+            it = it->rfind("MISMATCH|", 0) == 0 || it->rfind("STRAGGLER|", 0) == 0 ? std::next(it)
+                                                                                   : job.reported.erase(it);
     }
 }
 
@@ -287,7 +296,11 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
             write_failed(dir + "/live-report.json");
     }
 
-    if (!opt.request_dumps) return;
+    // A straggler is not a hang: no rank is asked for a dump for it alone.
+    const bool only_stragglers = std::all_of(refs.begin(), refs.end(), [](const Analysis::VerdictRef& ref) {
+        return ref.verdict->kind == verdict::Kind::Straggler;
+    });
+    if (!opt.request_dumps || only_stragglers) return;
     wire::DumpRequest dr;
     dr.request_id = ++request_id;
     dr.reason = first_line.substr(0, wire::kMaxString);

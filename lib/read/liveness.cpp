@@ -76,6 +76,7 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
 #undef NCW_COMM_TO_ENGINE
 #undef NCW_TO_ENGINE_FROM
         s.recent = c.recent;
+        s.gpu_spans = c.gpu_spans;
         s.file = file;
 
         s.exited_clean = h.process_state == uint32_t(disk::ProcessState::ExitedClean);

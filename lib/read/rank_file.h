@@ -53,6 +53,9 @@ struct CommInfo {
     NCW_COMM_FIELDS(NCW_READER_MEMBER)
 
     std::vector<SigInfo> recent;  // ordered by seq
+    // Format 1.4: the newest in-collective GPU times, ordered by seq; only where asked for (read/gpu_spans.h) or
+    // carried by a live digest.
+    std::vector<verdict::GpuSpan> gpu_spans;
 };
 
 // One ring record (format_fields.h: NCW_RECORD_FIELDS); op is always one this reader knows.
@@ -111,6 +114,7 @@ public:
     HeaderInfo header() const noexcept;
     std::vector<CommInfo> comms() const noexcept;                 // slots in use that lie inside the file
     RecordSet records(uint64_t since_ticket = 0) const noexcept;  // tickets >= since_ticket
+    uint64_t write_ticket() const noexcept;                       // the tickets handed out so far (0: unreadable)
     // The frames recorded for `ticket` (trailing zeros trimmed); empty when there is no backtrace region, the slot
     // has been reused since, or it lies past the end of the file.
     std::vector<uint64_t> backtrace(uint64_t ticket) const noexcept;

@@ -164,6 +164,12 @@ bool RankFile::fetch_ring(uint64_t start, uint64_t count, unsigned char* buf) co
     return true;
 }
 
+uint64_t RankFile::write_ticket() const noexcept {
+    uint64_t wt = 0;
+    if (!open_ || !fetch(offsetof(disk::FileHeader, write_ticket), &wt, sizeof wt)) return 0;
+    return wt;
+}
+
 RecordSet RankFile::records(uint64_t since_ticket) const noexcept {
     RecordSet set;
     if (!open_) return set;

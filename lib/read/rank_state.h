@@ -28,6 +28,16 @@ struct PeerP2p {
     uint64_t t_oldest_recv_pending_ns = 0;
 };
 
+// One collective's time inside NCCL on one rank's GPU (format 1.4: a collective's ring record flagged kFlagGpuTimed,
+// whose t_reached_ns / t_done_ns are the GPU's own start and end of the op, from NCCL's profiler). gpu_ns is a
+// duration on the rank's own clock, so it compares across ranks and hosts; t_end_ns is an instant on that clock,
+// never moved by a time base: compare it only with the same rank's other ends (the gaps between its collectives).
+struct GpuSpan {
+    uint64_t seq = 0;
+    uint64_t gpu_ns = 0;    // t_done_ns - t_reached_ns
+    uint64_t t_end_ns = 0;  // t_done_ns, on the rank's own clock
+};
+
 // What one rank's file says about one communicator.
 struct RankCommState {
     int comm_rank = -1;
@@ -72,6 +82,8 @@ struct RankCommState {
     uint64_t t_init_done_ns = 0;  // 0 = init has not returned
 
     std::vector<OpSig> recent;  // recent collective signatures, any order
+    // The newest collectives' in-collective GPU times, by seq (read/gpu_spans.h); empty without NCCL's profiler.
+    std::vector<GpuSpan> gpu_spans;
 
     // Point-to-point counts per peer (only when the caller read the ring: p2p_known).
     bool p2p_known = false;

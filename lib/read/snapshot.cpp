@@ -1,11 +1,12 @@
 // Snapshots of rank files (read/snapshot.h): the header and comm slots, and on request what the ring says about
-// point-to-point traffic and the collectives before the signature window.
+// point-to-point traffic, the collectives before the signature window and their GPU times (read/gpu_spans.h).
 #include "read/snapshot.h"
 
 #include <algorithm>
 #include <cstdint>
 
 #include "ncclwatch/format.h"
+#include "read/gpu_spans.h"
 #include "read/text.h"
 
 namespace ncw {
@@ -205,6 +206,7 @@ FileSnapshot snapshot(const RankFile& file, bool with_p2p) noexcept {
             read_unslotted(file, s);
             read_p2p(file, s);
             read_history(file, s);
+            read_gpu_spans(file, s.comms, kHistoryRecords);
         }
         // A file that changed size since it was opened (truncated, regrown, replaced) is not read at all: half of
         // it may be gone or another file's. Named by its error, skipped by the analysis.

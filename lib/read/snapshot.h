@@ -30,7 +30,8 @@ struct FileSnapshot {
     std::vector<P2pTable> p2p;
 };
 
-// with_p2p: also read the ring for the send/recv counts per peer (only the files whose comms did p2p pay for it).
+// with_p2p: also read the ring for the send/recv counts per peer (only the files whose comms did p2p pay for it), the
+// collectives before the signature window, and the in-collective GPU times (CommInfo::gpu_spans, read/gpu_spans.h).
 // Unopened: its open() error; changed size since open or shrank under the read: !ok, error = file.read_error() (the
 // RankFile stays failed: reopen it to read the file as it is now).
 FileSnapshot snapshot(const RankFile& file, bool with_p2p = false) noexcept;  // unopened: its open() error

@@ -20,9 +20,9 @@ struct Hello {
 };
 
 struct Digest {
-    uint64_t sent_mono_ns = 0;  // the rank's CLOCK_MONOTONIC when sent (clock offset estimation)
-    uint32_t process_state = 0;  // disk::ProcessState
-    std::vector<CommInfo> comms;  // each with at most kMaxDigestSigs entries in `recent`
+    uint64_t sent_mono_ns = 0;    // the rank's CLOCK_MONOTONIC when sent (clock offset estimation)
+    uint32_t process_state = 0;   // disk::ProcessState
+    std::vector<CommInfo> comms;  // each with at most kMaxDigestSigs entries in `recent`, kMaxDigestSpans in gpu_spans
 };
 
 struct KeepAlive {

@@ -1,5 +1,6 @@
 // The live protocol's nested records (read/wire_io.h), generated from the lists of include/ncclwatch/format_fields.h:
-// a HeaderInfo in a Hello, a CommInfo per communicator in a Digest, a SigInfo per signature. Each is a block (u32
+// a HeaderInfo in a Hello, a CommInfo per communicator in a Digest, a SigInfo per signature (and, 1.1, the comm's
+// newest in-collective GPU times after its signatures). Each is a block (u32
 // length, then the fields in list order), so a newer minor appends fields and an older decoder skips them.
 #include <algorithm>
 #include <cstddef>
@@ -44,6 +45,16 @@ void put_comm(Writer& w, const CommInfo& in) {
     const size_t n = std::min<size_t>(in.recent.size(), kMaxDigestSigs);
     w.u32(static_cast<uint32_t>(n));
     for (size_t i = in.recent.size() - n; i < in.recent.size(); ++i) put_sig(w, in.recent[i]);
+    // 1.1: the most recent in-collective GPU times (gpu_spans is ordered by seq), each a block of its own.
+    const size_t m = std::min<size_t>(in.gpu_spans.size(), kMaxDigestSpans);
+    w.u32(static_cast<uint32_t>(m));
+    for (size_t i = in.gpu_spans.size() - m; i < in.gpu_spans.size(); ++i) {
+        const size_t b = w.begin_block();
+        w.u64(in.gpu_spans[i].seq);
+        w.u64(in.gpu_spans[i].gpu_ns);
+        w.u64(in.gpu_spans[i].t_end_ns);
+        w.end_block(b);
+    }
     w.end_block(at);
 }
 
@@ -76,6 +87,20 @@ void get_comm(Reader& outer, CommInfo& out) {
     const uint32_t n = r.count("signature count", kMaxDigestSigs, kMinBlock);
     out.recent.assign(n, SigInfo{});
     for (uint32_t i = 0; i < n && r.ok(); ++i) get_sig(r, out.recent[i]);
+    // 1.1 (a 1.0 block ends here: no spans).
+    out.gpu_spans.clear();
+    if (!r.at_end()) {
+        const uint32_t m = r.count("gpu span count", kMaxDigestSpans, kMinBlock);
+        out.gpu_spans.assign(m, verdict::GpuSpan{});
+        for (uint32_t i = 0; i < m && r.ok(); ++i) {
+            Reader b = r.block("gpu span");
+            if (!r.ok()) break;
+            out.gpu_spans[i].seq = b.u64("seq");
+            out.gpu_spans[i].gpu_ns = b.u64("gpu_ns");
+            out.gpu_spans[i].t_end_ns = b.u64("t_end_ns");
+            r.absorb(b);
+        }
+    }
     outer.absorb(r);
 }
 

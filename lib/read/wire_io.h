@@ -105,6 +105,8 @@ public:
         return ok_;
     }
     bool ok() const { return ok_; }
+    // Nothing left: a block of an older minor ends before the fields a newer one appended.
+    bool at_end() const { return !ok_ || pos_ >= n_; }
     bool finish(std::string* err) const {
         if (!ok_ && err) *err = error_;
         return ok_;

@@ -34,6 +34,7 @@ const char* usage_text() {
            "  --die-rank R --die-step S             rank R SIGKILLs itself before step S\n"
            "  --sleep-rank R --sleep-step S --sleep-ms M    rank R sleeps M ms before step S's collectives\n"
            "  --pause-step S --pause-ms M           every rank sleeps M ms before step S (nothing outstanding)\n"
+           "  --late-rank R --late-ms M   rank R sleeps M ms before every step's collectives (a straggler)\n"
            "  --split                 also ncclCommSplit(color = rank % 2); one all_reduce on it every step\n"
            "  --grid T                Megatron layout: split the world into tensor-parallel groups of T ranks (color\n"
            "                          rank / T) and data-parallel groups (color rank % T); each step is one\n"
@@ -86,6 +87,8 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--sleep-ms", &o.sleep_ms, 0},
         {"--pause-step", &o.pause_step, -1},
         {"--pause-ms", &o.pause_ms, 0},
+        {"--late-rank", &o.late_rank, -1},
+        {"--late-ms", &o.late_ms, 0},
         {"--hold-ms", &o.hold_ms, 0},
         {"--grid", &o.grid, 0},
         {"--coll-per-step", &o.coll_per_step, 1},

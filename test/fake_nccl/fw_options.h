@@ -22,6 +22,7 @@ struct Options {
     int die_rank = -1, die_step = -1;
     int sleep_rank = -1, sleep_step = -1, sleep_ms = 0;
     int pause_step = -1, pause_ms = 0;  // every rank, with nothing outstanding
+    int late_rank = -1, late_ms = 0;  // a straggler: late_rank sleeps late_ms before every step's collectives
 
     bool split = false;
     int grid = 0;  // tensor-parallel group size: TP groups (color rank / grid) and DP groups (color rank % grid)

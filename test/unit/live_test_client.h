@@ -190,7 +190,7 @@ live::ServerOptions options(Log& log, const std::string& out_dir = "") {
 }
 
 // A frame header alone: what a client that sends a frame's start and then stops sends first.
-[[maybe_unused]] std::vector<uint8_t> frame_header(wire::FrameType type, uint32_t len) {
+inline std::vector<uint8_t> frame_header(wire::FrameType type, uint32_t len) {
     std::vector<uint8_t> h(16, 0);
     const uint32_t magic = wire::kMagic;
     const uint16_t major = wire::kMajor, t = uint16_t(type);
@@ -207,7 +207,7 @@ bool expect_ack(Client& c) {
     return c.next(h, p) && h.type == uint16_t(wire::FrameType::HelloAck);
 }
 
-[[maybe_unused]] std::string http_get(uint16_t port, const std::string& request) {
+inline std::string http_get(uint16_t port, const std::string& request) {
     Client c(port);
     c.send_bytes(std::vector<uint8_t>(request.begin(), request.end()));
     std::string out;

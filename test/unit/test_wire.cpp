@@ -6,7 +6,6 @@ using namespace wire_fixtures;
 using namespace ncw;
 using namespace ncw::wire;
 
-
 TEST_CASE("Hello round trips with every field") {
     const Hello in = sample_hello();
     std::vector<uint8_t> frame;
@@ -81,6 +80,42 @@ TEST_CASE("Digest round trips, keeping the most recent signatures") {
     REQUIRE(out.comms[2].recent.size() == kMaxDigestSigs);
     CHECK(out.comms[2].recent.front().seq == in.comms[2].recent[5].seq);
     CHECK(out.comms[2].recent.back().seq == in.comms[2].recent.back().seq);
+}
+
+TEST_CASE("Digest 1.1: the newest in-collective GPU times ride along; a 1.0 comm block has none") {
+    Digest in = sample_digest();
+    CommInfo many = sample_comm(7, 2);
+    for (uint64_t s = 1; s <= kMaxDigestSpans + 9; ++s) many.gpu_spans.push_back({s, s * 10, s * 100});
+    in.comms.push_back(many);
+    std::vector<uint8_t> frame, payload;
+    encode(in, frame);
+    split(frame, payload);
+    Digest out;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    REQUIRE(out.comms.size() == 3);
+    check_same(out.comms[0], in.comms[0]);
+    CHECK(out.comms[1].gpu_spans.empty());
+    REQUIRE(out.comms[2].gpu_spans.size() == kMaxDigestSpans);
+    CHECK(out.comms[2].gpu_spans.front().seq == 10);
+    CHECK(out.comms[2].gpu_spans.back().t_end_ns == (kMaxDigestSpans + 9) * 100);
+
+    // A 1.0 sender's comm block ends after its signatures: the same digest without the span count decodes, with
+    // no spans.
+    Digest old;
+    old.comms = {sample_comm(3, 2)};
+    frame.clear();
+    encode(old, frame);
+    split(frame, payload);
+    payload.resize(payload.size() - 4);  // the comm block's last field: its span count (0)
+    const size_t block_at = 8 + 4 + 4;   // sent_mono_ns, process_state, comm count
+    uint32_t len = 0;
+    for (int i = 0; i < 4; ++i) len |= uint32_t(payload[block_at + size_t(i)]) << (8 * i);
+    put_u32(payload, block_at, len - 4);
+    Digest back;
+    REQUIRE(decode(payload.data(), payload.size(), back, &err));
+    REQUIRE(back.comms.size() == 1);
+    check_same(back.comms[0], old.comms[0]);
 }
 
 TEST_CASE("Small frames round trip") {
@@ -213,14 +248,29 @@ TEST_CASE("Oversized lengths and counts are refused before anything is allocated
         std::vector<uint8_t> frame, payload;
         encode(d, frame);
         split(frame, payload);
-        // The signature count sits right before the one signature block (4 + 8 * 5 + 4 + 1 * 3 + 4 * 4 + 8 bytes).
+        // The signature count sits right before the one signature block (4 + 8 * 5 + 4 + 1 * 3 + 4 * 4 + 8 bytes),
+        // which the comm block's GPU span count (1.1, here 0) follows.
         const size_t sig_block = 4 + 8 + 8 + 8 + 3 + 4 + 4 + 4 + 8;
-        const size_t at = payload.size() - sig_block - 4;
+        const size_t at = payload.size() - 4 - sig_block - 4;
         REQUIRE(payload[at] == 1);
         put_u32(payload, at, kMaxDigestSigs + 1);
         Digest m;
         CHECK_FALSE(decode(payload.data(), payload.size(), m, &err));
         CHECK(err.find("signature count") != std::string::npos);
+    }
+    SECTION("GPU span count above kMaxDigestSpans") {
+        Digest d;
+        d.comms = {sample_comm(0, 0)};
+        d.comms[0].gpu_spans = {{1, 2, 3}};
+        std::vector<uint8_t> frame, payload;
+        encode(d, frame);
+        split(frame, payload);
+        const size_t at = payload.size() - (4 + 3 * 8) - 4;  // the span count, before its one span block
+        REQUIRE(payload[at] == 1);
+        put_u32(payload, at, kMaxDigestSpans + 1);
+        Digest m;
+        CHECK_FALSE(decode(payload.data(), payload.size(), m, &err));
+        CHECK(err.find("gpu span count") != std::string::npos);
     }
     SECTION("a nested block longer than its parent") {
         std::vector<uint8_t> frame, payload;

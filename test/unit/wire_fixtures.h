@@ -153,6 +153,12 @@ inline void check_same(const CommInfo& a, const CommInfo& b) {
     CHECK(a.completion_gap_p99_ns == b.completion_gap_p99_ns);
     REQUIRE(a.recent.size() == b.recent.size());
     for (size_t i = 0; i < a.recent.size(); ++i) CHECK(same(a.recent[i], b.recent[i]));
+    REQUIRE(a.gpu_spans.size() == b.gpu_spans.size());
+    for (size_t i = 0; i < a.gpu_spans.size(); ++i) {
+        CHECK(a.gpu_spans[i].seq == b.gpu_spans[i].seq);
+        CHECK(a.gpu_spans[i].gpu_ns == b.gpu_spans[i].gpu_ns);
+        CHECK(a.gpu_spans[i].t_end_ns == b.gpu_spans[i].t_end_ns);
+    }
 }
 
 inline Hello sample_hello() {
@@ -168,6 +174,8 @@ inline Digest sample_digest() {
     m.sent_mono_ns = 555;
     m.process_state = 1;
     m.comms = {sample_comm(0, 3), sample_comm(1, 0)};
+    // 1.1: in-collective GPU times on the first.
+    for (uint64_t s = 1000; s < 1003; ++s) m.comms[0].gpu_spans.push_back({s, 21'000'000 + s, 5'000'000'000 + s});
     return m;
 }
 
@@ -198,6 +206,5 @@ inline void every_truncation_fails(const std::vector<uint8_t>& payload) {
         CHECK_FALSE(err.empty());
     }
 }
-
 
 }  // namespace wire_fixtures
