@@ -154,10 +154,8 @@ ncclResult_t wait_op(const Op& op, Clock::time_point deadline) {
                     if (counter(i) < op.target) return false;
                 return true;
             };
-            ncclResult_t r = wait_until(c, what.c_str(), deadline, done,
-                                        [&] { return lagging_ranks(all_ranks(c), op.target, counter); });
-            if (r == ncclSuccess) profiler_op_done(op);
-            return r;
+            return wait_until(c, what.c_str(), deadline, done,
+                              [&] { return lagging_ranks(all_ranks(c), op.target, counter); });
         }
         case OpKind::Send:
         case OpKind::Recv: {
@@ -367,6 +365,8 @@ ncclResult_t submit(Op op) {
     post(op);
     ncclResult_t r = wait_op(op, deadline_from_now());
     if (r == ncclSuccess && op.kind != OpKind::Join) op_delay();
+    // The simulated GPU time is the kernel's: its channels stop after it, as on a GPU.
+    if (r == ncclSuccess) profiler_op_done(op);
     return r;
 }
 
@@ -390,12 +390,16 @@ ncclResult_t group_end() {
     Clock::time_point deadline = deadline_from_now();
     ncclResult_t result = ncclSuccess;
     bool any_work = false;
-    for (const Op& op : ops) {
-        ncclResult_t r = wait_op(op, deadline);
+    std::vector<bool> ok(ops.size(), false);
+    for (size_t i = 0; i < ops.size(); ++i) {
+        ncclResult_t r = wait_op(ops[i], deadline);
         if (r != ncclSuccess && result == ncclSuccess) result = r;
-        any_work |= op.kind != OpKind::Join;
+        ok[i] = r == ncclSuccess;
+        any_work |= ops[i].kind != OpKind::Join;
     }
     if (result == ncclSuccess && any_work) op_delay();  // one delay per group: its operations run as one launch
+    for (size_t i = 0; i < ops.size(); ++i)
+        if (ok[i]) profiler_op_done(ops[i]);  // after the simulated GPU time, as in submit()
     return result;
 }
 
