@@ -43,8 +43,8 @@ def log(rank, msg):
 class Truth:
     """This rank's ground truth for the harness, rewritten whole; a write that fails is said once, then none is tried."""
 
-    def __init__(self, rank, **fields):
-        self.rank, self.path, self.d = rank, scenario_support.truth_path(rank), dict(fields)
+    def __init__(self, who, **fields):  # `who`: the rank (fields may hold a "rank" of their own)
+        self.rank, self.path, self.d = who, scenario_support.truth_path(who), dict(fields)
 
     def write(self):
         if self.path and (err := scenario_support.write_truth(self.path, self.d)):
