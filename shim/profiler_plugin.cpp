@@ -57,21 +57,6 @@ Ctx g_empty_ctx{nullptr, true};
 
 constexpr int kWantedEvents = int(prof::kColl | prof::kKernelCh);
 
-void atomic_min_u64(std::atomic<uint64_t>& a, uint64_t v) {
-    uint64_t cur = a.load(std::memory_order_relaxed);
-    while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-    }
-}
-void atomic_min_i64(std::atomic<int64_t>& a, int64_t v) {
-    int64_t cur = a.load(std::memory_order_relaxed);
-    while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-    }
-}
-void atomic_max_i64(std::atomic<int64_t>& a, int64_t v) {
-    int64_t cur = a.load(std::memory_order_relaxed);
-    while (v > cur && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
-    }
-}
 
 // NCCL's function names (ncclFuncToString) as our op kinds; 0: not a collective we follow.
 uint32_t kind_of(const char* func) {
@@ -196,10 +181,10 @@ void start_channel(void** handle, void* parent, uint64_t gpu) {
     ProfilerLink& pl = *op->link;
     const uint64_t now = now_mono_ns();
     if (pl.version >= 4) {
-        atomic_min_i64(pl.offset_hi, int64_t(now) - int64_t(gpu));
-        if (op->t_issue_ns) atomic_max_i64(pl.offset_lo, int64_t(op->t_issue_ns) - int64_t(gpu));
+        atomic_min(pl.offset_hi, int64_t(now) - int64_t(gpu));
+        if (op->t_issue_ns) atomic_max(pl.offset_lo, int64_t(op->t_issue_ns) - int64_t(gpu));
     }
-    atomic_min_u64(op->gpu_start, gpu);
+    atomic_min(op->gpu_start, gpu);
     op->t_last_event_ns.store(now, std::memory_order_relaxed);
     if (op->started.fetch_add(1, std::memory_order_acq_rel) == 0 && op->owned)
         atomic_max(pl.reached, op->coll_seq);

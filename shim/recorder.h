@@ -27,9 +27,16 @@ struct OpDesc {
     cudaStream_t stream;
 };
 
-inline void atomic_max(std::atomic<uint64_t>& a, uint64_t v) {
-    uint64_t cur = a.load(std::memory_order_relaxed);
+template <class T>
+inline void atomic_max(std::atomic<T>& a, T v) {
+    T cur = a.load(std::memory_order_relaxed);
     while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+}
+template <class T>
+inline void atomic_min(std::atomic<T>& a, T v) {
+    T cur = a.load(std::memory_order_relaxed);
+    while (v < cur && !a.compare_exchange_weak(cur, v, std::memory_order_release, std::memory_order_relaxed)) {
     }
 }
 
