@@ -68,10 +68,10 @@ struct CommWatch {
     uint64_t published_p99 = 0;
     bool suspected = false;
     uint64_t suspect_since_ns = 0;
-    double suspected_wait_s = 0;       // the wait when it was suspected
-    uint64_t next_suspect_try_ns = 0;  // the engine did not agree yet: the next try
-    uint64_t suspect_retry_ns = 0;     // and the backoff before the one after
-    uint64_t suspect_try_since = 0;    // the wait (its last progress) those are about
+    double suspected_wait_s = 0;        // the wait when it was suspected
+    uint64_t next_suspect_try_ns = 0;   // the engine did not agree yet: the next try
+    uint64_t suspect_retry_ns = 0;      // and the backoff before the one after
+    uint64_t suspect_try_since = 0;     // the wait (its last progress) those are about
     std::set<int> stragglers_reported;  // comm ranks named STRAGGLER by this process
 };
 
@@ -151,6 +151,14 @@ private:
             if (it == files_.end()) {
                 RankFile f;
                 if (!f.open(p)) continue;  // a file still being created, or not ours to read: try next time
+                // A live writer's file always has its full size: a cut one is a copy or a wreck, not a rank's
+                // evidence now. Named once, like one that changes under us below, and tried again next poll.
+                if (f.truncated()) {
+                    if (damaged_.insert(p).second)
+                        log().warn("skipping rank file {}: {}", p,
+                                   f.warnings().empty() ? "truncated" : f.warnings()[0]);
+                    continue;
+                }
                 it = files_.emplace(p, std::move(f)).first;
             }
             FileSnapshot s = snapshot(it->second, with_p2p);

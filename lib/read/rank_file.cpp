@@ -208,6 +208,12 @@ bool RankFile::check_size() const noexcept {
         note_read_error(read_error_, "cannot stat: " + errno_str(errno));
         return false;
     }
+    // Replaced (renamed over) or deleted since it was opened: the path names another file now, or none, and this
+    // descriptor would go on reading the old one for ever.
+    if (st.st_nlink == 0) {
+        note_read_error(read_error_, "replaced or deleted since it was opened");
+        return false;
+    }
     if (uint64_t(st.st_size) == size_) return true;
     note_read_error(read_error_, strf("changed size while being read: %zu bytes when opened, %llu now", size_,
                                       (unsigned long long)st.st_size));

@@ -106,7 +106,8 @@ public:
     // Why a snapshot since open() could not be trusted: the file shrank under a read or changed size since it was
     // opened. Sticky: every later snapshot comes back empty; reopen to read the file as it is now. "" = none.
     const std::string& read_error() const noexcept { return read_error_; }
-    // false (and read_error() set) when the file's size is no longer the size it was validated at.
+    // false (and read_error() set) when the file's size is no longer the size it was validated at, or it was
+    // replaced or deleted since (its path now names another file, or none).
     bool check_size() const noexcept;
 
     // Snapshots. Each re-reads the file, so a running writer's progress shows up; an unopened file gives empty

@@ -136,6 +136,24 @@ TEST_CASE("a file that grows or is replaced after open is skipped by the snapsho
     CHECK(snapshot(f).ok);
 }
 
+TEST_CASE("a file renamed over (same size) after open is named as replaced, and reads anew once reopened", "[shrink]") {
+    TempDir dir;
+    SmallFile b;
+    const std::string path = dir.file("r.ncw");
+    b.write(path);
+    RankFile f;
+    REQUIRE(f.open(path));
+    REQUIRE(snapshot(f).ok);
+    // The descriptor still reads the old file, whole and unchanged: only its link count says it is gone.
+    b.write(path + ".tmp");
+    fs::rename(path + ".tmp", path);
+    const FileSnapshot s = snapshot(f);
+    CHECK_FALSE(s.ok);
+    CHECK(contains(s.error, "replaced or deleted since it was opened"));
+    REQUIRE(f.open(path));
+    CHECK(snapshot(f).ok);
+}
+
 TEST_CASE("truncating and restoring a file while it is read never faults the reader", "[shrink][concurrency]") {
     TempDir dir;
     SmallFile b;
