@@ -237,6 +237,24 @@ void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool b
                       {"suspected_only", suspicion_only}});
 }
 
+void DumpWriter::report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (comms.empty()) {
+        log().warn("FINAL ({}): no stall and no rank gone before this one", why);
+        append_event(json{{"type", "final"}, {"reason", why}, {"comm_id", nullptr}, {"verdicts", json::array()}});
+        return;
+    }
+    for (const CommResult* c : comms) {
+        log().error("FINAL ({}) on communicator {}:", why, report::hex(c->comm_id));
+        log_verdicts(job, c);
+        append_event(json{{"type", "final"},
+                          {"reason", why},
+                          {"comm_id", report::hex(c->comm_id)},
+                          {"missing_ranks", c->missing},
+                          {"verdicts", verdicts_json(job, c)}});
+    }
+}
+
 void DumpWriter::write_dump(const char* reason) {
     std::lock_guard<std::mutex> lock(mu_);
     json env = json::object();

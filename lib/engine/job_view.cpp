@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "engine/cascade.h"
+#include "engine/causal.h"
 #include "engine/straggler.h"
 #include "engine/suspicion.h"
 #include "ncclwatch/format.h"
@@ -167,6 +168,7 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
         const int64_t d = time_base::offset_to(f->header, frame);
         HeaderInfo h = f->header;
         h.heartbeat_mono_ns = shift(h.heartbeat_mono_ns, d);
+        h.end_mono_ns = shift(h.end_mono_ns, d);
         const uint64_t seen = shift(last_seen(*f), d);
         for (const auto& c : f->comms) {
             if (c.state == uint32_t(disk::CommState::Free)) continue;  // slot claimed, not filled in yet
@@ -280,8 +282,25 @@ void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt)
 
 // Every communicator's verdicts, then the job-level ones: which stalled communicator initiated and which wait
 // because of it, and the environment audit of the job's processes.
-void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& opt) {
-    for (auto& c : jr.comms) judge_comm(c, jr.now_mono_ns, opt);
+void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& opt,
+               std::vector<std::string>& warnings) {
+    // The first departure or failure of the job is where its trouble began; what came after is put back (causal.h).
+    std::vector<verdict::CommView*> views;
+    for (auto& c : jr.comms) views.push_back(&c.view);
+    const verdict::CausalOrder causal = verdict::order_causally(views, jr.now_mono_ns);
+    AnalysisOptions copt = opt;
+    if (causal.ended_together) {
+        copt.stalls = false;
+        warnings.push_back("job " + (jr.job_id.empty() ? std::string("(no job id)") : jr.job_id) +
+                           ": every rank ended at the same moment without an exit, crash or error of its own "
+                           "(all killed together from outside): not a hang");
+    }
+    for (auto& c : jr.comms) {
+        judge_comm(c, jr.now_mono_ns, copt);
+        for (auto& v : c.verdicts)
+            if (v.kind != verdict::Kind::Straggler)
+                v.evidence.insert(v.evidence.end(), causal.notes.begin(), causal.notes.end());
+    }
     std::vector<verdict::CommVerdicts> cv;
     for (auto& c : jr.comms) cv.push_back({&c.view, &c.verdicts});
     verdict::assign_cascade_roles(cv);
@@ -337,7 +356,7 @@ Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& 
         }
         for (const auto& [job_id, job_files] : by_job) {
             JobResult jr = build_job(job_id, job_files, opt, a.warnings);
-            judge_job(jr, job_files, opt);
+            judge_job(jr, job_files, opt, a.warnings);
             a.jobs.push_back(std::move(jr));
         }
     } catch (const std::exception& e) {

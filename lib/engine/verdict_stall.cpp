@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "engine/causal.h"
 #include "engine/verdict_detail.h"
 #include "ncclwatch/format.h"
 
@@ -208,9 +209,8 @@ std::optional<Verdict> dead_verdict(const Stall& s) {
         const auto& r = s.view.ranks[i];
         if (r.alive || r.completed >= W) continue;
         dead.push_back(r.comm_rank);
-        std::string how = r.exited_clean ? "exited cleanly (exit handlers ran)"
-                                         : fmt::format("is gone (killed?; heartbeat {} old)", secs(r.heartbeat_age_s));
-        dead_clean |= r.exited_clean;
+        std::string how = end_words(r);  // causal.h: "exited with code 3", "crashed with SIGSEGV (signal 11)", ...
+        dead_clean |= r.exited_clean || (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0);
         if (r.issued < W)
             dead_what += fmt::format("{}rank {} {} after its last op {}: completed #{}, never issued #{}",
                                      dead_what.empty() ? "" : "; ", r.comm_rank, how, last_op(r), r.completed, W);

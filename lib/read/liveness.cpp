@@ -80,7 +80,12 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
         s.file = file;
 
         s.exited_clean = h.process_state == uint32_t(disk::ProcessState::ExitedClean);
-        s.alive = !s.exited_clean;
+        s.end_kind = h.end_kind;
+        s.end_status = h.end_status;
+        s.end_mono_ns = h.end_mono_ns;
+        // A process that recorded its end is gone, whatever its heartbeat says (its watchdog may beat on while the
+        // exit handlers run, or the final verdict is written).
+        s.alive = !s.exited_clean && h.end_kind == uint32_t(disk::EndKind::None);
         const bool same_boot = h.boot_id_hash != 0 && h.boot_id_hash == ctx.boot_id_hash;
         // Monotonic clocks of different boots do not compare: live, the age of a foreign file's heartbeat is unknown.
         const bool can_age = !ctx.live || same_boot;

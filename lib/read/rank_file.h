@@ -76,6 +76,9 @@ struct RecordSet {
     uint64_t cut = 0;             // slots beyond the end of a truncated file
 };
 
+// A call that returned an error (neither success nor ncclInProgress; -1: not returned yet): failed, not completed.
+inline bool record_failed(const Record& r) noexcept { return r.result != -1 && r.result != 0 && r.result != 7; }
+
 // Op types this reader understands (collectives, p2p, lifecycle events).
 bool known_op(uint8_t op) noexcept;
 

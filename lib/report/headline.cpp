@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "engine/causal.h"
 #include "ncclwatch/format.h"
 #include "report/report_json.h"
 
@@ -132,6 +133,14 @@ bool culprit_gone(const CommResult& c, const verdict::Verdict& v) {
     return true;
 }
 
+// How the culprits ended: in the engine's words where one culprit's file recorded it (format 1.5), else what the
+// liveness says.
+std::string dead_words(const CommResult& c, const verdict::Verdict& v) {
+    if (v.culprits.size() == 1)
+        if (const auto* s = find_rank(c, v.culprits[0]); s && s->end_kind) return verdict::end_words(*s);
+    return culprit_gone(c, v) ? "is gone (process killed or crashed)" : "has exited";
+}
+
 // The op the culprits issued at the verdict's seq when it is not the verdict's op (the majority's), so that a
 // Broadcast among AllReduces is named as what it is. Nothing when they issued the same op (it differs in dtype,
 // count, root or redop), when their ops differ among themselves or are not visible, and for p2p (whose seq counts
@@ -164,9 +173,7 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
             s = fmt::format("{} never issued {} on {}; {} in it{}", culprits, op, comm, waiters(v), since(job, v));
             break;
         case Kind::Dead:
-            s = fmt::format("{} {}; {} in {} on {}{}", culprits,
-                            culprit_gone(c, v) ? "is gone (process killed or crashed)" : "has exited", waiters(v), op,
-                            comm, since(job, v));
+            s = fmt::format("{} {}; {} in {} on {}{}", culprits, dead_words(c, v), waiters(v), op, comm, since(job, v));
             break;
         case Kind::Mismatch:
             if (const auto odd = odd_op(c, v)) {

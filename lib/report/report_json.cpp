@@ -112,6 +112,7 @@ void show_redop(json& j, const char* key, int32_t v, const ShowContext& ctx) {
 void show_cstate(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::comm_state_name(v); }
 void show_gsource(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::gpu_source_name(v); }
 void show_pstate(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::process_state_name(v); }
+void show_ekind(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::end_kind_name(v); }
 void show_flag(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = v != 0; }
 void show_rflags(json& j, const char* key, uint8_t v, const ShowContext&) { j[key] = flags_str(v); }
 
