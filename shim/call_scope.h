@@ -14,7 +14,8 @@ namespace ncw {
 struct GroupOp {
     OpRef ref;
     cudaStream_t stream;
-    DevicePool* pool;  // nullptr: completes on return
+    DevicePool* pool;  // nullptr: completes on return, unless external
+    bool external;     // another component tracks it (CommRuntime::gpu_external)
 };
 
 struct ThreadState {

@@ -8,11 +8,24 @@
 
 namespace ncw {
 
-void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool);
+// The wrappers' part after the call is in op_complete.cpp.
+
+// How an op's completion is learnt once its call returned successfully (a failed call enqueued nothing: it is
+// completed on return whatever this says).
+enum class After : uint8_t {
+    Return,     // no GPU tracking for it (no pool, graph capture): completed on return
+    Event,      // its events, or its claim's (pool != nullptr); the completed event lands right after its call
+    EventLate,  // as Event, but a completed event lands later than right after it (a group's ops sharing a stream)
+    External,   // another component reports its GPU progress (CommRuntime::gpu_external): nothing here
+};
+
+void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool, bool external);
 // After the call returned: the op's completion event (sampled op: `gen` != 0, owning `claim`), a follower entry, or
 // completion on return.
 void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
-                           StreamClaim* claim, uint64_t gen, ncclResult_t r, uint64_t now);
+                           StreamClaim* claim, uint64_t gen, ncclResult_t r, uint64_t now, After after);
+// A nonblocking op whose call said "in progress", now enqueued (ncclCommGetAsyncError said success).
+void complete_deferred(Runtime& rt, CommRuntime& cr, const DeferredOp& op, uint64_t now);
 
 template <typename Call>
 inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
@@ -30,7 +43,9 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
         opt.group_id = ts.group_id;
         opt.flags |= disk::kFlagInGroup;
     }
-    DevicePool* pool = rt->tracker ? cr->pool.load(std::memory_order_relaxed) : nullptr;
+    // The one switch for an op another component tracks: no events, no claim, no completion on return.
+    const bool external = cr->gpu_external.load(std::memory_order_relaxed);
+    DevicePool* pool = rt->tracker && !external ? cr->pool.load(std::memory_order_relaxed) : nullptr;
     if (pool && !in_group && rt->tracker->capturing(d.stream)) {
         // Under graph capture nothing runs now; the op is marked and counts as done once captured. (A group's ops
         // are looked at per stream at ncclGroupEnd, and only where they would carry events: see hooks.cpp.)
@@ -38,26 +53,33 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
         opt.flags |= disk::kFlagCaptured;
     }
     const uint64_t t_issue = now_mono_ns();
-    // Outside a group the op is sampled (or not) now; a group's ops are sampled per stream at ncclGroupEnd.
+    // Outside a group the op is sampled (or not, with a mark or not) now; a group's ops per stream at ncclGroupEnd.
     StreamClaim* claim = nullptr;
-    uint64_t gen = 0;
+    CompletionTracker::Sampling smp;
     if (pool && !in_group) {
         claim = cr->claim_for(d.stream);
-        gen = CompletionTracker::sample(claim, t_issue, rt->cfg.gpu_sample == GpuSample::All);
-        if (!gen) opt.flags |= disk::kFlagSampledOut;
+        smp = CompletionTracker::sample(claim, t_issue, rt->cfg.gpu_sample == GpuSample::All, d.count);
+        if (!smp.gen) opt.flags |= disk::kFlagSampledOut;
     }
     OpRef ref = record_issue(rt->file, *cr, d, opt, t_issue);
+    using Kind = CompletionTracker::EventKind;
     if (in_group) {
-        group_add(*rt, ts, ref, d.stream, pool);
-    } else if (gen && rt->cfg.gpu_reached) {
-        rt->tracker->record(pool, d.stream, &ref, 1, false, claim);
+        group_add(*rt, ts, ref, d.stream, pool, external);
+    } else if (smp.gen && rt->cfg.gpu_reached) {
+        rt->tracker->record(pool, d.stream, &ref, 1, Kind::Reached, claim);
+    } else if (__builtin_expect(smp.mark, 0)) {
+        rt->tracker->record(pool, d.stream, &ref, 1, Kind::Mark, claim);
     }
     errno = scope.saved_errno();
     ncclResult_t r = call();
     ErrnoKeeper keep;
     uint64_t now = now_mono_ns();
     record_return(rt->file, ref, r, now);
-    if (!in_group) complete_after_return(*rt, *cr, ref, d.stream, pool, claim, gen, r, now);
+    if (!in_group)
+        complete_after_return(*rt, *cr, ref, d.stream, pool, claim, smp.gen, r, now,
+                              external ? After::External
+                              : pool   ? After::Event
+                                       : After::Return);
     return r;
 }
 

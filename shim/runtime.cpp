@@ -143,7 +143,16 @@ void fill_device(Runtime& rt, CommRuntime& cr) {
     }
     if (rt.tracker) {
         cr.pool.store(rt.tracker->pool_for_device(dev), std::memory_order_release);
-        if (cr.slot) cr.slot.load()->gpu_tracking.store(cr.pool.load() ? 1 : 0);
+        if (disk::CommSlot* s = cr.slot.load()) {
+            const bool events = cr.pool.load() != nullptr;
+            s->gpu_tracking.store(events ? 1 : 0);
+            // Sampled events: reached / completed are lower bounds, and the poller writes what pending events prove
+            // (coll_unreached, coll_uncompleted). A component that tracks the communicator itself says otherwise.
+            if (events && !cr.gpu_external.load()) {
+                s->gpu_source.store(uint32_t(disk::GpuSource::Events));
+                s->progress_exact.store(0);
+            }
+        }
     }
 }
 

@@ -59,10 +59,19 @@ struct State {
         return it->second;
     }
 
-    // Brings `completed` up to date: everything enqueued is done unless the stream is held.
+    // Brings `completed` up to date: everything enqueued is done unless the stream is held. While the hold file
+    // exists, a number in it lets each stream complete its first that many items (a GPU that got that far).
     void settle(Stream& st) const {
         if (st.held) return;
-        if (hold_file != nullptr && access(hold_file, F_OK) == 0) return;
+        if (hold_file != nullptr) {
+            if (std::FILE* f = std::fopen(hold_file, "r")) {
+                unsigned long long upto = 0;
+                const bool limited = std::fscanf(f, "%llu", &upto) == 1;
+                std::fclose(f);
+                if (limited && upto > st.completed) st.completed = upto < st.enqueued ? upto : st.enqueued;
+                return;
+            }
+        }
         st.completed = st.enqueued;
     }
 };
