@@ -40,14 +40,14 @@ struct DeferredOp {
 // Marks, for CPU run-ahead: a framework may enqueue many steps of ops before the GPU starts the first (torch: 20
 // steps' all_reduces within milliseconds). The sampled op's events then sit behind its first op, and a catch-up
 // event (recorded once the stream is quiet) behind the last: with the GPU stuck in op #20 after finishing #3..#19,
-// nothing in between could say so. So a follower also gets a "mark" every kMarkEveryOps followers (or kMarkEveryElems
-// elements, for large ops) since the stream's last mark or sample: one event recorded just before it. Done, it proves
-// every op counted before it complete and its own op reached (its record's time; coll_reached only rises to the ops
-// before it, so that reached > completed keeps meaning "seen inside reached": nothing proves a mark's op not
-// completed); pending, it proves its op not reached (so not completed either). The GPU's last completed op c is then
-// never more than kMarkEveryOps - 1 ops ahead of "completed" (c - 15 <= completed <= c), at one event per
-// kMarkEveryOps small ops (the event's ~0.2 us of GPU and CPU time spread over them), or per 8 M elements of large
-// ops, whose GPU time dwarfs it. Spacing by time since the last mark was not chosen: under run-ahead the CPU's issue
+// nothing in between could say so. So a follower also gets a "mark" every kMarkEveryOps followers since the stream's
+// last mark or sample, and so does every op of kMarkEveryElems elements or more: one event recorded just before it.
+// Done, it proves every op counted before it complete and its own op reached (its record's time; coll_reached only
+// rises to the ops before it, so that reached > completed keeps meaning "seen inside reached": nothing proves a mark's
+// op not completed); pending, it proves its op not reached (so not completed either). The GPU's last completed op c is
+// then never more than kMarkEveryOps - 1 ops ahead of "completed" (c - 15 <= completed <= c), at one event per
+// kMarkEveryOps small ops (the event's ~0.2 us of GPU and CPU time spread over them), or per large op, whose GPU
+// time dwarfs it. Spacing by time since the last mark was not chosen: under run-ahead the CPU's issue
 // times say nothing about how much GPU work lies between two marks. A mark is one event, not a sampled op's two: on
 // a burst's boundary it gives both sides (completed up to the op before, this one reached or proven not), at half the
 // cost. Marks in flight are bounded: the spacing doubles for every kMarksPerDoubling of them pending on the stream
@@ -69,7 +69,7 @@ struct StreamClaim {
     std::atomic<uint64_t> followers{0};        // ops that followed, counted once their call returned (enqueued)
     std::atomic<uint64_t> follower_seq{0};     // the highest collective sequence number among them
     std::atomic<uint64_t> mark_followers{0};   // `followers` at the stream's last mark or sample
-    std::atomic<uint64_t> mark_elems{0};       // elements of the followers issued since
+    std::atomic<uint64_t> mark_due_at{0};      // `followers` from which a mark is looked at again
     // The completion poller's, on a line of their own (`credited` is also raised once by a teardown call).
     alignas(64) std::atomic<uint64_t> credited{0};  // followers counted as completed
     uint64_t covered_ns = 0;                        // work enqueued on the stream before this time is complete
@@ -84,31 +84,21 @@ struct StreamClaim {
     }
 
     // Hot path, for an op that follows (`count`: its elements; 0 for a group's chunk): whether it gets a mark. Two
-    // loads, an add and a store unless one is due; only then is the poller's line read. Racing issuers on one stream
-    // may place a mark more or fewer: the spacing is a cost bound, never a proof.
+    // loads and two compares until one is due; only then is the poller's line read, and a mark refused (thinning,
+    // the cap) moves the next look kMarkEveryOps further, so that a stream at the cap pays no more per op. Racing
+    // issuers on one stream may place a mark more or fewer: the spacing is a cost bound, never a proof.
     bool mark_due(uint64_t count) {
-        const uint64_t f = followers.load(std::memory_order_relaxed);
-        const uint64_t since = f - mark_followers.load(std::memory_order_relaxed);
-        const uint64_t elems = mark_elems.load(std::memory_order_relaxed) + count;
-        if (__builtin_expect(since < kMarkEveryOps && elems < kMarkEveryElems, 1)) {
-            mark_elems.store(elems, std::memory_order_relaxed);
+        if (__builtin_expect(followers.load(std::memory_order_relaxed) < mark_due_at.load(std::memory_order_relaxed) &&
+                                 count < kMarkEveryElems,
+                             1))
             return false;
-        }
-        const uint32_t in_flight =
-            marks.load(std::memory_order_relaxed) - marks_resolved.load(std::memory_order_relaxed);
-        const uint32_t shift = in_flight / kMarksPerDoubling;
-        if (in_flight >= kMaxMarks || (since < (kMarkEveryOps << shift) && elems < (kMarkEveryElems << shift))) {
-            mark_elems.store(elems, std::memory_order_relaxed);
-            return false;
-        }
-        restart_marks(f);
-        marks.fetch_add(1, std::memory_order_relaxed);
-        return true;
+        return mark_due_slow(count);
     }
+    bool mark_due_slow(uint64_t count) __attribute__((noinline, cold));  // comm_registry.cpp
     // The spacing starts again (a mark or a sampled op, whose "reached" event serves as one).
     void restart_marks(uint64_t f) {
         mark_followers.store(f, std::memory_order_relaxed);
-        mark_elems.store(0, std::memory_order_relaxed);
+        mark_due_at.store(f + kMarkEveryOps, std::memory_order_relaxed);
     }
     // A mark that got no event (pool empty, queue full): not in flight.
     void mark_dropped() { marks_resolved.fetch_add(1, std::memory_order_relaxed); }

@@ -232,7 +232,9 @@ void CompletionTracker::poll_forever() {
                 NCW_LOG_ONCE(warn, "cuEventQuery failed: GPU completion tracking is unreliable from here on");
                 if (e.gen) release(e.claim, e.gen);
             } else {
-                // Known not done: this one, or one before it on its stream, answered "not ready" in this pass.
+                // Known not done: this one, or one before it on its stream, answered "not ready" in this pass (the
+                // queue holds a stream's events in their stream order: one thread issues on a stream at a time, as
+                // NCCL requires of a communicator; the completions above rely on it too).
                 if (e.kind == EventKind::Reached || e.kind == EventKind::Mark)
                     proofs.not_reached(*file_, e.refs, e.n);
                 else if (e.kind == EventKind::Done && e.n == 1)

@@ -17,7 +17,8 @@
 //     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and counts a capture violation, as a capture in global mode forbids it.
 //
 // Thread-safe (one mutex). FAKE_CUDA_NO_PROC_ADDRESS=1 makes cuGetProcAddress find nothing, so that a caller must
-// fall back to dlsym of the versioned names.
+// fall back to dlsym of the versioned names. FAKE_CUDA_HOLD_ALL=1 holds every stream from its first use (a GPU that
+// never catches up: what a benchmark of CPU run-ahead needs, without the hold file's look-up on every call).
 #pragma once
 
 #include <stdint.h>

@@ -186,9 +186,24 @@ void capture() {
     EXPECT(s1.capture_checks_active - s0.capture_checks_active == 1);
 }
 
+// FAKE_CUDA_HOLD_ALL=1 (a run of its own): every stream is held from its first use, until released.
+void hold_all() {
+    EXPECT(cuInit(0) == CUDA_SUCCESS);
+    CUevent ev = new_event();
+    fakecuda_enqueue(s(0x400));
+    EXPECT(cuEventRecord(ev, cs(0x400)) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(ev) == CUDA_ERROR_NOT_READY);
+    fakecuda_hold(s(0x400), 0);
+    EXPECT(cuEventQuery(ev) == CUDA_SUCCESS);
+}
+
 }  // namespace
 
 int main() {
+    if (const char* a = std::getenv("FAKE_CUDA_HOLD_ALL"); a != nullptr && std::strcmp(a, "1") == 0) {
+        hold_all();
+        return ncw_test::check_summary("fake_cuda_selftest (FAKE_CUDA_HOLD_ALL=1)");
+    }
     driver_basics();
     events_follow_stream_order();
     hold_file();

@@ -55,10 +55,13 @@ TEST_CASE("marks thin out as they pile up in flight, and stop at the cap") {
         const size_t pending_before = i;  // marks in flight when mark i was placed
         CHECK(m[i] - m[i - 1] == (StreamClaim::kMarkEveryOps << (pending_before / StreamClaim::kMarksPerDoubling)));
     }
-    // Once some resolve, marks resume at the tighter spacing.
+    // At the cap, a mark is looked at again every 16 ops only; once some resolve, marks resume at the tighter
+    // spacing from the next look.
     c.marks_resolved.store(StreamClaim::kMaxMarks);
-    const std::vector<size_t> again = positions(issue(c, now, 40), 'M');
-    CHECK(again == std::vector<size_t>{1, 17, 33});
+    const std::vector<size_t> again = positions(issue(c, now, 48), 'M');
+    REQUIRE(again.size() >= 2);
+    CHECK(again[0] <= StreamClaim::kMarkEveryOps);
+    for (size_t i = 1; i < again.size(); ++i) CHECK(again[i] - again[i - 1] == StreamClaim::kMarkEveryOps);
 }
 
 TEST_CASE("large ops get a mark of their own; a pause gets a sampled op, which restarts the spacing") {
