@@ -109,6 +109,12 @@ CommRuntime* end_comm(ncclComm_t comm, disk::OpType event, disk::CommState state
     if (unregister) {
         cr->destroyed.store(true, std::memory_order_release);
         rt->comms.remove(comm);
+        // What its pending events proved goes with it: the poller no longer looks (ProgressProofs::apply), and
+        // after the teardown nothing of it is pending on the GPU.
+        if (disk::CommSlot* slot = cr->slot.load()) {
+            slot->coll_unreached.store(0, std::memory_order_relaxed);
+            slot->coll_uncompleted.store(0, std::memory_order_relaxed);
+        }
         return cr;
     }
     return nullptr;

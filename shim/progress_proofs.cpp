@@ -53,7 +53,8 @@ void ProgressProofs::not_completed(const OpRef& ref) {
 
 void ProgressProofs::apply(CommRuntime& cr) const {
     disk::CommSlot* s = cr.slot.load(std::memory_order_acquire);
-    if (!s || cr.slot_index >= by_slot_.size()) return;
+    // A torn-down communicator's proofs were cleared at its teardown (hooks.cpp end_comm), for good.
+    if (!s || cr.slot_index >= by_slot_.size() || cr.destroyed.load(std::memory_order_acquire)) return;
     const PerComm& p = by_slot_[cr.slot_index];
     const bool mine = p.cr == &cr;
     // Read first: the block's lines are the issuing thread's, and most passes change nothing.
