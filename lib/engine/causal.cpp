@@ -41,13 +41,14 @@ std::string signal_words(int sig) {
 // The rank's counts as they stood at `t`: the ops it issued after `t` (their signatures say when) not issued yet.
 void rewind_to(RankCommState& r, uint64_t t) {
     uint64_t issued = r.issued;
-    while (issued > r.completed) {
+    while (issued > 0) {
         const OpSig* s = find_sig(r, issued);
         if (!s || s->t_issue_ns <= t) break;
         --issued;
     }
     if (issued == r.issued) return;
     r.issued = issued;
+    r.completed = std::min(r.completed, issued);  // what it issued later it completed later
     r.returned = std::min(r.returned, issued);
     r.reached = std::min(r.reached, issued);
     const OpSig* s = find_sig(r, issued);

@@ -125,6 +125,14 @@ time_base::Frame job_frame(const JobFiles& job_files, const AnalysisOptions& opt
     // After the fact, a process whose heartbeat stopped a second before the job's last sign of life died first
     // (torchrun then kills the others within a few hundred milliseconds).
     ctx.stale_after_s = std::min(opt.stale_after_s, kOfflineStaleSec);
+    // Files of this host and boot: a pid that is gone is a process gone, whatever its last heartbeat's age (every
+    // rank of a job killed at once has heartbeats as fresh as each other's).
+    try {
+        ctx.host = this_hostname();
+    } catch (...) {
+    }
+    ctx.boot_id_hash = this_boot_id_hash();
+    ctx.probe_pids_offline = true;
     return frame;
 }
 

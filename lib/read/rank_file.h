@@ -175,6 +175,9 @@ struct LivenessContext {
     double stale_after_s = 5.0;
     std::string host;           // this host, for the kill() check
     uint64_t boot_id_hash = 0;  // this boot
+    // Offline too: a file written on this host and boot whose pid is gone is a process gone, at once (host and
+    // boot set; without them, heartbeats alone say).
+    bool probe_pids_offline = false;
 };
 
 // A context for reading live files on this machine: gethostname() and this boot's id.
