@@ -128,7 +128,8 @@ std::vector<Drift> find_drifts(const CommView& view);
 // The words of a drift, after "skipped" / "added": what, "AllReduce #23" or "one AllReduce between #14 and #23"; and
 // with where: "AllReduce #23: its #23..#32 are the others' #24..#33, which NCCL paired silently".
 std::string drift_what(const Drift& d);
-std::string drift_words(const Drift& d);
+std::string drift_pairing(const Drift& d);  // "its #23..#32 are the others' #24..#33, which NCCL paired silently"
+std::string drift_words(const Drift& d);    // what: pairing
 // One verdict per event: a drift found among the mismatches joins the stall's NOT_JOINED / EXTRA_OP of the same rank
 // (or stands alone as the drift's verdict), and the verdicts that follow from it (its MISMATCHes, the hang it ends
 // in) are marked consequences of it. Verdicts of one communicator.

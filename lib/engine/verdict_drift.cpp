@@ -191,11 +191,13 @@ std::string drift_what(const Drift& d) {
     return what;
 }
 
-std::string drift_words(const Drift& d) {
+std::string drift_pairing(const Drift& d) {
     const int64_t k = d.shift;
-    return fmt::format("{}: its #{}..#{} are the others' #{}..#{}, which NCCL paired silently", drift_what(d),
-                       d.odd_from, d.odd_to, int64_t(d.odd_from) + k, int64_t(d.odd_to) + k);
+    return fmt::format("its #{}..#{} are the others' #{}..#{}, which NCCL paired silently", d.odd_from, d.odd_to,
+                       int64_t(d.odd_from) + k, int64_t(d.odd_to) + k);
 }
+
+std::string drift_words(const Drift& d) { return drift_what(d) + ": " + drift_pairing(d); }
 
 namespace {
 
@@ -223,9 +225,11 @@ Verdict drift_verdict(const CommView& view, const Drift& d) {
             "#{}..#{} are same-shaped ops: where in them the rank {} the op cannot be told from the signatures{}",
             d.first_seq, d.last_seq, verb,
             d.from_window ? fmt::format("; nothing before #{} is visible here", d.first_seq) : std::string()));
+    const char* which = d.shift > 0 ? "skipped (as the others issued it)" : "added";
     for (const auto& s : d.ops)
-        v.evidence.push_back(
-            fmt::format("the op {}: {}", d.shift > 0 ? "skipped (as the others issued it)" : "added", describe_op(s)));
+        v.evidence.push_back(d.first_seq < d.last_seq ? fmt::format("the op {}, one of #{}..#{} (all of one shape): {}",
+                                                                    which, d.first_seq, s.seq, sig_short(s, false))
+                                                      : fmt::format("the op {}: {}", which, describe_op(s)));
     v.evidence.push_back(
         "NCCL pairs collectives by their order on the communicator, not by their shape: after the drift each "
         "same-shaped op completed with another op of the other ranks (silently wrong data), and the first op of "
@@ -273,13 +277,16 @@ void fold_drifts(std::vector<Verdict>& verdicts) {
             continue;
         }
         s->drift = d.drift;
-        s->summary = fmt::format("{}; {}", d.summary, s->summary);
+        // Both say "comm 0x...: " first: once is enough.
+        const std::string comm = fmt::format("comm {}: ", hex_comm(s->comm_id));
+        s->summary = fmt::format("{}; {}", d.summary,
+                                 s->summary.rfind(comm, 0) == 0 ? s->summary.substr(comm.size()) : s->summary);
         std::vector<std::string> ev = d.evidence;
         ev.insert(ev.end(), s->evidence.begin(), s->evidence.end());
         s->evidence = std::move(ev);
         verdicts.erase(verdicts.begin() + std::ptrdiff_t(i));
     }
-    for (const Verdict& lead : verdicts) {
+    for (Verdict& lead : verdicts) {
         if (!lead.drift) continue;
         const std::string words = fmt::format("rank {} {} {}", lead.drift->rank,
                                               lead.drift->shift > 0 ? "skipped" : "added", drift_what(*lead.drift));
@@ -290,6 +297,14 @@ void fold_drifts(std::vector<Verdict>& verdicts) {
             x.evidence.insert(x.evidence.begin(),
                               fmt::format("a consequence of the drift, not its cause: rank {} {} {}", lead.drift->rank,
                                           lead.drift->shift > 0 ? "skipped" : "added", drift_words(*lead.drift)));
+            // The hang the drift ends in (all ranks inside the op where the shapes met, say): the lead says who
+            // waits where, as a stall's verdict.
+            if (drift_only(lead) && !x.waiting.empty() && x.stalled_for_s > 0) {
+                lead.seq = x.seq;
+                lead.op = x.op;
+                lead.waiting = x.waiting;
+                lead.stalled_for_s = x.stalled_for_s;
+            }
         }
     }
 }

@@ -172,6 +172,26 @@ TEST_CASE("drift: one verdict for a skip, its MISMATCHes as consequences", "[ver
         CHECK(lead->drift->last_seq == 19);
         CHECK(std::count_if(vs.begin(), vs.end(), [](const Verdict& x) { return x.kind == Kind::NotJoined; }) == 1);
     }
+    SECTION("the hang where the shapes meet: every rank inside #19, the drift leads, STUCK_IN_NCCL follows") {
+        // A real NCCL may hang where a broadcast meets an all_reduce, while the hosts issue on.
+        auto v =
+            view(4, {with_stream(waiting(0, 18, 30, 33), m), with_stream(waiting(1, 18, 30, 33), m),
+                     with_stream(waiting(2, 18, 30, 33), m), with_stream(waiting(3, 18, 30, 32), drifted(m, 15, 1))});
+        auto vs = find_mismatches(v);
+        for (auto& x : diagnose_stall(v, kNow, kTimeout)) vs.push_back(std::move(x));
+        fold_drifts(vs);
+        const Verdict* stuck = find_kind(vs, Kind::StuckInNccl);
+        REQUIRE(stuck);
+        CHECK(stuck->consequence);
+        const Verdict* lead = find_kind(vs, Kind::NotJoined);
+        REQUIRE(lead);
+        CHECK_FALSE(lead->consequence);
+        CHECK(lead->seq == 19);
+        CHECK(lead->waiting == Ranks{0, 1, 2, 3});
+        size_t leads = 0;
+        for (const auto& x : vs) leads += !x.consequence;
+        CHECK(leads == 1);
+    }
     SECTION("an extra op of the same shape: EXTRA_OP with the drift") {
         auto odd = drifted(m, 15, -1, sig(0));
         auto v = view(4, {with_stream(idle(0, 33), m), with_stream(idle(1, 33), m), with_stream(idle(2, 33), m),
