@@ -43,19 +43,27 @@ struct Fit {
 Fit try_shift(const Stream& odd, const Stream& others, int k, uint64_t hi, size_t differs, uint64_t last_differ) {
     Fit f;
     const uint64_t m = k < 0 ? uint64_t(-k) : 0;  // ops added
-    // The earliest j from which odd[j] == others[j + k] holds to the end of what both show (walking back from there).
-    uint64_t earliest = odd.begin()->first;
+    // The earliest j from which odd[j] == others[j + k] holds to the end of what both show, walking back from there;
+    // a hole in either window (a seq not recorded, ring records lost, digests that skipped it) ends the walk too:
+    // the evidence must be contiguous.
+    uint64_t earliest = odd.rbegin()->first + 1;
     bool window = true;
+    bool compared = false;
     for (auto it = odd.rbegin(); it != odd.rend(); ++it) {
         const uint64_t j = it->first;
-        if (k < 0 && j <= m) break;
+        if (j + 1 != earliest || (k < 0 && j <= m)) break;  // a hole in its own window
         const OpSig* o = at(others, j + k);
-        if (!o) continue;
+        if (!o) {
+            if (compared) break;  // a hole in the others' window
+            earliest = j;         // past the end of the others' (it is ahead): nothing to compare yet
+            continue;
+        }
+        compared = true;
         if (key_of(*o) != key_of(*it->second)) {
-            earliest = j + 1;
             window = false;
             break;
         }
+        earliest = j;
     }
     // Skip: s >= earliest. Extra: s + m >= earliest. And s <= hi.
     const uint64_t first = k > 0 ? earliest : (earliest > m ? earliest - m : 1);
@@ -69,7 +77,7 @@ Fit try_shift(const Stream& odd, const Stream& others, int k, uint64_t hi, size_
     f.ok = true;
     f.d.shift = k;
     f.d.first_seq = std::max<uint64_t>(first, std::max(odd.begin()->first, others.begin()->first));
-    f.d.from_window = window || f.d.first_seq > first;
+    f.d.from_window = (window || f.d.first_seq > first) && f.d.first_seq > 1;
     f.d.last_seq = hi;
     f.d.odd_from = from;
     f.d.odd_to = to;
@@ -177,18 +185,15 @@ std::vector<Drift> find_drifts(const CommView& view) {
 
 std::string drift_what(const Drift& d) {
     const size_t n = size_t(d.shift > 0 ? d.shift : -d.shift);
-    std::string what;
-    if (n == 1 && !d.ops.empty()) {
-        what = d.first_seq == d.last_seq ? fmt::format("{} #{}", disk::op_name(d.ops.front().op), d.last_seq)
-                                         : fmt::format("one {} between #{} and #{}", disk::op_name(d.ops.front().op),
-                                                       d.first_seq, d.last_seq);
-    } else {
-        what =
-            d.first_seq == d.last_seq
-                ? fmt::format("{} ops ({}) at #{}..#{}", n, op_names(d.ops), d.last_seq, d.last_seq + n - 1)
-                : fmt::format("{} ops ({}) between #{} and #{}", n, op_names(d.ops), d.first_seq, d.last_seq + n - 1);
-    }
-    return what;
+    const std::string what = n == 1 && !d.ops.empty() ? fmt::format("one {}", disk::op_name(d.ops.front().op))
+                                                      : fmt::format("{} ops ({})", n, op_names(d.ops));
+    const std::string at =
+        n == 1 ? fmt::format("#{}", d.last_seq) : fmt::format("#{}..#{}", d.last_seq, d.last_seq + n - 1);
+    // Where: exactly, within a run of same-shaped ops, or no earlier than what is visible says.
+    if (d.from_window) return fmt::format("{} at or before {}", what, at);
+    if (d.first_seq < d.last_seq) return fmt::format("{} between #{} and #{}", what, d.first_seq, d.last_seq + n - 1);
+    if (n == 1 && !d.ops.empty()) return fmt::format("{} {}", disk::op_name(d.ops.front().op), at);
+    return fmt::format("{} at {}", what, at);
 }
 
 std::string drift_pairing(const Drift& d) {
@@ -224,7 +229,11 @@ Verdict drift_verdict(const CommView& view, const Drift& d) {
         v.evidence.push_back(fmt::format(
             "#{}..#{} are same-shaped ops: where in them the rank {} the op cannot be told from the signatures{}",
             d.first_seq, d.last_seq, verb,
-            d.from_window ? fmt::format("; nothing before #{} is visible here", d.first_seq) : std::string()));
+            d.from_window ? fmt::format("; the signatures before #{} are not all visible here", d.first_seq)
+                          : std::string()));
+    else if (d.from_window)
+        v.evidence.push_back(fmt::format(
+            "the signatures before #{} are not all visible here: the drift may have begun before it", d.first_seq));
     const char* which = d.shift > 0 ? "skipped (as the others issued it)" : "added";
     for (const auto& s : d.ops)
         v.evidence.push_back(d.first_seq < d.last_seq ? fmt::format("the op {}, one of #{}..#{} (all of one shape): {}",

@@ -184,6 +184,7 @@ void add_drift_json(json& j, const verdict::Verdict& v) {
                           {"shift", d->shift},
                           {"first_seq", d->first_seq},
                           {"last_seq", d->last_seq},
+                          {"from_window", d->from_window},
                           {"odd_from", d->odd_from},
                           {"odd_to", d->odd_to},
                           {"aligned", d->aligned},

@@ -100,6 +100,25 @@ TEST_CASE("drift: alignment of one rank's stream against the others'", "[verdict
         CHECK(d->last_seq == 21);
         CHECK(d->odd_from == 23);
     }
+    SECTION("a window that begins after the broadcast before the skip: at or before, never a range it cannot see") {
+        const auto m = stream(40, loop_op);
+        auto odd = drifted(m, 15, 1);
+        std::vector<OpSig> seen(m.begin() + 15, m.end());  // the others' #16..#40
+        const auto d = align_streams(odd, seen);
+        REQUIRE(d);
+        CHECK(d->from_window);
+        CHECK(d->last_seq == 19);
+        CHECK(drift_what(*d) == "one AllReduce at or before #19");
+        // A hole in the others' window (digests that skipped #11..#12) ends the walk back the same way.
+        std::vector<OpSig> holed;
+        for (const auto& g : m)
+            if (g.seq != 11 && g.seq != 12) holed.push_back(g);
+        const auto h = align_streams(odd, holed);
+        REQUIRE(h);
+        CHECK(h->from_window);
+        CHECK(h->first_seq == 12);
+        CHECK(drift_what(*h) == "one AllReduce at or before #19");
+    }
     SECTION("no drift: the same stream") {
         const auto m = stream(40, loop_op);
         CHECK_FALSE(align_streams(m, m));
