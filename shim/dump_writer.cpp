@@ -261,6 +261,7 @@ void DumpWriter::write_dump(const char* reason) {
              {"event_fallbacks", rt_.tracker ? rt_.tracker->fallbacks() : 0},
              {"ops_without_events", rt_.tracker ? rt_.tracker->followers() : 0},
              {"catch_up_events", rt_.tracker ? rt_.tracker->catch_ups() : 0},
+             {"mark_events", rt_.tracker ? rt_.tracker->marks() : 0},
              {"config",
               {{"timeout_sec", rt_.cfg.timeout_sec},
                {"gpu_sample", rt_.cfg.gpu_sample == GpuSample::All ? "all" : "auto"},
