@@ -206,9 +206,17 @@ void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* j
 void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
     std::lock_guard<std::mutex> lock(mu_);
     log_verdict(job, view, v, "");
-    append_event(json{{"type", "mismatch"},
+    json verdicts = json::array({report::verdict_json_with_headline(job, view, v)});
+    // A drift's report carries its consequences (the MISMATCHes it explains) after it.
+    if (v.drift)
+        for (const verdict::Verdict& x : view.verdicts)
+            if (x.consequence) {
+                log_verdict(job, view, x, "  ");
+                verdicts.push_back(report::verdict_json_with_headline(job, view, x));
+            }
+    append_event(json{{"type", v.drift ? "drift" : "mismatch"},
                       {"comm_id", report::hex(view.comm_id)},
-                      {"verdicts", json::array({report::verdict_json_with_headline(job, view, v)})}});
+                      {"verdicts", std::move(verdicts)}});
 }
 
 void DumpWriter::report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {

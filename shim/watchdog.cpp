@@ -426,8 +426,13 @@ private:
                     if (v.kind == verdict::Kind::Straggler && is_me(c, v) && judged_on_gpu(c) &&
                         w.stragglers_reported.insert(v.culprits.front()).second)
                         dumps_.report_straggler(j, c, v);
-                    if (v.kind != verdict::Kind::Mismatch || v.seq <= w.last_mismatch_seq) continue;
-                    w.last_mismatch_seq = v.seq;
+                    // A drift (a skipped or added op, engine/verdict.h) is reported once as its verdict; the
+                    // MISMATCHes that follow from it are in that report, as its consequences.
+                    const bool drift = verdict::drift_only(v);
+                    if ((v.kind != verdict::Kind::Mismatch || v.consequence) && !drift) continue;
+                    const uint64_t upto = drift ? v.drift->last_differ : v.seq;
+                    if (upto <= w.last_mismatch_seq) continue;
+                    w.last_mismatch_seq = upto;
                     dumps_.report_mismatch(j, c, v);
                 }
             }

@@ -11,6 +11,7 @@
 #include <set>
 #include <system_error>
 #include <unordered_map>
+#include <utility>
 
 #include "engine/cascade.h"
 #include "engine/causal.h"
@@ -79,8 +80,10 @@ std::vector<Analysis::VerdictRef> Analysis::all_verdicts() const {
     for (const auto& j : jobs)
         for (const auto& c : j.comms)
             for (const auto& v : c.verdicts) out.push_back({&j, &c, &v});
+    // Consequences (of a drift) after every lead.
     std::stable_sort(out.begin(), out.end(), [](const VerdictRef& a, const VerdictRef& b) {
-        return verdict_importance(a.verdict->kind) < verdict_importance(b.verdict->kind);
+        return std::pair(a.verdict->consequence, verdict_importance(a.verdict->kind)) <
+               std::pair(b.verdict->consequence, verdict_importance(b.verdict->kind));
     });
     return out;
 }
@@ -273,11 +276,15 @@ void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt)
             else
                 r.verdicts.push_back(std::move(v));
         }
+        // One verdict per event: a drift joins the stall's NOT_JOINED / EXTRA_OP of its rank, the hang it ends in
+        // and its MISMATCHes are its consequences.
+        verdict::fold_drifts(r.verdicts);
     }
     r.suspect_after_s = verdict::comm_suspect_after_s(r.view);
     if (opt.stalls && opt.suspicion && r.suspect_after_s > 0 &&
-        std::all_of(r.verdicts.begin(), r.verdicts.end(),
-                    [](const verdict::Verdict& v) { return v.kind == verdict::Kind::Mismatch; }))
+        std::all_of(r.verdicts.begin(), r.verdicts.end(), [](const verdict::Verdict& v) {
+            return v.kind == verdict::Kind::Mismatch || verdict::drift_only(v);
+        }))
         r.suspected = verdict::diagnose_suspicion(r.view, now_mono_ns, opt.timeout_s);
     if (opt.stragglers) {
         const bool exact = std::all_of(r.view.ranks.begin(), r.view.ranks.end(),
@@ -325,7 +332,8 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
         verdict::assign_cascade_roles(cv);
     }
     const auto by_importance = [](const verdict::Verdict& x, const verdict::Verdict& y) {
-        return verdict_importance(x.kind) < verdict_importance(y.kind);
+        return std::pair(x.consequence, verdict_importance(x.kind)) <
+               std::pair(y.consequence, verdict_importance(y.kind));
     };
     for (auto& c : jr.comms) {
         std::stable_sort(c.verdicts.begin(), c.verdicts.end(), by_importance);

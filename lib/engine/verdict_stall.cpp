@@ -93,7 +93,7 @@ std::optional<Stall> find_stall(const CommView& view, uint64_t now_ns, double ti
 // A disagreement at W among the ranks that issued it (always checked: it explains a hang in any state).
 void add_mismatches_at_w(const Stall& s, std::vector<Verdict>& out) {
     for (auto& m : find_mismatches(s.view)) {
-        if (m.seq != s.W) continue;
+        if (m.seq != s.W || m.kind != Kind::Mismatch) continue;
         m.waiting = s.waiting;
         m.stalled_for_s = s.stalled_for;
         out.push_back(std::move(m));

@@ -170,6 +170,15 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
     std::string s;
     switch (v.kind) {
         case Kind::NotJoined:
+            if (v.drift) {
+                s = fmt::format("{} skipped {} on {}: {}", culprits, verdict::drift_what(*v.drift), comm,
+                                verdict::drift_pairing(*v.drift));
+                const bool issued_it = std::find(v.waiting.begin(), v.waiting.end(), v.drift->rank) != v.waiting.end();
+                if (!v.waiting.empty())
+                    s += fmt::format("; {} in {}{}{}", waiters(v), op, since(job, v),
+                                     issued_it ? "" : ", which it never issued");
+                break;
+            }
             s = fmt::format("{} never issued {} on {}; {} in it{}", culprits, op, comm, waiters(v), since(job, v));
             break;
         case Kind::Dead:
@@ -202,6 +211,18 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
             break;
         case Kind::AsyncError: s = fmt::format("NCCL reported an error on {} in {}", culprits, comm); break;
         case Kind::ExtraOp:
+            if (v.drift) {
+                s = fmt::format("{} added {} on {}: {}", culprits, verdict::drift_what(*v.drift), comm,
+                                verdict::drift_pairing(*v.drift));
+                if (v.waiting == std::vector<int>{v.drift->rank})
+                    s += fmt::format(
+                        "; it waits in {}, which no other rank issued: it is ahead, the others are not "
+                        "behind",
+                        op);
+                else if (!v.waiting.empty())
+                    s += fmt::format("; {} in {}{}", waiters(v), op, since(job, v));
+                break;
+            }
             s = fmt::format("{} issued {} on {} that no other rank issued: it is ahead, the others are not behind",
                             culprits, op, comm);
             break;
@@ -226,6 +247,7 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
                             format_ranks(v.missing), v.missing.size() == 1 ? "has" : "have");
             break;
     }
+    if (v.consequence) s += fmt::format(" (a consequence, not the cause: {})", v.consequence_of);
     if (v.role == Role::Initiating) s += " (stalled first: other communicators wait because of it)";
     if (v.role == Role::Cascade)
         s += v.caused_by_comm ? fmt::format(" (cascade: waits because of communicator {})", hex(v.caused_by_comm))
@@ -260,7 +282,9 @@ Analysis::VerdictRef lead_verdict(const Analysis& a) {
     const auto all = a.all_verdicts();
     if (all.empty()) return {nullptr, nullptr, nullptr};
     for (const auto& ref : all)
-        if (ref.verdict->role != Role::Cascade) return ref;
+        if (ref.verdict->role != Role::Cascade && !ref.verdict->consequence) return ref;
+    for (const auto& ref : all)
+        if (!ref.verdict->consequence) return ref;
     return all.front();
 }
 
