@@ -30,7 +30,10 @@ public:
     void report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
     // suspicion_only: what ended was a suspicion that never became a stall.
     void report_recovered(const CommRuntime& cr, double waited_s, bool by_error, bool suspicion_only = false);
-    void write_dump(const char* reason);
+    // Captures the Python stacks first (py_stacks.h) unless capture_py is false (the caller just did), so that each
+    // dump has them.
+    void write_dump(const char* reason, disk::PyStacksReason py_reason = disk::PyStacksReason::DumpRequest,
+                    bool capture_py = true);
 
 private:
     void append_event(nlohmann::json event);
