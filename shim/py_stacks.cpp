@@ -3,7 +3,11 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,6 +103,114 @@ bool write_all(int fd, const char* s, size_t n) {
     return true;
 }
 
+// The dump's text into the region. It fits: as it is. Too big (many threads, deep stacks): the shim's lines, then the
+// threads that issued NCCL calls, then the others in CPython's order while whole ones fit, and a line saying so;
+// CPython prints the main thread last, so a plain cut would lose the one that matters first.
+size_t copy_out(int fd, char* region, size_t cap, const uint64_t* idents, int n_idents) {
+    const off_t size = lseek(fd, 0, SEEK_END);
+    if (size <= 0) return 0;
+    if (size_t(size) <= cap) {
+        size_t got = 0;
+        while (got < size_t(size)) {
+            const ssize_t r = pread(fd, region + got, size_t(size) - got, off_t(got));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            got += size_t(r);
+        }
+        return got;
+    }
+    void* m = mmap(nullptr, size_t(size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) return 0;
+    const char* t = static_cast<const char*>(m);
+    const size_t n = size_t(size);
+    // Section starts: the offsets of lines that begin with "Thread " or "Current thread ".
+    constexpr int kMaxSections = 128;
+    size_t starts[kMaxSections + 1];
+    int ns = 0;
+    for (size_t i = 0; i < n && ns < kMaxSections;) {
+        if ((n - i > 7 && memcmp(t + i, "Thread ", 7) == 0) ||
+            (n - i > 15 && memcmp(t + i, "Current thread ", 15) == 0))
+            starts[ns++] = i;
+        const void* nl = memchr(t + i, '\n', n - i);
+        i = nl ? size_t(static_cast<const char*>(nl) - t) + 1 : n;
+    }
+    const size_t prefix = ns ? starts[0] : n;
+    starts[ns] = n;
+    size_t used = std::min(prefix, cap);
+    memcpy(region, t, used);
+    constexpr size_t reserve = 96;  // the closing line
+    bool taken[kMaxSections] = {};
+    auto take = [&](int k) {
+        const size_t len = starts[k + 1] - starts[k];
+        if (taken[k] || used + len + reserve > cap) return;
+        memcpy(region + used, t + starts[k], len);
+        used += len;
+        taken[k] = true;
+    };
+    for (int k = 0; k < ns; ++k) {
+        char id[24];
+        const size_t line_end = std::min<size_t>(starts[k + 1], starts[k] + 64);
+        for (int j = 0; j < n_idents; ++j) {
+            snprintf(id, sizeof id, "0x%016llx", (unsigned long long)idents[j]);
+            if (memmem(t + starts[k], line_end - starts[k], id, strlen(id))) take(k);
+        }
+    }
+    for (int k = 0; k < ns; ++k) take(k);
+    munmap(m, size_t(size));
+    char note[96];
+    const int len = snprintf(note, sizeof note, "# ncclwatch cut: %zu of %zu bytes, NCCL threads first\n", used, n);
+    if (len > 0 && used + size_t(len) <= cap) {
+        memcpy(region + used, note, size_t(len));
+        used += size_t(len);
+    }
+    return used;
+}
+
+// CPython's routine reads other threads' frames without the GIL while they run: a thread that pushes or pops a frame
+// (or starts or ends) under it can make it follow a stale pointer, and in the process itself that is a SIGSEGV of the
+// training job (seen in bench/py_stacks_cost.py's churn). So it runs in a copy of the process: a raw clone (fork
+// semantics, no atfork handlers, exit signal 0 so no SIGCHLD and no host's waitpid(-1) reaps it), which only calls the
+// routine into the shared memfd and exits; a crash there costs the copy, never the job. The copy's default fatal
+// signal dispositions (not the host's or faulthandler's handlers), no core file, an alarm of 2 s; we wait 2 s at most
+// (polling, our thread only), then SIGKILL it. nullptr: the text is in the memfd; else why not.
+const char* dump_in_copy(int fd, void* interp) {
+    const long pid = syscall(SYS_clone, 0ul, nullptr, nullptr, nullptr, nullptr);
+    if (pid < 0) return "clone failed: no copy of the process to read the stacks in";
+    if (pid == 0) {
+        struct sigaction dfl {};
+        dfl.sa_handler = SIG_DFL;
+        sigset_t fatal;
+        sigemptyset(&fatal);
+        for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGALRM}) {
+            sigaction(sig, &dfl, nullptr);
+            sigaddset(&fatal, sig);
+        }
+        sigprocmask(SIG_UNBLOCK, &fatal, nullptr);
+        prctl(PR_SET_DUMPABLE, 0);
+        alarm(2);
+        const char* err = g_api.dump(fd, interp, nullptr);
+        if (err) write_all(fd, err, strlen(err)), write_all(fd, "\n", 1);
+        syscall(SYS_exit_group, err ? 1 : 0);
+    }
+    int status = 0;
+    const uint64_t deadline = now_mono_ns() + 2000000000ull;
+    for (;;) {
+        const pid_t r = waitpid(pid_t(pid), &status, __WCLONE | WNOHANG);
+        if (r == pid_t(pid)) break;
+        if (r < 0 && errno != EINTR) return nullptr;  // reaped by someone else: take what it wrote
+        if (now_mono_ns() > deadline) {
+            kill(pid_t(pid), SIGKILL);
+            while (waitpid(pid_t(pid), &status, __WCLONE) < 0 && errno == EINTR) {
+            }
+            return "the dump did not finish within 2 s in a copy of the process (killed)";
+        }
+        usleep(200);
+    }
+    if (WIFSIGNALED(status))
+        return "the dump crashed in a copy of the process (the job is unharmed): stacks not captured";
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? nullptr : "the dump failed";
+}
+
 struct BusyGuard {
     bool owned = false;
     BusyGuard() { owned = !g_busy.exchange(true, std::memory_order_acquire); }
@@ -162,28 +274,29 @@ disk::PyStacksStatus py_stacks_capture(Runtime& rt, disk::PyStacksReason reason)
         }
         // Which Python threads issued NCCL calls, then faulthandler's text.
         const int n = std::min(g_nthreads.load(std::memory_order_relaxed), kMaxNcclThreads);
+        uint64_t idents[kMaxNcclThreads];
+        int n_idents = 0;
         for (int i = 0; i < n; ++i) {
             const uint64_t ident = g_threads[i].ident.load(std::memory_order_acquire);
             if (!ident) continue;
+            idents[n_idents++] = ident;
             char line[96];
             const int len = snprintf(line, sizeof line, "# ncclwatch nccl-thread 0x%016llx tid %u\n",
                                      (unsigned long long)ident, g_threads[i].tid.load(std::memory_order_relaxed));
             if (len > 0) write_all(g_memfd, line, size_t(len));
         }
         void* interp = g_api.interp_main();
-        const char* err = interp ? g_api.dump(g_memfd, interp, nullptr) : "no main interpreter";
-        if (err) write_all(g_memfd, err, strlen(err)), write_all(g_memfd, "\n", 1);
-        out.begin();
-        ssize_t got = 0;
-        while (got < ssize_t(out.capacity)) {
-            const ssize_t r = pread(g_memfd, out.region + got, out.capacity - size_t(got), got);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) break;
-            got += r;
-        }
-        out.end(uint32_t(got), err ? Status::Failed : Status::Captured, reason);
+        const char* err = interp ? dump_in_copy(g_memfd, interp) : "no main interpreter";
         g_last_ns.store(now_mono_ns() - t0, std::memory_order_relaxed);
-        return err ? Status::Failed : Status::Captured;
+        if (err) {
+            NCW_LOG_ONCE(warn, "Python stacks: {} (said once)", err);
+            out.text(err, Status::Failed, reason);
+            return Status::Failed;
+        }
+        out.begin();
+        const size_t got = copy_out(g_memfd, out.region, out.capacity, idents, n_idents);
+        out.end(uint32_t(got), Status::Captured, reason);
+        return Status::Captured;
     } catch (...) {
         return Status::Failed;
     }
