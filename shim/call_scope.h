@@ -16,7 +16,7 @@ struct ProfExpect;
 struct GroupOp {
     OpRef ref;
     cudaStream_t stream;
-    DevicePool* pool;  // nullptr: completes on return
+    DevicePool* pool;               // nullptr: completes on return
     ProfExpect* offered = nullptr;  // offered to NCCL's profiler (profiler_link.h): who completes it is decided at
                                     // the outermost ncclGroupEnd
 };
@@ -28,7 +28,7 @@ struct ThreadState {
     int group_n = 0;
     uint32_t tid = 0;  // gettid(), cached: it is a syscall
     static constexpr int kMaxGroupOps = 256;
-    GroupOp* group_ops = nullptr;  // allocated at this thread's first group; never freed (a few KiB per thread)
+    GroupOp* group_ops = nullptr;         // allocated at this thread's first group; never freed (a few KiB per thread)
     CommRuntime* current_op = nullptr;    // the communicator of the op whose real call runs now (outside groups)
     CommRuntime* initializing = nullptr;  // the communicator whose blocking init runs on this thread (its profiler
                                           // init then comes on this thread too: profiler_plugin.cpp)

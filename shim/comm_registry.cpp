@@ -2,6 +2,20 @@
 
 namespace ncw {
 
+bool StreamClaim::mark_due_slow(uint64_t count) {
+    const uint64_t f = followers.load(std::memory_order_relaxed);
+    const uint32_t in_flight = marks.load(std::memory_order_relaxed) - marks_resolved.load(std::memory_order_relaxed);
+    const uint64_t spacing = kMarkEveryOps << (in_flight / kMarksPerDoubling);
+    const uint64_t at = mark_followers.load(std::memory_order_relaxed) + spacing;
+    if (in_flight >= kMaxMarks || (f < at && count < kMarkEveryElems)) {
+        mark_due_at.store(in_flight >= kMaxMarks ? f + kMarkEveryOps : at, std::memory_order_relaxed);
+        return false;
+    }
+    restart_marks(f);
+    marks.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
 bool CommRegistry::insert(ncclComm_t comm, CommRuntime* cr) {
     uintptr_t key = reinterpret_cast<uintptr_t>(comm);
     if (!key) return false;

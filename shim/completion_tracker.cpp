@@ -8,48 +8,15 @@
 #include <vector>
 
 #include "clock.h"
+#include "completion_internal.h"
 #include "cuda_driver.h"
-#include "gpu_proofs.h"
 #include "log.h"
+#include "progress_proofs.h"
 #include "recorder.h"
 
 namespace ncw {
 
-// One device's primary context and its free events.
-struct DevicePool {
-    int dev = -1;
-    CUcontext ctx = nullptr;
-    MpmcQueue<CUevent> free{kEventsPerDevice};
-    static constexpr size_t kEventsPerDevice = 1024;
-};
-
-namespace {
-
-struct Pending {
-    CUevent ev = nullptr;
-    DevicePool* pool = nullptr;
-    cudaStream_t stream = nullptr;
-    CommRuntime* cr = nullptr;     // the claim's communicator
-    StreamClaim* claim = nullptr;  // whose followers this event covers (nullptr: none)
-    uint64_t gen = 0;              // nonzero: a sampled op's completed event, which releases the claim
-    uint64_t followers = 0;        // the claim's follower count and highest seq just before the record
-    uint64_t follower_seq = 0;
-    uint64_t t_mark = 0;  // just before the record
-    bool done = false;    // completion event (else "reached"); a catch-up event is a completion event with n == 0
-    int n = 0;
-    OpRef refs[CompletionTracker::kMaxRefs];
-};
-
-constexpr size_t kQueueCapacity = 8192;
-constexpr int kMaxDevices = 64;
-
-}  // namespace
-
-struct CompletionTracker::Impl {
-    MpmcQueue<Pending> queue{kQueueCapacity};
-    std::mutex pools_mu;  // only pool creation, at communicator registration
-    DevicePool* pools[kMaxDevices] = {};
-};
+using namespace completion;
 
 CompletionTracker::CompletionTracker(const RankFileWriter* file, const CommRegistry* comms)
     : impl_(new Impl), file_(file), comms_(comms) {}
@@ -97,14 +64,20 @@ bool CompletionTracker::capturing(cudaStream_t stream) const {
     return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-bool CompletionTracker::record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, bool done,
+bool CompletionTracker::record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, EventKind kind,
                                StreamClaim* claim, uint64_t gen) {
     if (!pool || n <= 0) return false;
-    Pending p;
-    if (!pool->free.try_pop(p.ev)) {
-        fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    const bool mark = kind == EventKind::Mark;
+    // A mark that gets no event only loses precision: it is no op's fallback.
+    auto fail = [&] {
+        if (mark)
+            claim->mark_dropped();
+        else
+            fallbacks_.fetch_add(1, std::memory_order_relaxed);
         return false;
-    }
+    };
+    Pending p;
+    if (!pool->free.try_pop(p.ev)) return fail();
     if (claim) {
         // Read before the record: every follower counted by now was enqueued before the event.
         p.followers = claim->followers.load(std::memory_order_acquire);
@@ -113,164 +86,24 @@ bool CompletionTracker::record(DevicePool* pool, cudaStream_t stream, const OpRe
     p.t_mark = now_mono_ns();
     if (cuda_driver().cuEventRecord(p.ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
         pool->free.try_push(p.ev);
-        fallbacks_.fetch_add(1, std::memory_order_relaxed);
-        return false;
+        return fail();
     }
     p.pool = pool;
     p.stream = stream;
     p.cr = refs[0].cr;
     p.claim = claim;
-    p.gen = done ? gen : 0;
-    p.done = done;
+    p.gen = kind == EventKind::Done || kind == EventKind::DoneLate ? gen : 0;
+    p.kind = kind;
     p.n = n < kMaxRefs ? n : kMaxRefs;
     for (int i = 0; i < p.n; ++i) p.refs[i] = refs[i];
     if (!impl_->queue.try_push(p)) {
         // The event is recorded but nobody will query it: give it back later is impossible without a queue slot,
         // so it is leaked (bounded by how often the queue is full, which a poller that keeps up never lets happen).
-        fallbacks_.fetch_add(1, std::memory_order_relaxed);
-        return false;
+        return fail();
     }
     recorded_.fetch_add(1, std::memory_order_relaxed);
+    if (mark) marks_.fetch_add(1, std::memory_order_relaxed);
     return true;
-}
-
-namespace {
-
-// Our driver calls from a user's thread in relaxed capture mode, so that a query cannot invalidate a global-mode
-// capture that thread may have going on another stream; and in the pool's context, restored after.
-class TeardownCallScope {
-public:
-    explicit TeardownCallScope(CUcontext ctx) : cu_(cuda_driver()) {
-        cu_.cuThreadExchangeStreamCaptureMode(&mode_);
-        pushed_ = cu_.cuCtxPushCurrent(ctx) == CUDA_SUCCESS;
-    }
-    ~TeardownCallScope() {
-        CUcontext popped;
-        if (pushed_) cu_.cuCtxPopCurrent(&popped);
-        cu_.cuThreadExchangeStreamCaptureMode(&mode_);
-    }
-    TeardownCallScope(const TeardownCallScope&) = delete;
-    TeardownCallScope& operator=(const TeardownCallScope&) = delete;
-
-private:
-    const CudaDriver& cu_;
-    CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
-    bool pushed_ = false;
-};
-
-// A stream whose capture status cannot be had counts as captured: nothing of ours may join a user's graph.
-bool capturing_now(const CudaDriver& cu, cudaStream_t stream) {
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    return cu.cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &st) != CUDA_SUCCESS ||
-           st != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-enum class CoverResult { Recorded, NotNow, Refused };
-
-// One event on `stream` after the claim's followers counted so far (the caller has the pool's context current).
-// NotNow: no free event, or the stream is being captured (an event recorded into a capture must never be queried);
-// Refused: the stream takes no event from us.
-CoverResult record_cover(const CudaDriver& cu, DevicePool* pool, StreamClaim& c, cudaStream_t stream,
-                         CompletionTracker::Cover& out) {
-    CUevent ev;
-    if (!pool->free.try_pop(ev)) return CoverResult::NotNow;
-    if (capturing_now(cu, stream)) {
-        pool->free.try_push(ev);
-        return CoverResult::NotNow;
-    }
-    out.claim = &c;
-    out.pool = pool;
-    out.ev = ev;
-    out.stream = stream;
-    out.followers = c.followers.load(std::memory_order_acquire);  // read before the record: all enqueued before it
-    out.follower_seq = c.follower_seq.load(std::memory_order_relaxed);
-    out.t_mark = now_mono_ns();
-    if (cu.cuEventRecord(ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
-        pool->free.try_push(ev);
-        return CoverResult::Refused;
-    }
-    // A capture that began between the check and the record may hold the record: never query that event (a later
-    // record outside any capture re-arms it, so it can go back to the pool).
-    if (capturing_now(cu, stream)) {
-        pool->free.try_push(ev);
-        return CoverResult::NotNow;
-    }
-    return CoverResult::Recorded;
-}
-
-// A cover event for the poller to query: a completion event of no op of its own.
-Pending pending_for(const CompletionTracker::Cover& cv, CommRuntime* cr) {
-    Pending p;
-    p.ev = static_cast<CUevent>(cv.ev);
-    p.pool = cv.pool;
-    p.stream = cv.stream;
-    p.cr = cr;
-    p.claim = cv.claim;
-    p.followers = cv.followers;
-    p.follower_seq = cv.follower_seq;
-    p.t_mark = cv.t_mark;
-    p.done = true;
-    return p;
-}
-
-}  // namespace
-
-CompletionTracker::Settle CompletionTracker::settle_begin(CommRuntime& cr) {
-    Settle s;
-    s.cr = &cr;
-    DevicePool* pool = cr.pool.load(std::memory_order_acquire);
-    if (!pool) return s;
-    const CudaDriver& cu = cuda_driver();
-    TeardownCallScope scope(pool->ctx);
-    for (auto& c : cr.claims) {
-        const uintptr_t key = c.key.load(std::memory_order_acquire);
-        if (!key || c.followers.load(std::memory_order_acquire) <= c.credited.load(std::memory_order_acquire)) continue;
-        if (record_cover(cu, pool, c, reinterpret_cast<cudaStream_t>(key - 1), s.e[s.n]) == CoverResult::Recorded)
-            ++s.n;
-    }
-    return s;
-}
-
-// The poller's ring scan would give these followers' records their completion time, but a destroyed communicator
-// is out of its sight and the process may be gone before its next pass: so the newest `n` of them, newest first.
-void CompletionTracker::stamp_followers(const CommRuntime& cr, cudaStream_t stream, uint64_t t_mark, uint64_t n) {
-    const uint64_t head = file_->hdr->write_ticket.load(std::memory_order_acquire);
-    const uint64_t capacity = uint64_t(file_->ring_mask) + 1;
-    const uint64_t now = now_mono_ns();
-    for (uint64_t t = head; n > 0 && t-- > 0 && head - t <= capacity;) {
-        disk::OpRecord& r = file_->ring[t & file_->ring_mask];
-        if (r.stamp.load(std::memory_order_acquire) != 2 * t + 2) continue;  // being written, or overwritten
-        if (r.comm_slot != cr.slot_index || r.comm_id != cr.comm_id ||
-            r.stream != uint64_t(reinterpret_cast<uintptr_t>(stream)) || !(r.flags & disk::kFlagSampledOut))
-            continue;
-        const uint64_t t_return = r.t_return_ns.load(std::memory_order_relaxed);
-        if (!t_return || t_return >= t_mark || r.t_done_ns.load(std::memory_order_relaxed)) continue;
-        stamp_done(r, now);
-        --n;
-    }
-}
-
-void CompletionTracker::settle_end(Settle& s) {
-    if (!s.n) return;
-    const CudaDriver& cu = cuda_driver();
-    TeardownCallScope scope(s.e[0].pool->ctx);
-    CompletionBatch batch;
-    for (int i = 0; i < s.n; ++i) {
-        const Cover& e = s.e[i];
-        const auto ev = static_cast<CUevent>(e.ev);
-        const CUresult r = cu.cuEventQuery(ev);
-        if (r == CUDA_SUCCESS) {
-            const uint64_t credited = e.claim->credit_upto(e.followers);
-            batch.followers_done(s.cr->slot, credited, e.follower_seq);
-            stamp_followers(*s.cr, e.stream, e.t_mark, credited);
-            e.pool->free.try_push(ev);
-            continue;
-        }
-        if (r != CUDA_ERROR_NOT_READY) continue;  // a dead context: the followers stay incomplete (as the poller)
-        if (impl_->queue.try_push(pending_for(e, s.cr))) catch_ups_.fetch_add(1, std::memory_order_relaxed);
-    }
-    batch.flush(now_mono_ns());
-    s.n = 0;
 }
 
 void CompletionTracker::drain_at_exit(int max_wait_ms) {
@@ -300,6 +133,7 @@ void CompletionTracker::poll_forever() {
     std::vector<uint16_t> stream_of;  // per pending entry: its index in `streams`
     std::vector<uint8_t> state;       // per pending entry: 0 not known done, 1 complete, 2 failed
     CompletionBatch batch;
+    ProgressProofs proofs;
     CUcontext current = nullptr;
     auto use_ctx = [&](DevicePool* pool) {
         if (pool->ctx != current && cu.cuCtxSetCurrent(pool->ctx) == CUDA_SUCCESS) current = pool->ctx;
@@ -332,7 +166,6 @@ void CompletionTracker::poll_forever() {
     std::vector<CommRuntime*> unslotted;  // communicators beyond the file's comm table, found by comm_id
     std::vector<std::pair<StreamClaim*, uint64_t>>
         claim_pending;  // claim, highest follower count a pending event covers
-    GpuProofs proofs;   // what the events still pending prove
 
     for (;;) {
         pass_.enter();  // from here to the flush, slot pointers may be held (comm_slots.h)
@@ -378,16 +211,19 @@ void CompletionTracker::poll_forever() {
         const uint64_t now = now_mono_ns();
         std::deque<Pending> still;
         claim_pending.clear();
+        proofs.clear();
         for (size_t i = 0; i < pending.size(); ++i) {
             Pending& e = pending[i];
+            // The claim lives in its communicator's runtime, which is never freed.
+            if (state[i] != 0 && e.kind == EventKind::Mark)
+                e.claim->marks_resolved.fetch_add(1, std::memory_order_relaxed);
             if (state[i] == 1) {
                 for (int k = 0; k < e.n; ++k) {
-                    if (e.done)
+                    if (e.done())
                         batch.done(*file_, e.refs[k], now);
                     else
-                        batch.reached(*file_, e.refs[k], now);
+                        batch.reached(*file_, e.refs[k], now, e.kind != EventKind::Mark);
                 }
-                // The claim lives in its communicator's runtime, which is never freed.
                 if (e.claim) credit(*e.cr, *e.claim, e.followers, e.follower_seq, e.t_mark);
                 if (e.gen) release(e.claim, e.gen);
                 e.pool->free.try_push(e.ev);
@@ -396,6 +232,13 @@ void CompletionTracker::poll_forever() {
                 NCW_LOG_ONCE(warn, "cuEventQuery failed: GPU completion tracking is unreliable from here on");
                 if (e.gen) release(e.claim, e.gen);
             } else {
+                // Known not done: this one, or one before it on its stream, answered "not ready" in this pass (the
+                // queue holds a stream's events in their stream order: one thread issues on a stream at a time, as
+                // NCCL requires of a communicator; the completions above rely on it too).
+                if (e.kind == EventKind::Reached || e.kind == EventKind::Mark)
+                    proofs.not_reached(*file_, e.refs, e.n);
+                else if (e.kind == EventKind::Done && e.n == 1)
+                    proofs.not_completed(e.refs[0]);
                 if (e.claim) {
                     auto it = std::find_if(claim_pending.begin(), claim_pending.end(),
                                            [&](const auto& cp) { return cp.first == e.claim; });
@@ -408,19 +251,17 @@ void CompletionTracker::poll_forever() {
             }
         }
         pending.swap(still);
-        proofs.clear();
-        for (const Pending& e : pending) proofs.add(*file_, e.refs, e.n, e.done);
 
         // Streams that fell quiet with followers no pending event covers: one catch-up event after them.
         std::fill(by_slot.begin(), by_slot.end(), nullptr);
         unslotted.clear();
         comms_->for_each([&](CommRuntime& cr) {
-            proofs.publish(cr);
             if (cr.slot_index < by_slot.size())
                 by_slot[cr.slot_index] = &cr;
             else
                 unslotted.push_back(&cr);
             DevicePool* pool = cr.pool.load(std::memory_order_relaxed);
+            if (pool) proofs.apply(cr);
             for (auto& c : cr.claims) {
                 const uintptr_t key = c.key.load(std::memory_order_acquire);
                 if (!key || !pool) continue;

@@ -7,10 +7,20 @@
 // half a microsecond, which shows in small-message latency. So at most one op per stream at a time carries events
 // (the "sampled" op, see StreamClaim); an op issued while one is in flight "follows" it: it is only counted in its
 // StreamClaim. Each event carries a snapshot of that count taken just before it was recorded, so when it completes,
-// that many followers are complete (stream order). When a stream falls quiet with followers not yet covered, the
-// poller records one catch-up event on it. An op after a pause of 1 ms or more is always sampled, so the op a hang
-// starts on (usually the first after compute) has its own events. Followers' ring records get their completion time
-// from the poller's scan of the ring (best effort: a record the ring overwrote first keeps none).
+// that many followers are complete (stream order). Every kMarkEveryOps followers, one gets a "mark": a single event
+// just before it, so that a burst the CPU enqueued far ahead of the GPU has completion evidence all along it (see
+// StreamClaim for why and what it costs). When a stream falls quiet with followers not yet covered, the poller
+// records one catch-up event on it. An op after a pause of 1 ms or more is always sampled, so the op a hang starts
+// on (usually the first after compute) has its own events. Followers' ring records get their completion time from
+// the poller's scan of the ring (best effort: a record the ring overwrote first keeps none).
+//
+// What the counts prove (format 1.4; gpu_source = Events, progress_exact = 0): coll_reached and coll_completed are
+// lower bounds (an event proved them). Pending events prove the other side, written by the poller once per pass:
+// coll_unreached is the lowest seq whose "reached" event or mark (recorded before it) is still pending, and
+// coll_uncompleted the lowest seq with such an event, or with a "completed" event recorded right after its call
+// returned, still pending; 0 when nothing pending proves anything. A catch-up or deferred event proves nothing while
+// pending (other work may sit between the op and it), nor does a "completed" event after several grouped ops on one
+// stream (NCCL may order them as it likes).
 #pragma once
 
 #include <nccl.h>
@@ -37,22 +47,37 @@ public:
     // At communicator registration (not the hot path): the event pool of the communicator's device.
     DevicePool* pool_for_device(int dev);
 
+    // What an event stands for (Pending's kind): which side of its op(s) it was recorded on, and what it proves.
+    enum class EventKind : uint8_t {
+        Reached,   // just before the op(s): done, they are reached; pending, proven not reached
+        Mark,      // Reached, for an op that otherwise follows (no completed event of its own; see StreamClaim);
+                   // done, it raises coll_reached to the followers before it only
+        Done,      // right after the call of its one op returned: done, completed; pending, proven not completed
+        DoneLate,  // after the op(s) but not right after one op's return: done, completed; pending, proves nothing
+    };
+    // What sample() decided for an op: its own events (gen != 0, owning the claim), or it follows, with a mark or not.
+    struct Sampling {
+        uint64_t gen = 0;
+        bool mark = false;
+    };
+
     // Hot path.
     bool capturing(cudaStream_t stream) const;
-    // Whether an op issued at `now` on the stream of `claim` carries its own events. Returns the sample's generation
-    // (nonzero, now owning the claim), or 0 when the op follows the sample in flight. No claim entry: always sampled.
-    static uint64_t sample(StreamClaim* claim, uint64_t now, bool every_op) {
-        if (!claim) return now | 1;
+    // Whether an op of `count` elements issued at `now` on the stream of `claim` carries its own events, follows the
+    // sample in flight, or follows with a mark. No claim entry: always sampled.
+    static Sampling sample(StreamClaim* claim, uint64_t now, bool every_op, uint64_t count) {
+        if (!claim) return {now | 1, false};
         const uint64_t last = claim->t_last_issue_ns.load(std::memory_order_relaxed);
         claim->t_last_issue_ns.store(now, std::memory_order_relaxed);
         if (!every_op && claim->owner.load(std::memory_order_relaxed) != 0 &&
             (now - last < StreamClaim::kPauseNs ||
              claim->samples.load(std::memory_order_relaxed) >= StreamClaim::kMaxSamples))
-            return 0;
+            return {0, claim->mark_due(count)};
         const uint64_t gen = now | 1;
         claim->samples.fetch_add(1, std::memory_order_relaxed);
         claim->owner.store(gen, std::memory_order_relaxed);
-        return gen;
+        claim->restart_marks(claim->followers.load(std::memory_order_relaxed));
+        return {gen, false};
     }
     // The sampled op `gen` is resolved (its completed event done or failed, or it got none).
     static void release(StreamClaim* claim, uint64_t gen) {
@@ -60,10 +85,10 @@ public:
         claim->samples.fetch_sub(1, std::memory_order_relaxed);
         claim->owner.compare_exchange_strong(gen, 0, std::memory_order_relaxed);
     }
-    // An event for refs[0..n) on the stream; `done` = after the enqueue ("completed"), else before it ("reached").
-    // With a claim, the event also covers the followers counted in it so far, and a completed event of a sampled op
-    // releases the claim (generation `gen`) once it resolves.
-    bool record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, bool done,
+    // An event of `kind` for refs[0..n) on the stream. With a claim, the event also covers the followers counted in it
+    // so far, and a Done event of a sampled op releases the claim (generation `gen`) once it resolves. False when no
+    // event or queue slot could be had (a Mark's claim then counts it dropped; the others are fallbacks).
+    bool record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, EventKind kind,
                 StreamClaim* claim = nullptr, uint64_t gen = 0);
     // Ops without events of their own, enqueued on the claim's stream (their calls returned).
     static void follow(StreamClaim* claim, const OpRef* refs, int n) {
@@ -108,6 +133,7 @@ public:
     uint64_t events_recorded() const { return recorded_.load(std::memory_order_relaxed); }
     uint64_t followers() const;  // summed over the claims (not the hot path)
     uint64_t catch_ups() const { return catch_ups_.load(std::memory_order_relaxed); }
+    uint64_t marks() const { return marks_.load(std::memory_order_relaxed); }
     uint64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
     uint64_t last_poll_ns() const { return last_poll_ns_.load(std::memory_order_relaxed); }
     const PassCounter& pass_counter() const { return pass_; }
@@ -123,6 +149,7 @@ private:
     const CommRegistry* comms_;
     std::atomic<uint64_t> recorded_{0};
     std::atomic<uint64_t> catch_ups_{0};
+    std::atomic<uint64_t> marks_{0};
     std::atomic<uint64_t> fallbacks_{0};
     std::atomic<uint64_t> last_poll_ns_{0};
     std::atomic<uint64_t> passes_{0};  // the poller's passes so far

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <new>
 
 #include "clock.h"
 #include "comm_identity.h"
@@ -29,73 +28,11 @@ uint32_t CallScope::tid() {
     return ts_.tid;
 }
 
-void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
-                           StreamClaim* claim, uint64_t gen, ncclResult_t r, uint64_t now) {
-    if (r == ncclInProgress && pool) {
-        // A nonblocking communicator (by config, inherited from a split parent, or NCCL_COMM_BLOCKING=0): nothing
-        // may be on the stream yet, so the event waits until ncclCommGetAsyncError reports success (and carries no
-        // claim: the stream's next op may be sampled meanwhile).
-        CompletionTracker::release(claim, gen);
-        if (cr.deferred.try_push(DeferredOp{ref, stream})) {
-            record_add_flags(rt.file, ref, disk::kFlagDeferred);
-            return;
-        }
-        record_add_flags(rt.file, ref, disk::kFlagUntracked);
-        record_done(rt.file, ref, now, false);
-        return;
-    }
-    if (r != ncclSuccess && r != ncclInProgress) {
-        CompletionTracker::release(claim, gen);
-        cr.failed_ops.fetch_add(1, std::memory_order_relaxed);
-        record_done(rt.file, ref, now);  // a failed call enqueued nothing: nothing to wait for
-        return;
-    }
-    if (pool) {
-        if (!gen && claim) {
-            CompletionTracker::follow(claim, &ref, 1);
-            return;
-        }
-        if (rt.tracker->record(pool, stream, &ref, 1, true, claim, gen)) return;
-        // No event or queue slot to be had: counted, but it proves no GPU progress.
-        CompletionTracker::release(claim, gen);
-        record_add_flags(rt.file, ref, disk::kFlagUntracked);
-        record_done(rt.file, ref, now, false);
-        return;
-    }
-    record_done(rt.file, ref, now);
-}
-
-void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
-               ProfExpect* offered) {
-    if (!ts.group_ops) ts.group_ops = new (std::nothrow) GroupOp[ThreadState::kMaxGroupOps];
-    if (ts.group_ops && ts.group_n < ThreadState::kMaxGroupOps) {
-        ts.group_ops[ts.group_n++] = GroupOp{ref, stream, pool, offered};
-        return;
-    }
-    // No room to decide later: the op is not left to the profiler.
-    if (ProfilerLink* pl = offered ? ref.cr->prof.load(std::memory_order_relaxed) : nullptr)
-        profiler_withdraw(*pl, *offered);
-    // A very large group (an all-to-all over many peers): keep the latest op per communicator and stream, which is
-    // what progress needs; earlier records of that pair then miss their GPU timestamps.
-    for (int i = ts.group_n - 1; ts.group_ops && i >= 0; --i) {
-        GroupOp& g = ts.group_ops[i];
-        if (g.ref.cr == ref.cr && g.stream == stream) {
-            if (ProfilerLink* pl = g.offered ? g.ref.cr->prof.load(std::memory_order_relaxed) : nullptr)
-                profiler_withdraw(*pl, *g.offered);
-            record_add_flags(rt.file, g.ref, disk::kFlagUntracked);
-            record_done(rt.file, g.ref, now_mono_ns(), false);
-            g = GroupOp{ref, stream, pool, offered};
-            return;
-        }
-    }
-    record_add_flags(rt.file, ref, disk::kFlagUntracked);
-    record_done(rt.file, ref, now_mono_ns(), false);
-}
-
 namespace {
 
 // One event per stream covers up to kMaxRefs ops of that stream; ops in a group are all launched together. The
-// callback gets the chunk's number (0, 1, ...: the same order on every pass over one group).
+// callback gets the chunk's number (0, 1, ...: the same order on every pass over one group) and whether the chunk is
+// its stream's only op in the group (then an event right after the launch is right after that op).
 template <typename F>
 void for_each_stream_chunk(ThreadState& ts, F&& f) {
     // Only the group's own entries are cleared, and a stream with one op passes that op in place: this runs twice
@@ -103,15 +40,16 @@ void for_each_stream_chunk(ThreadState& ts, F&& f) {
     bool handled[ThreadState::kMaxGroupOps];
     std::fill_n(handled, ts.group_n, false);
     int chunk = 0;
+    auto same = [](const GroupOp& a, const GroupOp& b) { return a.stream == b.stream && a.pool == b.pool; };
     for (int i = 0; i < ts.group_n; ++i) {
         if (handled[i]) continue;
         GroupOp& first = ts.group_ops[i];
         handled[i] = true;
         int second = -1;
         for (int j = i + 1; j < ts.group_n && second < 0; ++j)
-            if (!handled[j] && ts.group_ops[j].stream == first.stream && ts.group_ops[j].pool == first.pool) second = j;
+            if (!handled[j] && same(ts.group_ops[j], first)) second = j;
         if (second < 0) {
-            f(first, &first.ref, 1, chunk++);
+            f(first, &first.ref, 1, chunk++, true);
             continue;
         }
         OpRef refs[CompletionTracker::kMaxRefs];
@@ -119,15 +57,15 @@ void for_each_stream_chunk(ThreadState& ts, F&& f) {
         refs[n++] = first.ref;
         for (int j = second; j < ts.group_n; ++j) {
             GroupOp& g = ts.group_ops[j];
-            if (handled[j] || g.stream != first.stream || g.pool != first.pool) continue;
+            if (handled[j] || !same(g, first)) continue;
             handled[j] = true;
             refs[n++] = g.ref;
             if (n == CompletionTracker::kMaxRefs) {
-                f(first, refs, n, chunk++);
+                f(first, refs, n, chunk++, false);
                 n = 0;
             }
         }
-        if (n) f(first, refs, n, chunk++);
+        if (n) f(first, refs, n, chunk++, false);
     }
 }
 
@@ -178,6 +116,12 @@ CommRuntime* end_comm(ncclComm_t comm, disk::OpType event, disk::CommState state
     if (unregister) {
         cr->destroyed.store(true, std::memory_order_release);
         rt->comms.remove(comm);
+        // What its pending events proved goes with it: the poller no longer looks (ProgressProofs::apply), and
+        // after the teardown nothing of it is pending on the GPU.
+        if (disk::CommSlot* slot = cr->slot.load()) {
+            slot->coll_unreached.store(0, std::memory_order_relaxed);
+            slot->coll_uncompleted.store(0, std::memory_order_relaxed);
+        }
         return cr;
     }
     return nullptr;
@@ -263,21 +207,28 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
     }
     ts.group_n = kept;
     // Nothing is on any stream until the outermost ncclGroupEnd launches the group: each stream's chunk is sampled
-    // (or follows) now, and a sampled chunk's "reached" event is recorded now.
+    // (or follows, with a mark or not) now, and a sampled chunk's "reached" event or a mark is recorded now.
+    using Kind = CompletionTracker::EventKind;
     StreamClaim* claims[ThreadState::kMaxGroupOps];
     uint64_t gens[ThreadState::kMaxGroupOps];
     bool captured[ThreadState::kMaxGroupOps];
     const uint64_t t_sample = now_mono_ns();
     const bool every_op = rt->cfg.gpu_sample == GpuSample::All;
-    for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n, int k) {
+    for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n, int k, bool) {
         claims[k] = nullptr;
         gens[k] = 0;
         captured[k] = false;
         if (!g.pool || !rt->tracker) return;
         claims[k] = refs[0].cr->claim_for(g.stream);
-        gens[k] = CompletionTracker::sample(claims[k], t_sample, every_op);
+        const CompletionTracker::Sampling smp = CompletionTracker::sample(claims[k], t_sample, every_op, 0);
+        gens[k] = smp.gen;
         if (!gens[k]) {
             for (int i = 0; i < n; ++i) record_add_flags(rt->file, refs[i], disk::kFlagSampledOut);
+            // A mark is an event too: never into a capture (the chunk then just follows).
+            if (smp.mark && rt->tracker->capturing(g.stream))
+                claims[k]->mark_dropped();
+            else if (smp.mark)
+                rt->tracker->record(g.pool, g.stream, refs, n, Kind::Mark, claims[k]);
         } else if (rt->tracker->capturing(g.stream)) {
             // Only a chunk that would carry events asks the driver (a group of ops on other devices' streams is the
             // latency-bound case, and a follower then costs no driver call); captured ops complete on return. A
@@ -288,7 +239,7 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
             for (int i = 0; i < n; ++i) record_add_flags(rt->file, refs[i], disk::kFlagCaptured);
             captured[k] = true;
         } else if (rt->cfg.gpu_reached) {
-            rt->tracker->record(g.pool, g.stream, refs, n, false, claims[k]);
+            rt->tracker->record(g.pool, g.stream, refs, n, Kind::Reached, claims[k]);
         }
     });
     errno = s.saved_errno();
@@ -310,21 +261,31 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
             record_add_flags(rt->file, g.ref, disk::kFlagCaptured);
             pool = nullptr;
         }
-        complete_after_return(*rt, *g.ref.cr, g.ref, g.stream, pool, nullptr, 0, r, now);
+        complete_after_return(*rt, *g.ref.cr, g.ref, g.stream, pool, nullptr, 0, r, now, After::EventLate);
     }
-    for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n, int k) {
+    for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n, int k, bool alone) {
         DevicePool* pool = captured[k] ? nullptr : g.pool;
         if (n == 1 || !pool || r != ncclSuccess) {
+            // Alone on its stream, offered ops included (they are launched with it): only then is an event after
+            // the launch right after this op.
+            for (int i = 0; alone && i < n_offered; ++i) alone = offered[i].stream != g.stream;
+            const After after = !pool ? After::Return : alone ? After::Event : After::EventLate;
             for (int i = 0; i < n; ++i)
-                complete_after_return(*rt, *refs[i].cr, refs[i], g.stream, pool, claims[k], gens[k], r, now);
+                complete_after_return(*rt, *refs[i].cr, refs[i], g.stream, pool, claims[k], gens[k], r, now, after);
             return;
         }
         if (!gens[k] && claims[k]) {
             CompletionTracker::follow(claims[k], refs, n);
             return;
         }
-        if (rt->tracker->record(g.pool, g.stream, refs, n, true, claims[k], gens[k])) return;
+        // After several ops on one stream: NCCL may launch them in any order, so pending it proves none of them.
+        if (rt->tracker->record(g.pool, g.stream, refs, n, Kind::DoneLate, claims[k], gens[k])) return;
         CompletionTracker::release(claims[k], gens[k]);
+        if (claims[k]) {
+            for (int i = 0; i < n; ++i) record_add_flags(rt->file, refs[i], disk::kFlagSampledOut);
+            CompletionTracker::follow(claims[k], refs, n);  // a later event on the stream proves them (see above)
+            return;
+        }
         for (int i = 0; i < n; ++i) {
             record_add_flags(rt->file, refs[i], disk::kFlagUntracked);
             record_done(rt->file, refs[i], now, false);
@@ -529,9 +490,7 @@ ncclResult_t ncclCommGetAsyncError(CallScope& s, ncclComm_t comm, ncclResult_t* 
         // A nonblocking communicator has now enqueued what it had in progress: its events can go on the stream.
         DeferredOp op;
         uint64_t now = now_mono_ns();
-        while (cr->deferred.try_pop(op))
-            complete_after_return(*rt, *cr, op.ref, op.stream, cr->pool.load(std::memory_order_relaxed), nullptr,
-                                  1 /* its own event, no claim */, ncclSuccess, now);
+        while (cr->deferred.try_pop(op)) complete_deferred(*rt, *cr, op, now);
     }
     if (cr->slot && e != ncclInProgress) {
         int32_t prev = cr->slot.load()->async_error.exchange(int32_t(e), std::memory_order_relaxed);

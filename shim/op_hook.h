@@ -9,12 +9,25 @@
 
 namespace ncw {
 
+// The wrappers' part after the call is in op_complete.cpp.
+
+// How an op's completion is learnt once its call returned successfully (a failed call enqueued nothing: it is
+// completed on return whatever this says). An op NCCL's profiler took completes through its events (profiler_link.h)
+// and never gets here.
+enum class After : uint8_t {
+    Return,     // no GPU tracking for it (no pool, graph capture): completed on return
+    Event,      // its events, or its claim's (pool != nullptr); the completed event lands right after its call
+    EventLate,  // as Event, but a completed event lands later than right after it (a group's ops sharing a stream)
+};
+
 void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
                ProfExpect* offered);
 // After the call returned: the op's completion event (sampled op: `gen` != 0, owning `claim`), a follower entry, or
 // completion on return.
 void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
-                           StreamClaim* claim, uint64_t gen, ncclResult_t r, uint64_t now);
+                           StreamClaim* claim, uint64_t gen, ncclResult_t r, uint64_t now, After after);
+// A nonblocking op whose call said "in progress", now enqueued (ncclCommGetAsyncError said success).
+void complete_deferred(Runtime& rt, CommRuntime& cr, const DeferredOp& op, uint64_t now);
 
 template <typename Call>
 inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
@@ -53,20 +66,24 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
         offer = pl && pl->kernel_events.load(std::memory_order_relaxed) && !cr->nonblocking &&
                 !(opt.flags & disk::kFlagCaptured);
     }
-    // Outside a group the op is sampled (or not) now; a group's ops are sampled per stream at ncclGroupEnd.
+    // Outside a group the op is sampled (or not, with a mark or not) now; a group's ops are sampled per stream at
+    // ncclGroupEnd.
     StreamClaim* claim = nullptr;
-    uint64_t gen = 0;
+    CompletionTracker::Sampling smp;
     if (pool && !in_group && !offer) {
         claim = cr->claim_for(d.stream);
-        gen = CompletionTracker::sample(claim, t_issue, rt->cfg.gpu_sample == GpuSample::All);
-        if (!gen) opt.flags |= disk::kFlagSampledOut;
+        smp = CompletionTracker::sample(claim, t_issue, rt->cfg.gpu_sample == GpuSample::All, d.count);
+        if (!smp.gen) opt.flags |= disk::kFlagSampledOut;
     }
     OpRef ref = record_issue(rt->file, *cr, d, opt, t_issue);
     ProfExpect* offered = pl ? profiler_expect(*pl, ref, d, nccl_seq, t_issue, offer) : nullptr;
+    using Kind = CompletionTracker::EventKind;
     if (in_group) {
         group_add(*rt, ts, ref, d.stream, pool, offered);
-    } else if (gen && rt->cfg.gpu_reached) {
-        rt->tracker->record(pool, d.stream, &ref, 1, false, claim);
+    } else if (smp.gen && rt->cfg.gpu_reached) {
+        rt->tracker->record(pool, d.stream, &ref, 1, Kind::Reached, claim);
+    } else if (__builtin_expect(smp.mark, 0)) {
+        rt->tracker->record(pool, d.stream, &ref, 1, Kind::Mark, claim);
     }
     errno = scope.saved_errno();
     ts.current_op = cr;
@@ -78,7 +95,7 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     if (in_group) return r;
     // Taken by NCCL's Coll start inside the call: the profiler completes it. Otherwise it is ours again.
     if (offered && !profiler_withdraw(*pl, *offered) && r == ncclSuccess) return r;
-    complete_after_return(*rt, *cr, ref, d.stream, pool, claim, gen, r, now);
+    complete_after_return(*rt, *cr, ref, d.stream, pool, claim, smp.gen, r, now, pool ? After::Event : After::Return);
     return r;
 }
 

@@ -143,10 +143,10 @@ void CompletionBatch::done(const RankFileWriter& f, const OpRef& ref, uint64_t n
     followers_done(ref.cr->slot, 1, ref.coll_seq, progress);
 }
 
-void CompletionBatch::reached(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
+void CompletionBatch::reached(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool raise) {
     if (disk::OpRecord* rec = live_record(f, ref)) rec->t_reached_ns.store(now, std::memory_order_relaxed);
     disk::CommSlot* s = ref.cr->slot;
-    if (!s) return;
+    if (!s || !raise) return;
     PerComm& c = of(s);
     c.reached = std::max(c.reached, ref.coll_seq);
 }

@@ -72,7 +72,8 @@ inline void stamp_done(disk::OpRecord& rec, uint64_t now) {
 class CompletionBatch {
 public:
     void done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress = true);
-    void reached(const RankFileWriter& f, const OpRef& ref, uint64_t now);
+    // raise = false: only the record's "reached" time (a mark's op: see StreamClaim).
+    void reached(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool raise = true);
     // `count` ops without records to update (followers, see StreamClaim), the highest collective seq among them.
     void followers_done(disk::CommSlot* slot, uint64_t count, uint64_t seq, bool progress = true);
     void flush(uint64_t now);

@@ -145,10 +145,16 @@ void fill_device(Runtime& rt, CommRuntime& cr) {
     }
     if (rt.tracker) {
         cr.pool.store(rt.tracker->pool_for_device(dev), std::memory_order_release);
-        if (cr.slot) {
-            cr.slot.load()->gpu_tracking.store(cr.pool.load() ? 1 : 0);
-            // CUDA events: reached / completed are lower bounds; the tracker publishes what its pending events prove.
-            if (cr.pool.load()) cr.slot.load()->gpu_source.store(uint32_t(disk::GpuSource::Events));
+        if (disk::CommSlot* s = cr.slot.load()) {
+            const bool events = cr.pool.load() != nullptr;
+            s->gpu_tracking.store(events ? 1 : 0);
+            // Sampled events: reached / completed are lower bounds, and the poller writes what pending events prove
+            // (coll_unreached, coll_uncompleted). NCCL's profiler events, once they flow, say otherwise
+            // (profiler_plugin.cpp).
+            if (events) {
+                s->gpu_source.store(uint32_t(disk::GpuSource::Events));
+                s->progress_exact.store(0);
+            }
         }
     }
 }

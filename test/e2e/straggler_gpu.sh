@@ -36,7 +36,9 @@ read -r file seq culprits kind <<<"$events"
 [ "$seq" -le 50 ] || fail "named after collective #$seq, want within 50"
 grep -q "STRAGGLER: rank 3 .* is consistently last to arrive at collectives" "$WORK/launch.err" ||
     fail "no STRAGGLER line on stderr"
-grep -q "spent the least time inside .* on its GPU: it arrives a median 2[0-9].[0-9] ms" "$WORK/launch.err" ||
+# The lateness is the sleep as the others feel it: 20 ms less whatever delays their own arrival (their loop after the
+# last op; on a loaded 2-core machine 0.2 ms and more), never more than the sleep and its overshoot: 20 ms +- 10 %.
+grep -Eq "spent the least time inside .* on its GPU: it arrives a median (1[89]|2[01])\.[0-9] ms" "$WORK/launch.err" ||
     fail "the lateness is not stated: $(grep -A2 STRAGGLER "$WORK/launch.err" | head -5)"
 echo "ok: rank 3's shim named it at collective #$seq, while the job ran"
 

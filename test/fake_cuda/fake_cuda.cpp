@@ -44,6 +44,7 @@ struct State {
     Context contexts[kDevices];
     const char* hold_file = nullptr;
     bool no_proc_address = false;
+    bool hold_all = false;  // FAKE_CUDA_HOLD_ALL=1: every stream starts held
 
     State() {
         for (int i = 0; i < kDevices; ++i) contexts[i].dev = i;
@@ -51,18 +52,32 @@ struct State {
         hold_file = h != nullptr && *h != '\0' ? h : nullptr;
         const char* n = std::getenv("FAKE_CUDA_NO_PROC_ADDRESS");
         no_proc_address = n != nullptr && std::strcmp(n, "1") == 0;
+        const char* a = std::getenv("FAKE_CUDA_HOLD_ALL");
+        hold_all = a != nullptr && std::strcmp(a, "1") == 0;
     }
 
     Stream& stream(uintptr_t s) {
         auto [it, added] = streams.try_emplace(s);
-        if (added) ++stats.streams;
+        if (added) {
+            ++stats.streams;
+            it->second.held = hold_all;
+        }
         return it->second;
     }
 
-    // Brings `completed` up to date: everything enqueued is done unless the stream is held.
+    // Brings `completed` up to date: everything enqueued is done unless the stream is held. While the hold file
+    // exists, a number in it lets each stream complete its first that many items (a GPU that got that far).
     void settle(Stream& st) const {
         if (st.held) return;
-        if (hold_file != nullptr && access(hold_file, F_OK) == 0) return;
+        if (hold_file != nullptr) {
+            if (std::FILE* f = std::fopen(hold_file, "r")) {
+                unsigned long long upto = 0;
+                const bool limited = std::fscanf(f, "%llu", &upto) == 1;
+                std::fclose(f);
+                if (limited && upto > st.completed) st.completed = upto < st.enqueued ? upto : st.enqueued;
+                return;
+            }
+        }
         st.completed = st.enqueued;
     }
 };

@@ -5,7 +5,9 @@
 //     enqueues one item (its "kernel") per operation with fakecuda_enqueue; the framework may enqueue "compute".
 //   - Work completes at once, unless the stream is held: by fakecuda_hold, or for every stream while the file named
 //     by FAKE_CUDA_HOLD_FILE exists. Items enqueued before a hold began are complete already; on release everything
-//     enqueued completes.
+//     enqueued completes. While that file holds a number N, every stream held by it completes its first N items
+//     (counted from the stream's first enqueue; never fewer than it had completed): a GPU that finished up to there
+//     and sits in item N + 1.
 //   - cuEventRecord(ev, s) remembers (s, enqueued(s) now); cuEventQuery says CUDA_SUCCESS once completed(s) reaches
 //     that, else CUDA_ERROR_NOT_READY. An event never recorded is complete, as in CUDA.
 //   - A stream flagged with fakecuda_set_capturing is under graph capture: cuStreamIsCapturing says ACTIVE, work
@@ -15,7 +17,8 @@
 //     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and counts a capture violation, as a capture in global mode forbids it.
 //
 // Thread-safe (one mutex). FAKE_CUDA_NO_PROC_ADDRESS=1 makes cuGetProcAddress find nothing, so that a caller must
-// fall back to dlsym of the versioned names.
+// fall back to dlsym of the versioned names. FAKE_CUDA_HOLD_ALL=1 holds every stream from its first use (a GPU that
+// never catches up: what a benchmark of CPU run-ahead needs, without the hold file's look-up on every call).
 #pragma once
 
 #include <stdint.h>

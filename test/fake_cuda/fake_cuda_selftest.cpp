@@ -114,6 +114,44 @@ void hold_file() {
     EXPECT(cuEventQuery(ev) == CUDA_ERROR_NOT_READY);
     std::remove(path);
     EXPECT(cuEventQuery(ev) == CUDA_SUCCESS);
+
+    // A number in the file: each held stream completes its first that many items, and never goes back.
+    f = std::fopen(path, "w");
+    EXPECT(f != nullptr);
+    if (f) std::fclose(f);
+    CUevent ev_at[6];
+    for (int i = 0; i < 6; ++i) {  // on a new stream: ev_at[i] is complete once its first i items are
+        ev_at[i] = new_event();
+        EXPECT(cuEventRecord(ev_at[i], cs(0x210)) == CUDA_SUCCESS);
+        fakecuda_enqueue(s(0x210));
+    }
+    EXPECT(cuEventQuery(ev_at[0]) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(ev_at[1]) == CUDA_ERROR_NOT_READY);
+    auto write_limit = [&](const char* n) {
+        std::FILE* w = std::fopen(path, "w");
+        EXPECT(w != nullptr);
+        if (w) {
+            std::fputs(n, w);
+            std::fclose(w);
+        }
+    };
+    write_limit("4\n");
+    EXPECT(cuEventQuery(ev_at[4]) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(ev_at[5]) == CUDA_ERROR_NOT_READY);
+    write_limit("2");  // a lower number takes nothing back
+    EXPECT(cuEventQuery(ev_at[4]) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(ev_at[5]) == CUDA_ERROR_NOT_READY);
+    write_limit("7");  // never past what was enqueued; the items up to it complete as they come
+    EXPECT(cuEventQuery(ev_at[5]) == CUDA_SUCCESS);
+    CUevent later = new_event();
+    fakecuda_enqueue(s(0x210));  // item 7
+    EXPECT(cuEventRecord(later, cs(0x210)) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(later) == CUDA_SUCCESS);
+    fakecuda_enqueue(s(0x210));  // item 8: past the limit
+    EXPECT(cuEventRecord(later, cs(0x210)) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(later) == CUDA_ERROR_NOT_READY);
+    std::remove(path);
+    EXPECT(cuEventQuery(later) == CUDA_SUCCESS);
 }
 
 void capture() {
@@ -148,9 +186,24 @@ void capture() {
     EXPECT(s1.capture_checks_active - s0.capture_checks_active == 1);
 }
 
+// FAKE_CUDA_HOLD_ALL=1 (a run of its own): every stream is held from its first use, until released.
+void hold_all() {
+    EXPECT(cuInit(0) == CUDA_SUCCESS);
+    CUevent ev = new_event();
+    fakecuda_enqueue(s(0x400));
+    EXPECT(cuEventRecord(ev, cs(0x400)) == CUDA_SUCCESS);
+    EXPECT(cuEventQuery(ev) == CUDA_ERROR_NOT_READY);
+    fakecuda_hold(s(0x400), 0);
+    EXPECT(cuEventQuery(ev) == CUDA_SUCCESS);
+}
+
 }  // namespace
 
 int main() {
+    if (const char* a = std::getenv("FAKE_CUDA_HOLD_ALL"); a != nullptr && std::strcmp(a, "1") == 0) {
+        hold_all();
+        return ncw_test::check_summary("fake_cuda_selftest (FAKE_CUDA_HOLD_ALL=1)");
+    }
     driver_basics();
     events_follow_stream_order();
     hold_file();
