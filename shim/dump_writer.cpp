@@ -7,6 +7,7 @@
 #include "completion_tracker.h"
 #include "engine/suspicion.h"
 #include "log.h"
+#include "py_stacks.h"
 #include "rank_file_writer.h"
 #include "read/rank_file.h"
 #include "report/headline.h"
@@ -263,8 +264,9 @@ void DumpWriter::report_final(const char* why, const JobResult* job, const std::
     }
 }
 
-void DumpWriter::write_dump(const char* reason) {
+void DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, bool capture_py) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (capture_py) py_stacks_capture(rt_, py_reason);
     json env = json::object();
     for (const auto& [k, v] : rt_.env) env[k] = v;
     json doc{{"schema", "ncclwatch.dump/1"},
@@ -291,6 +293,12 @@ void DumpWriter::write_dump(const char* reason) {
     if (rt_.file.file_backed && self.open(rt_.file.path)) {
         HeaderInfo h = self.header();
         doc["header"] = report::header_json(h);
+        // The Python stacks (format 1.5) as the reports read them, the thread that issued NCCL calls first.
+        doc["python_stacks"] = report::py_stacks_json(h.py_stacks_status, h.py_stacks_reason, h.py_stacks.get(),
+                                                      h.py_stacks_status == uint32_t(disk::PyStacksStatus::Captured)
+                                                          ? std::string()
+                                                          : h.py_stacks_text.substr(0, 200));
+        doc["python_stacks"]["capture_ns"] = py_stacks_last_capture_ns();
         json comms = json::array();
         for (const CommInfo& c : self.comms()) comms.push_back(report::comm_json(c, h.start_mono_ns));
         doc["comms"] = comms;

@@ -34,7 +34,10 @@ public:
     // The final verdict at a SIGTERM / SIGINT (process_end.h): the communicators whose verdicts stand at the end (a
     // rank gone before this one, a stall), a "final" event each; none: one line and an empty "final" event.
     void report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms);
-    void write_dump(const char* reason);
+    // Captures the Python stacks first (py_stacks.h) unless capture_py is false (the caller just did), so that each
+    // dump has them.
+    void write_dump(const char* reason, disk::PyStacksReason py_reason = disk::PyStacksReason::DumpRequest,
+                    bool capture_py = true);
 
 private:
     void append_event(nlohmann::json event);

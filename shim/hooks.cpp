@@ -12,6 +12,7 @@
 #include "op_hook.h"
 #include "profiler_link.h"
 #include "profiler_plugin.h"
+#include "py_stacks.h"
 #include "resolver.h"
 #include "runtime.h"
 
@@ -20,7 +21,10 @@ namespace ncw {
 thread_local ThreadState tl_state __attribute__((tls_model("initial-exec")));
 
 uint32_t CallScope::tid() {
-    if (__builtin_expect(ts_.tid == 0, 0)) ts_.tid = uint32_t(syscall(SYS_gettid));
+    if (__builtin_expect(ts_.tid == 0, 0)) {
+        ts_.tid = uint32_t(syscall(SYS_gettid));
+        py_note_nccl_thread(ts_.tid);  // once per thread: which Python thread issues NCCL calls (py_stacks.h)
+    }
     return ts_.tid;
 }
 

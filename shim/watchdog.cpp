@@ -18,6 +18,7 @@
 #include "log.h"
 #include "process_end.h"
 #include "profiler_plugin.h"
+#include "py_stacks.h"
 #include "read/gpu_spans.h"
 #include "read/rank_file.h"
 #include "resolver.h"
@@ -105,9 +106,9 @@ public:
                 uint64_t req = rt_.file.hdr->dump_request.load(std::memory_order_relaxed);
                 if (req != seen_requests) {
                     seen_requests = req;
-                    dumps_.write_dump("requested by a sibling rank");
+                    dumps_.write_dump("requested by a sibling rank", disk::PyStacksReason::DumpRequest);
                 }
-                if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1");
+                if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1", disk::PyStacksReason::Sigusr1);
 
                 check_stalls(now, timeout_ns);
                 // Mismatches every second; GPU stragglers twice a second, so that one is named within 50 steps of
@@ -136,7 +137,7 @@ public:
         PassScope pass(rt_.watchdog_pass);
         profiler_publish(rt_);
         recover_finished(now_mono_ns(), false);
-        if (rt_.cfg.dump_at_exit) dumps_.write_dump("process exit");
+        if (rt_.cfg.dump_at_exit) dumps_.write_dump("process exit", disk::PyStacksReason::Exit);
     }
 
 private:
@@ -146,6 +147,8 @@ private:
     void final_verdict() {
         const int sig = final_verdict_signal();
         const char* why = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        // This process's last Python stacks first, so that the verdict and the dump below name its frame.
+        py_stacks_capture(rt_, disk::PyStacksReason::FinalVerdict);
         Analysis a = analyze_now(0.0, true, true, true);
         const JobResult* j = find_job(a, rt_.id.job_id);
         std::vector<const CommResult*> standing;
@@ -161,9 +164,8 @@ private:
                             if (r.comm_rank == cr && r.end_kind != uint32_t(disk::EndKind::Terminated)) departed = true;
             if (reported || departed) standing.push_back(&c);
         }
-        // TODO(issue 14): ncw::py_stacks_capture here once h14-pystacks is on main.
         dumps_.report_final(why, j, standing);
-        dumps_.write_dump(why);
+        dumps_.write_dump(why, disk::PyStacksReason::FinalVerdict, false);
         final_verdict_done();
     }
 
@@ -350,9 +352,18 @@ private:
         w.failed_at_report = cr.failed_ops.load();
         cr.slot.load()->stall_since_ns.store(since, std::memory_order_relaxed);
         cr.slot.load()->stall_flags.fetch_or(disk::kStallActive | disk::kStallReported);
+        // The Python stacks before the report is worded, so that it names frames: ours now, and in a Python process
+        // the siblings' too, which each capture at the dump request (waited for briefly, never for long).
+        const bool python = py_stacks_capture(rt_, disk::PyStacksReason::Stall) == disk::PyStacksStatus::Captured;
         Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
         const JobResult* j = find_job(a, rt_.id.job_id);
         const CommResult* c = find_comm(j, cr.comm_id);
+        std::set<std::string> asked;
+        if (python && c && ask_sibling_stacks(*c, asked)) {
+            a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
+            j = find_job(a, rt_.id.job_id);
+            c = find_comm(j, cr.comm_id);
+        }
         uint64_t last_poll = rt_.tracker ? rt_.tracker->last_poll_ns() : 0;
         bool tracker_stuck = rt_.tracker && last_poll < now && now - last_poll > 2000000000ull;
         dumps_.report_stall(cr, j, c, (now - since) / 1e9, tracker_stuck, suspected_at_s);
@@ -360,9 +371,42 @@ private:
         // simultaneous; the lagging rank is usually not stalled itself and would not dump on its own.
         if (c)
             for (const verdict::RankCommState& r : c->view.ranks)
-                if (r.pid != rt_.id.pid) request_dump(r.file);
-        dumps_.write_dump("stall");
+                if (r.pid != rt_.id.pid && !asked.count(r.file)) request_dump(r.file);
+        dumps_.write_dump("stall", disk::PyStacksReason::Stall, false);
         act_on_stall(cr, w);
+    }
+
+    // Asks the communicator's other ranks on this node for a dump (each captures its Python stacks first) and waits
+    // until each that may have stacks published a new capture, for at most three of their polls. false: none asked.
+    bool ask_sibling_stacks(const CommResult& c, std::set<std::string>& asked) {
+        std::vector<std::pair<std::string, uint64_t>> waiting;  // file, its py_stacks_seq before the request
+        for (const verdict::RankCommState& r : c.view.ranks) {
+            if (r.pid == rt_.id.pid || asked.count(r.file)) continue;
+            auto it = files_.find(r.file);
+            if (it == files_.end()) continue;
+            const HeaderInfo h = it->second.header();
+            if (!request_dump(r.file)) continue;
+            asked.insert(r.file);
+            // Those known to have no stacks to give are not waited for.
+            const auto st = disk::PyStacksStatus(h.py_stacks_status);
+            if (h.py_stacks_capacity && st != disk::PyStacksStatus::NotPython && st != disk::PyStacksStatus::Disabled &&
+                st != disk::PyStacksStatus::Unavailable)
+                waiting.emplace_back(r.file, h.py_stacks_seq);
+        }
+        const auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(std::clamp(3 * rt_.cfg.poll_ms, 300, 2000));
+        while (!waiting.empty() && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                                         [&](const auto& w) {
+                                             auto it = files_.find(w.first);
+                                             if (it == files_.end()) return true;
+                                             const HeaderInfo h = it->second.header();
+                                             return h.py_stacks_seq != w.second && h.py_stacks_seq % 2 == 0;
+                                         }),
+                          waiting.end());
+        }
+        return !asked.empty();
     }
 
     // The end of a reported stall, or of a suspicion that never became one.

@@ -4,7 +4,7 @@
 //
 // Layout (all offsets are in the header, so a reader never assumes them):
 //   [FileHeader, kHeaderBytes] [CommSlot x max_comms] [OpRecord x ring_capacity] [uint64 frames x ring_capacity x
-//   bt_depth] [environment region, env_capacity bytes] (1.1+)
+//   bt_depth] [environment region, env_capacity bytes] (1.1+) [Python stacks region, py_stacks_capacity bytes] (1.5+)
 //
 // Versioning: readers reject a newer major version; a newer minor version only appends fields at the end of a
 // structure (the sizes in the header tell a reader how far to step) or adds record op kinds, which readers skip.
@@ -23,7 +23,8 @@ inline constexpr char kMagic[8] = {'N', 'C', 'W', 'A', 'T', 'C', 'H', '1'};
 inline constexpr uint16_t kFormatMajor = 1;
 // 1.1: the environment region; 1.2: kFlagSampledOut; 1.3: slot reuse; 1.4: GPU times from NCCL's profiler interface
 // (kFlagGpuTimed, CommSlot::gpu_source and what follows it); 1.5: how the process ended (FileHeader::end_kind ...),
-// failed calls (CommSlot::ops_failed ..., appended after the signature window: a 1.4 slot is shorter).
+// failed calls (CommSlot::ops_failed ..., appended after the signature window: a 1.4 slot is shorter), the Python
+// stacks region.
 inline constexpr uint16_t kFormatMinor = 5;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
@@ -34,6 +35,7 @@ inline constexpr uint32_t kMinRingCapacity = 256;
 inline constexpr uint32_t kMaxRingCapacity = 1u << 22;
 inline constexpr uint32_t kMaxBacktraceDepth = 32;
 inline constexpr uint32_t kEnvCapacity = 16384;
+inline constexpr uint32_t kPyStacksCapacity = 65536;
 
 // Operation kinds (format_fields.h: NCW_OP_TYPES).
 enum class OpType : uint8_t {
@@ -87,6 +89,14 @@ enum class GpuSource : uint32_t {
 // Communicator state in CommSlot::state (format_fields.h: NCW_COMM_STATES).
 enum class CommState : uint32_t { NCW_COMM_STATES(NCW_STATE_ENUM) };
 #undef NCW_STATE_ENUM
+
+// FileHeader::py_stacks_reason and py_stacks_status (format_fields.h: NCW_PY_STACKS_REASONS, _STATUSES).
+enum class PyStacksReason : uint32_t {
+#define NCW_PY_ENUM(name, value, show_name) name = value,
+    NCW_PY_STACKS_REASONS(NCW_PY_ENUM)
+};
+enum class PyStacksStatus : uint32_t { NCW_PY_STACKS_STATUSES(NCW_PY_ENUM) };
+#undef NCW_PY_ENUM
 
 // CommSlot::stall_flags
 enum StallFlags : uint32_t { kStallActive = 1u << 0, kStallReported = 1u << 1, kMismatchReported = 1u << 2 };
@@ -145,6 +155,20 @@ struct FileHeader {
     std::atomic<uint32_t> end_kind;     // EndKind
     std::atomic<int32_t> end_status;    // exit code, or signal number
     std::atomic<uint64_t> end_mono_ns;  // when
+
+    // Format 1.5: the Python stacks region (zero before, or with capacity 0: none). The shim's own thread writes
+    // every Python thread's stack into it with CPython's faulthandler routine: text as faulthandler prints it
+    // ("Thread 0x... (most recent call first):", '  File "x.py", line 14 in f'), after one line per thread that
+    // issued NCCL calls: "# ncclwatch nccl-thread 0x<pthread_t> tid <tid>". Seqlock: py_stacks_seq is odd while the
+    // text and the fields after it change, even once they are published; a reader that sees the same even value
+    // before and after its copy read one capture. Status and reason say what the text is (format_fields.h).
+    uint64_t py_stacks_offset;
+    uint32_t py_stacks_capacity;
+    std::atomic<uint32_t> py_stacks_len;
+    std::atomic<uint64_t> py_stacks_seq;
+    std::atomic<uint64_t> py_stacks_mono_ns;
+    std::atomic<uint32_t> py_stacks_reason;  // PyStacksReason
+    std::atomic<uint32_t> py_stacks_status;  // PyStacksStatus
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
 
@@ -266,7 +290,8 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
                                         sizeof(FileHeader::reserved0) NCW_HEADER_WRITER_FIELDS(NCW_HEADER_BYTES)
                                             NCW_HEADER_LIVE_FIELDS(NCW_HEADER_BYTES) +
                                         sizeof(FileHeader::env_offset) + sizeof(FileHeader::env_capacity) +
-                                        sizeof(FileHeader::reserved1) + sizeof(FileHeader::env_bytes),
+                                        sizeof(FileHeader::reserved1) +
+                                        sizeof(FileHeader::env_bytes) NCW_HEADER_PY_STACKS_FIELDS(NCW_HEADER_BYTES),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
                                       sizeof(CommSlot::reserved) + sizeof(CommSlot::recent) +
@@ -295,6 +320,8 @@ struct Layout {
     uint64_t bt_offset = 0;
     uint64_t env_offset = 0;  // 0 with env_capacity 0: no environment region
     uint32_t env_capacity = 0;
+    uint64_t py_stacks_offset = 0;  // 0 with py_stacks_capacity 0: no Python stacks region
+    uint32_t py_stacks_capacity = 0;
     uint64_t file_size = 0;
 };
 
@@ -310,7 +337,9 @@ inline constexpr Layout compute_layout(uint32_t ring_capacity, uint32_t max_comm
     l.bt_offset = align_up(l.ring_offset + uint64_t(ring_capacity) * sizeof(OpRecord), 4096);
     l.env_offset = align_up(l.bt_offset + uint64_t(ring_capacity) * bt_depth * sizeof(uint64_t), 4096);
     l.env_capacity = kEnvCapacity;
-    l.file_size = align_up(l.env_offset + l.env_capacity, 4096);
+    l.py_stacks_offset = align_up(l.env_offset + l.env_capacity, 4096);
+    l.py_stacks_capacity = kPyStacksCapacity;
+    l.file_size = align_up(l.py_stacks_offset + l.py_stacks_capacity, 4096);
     return l;
 }
 
@@ -359,6 +388,18 @@ inline const char* gpu_source_name(uint32_t s) {
     return "unknown";
 }
 
+inline const char* py_stacks_reason_name(uint32_t s) {
+    using State = PyStacksReason;
+    switch (State(s)) { NCW_PY_STACKS_REASONS(NCW_STATE_CASE) }
+    return "unknown";
+}
+
+inline const char* py_stacks_status_name(uint32_t s) {
+    using State = PyStacksStatus;
+    switch (State(s)) { NCW_PY_STACKS_STATUSES(NCW_STATE_CASE) }
+    return "unknown";
+}
+
 inline const char* process_state_name(uint32_t s) {
     using State = ProcessState;
     switch (State(s)) { NCW_PROCESS_STATES(NCW_STATE_CASE) }
@@ -403,6 +444,10 @@ inline void init_header(FileHeader& h, const Layout& l) {
     h.env_offset = l.env_offset;
     h.env_capacity = l.env_capacity;
     h.env_bytes.store(0, std::memory_order_relaxed);
+    h.py_stacks_offset = l.py_stacks_offset;
+    h.py_stacks_capacity = l.py_stacks_capacity;
+    h.py_stacks_len.store(0, std::memory_order_relaxed);
+    h.py_stacks_seq.store(0, std::memory_order_relaxed);
     h.file_size = l.file_size;
 }
 

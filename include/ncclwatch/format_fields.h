@@ -90,6 +90,28 @@
     X(FatalSignal, 2, "fatal signal")      /* SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT */                             \
     X(Terminated, 3, "terminated by signal") /* SIGTERM, SIGINT (a launcher's teardown, Ctrl-C) */
 
+// FileHeader::py_stacks_reason (1.5), why the Python stacks were captured: X(NAME, VALUE, SHOW_NAME)
+#define NCW_PY_STACKS_REASONS(X)                                                                                     \
+    X(None, 0, "none")                                                                                               \
+    X(Stall, 1, "stall")                    /* this process's watchdog found a stall (before wording the report) */  \
+    X(DumpRequest, 2, "dump request")       /* a sibling rank or the live collector asked for a dump */              \
+    X(Sigusr1, 3, "SIGUSR1")                                                                                         \
+    X(FinalVerdict, 4, "final verdict")     /* the process is ending (SIGTERM, fatal signal): its last stacks */     \
+    X(Exit, 5, "exit")                      /* the dump at a normal exit (NCCLWATCH_DUMP_AT_EXIT) */                 \
+    X(Suspected, 6, "suspected")            /* early suspicion of a stall */                                         \
+    X(InitHang, 7, "init hang")
+
+// FileHeader::py_stacks_status (1.5), what the region holds: X(NAME, VALUE, SHOW_NAME)
+//   NotPython: no CPython in the process (Py_IsInitialized absent, or not 1); Unavailable: a CPython that exports
+//   no lock-free dump (3.13, 3.14), the region's text says which version; Failed: the dump returned an error.
+#define NCW_PY_STACKS_STATUSES(X)                                                                                    \
+    X(None, 0, "not captured")                                                                                       \
+    X(Captured, 1, "captured")                                                                                       \
+    X(NotPython, 2, "not python")                                                                                    \
+    X(Unavailable, 3, "unavailable on this CPython")                                                                 \
+    X(Disabled, 4, "disabled")                                                                                       \
+    X(Failed, 5, "failed")
+
 // FileHeader, part 1: the layout, as the header declares it. (A reader also notes actual_size, the bytes on disk,
 // which the live protocol sends right after this part.)
 #define NCW_HEADER_LAYOUT_FIELDS(X)                                                                                  \
@@ -134,6 +156,16 @@
     X(u32, end_kind, 0, ekind)                                                                                   \
     X(i32, end_status, 0, num)                                                                                   \
     X(u64, end_mono_ns, 0, mono)
+
+// FileHeader, part 4 (1.5, zero before): the Python stacks region, a seqlock-published text (format.h).
+#define NCW_HEADER_PY_STACKS_FIELDS(X)                                                                               \
+    X(u64, py_stacks_offset, 0, hidden)                                                                              \
+    X(u32, py_stacks_capacity, 0, num)                                                                               \
+    X(u32, py_stacks_len, 0, num)                                                                                    \
+    X(u64, py_stacks_seq, 0, num)        /* odd while the text is rewritten */                                       \
+    X(u64, py_stacks_mono_ns, 0, num)    /* when it was captured (CLOCK_MONOTONIC of the writer) */                  \
+    X(u32, py_stacks_reason, 0, pyreason)                                                                            \
+    X(u32, py_stacks_status, 0, pystatus)
 
 // CommSlot, every field before the reserved words and the signature window.
 #define NCW_COMM_FIELDS(X)                                                                                           \

@@ -78,6 +78,12 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
         s.recent = c.recent;
         s.gpu_spans = c.gpu_spans;
         s.file = file;
+        s.py_stacks = h.py_stacks;
+        s.py_stacks_status = h.py_stacks_status;
+        s.py_stacks_reason = h.py_stacks_reason;
+        s.py_stacks_mono_ns = h.py_stacks_mono_ns;
+        if (h.py_stacks_status != uint32_t(disk::PyStacksStatus::Captured))
+            s.py_stacks_note = h.py_stacks_text.substr(0, 200);
 
         s.exited_clean = h.process_state == uint32_t(disk::ProcessState::ExitedClean);
         s.end_kind = h.end_kind;

@@ -40,6 +40,7 @@ constexpr uint32_t kMaxRecordSize = 1u << 16;
 constexpr uint32_t kMaxCommsLimit = 4096;
 constexpr uint64_t kMaxOffset = 1ull << 48;
 constexpr uint32_t kMaxEnvCapacity = 1u << 20;
+constexpr uint32_t kMaxPyStacksCapacity = 1u << 24;
 
 std::string errno_str(int e) { return std::error_code(e, std::generic_category()).message(); }
 
@@ -89,6 +90,10 @@ RankFile& RankFile::operator=(RankFile&& o) noexcept {
     ring_capacity_ = o.ring_capacity_;
     bt_depth_ = o.bt_depth_;
     usable_comms_ = o.usable_comms_;
+    env_offset_ = o.env_offset_;  // (not moved before 1.5: a moved-to reader, the watchdog's, lost the region)
+    env_capacity_ = o.env_capacity_;
+    py_stacks_offset_ = o.py_stacks_offset_;
+    py_stacks_capacity_ = o.py_stacks_capacity_;
     return *this;
 }
 
@@ -294,6 +299,7 @@ bool RankFile::validate() noexcept {
     bt_depth_ = depth;
     usable_comms_ = size_ > comm_off ? uint32_t(std::min<uint64_t>(max_comms, (size_ - comm_off) / slot)) : 0;
     validate_env_region(h, minor, std::max(ring_end, bt_end), file_size);
+    validate_py_stacks_region(h, minor, std::max({ring_end, bt_end, env_offset_ + env_capacity_}), file_size);
 
     if (size_ < file_size) {
         truncated_ = true;
@@ -306,8 +312,10 @@ bool RankFile::validate() noexcept {
                 what = strf("ring cut after %llu of %u records", (unsigned long long)whole, cap);
             } else if (size_ < bt_end) {
                 what = "backtrace region cut";
-            } else {
+            } else if (!env_capacity_ || size_ < env_offset_ + env_capacity_) {
                 what = "environment region cut";
+            } else {
+                what = "Python stacks region cut";
             }
             warnings_.push_back(
                 strf("truncated: %zu bytes of %llu (%s)", size_, (unsigned long long)file_size, what.c_str()));
@@ -340,6 +348,29 @@ void RankFile::validate_env_region(const void* header, uint16_t minor, uint64_t 
     }
     env_offset_ = off;
     env_capacity_ = cap;
+}
+
+// The Python stacks region (1.5) is optional evidence too: damaged, it is ignored with a warning.
+void RankFile::validate_py_stacks_region(const void* header, uint16_t minor, uint64_t regions_end,
+                                         uint64_t file_size) noexcept {
+    py_stacks_offset_ = 0;
+    py_stacks_capacity_ = 0;
+    if (minor < 5) return;
+    const auto* h = static_cast<const disk::FileHeader*>(header);
+    const uint64_t off = ld(h->py_stacks_offset);
+    const uint32_t cap = ld(h->py_stacks_capacity);
+    if (off == 0 && cap == 0) return;
+    if (cap > kMaxPyStacksCapacity || off < regions_end || off > kMaxOffset || off + cap > file_size) {
+        try {
+            warnings_.push_back(
+                strf("Python stacks region ignored: offset %llu, %u bytes (regions end at %llu, file size %llu)",
+                     (unsigned long long)off, cap, (unsigned long long)regions_end, (unsigned long long)file_size));
+        } catch (...) {
+        }
+        return;
+    }
+    py_stacks_offset_ = off;
+    py_stacks_capacity_ = cap;
 }
 
 bool request_dump(const std::string& path, std::string* error) noexcept {

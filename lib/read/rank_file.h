@@ -10,10 +10,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "ncclwatch/hash.h"   // ncw::fnv1a64: one definition for the shim and the readers
+#include "ncclwatch/hash.h"  // ncw::fnv1a64: one definition for the shim and the readers
+#include "read/py_stacks.h"
 #include "read/rank_state.h"  // verdict::RankCommState, what to_rank_comm_state builds; verdict::OpSig
 #include "read/reader_fields.h"
 
@@ -42,6 +44,12 @@ struct HeaderInfo {
 
     // Live state at the time of the snapshot (num_comms as written: it may exceed what the file holds).
     NCW_HEADER_LIVE_FIELDS(NCW_READER_MEMBER)
+
+    // Format 1.5: the Python stacks (read/py_stacks.h) as one consistent capture: its fields, the text and the text
+    // parsed (nullptr: none captured, or not readable consistently). Not in the live protocol.
+    NCW_HEADER_PY_STACKS_FIELDS(NCW_READER_MEMBER)
+    std::string py_stacks_text;
+    std::shared_ptr<const py::Stacks> py_stacks;
 };
 
 // One entry of CommSlot::recent that passed the seqlock check.
@@ -126,6 +134,9 @@ public:
 private:
     bool validate() noexcept;
     void validate_env_region(const void* header, uint16_t minor, uint64_t regions_end, uint64_t file_size) noexcept;
+    void validate_py_stacks_region(const void* header, uint16_t minor, uint64_t regions_end,
+                                   uint64_t file_size) noexcept;
+    void load_py_stacks(HeaderInfo& out) const;                      // may throw bad_alloc; header() catches
     std::vector<std::string> env_entries(uint64_t published) const;  // may throw bad_alloc; header() catches
     bool fail(std::string msg) noexcept;
     // Copies n bytes at `off` into dst (pread, or our own memory for open_memory). false: the file ends before
@@ -157,6 +168,8 @@ private:
     uint32_t usable_comms_ = 0;  // slots wholly inside the file
     uint64_t env_offset_ = 0;    // format 1.1 environment region; 0 = none (1.0 file, or a damaged region ignored)
     uint32_t env_capacity_ = 0;
+    uint64_t py_stacks_offset_ = 0;  // format 1.5 Python stacks region; 0 = none (older file, or damaged: ignored)
+    uint32_t py_stacks_capacity_ = 0;
 };
 
 // Asks the process that writes `path` for a dump: increments FileHeader::dump_request (the one field a reader may

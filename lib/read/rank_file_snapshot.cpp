@@ -68,9 +68,38 @@ HeaderInfo RankFile::header() const noexcept {
         NCW_HEADER_WRITER_FIELDS(NCW_LOAD_FIELD)
         NCW_HEADER_LIVE_FIELDS(NCW_LOAD_FIELD)
         out.env = env_entries(ld(in->env_bytes));
+        load_py_stacks(out);
     } catch (...) {
     }
     return out;
+}
+
+// The seqlock of the Python stacks: the fields and the text between two equal even reads of py_stacks_seq. A writer
+// that keeps rewriting (it never does for long) leaves the fields and no text after a few tries.
+void RankFile::load_py_stacks(HeaderInfo& out) const {
+    if (!open_ || py_stacks_capacity_ == 0) return;
+    constexpr size_t kFrom = offsetof(disk::FileHeader, py_stacks_offset);
+    constexpr size_t kTo = offsetof(disk::FileHeader, py_stacks_status) + sizeof(uint32_t);
+    alignas(8) unsigned char hbuf[sizeof(disk::FileHeader)] = {};
+    const auto* in = mapped::header_of(hbuf);
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        if (!fetch(kFrom, hbuf + kFrom, kTo - kFrom)) return;
+        NCW_HEADER_PY_STACKS_FIELDS(NCW_LOAD_FIELD)
+        out.py_stacks_offset = py_stacks_offset_;
+        out.py_stacks_capacity = py_stacks_capacity_;
+        if (out.py_stacks_seq % 2) continue;  // being written
+        const uint32_t len = std::min(out.py_stacks_len, py_stacks_capacity_);
+        std::string text(len, '\0');
+        if (len && (py_stacks_offset_ >= size_ || !fetch(py_stacks_offset_, text.data(), len))) return;
+        uint64_t after = 0;
+        if (!fetch(offsetof(disk::FileHeader, py_stacks_seq), &after, sizeof after)) return;
+        if (after != out.py_stacks_seq) continue;
+        if (out.py_stacks_status == uint32_t(disk::PyStacksStatus::Captured)) {
+            out.py_stacks = std::make_shared<const py::Stacks>(py::parse(text));
+        }
+        out.py_stacks_text = std::move(text);
+        return;
+    }
 }
 
 namespace {

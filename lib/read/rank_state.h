@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "read/py_stacks.h"
 #include "read/reader_fields.h"
 
 namespace ncw::verdict {
@@ -105,6 +107,15 @@ struct RankCommState {
     // is what the offset may be wrong by; < 0 means unknown (wall clocks synchronised by NTP, say).
     int64_t clock_offset_ns = 0;
     double clock_uncertainty_s = -1;
+
+    // Format 1.5: the process's Python stacks at their last capture (read/py_stacks.h; nullptr: none), what the
+    // capture is (disk::PyStacksStatus, disk::PyStacksReason), when (on this rank's clock, like the others), and
+    // the region's text where it is a message rather than stacks (unavailable on this CPython).
+    std::shared_ptr<const py::Stacks> py_stacks;
+    uint32_t py_stacks_status = 0;
+    uint32_t py_stacks_reason = 0;
+    uint64_t py_stacks_mono_ns = 0;
+    std::string py_stacks_note;
 };
 
 }  // namespace ncw::verdict

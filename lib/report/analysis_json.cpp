@@ -18,15 +18,17 @@ json verdict_item(const Analysis::VerdictRef& ref) {
     json culprits = json::array();
     for (int r : v.culprits) {
         const RankCommState* s = find_rank(*ref.comm, r);
-        culprits.push_back(json{{"comm_rank", r},
-                                {"visible", s != nullptr},
-                                {"global_rank", s ? json(s->global_rank) : json(nullptr)},
-                                {"host", s ? json(s->host) : json(nullptr)},
-                                {"pid", s ? json(s->pid) : json(nullptr)},
-                                {"gpu", s ? json(s->cuda_dev) : json(nullptr)},
-                                {"pci_bus_id", s ? json(s->pci_bus_id) : json(nullptr)},
-                                {"alive", s ? json(s->alive) : json(nullptr)},
-                                {"file", s ? json(s->file) : json(nullptr)}});
+        culprits.push_back(
+            json{{"comm_rank", r},
+                 {"visible", s != nullptr},
+                 {"global_rank", s ? json(s->global_rank) : json(nullptr)},
+                 {"host", s ? json(s->host) : json(nullptr)},
+                 {"pid", s ? json(s->pid) : json(nullptr)},
+                 {"gpu", s ? json(s->cuda_dev) : json(nullptr)},
+                 {"pci_bus_id", s ? json(s->pci_bus_id) : json(nullptr)},
+                 {"alive", s ? json(s->alive) : json(nullptr)},
+                 {"python_where", s && python_where(*s) ? json(py::where_words(*python_where(*s))) : json(nullptr)},
+                 {"file", s ? json(s->file) : json(nullptr)}});
     }
     const uint64_t since_ns = stalled_since_real_ns(*ref.job, v);
     json j{{"job_id", ref.job->job_id},
@@ -114,6 +116,8 @@ json analysis_json(const Analysis& a, double timeout_s) {
                                      {"t_last_issue_ns", r.t_last_issue_ns},
                                      {"t_last_progress_ns", r.t_last_progress_ns}});
                 add_progress_basis(ranks.back(), r);
+                // Format 1.5: the rank's Python stacks, where its process runs CPython (or says why not).
+                if (r.py_stacks || r.py_stacks_status) ranks.back()["python"] = py_stacks_json(r);
             }
             // The shim's baseline of the gaps between completions, once it has one (format 1.4).
             for (size_t i = 0; i < c.view.ranks.size(); ++i)

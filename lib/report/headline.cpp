@@ -161,7 +161,55 @@ std::optional<uint8_t> odd_op(const CommResult& c, const verdict::Verdict& v) {
     return op;
 }
 
+// "rank 5" (global where known).
+std::string rank_name(const RankCommState& r) {
+    return r.global_rank >= 0 ? fmt::format("rank {}", r.global_rank) : fmt::format("comm rank {}", r.comm_rank);
+}
+
 }  // namespace
+
+std::optional<py::Where> python_where(const RankCommState& r) {
+    if (!r.py_stacks) return std::nullopt;
+    const py::Thread* t = py::nccl_thread(*r.py_stacks, newest_tid(r));
+    if (!t) return std::nullopt;
+    py::Where w = py::where(*t);
+    if (!w.known) return std::nullopt;
+    return w;
+}
+
+std::string python_words(const CommResult& c, const verdict::Verdict& v) {
+    if (v.kind == Kind::Straggler || v.kind == Kind::Mismatch) return "";
+    std::vector<std::string> parts;
+    for (int cr : v.culprits) {
+        const RankCommState* r = find_rank(c, cr);
+        if (!r || parts.size() >= 3) continue;
+        if (const auto w = python_where(*r))
+            parts.push_back(
+                fmt::format("{} {} {}", rank_name(*r), r->alive ? "is in" : "was last seen in", py::where_words(*w)));
+    }
+    // The waiting ranks grouped by the line they wait at, the largest groups first.
+    std::vector<std::pair<std::string, std::vector<int>>> groups;
+    for (int cr : v.waiting) {
+        const RankCommState* r = find_rank(c, cr);
+        if (!r) continue;
+        const auto w = python_where(*r);
+        if (!w) continue;
+        const std::string at = py::wait_words(*w);
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == at; });
+        if (g == groups.end()) g = groups.insert(groups.end(), {at, {}});
+        g->second.push_back(r->global_rank >= 0 ? r->global_rank : cr);
+    }
+    std::stable_sort(groups.begin(), groups.end(),
+                     [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+    for (size_t i = 0; i < groups.size() && i < 2; ++i) {
+        const auto& [at, ranks] = groups[i];
+        parts.push_back(fmt::format("{} {} {}", ranks.size() == 1 ? "rank" : "ranks", format_ranks(ranks),
+                                    ranks.size() == 1 ? "waits in " + at : "wait in " + at));
+    }
+    std::string out;
+    for (const auto& p : parts) out += (out.empty() ? "" : "; ") + p;
+    return out;
+}
 
 std::string verdict_headline(const JobResult& job, const CommResult& c, const verdict::Verdict& v) {
     const std::string comm = comm_words(job, c);
@@ -247,6 +295,8 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
                             format_ranks(v.missing), v.missing.size() == 1 ? "has" : "have");
             break;
     }
+    // Where the culprit and the waiting ranks are in their Python code (format 1.5), where their stacks are known.
+    if (const std::string py = python_words(c, v); !py.empty()) s += ": " + py;
     if (v.consequence) s += fmt::format(" (a consequence, not the cause: {})", v.consequence_of);
     if (v.role == Role::Initiating) s += " (stalled first: other communicators wait because of it)";
     if (v.role == Role::Cascade)

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,12 @@ bool is_world(const JobResult& job, const CommResult& c);           // no parent
 std::string comm_words(const JobResult& job, const CommResult& c);  // "communicator 0x... (world, 512 ranks)"
 // When the stall began, as wall-clock time (from the job's "now" and the stall length); 0 when unknown.
 uint64_t stalled_since_real_ns(const JobResult& job, const verdict::Verdict& v);
+// Where a rank is in its Python code (format 1.5): the innermost user frame of its thread that issued NCCL calls;
+// nothing without stacks.
+std::optional<py::Where> python_where(const verdict::RankCommState& r);
+// "rank 5 is in slow_eval (grid.py:14), called from <module> (grid.py:19); ranks 4,6,7 wait in all_reduce at
+// grid.py:20": the verdict's culprits and waiting ranks in their Python code, "" where no stacks are known. Part of
+// the verdict line.
+std::string python_words(const CommResult& c, const verdict::Verdict& v);
 
 }  // namespace ncw::report

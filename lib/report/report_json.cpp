@@ -114,6 +114,12 @@ void show_gsource(json& j, const char* key, uint32_t v, const ShowContext&) { j[
 void show_pstate(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::process_state_name(v); }
 void show_ekind(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::end_kind_name(v); }
 void show_flag(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = v != 0; }
+void show_pyreason(json& j, const char* key, uint32_t v, const ShowContext&) {
+    j[key] = disk::py_stacks_reason_name(v);
+}
+void show_pystatus(json& j, const char* key, uint32_t v, const ShowContext&) {
+    j[key] = disk::py_stacks_status_name(v);
+}
 void show_rflags(json& j, const char* key, uint8_t v, const ShowContext&) { j[key] = flags_str(v); }
 
 }  // namespace
@@ -130,6 +136,10 @@ json header_json(const HeaderInfo& in) {
     NCW_HEADER_WRITER_FIELDS(NCW_SHOW_FIELD)
     NCW_HEADER_LIVE_FIELDS(NCW_SHOW_FIELD)
     j["heartbeat_ms"] = rel_ms_json(in.heartbeat_mono_ns, in.start_mono_ns);
+    if (in.minor >= 5) {
+        NCW_HEADER_PY_STACKS_FIELDS(NCW_SHOW_FIELD)
+        j["py_stacks_ms"] = rel_ms_json(in.py_stacks_mono_ns, in.start_mono_ns);
+    }
     return j;
 }
 
@@ -216,6 +226,52 @@ json verdict_json(const verdict::Verdict& v, const std::string& job_id) {
            {"suspected", v.suspected}};
     add_drift_json(j, v);
     return j;
+}
+
+json py_stacks_json(uint32_t status, uint32_t reason, const py::Stacks* stacks, const std::string& note, uint32_t tid) {
+    json j{{"status", disk::py_stacks_status_name(status)}, {"reason", disk::py_stacks_reason_name(reason)}};
+    if (!note.empty()) j["note"] = note;
+    if (!stacks) return j;
+    auto frame_json = [](const py::Frame& f) {
+        return json{{"file", f.file}, {"line", f.line}, {"function", f.func}, {"user", !py::is_library_file(f.file)}};
+    };
+    const py::Thread* main = py::nccl_thread(*stacks, tid);
+    if (main) {
+        const py::Where w = py::where(*main);
+        j["nccl_thread"] = hexs(main->ident);
+        if (w.known) {
+            j["where"] = frame_json(w.at);
+            j["where"]["callee"] = w.callee;
+            j["where"]["caller"] = w.has_caller ? frame_json(w.caller) : json(nullptr);
+            j["where_text"] = py::where_words(w);
+        }
+    }
+    json threads = json::array();
+    for (const py::Thread& t : stacks->threads) {
+        json frames = json::array();
+        for (const py::Frame& f : t.frames) frames.push_back(frame_json(f));
+        bool issued = false;
+        for (const py::NcclThread& n : stacks->nccl_threads) issued = issued || n.ident == t.ident;
+        threads.push_back(json{{"ident", hexs(t.ident)},
+                               {"issued_nccl", issued},
+                               {"truncated", t.truncated},
+                               {"frames", std::move(frames)}});
+    }
+    j["threads"] = std::move(threads);
+    return j;
+}
+
+uint32_t newest_tid(const verdict::RankCommState& r) {
+    uint64_t seq = 0;
+    uint32_t tid = 0;
+    for (const verdict::OpSig& g : r.recent)
+        if (g.seq > seq) seq = g.seq, tid = g.tid;
+    return tid;
+}
+
+json py_stacks_json(const verdict::RankCommState& r, uint32_t tid) {
+    return py_stacks_json(r.py_stacks_status, r.py_stacks_reason, r.py_stacks.get(), r.py_stacks_note,
+                          tid ? tid : newest_tid(r));
 }
 
 }  // namespace ncw::report

@@ -42,5 +42,12 @@ json header_json(const HeaderInfo& h);
 json sig_json(const SigInfo& s, uint64_t start);  // one entry of CommInfo::recent
 json comm_json(const CommInfo& c, uint64_t start);
 json record_json(const Record& r, uint64_t start, const std::vector<uint64_t>& frames);
+// A rank's Python stacks (format 1.5): status, reason, the thread that issued NCCL calls and where it is in the user's
+// code, then every thread's frames, innermost first. `tid`: the thread of the rank's newest op (0: unknown).
+json py_stacks_json(const verdict::RankCommState& r, uint32_t tid = 0);
+json py_stacks_json(uint32_t status, uint32_t reason, const py::Stacks* stacks, const std::string& note,
+                    uint32_t tid = 0);
+// The kernel tid of a rank's newest collective (its signature window), 0 when none: the thread whose stack matters.
+uint32_t newest_tid(const verdict::RankCommState& r);
 
 }  // namespace ncw::report

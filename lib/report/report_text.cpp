@@ -154,6 +154,53 @@ std::vector<std::string> evidence_lines(const CommResult& c, const verdict::Verd
     return out;
 }
 
+// The Python stacks of a verdict's ranks (format 1.5): culprits first, then the waiting ranks; for each, the thread
+// that issued NCCL calls, innermost frame first, the user's frames marked. Nothing when no rank has stacks.
+std::string python_section(const CommResult& c, const verdict::Verdict& v, const TextOptions& opt) {
+    std::vector<int> order = v.culprits;
+    for (int r : v.waiting)
+        if (std::find(order.begin(), order.end(), r) == order.end()) order.push_back(r);
+    for (const auto& r : c.view.ranks)
+        if (std::find(order.begin(), order.end(), r.comm_rank) == order.end()) order.push_back(r.comm_rank);
+    std::string out;
+    size_t shown = 0, left_out = 0;
+    constexpr size_t kFrames = 12;
+    for (int cr : order) {
+        const RankCommState* r = find_rank(c, cr);
+        if (!r) continue;
+        const bool unavailable = r->py_stacks_status == uint32_t(disk::PyStacksStatus::Unavailable) ||
+                                 r->py_stacks_status == uint32_t(disk::PyStacksStatus::Failed);
+        if (!r->py_stacks && !unavailable) continue;
+        if (!opt.all_ranks && shown >= opt.max_rows) {
+            ++left_out;
+            continue;
+        }
+        ++shown;
+        const std::string who =
+            r->global_rank >= 0 ? fmt::format("rank {}", r->global_rank) : fmt::format("comm rank {}", cr);
+        if (!r->py_stacks) {
+            out += fmt::format("  {}: {}\n", who,
+                               clean(r->py_stacks_note.empty() ? disk::py_stacks_status_name(r->py_stacks_status)
+                                                               : r->py_stacks_note));
+            continue;
+        }
+        const py::Thread* t = py::nccl_thread(*r->py_stacks, newest_tid(*r));
+        const auto w = python_where(*r);
+        out += fmt::format("  {} (captured at {}, {}): {}\n", who, disk::py_stacks_reason_name(r->py_stacks_reason),
+                           plural(r->py_stacks->threads.size(), "thread", "threads"),
+                           w ? clean(py::where_words(*w)) : std::string("no Python frame"));
+        if (!t) continue;
+        for (size_t i = 0; i < t->frames.size() && i < kFrames; ++i) {
+            const py::Frame& f = t->frames[i];
+            out += fmt::format("    {} File \"{}\", line {} in {}\n", py::is_library_file(f.file) ? " " : ">",
+                               clean(f.file), f.line, clean(f.func));
+        }
+        if (t->frames.size() > kFrames) out += fmt::format("      ... {} more frames\n", t->frames.size() - kFrames);
+    }
+    if (left_out) out += fmt::format("  ... {} more ranks with stacks (--all-ranks prints them)\n", left_out);
+    return out;
+}
+
 }  // namespace
 
 std::string render_text(const Analysis& a, const TextOptions& opt) {
@@ -182,6 +229,10 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
         out += "\n" + paint(kBold, "Evidence") + "\n";
         out += fmt::format("  {}  {}\n", verdict::kind_name(v.kind), clean(v.summary));
         for (const auto& e : evidence_lines(*lead.comm, v, opt)) out += "    " + e + "\n";
+        const std::string py = python_section(*lead.comm, v, opt);
+        if (!py.empty())
+            out +=
+                "\n" + paint(kBold, "Python stacks") + " (the thread that issued NCCL calls; > the user's code)\n" + py;
     }
 
     out += "\n" + paint(kBold, "Communicators") + "\n";

@@ -183,6 +183,23 @@ bool write_trace(const Analysis& a, const std::string& path, const TraceOptions&
         }
     }
 
+    // Python stacks (format 1.5): an instant at their capture on the rank's track, the NCCL thread's frames in its
+    // args.
+    for (auto& o : opened) {
+        const HeaderInfo& h = o.header;
+        if (!h.start_real_ns || !h.py_stacks || h.py_stacks_mono_ns < h.start_mono_ns) continue;
+        const py::Thread* t = py::nccl_thread(*h.py_stacks);
+        if (!t) continue;
+        const py::Where where = py::where(*t);
+        std::string frames;
+        for (const py::Frame& f : t->frames) frames += py::frame_words(f) + "\n";
+        w.event(fmt::format(
+            R"({{"ph":"i","s":"t","name":{},"cat":"python","pid":{},"tid":{},"ts":{:.3f},"args":{{"reason":{},"threads":{},"frames":{}}}}})",
+            quote("python: " + (where.known ? py::where_words(where) : std::string("no frame"))), o.track.pid,
+            o.track.tid, real_us(h, h.py_stacks_mono_ns), quote(disk::py_stacks_reason_name(h.py_stacks_reason)),
+            h.py_stacks->threads.size(), quote(frames)));
+    }
+
     // Verdicts: one global instant at the moment the stall began (or at "now"), and one on each culprit's track.
     for (const auto& ref : a.all_verdicts()) {
         const auto& v = *ref.verdict;

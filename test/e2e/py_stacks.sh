@@ -1,0 +1,66 @@
+#!/bin/bash
+# Python stacks (format 1.5): a CPython program over the test NCCL (py_stall.py, ctypes) where rank 1 stalls in
+# slow_eval while ranks 0, 2, 3 wait in all_reduce. The function and line of each appear in the shim's stall report
+# (stderr and .report.json), in rank 1's dump JSON, and in `analyze` (text and JSON). A process without Python
+# (fake_rank) gets no stacks and says so ("not python").
+. "$(dirname "$0")/lib.sh"
+[ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
+PROG="$(dirname "$0")/py_stall.py"
+line_of() { grep -n "# $1\$" "$PROG" | cut -d: -f1; }
+WAIT=$(line_of WAIT_LINE)
+STALL=$(line_of STALL_LINE)
+CALLER=$(line_of CALLER_LINE)
+
+export NCCLWATCH_TIMEOUT_SEC=2 NCCLWATCH_SUSPECT=0
+export FAKE_NCCL_LIB="$(dirname "$FAKE_RANK")/libnccl.so.2"
+export STALL_RANK=1 STALL_STEP=3 STEPS=6 STOP_FILE="$WORK/stop"
+LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 -- /usr/bin/python3 "$PROG" \
+    >"$WORK/launch.out" 2>"$WORK/launch.err" &
+LAUNCH_PID=$!
+
+culprit="rank 1 is in slow_eval (py_stall.py:$STALL), called from train (py_stall.py:$CALLER)"
+waiters="ranks 0,2,3 wait in all_reduce at py_stall.py:$WAIT"
+wait_for 40 grep -qF "$culprit" "$WORK/launch.err" || fail "no stall report naming '$culprit'"
+grep -qF "$waiters" "$WORK/launch.err" || fail "the stall report does not say '$waiters'"
+grep -q "NOT_JOINED: .*$culprit" "$WORK/launch.err" || fail "the culprit's frame is not on the NOT_JOINED line"
+grep -q "loader" "$WORK/launch.err" && fail "the report names the loader thread, not the one that issued NCCL calls"
+wait_for 10 has_files '*.report.json' 1 || fail "no .report.json"
+grep -qF "$culprit" "$(job_dir)"/*.report.json || fail ".report.json does not name '$culprit'"
+
+# Rank 1's dump (asked for by the stalled ranks): its stacks, the thread that issued NCCL calls in slow_eval.
+wait_for 10 has_files 'rank1-*.dump.json' 1 || fail "no dump of rank 1"
+d1=$(ls "$(job_dir)"/rank1-*.dump.json)
+got=$(json_get "$d1" "'%s:%s' % (d['python_stacks']['where']['function'], d['python_stacks']['where']['line'])")
+[ "$got" = "slow_eval:$STALL" ] || fail "rank 1's dump: python_stacks.where is $got, want slow_eval:$STALL"
+[ "$(json_get "$d1" "d['python_stacks']['status']")" = captured ] || fail "rank 1's dump: stacks not captured"
+nthreads=$(json_get "$d1" "len(d['python_stacks']['threads'])")
+[ "$nthreads" -ge 2 ] || fail "rank 1's dump: $nthreads Python threads, want the main thread and the loader"
+
+# analyze while the job is stalled: text and JSON.
+"$NCW_COLLECTOR" analyze --timeout 1 "$(job_dir)" >"$WORK/analysis.txt"
+grep -qF "$culprit" "$WORK/analysis.txt" || { cat "$WORK/analysis.txt" >&2; fail "analyze (text) does not say '$culprit'"; }
+grep -q "Python stacks" "$WORK/analysis.txt" || fail "analyze (text) shows no Python stacks"
+grep -q "File \".*py_stall.py\", line $STALL in slow_eval" "$WORK/analysis.txt" ||
+    fail "analyze (text) does not show slow_eval's frame"
+"$NCW_COLLECTOR" analyze --json --timeout 1 "$(job_dir)" >"$WORK/analysis.json"
+got=$(json_get "$WORK/analysis.json" "d['verdicts'][0]['culprits'][0]['python_where']")
+[ "$got" = "slow_eval (py_stall.py:$STALL), called from train (py_stall.py:$CALLER)" ] ||
+    fail "analyze --json: culprit's python_where is '$got'"
+json_get "$WORK/analysis.json" "d['verdicts'][0]['headline']" | grep -qF "$culprit" ||
+    fail "analyze --json: the headline does not name the frame"
+
+# The culprit moves on: the job ends cleanly.
+touch "$STOP_FILE"
+wait "$LAUNCH_PID"
+rc=$?
+LAUNCH_PID=""
+[ "$rc" = 0 ] || fail "the Python job failed (rc $rc)"
+
+# A process without Python: nothing of CPython is called; its dump says so.
+rm -rf "$NCCLWATCH_DIR"
+NCCLWATCH_DUMP_AT_EXIT=1 run_job 2 --steps 3
+[ "$JOB_RC" = 0 ] || fail "fake_rank job failed (rc $JOB_RC)"
+d0=$(ls "$(job_dir)"/rank0-*.dump.json)
+[ "$(json_get "$d0" "d['python_stacks']['status']")" = "not python" ] || fail "a process without Python: status is not 'not python'"
+[ "$(json_get "$d0" "d['header']['py_stacks_len']")" = 0 ] || fail "a process without Python has stack text"
+echo "ok: rank 1's slow_eval (line $STALL) and the waiting ranks' all_reduce (line $WAIT) in the stall report, the dump and analyze"

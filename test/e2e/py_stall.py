@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+# A small CPython training loop over the test NCCL (ctypes on test/fake_nccl's libnccl.so.2), run by fake_launch:
+# rank STALL_RANK stalls in slow_eval at step STALL_STEP until STOP_FILE exists; the others wait in all_reduce. A
+# second Python thread (a "loader") is there so that the report must pick the thread that issued NCCL calls.
+import ctypes
+import os
+import sys
+import threading
+import time
+
+# Loaded into the global scope and called through it, as the dynamic linker binds libtorch's calls: the preloaded
+# shim's wrappers come first (a handle of the library itself would bypass them).
+ctypes.CDLL(os.environ["FAKE_NCCL_LIB"], mode=ctypes.RTLD_GLOBAL)
+lib = ctypes.CDLL(None)
+rank = int(os.environ["RANK"])
+world = int(os.environ["WORLD_SIZE"])
+stall_rank = int(os.environ.get("STALL_RANK", "-1"))
+stall_step = int(os.environ.get("STALL_STEP", "3"))
+steps = int(os.environ.get("STEPS", "6"))
+stop_file = os.environ.get("STOP_FILE", "")
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_byte * 128)]
+
+
+lib.ncclCommInitRank.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, UniqueId, ctypes.c_int]
+lib.ncclAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_void_p, ctypes.c_void_p]
+lib.ncclCommDestroy.argtypes = [ctypes.c_void_p]
+
+
+def check(rc, what):
+    if rc != 0:
+        sys.exit(f"py_stall: rank {rank}: {what} returned {rc}")
+
+
+def exchange_id():
+    path = os.environ["FAKE_NCCL_ID_FILE"]
+    uid = UniqueId()
+    if rank == 0:
+        check(lib.ncclGetUniqueId(ctypes.byref(uid)), "ncclGetUniqueId")
+        tmp = f"{path}.tmp.{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(ctypes.string_at(ctypes.addressof(uid), 128))
+        os.rename(tmp, path)
+        return uid
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+            if len(data) == 128:
+                break
+        except FileNotFoundError:
+            pass
+        if time.monotonic() > deadline:
+            sys.exit("py_stall: no unique id")
+        time.sleep(0.01)
+    ctypes.memmove(ctypes.addressof(uid), data, 128)
+    return uid
+
+
+def all_reduce(comm, buf):
+    check(lib.ncclAllReduce(buf, buf, 16, 7, 0, comm, None), "ncclAllReduce")  # WAIT_LINE
+
+
+def slow_eval():
+    evt = threading.Event()
+    while not os.path.exists(stop_file):
+        evt.wait(0.05)  # STALL_LINE
+
+
+def loader():
+    while True:
+        time.sleep(0.2)  # LOADER_LINE
+
+
+def train(comm):
+    buf = (ctypes.c_float * 16)()
+    for step in range(steps):
+        if rank == stall_rank and step == stall_step:
+            slow_eval()  # CALLER_LINE
+        all_reduce(comm, buf)
+
+
+def main():
+    threading.Thread(target=loader, daemon=True).start()
+    uid = exchange_id()
+    comm = ctypes.c_void_p()
+    check(lib.ncclCommInitRank(ctypes.byref(comm), world, uid, rank), "ncclCommInitRank")
+    if rank == 0:
+        os.remove(os.environ["FAKE_NCCL_ID_FILE"])
+    train(comm)
+    check(lib.ncclCommDestroy(comm), "ncclCommDestroy")
+    print(f"py_stall: rank {rank} done")
+
+
+main()

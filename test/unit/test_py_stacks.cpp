@@ -1,0 +1,204 @@
+// Python stacks (format 1.5): faulthandler's text parsed into threads and frames (read/py_stacks.h), the thread that
+// issued NCCL calls, the user's innermost frame, and the verdict line that names it (report/headline.h).
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "engine/job_view.h"
+#include "ncclwatch/format.h"
+#include "read/py_stacks.h"
+#include "report/headline.h"
+#include "temp_dir.h"
+
+namespace {
+
+using namespace ncw;
+
+// As CPython 3.11's _Py_DumpTracebackThreads prints it, after the shim's lines: a loader thread first (the newest),
+// the main thread, which issued NCCL calls, last.
+const char* kCulpritText =
+    "# ncclwatch nccl-thread 0x00007f0000000001 tid 4242\n"
+    "Thread 0x00007f0000000002 (most recent call first):\n"
+    "  File \"/work/grid.py\", line 40 in loader\n"
+    "  File \"/usr/lib/python3.11/threading.py\", line 975 in run\n"
+    "  File \"/usr/lib/python3.11/threading.py\", line 1038 in _bootstrap_inner\n"
+    "  File \"/usr/lib/python3.11/threading.py\", line 995 in _bootstrap\n"
+    "\n"
+    "Thread 0x00007f0000000001 (most recent call first):\n"
+    "  File \"/usr/lib/python3.11/threading.py\", line 324 in wait\n"
+    "  File \"/usr/lib/python3.11/threading.py\", line 622 in wait\n"
+    "  File \"/work/grid.py\", line 14 in slow_eval\n"
+    "  File \"/work/grid.py\", line 19 in <module>\n";
+
+const char* kWaiterText =
+    "# ncclwatch nccl-thread 0x00007f00000000aa tid 77\n"
+    "Thread 0x00007f00000000aa (most recent call first):\n"
+    "  File \"/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py\", line 2501 in all_reduce\n"
+    "  File \"/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py\", line 79 in wrapper\n"
+    "  File \"/work/grid.py\", line 20 in <module>\n";
+
+TEST_CASE("faulthandler's text parses into threads and frames, innermost first") {
+    const py::Stacks s = py::parse(kCulpritText);
+    REQUIRE(s.threads.size() == 2);
+    CHECK(s.threads[0].ident == 0x7f0000000002ull);
+    CHECK(s.threads[1].ident == 0x7f0000000001ull);
+    REQUIRE(s.threads[1].frames.size() == 4);
+    CHECK(s.threads[1].frames[2].file == "/work/grid.py");
+    CHECK(s.threads[1].frames[2].line == 14);
+    CHECK(s.threads[1].frames[2].func == "slow_eval");
+    CHECK(s.threads[1].frames[3].func == "<module>");
+    REQUIRE(s.nccl_threads.size() == 1);
+    CHECK(s.nccl_threads[0].tid == 4242);
+    CHECK(s.notes.empty());
+}
+
+TEST_CASE("odd text is kept as notes, never a crash; truncation and unknown lines are marked") {
+    const py::Stacks s = py::parse(
+        "Current thread 0x0000000000000abc (most recent call first):\n"
+        "  File \"x.py\", line ??? in f\n"
+        "  ...\n"
+        "garbage line\n"
+        "Thread 0xZZZ (most recent call first):\n"
+        "  File \"broken\n"
+        "# ncclwatch nccl-thread nothex tid 3\n");
+    REQUIRE(s.threads.size() == 1);
+    CHECK(s.threads[0].current);
+    CHECK(s.threads[0].truncated);
+    REQUIRE(s.threads[0].frames.size() == 1);
+    CHECK(s.threads[0].frames[0].line == 0);
+    CHECK(py::location(s.threads[0].frames[0]) == "x.py:?");
+    CHECK(s.notes.size() == 3);
+    CHECK(s.nccl_threads.empty());
+    CHECK(py::parse("").threads.empty());
+    CHECK(py::nccl_thread(py::parse("")) == nullptr);
+}
+
+TEST_CASE("the thread that matters is the one that issued NCCL calls; the user's innermost frame is named") {
+    const py::Stacks s = py::parse(kCulpritText);
+    const py::Thread* t = py::nccl_thread(s, 4242);
+    REQUIRE(t != nullptr);
+    CHECK(t->ident == 0x7f0000000001ull);
+    CHECK(py::nccl_thread(s, 0) == t);  // no tid known: a thread the shim saw issue NCCL calls
+    const py::Where w = py::where(*t);
+    REQUIRE(w.known);
+    CHECK(w.at.func == "slow_eval");
+    CHECK(w.callee == "wait");  // the stdlib's frames inside it are skipped
+    CHECK(py::where_words(w) == "slow_eval (grid.py:14), called from <module> (grid.py:19)");
+
+    // No shim lines: the last thread printed (CPython's main thread).
+    const py::Stacks plain = py::parse(std::string(kCulpritText).substr(std::string(kCulpritText).find('\n') + 1));
+    CHECK(py::nccl_thread(plain)->ident == 0x7f0000000001ull);
+
+    // Torch's frames are a library's: a waiting rank waits in torch's all_reduce at the user's line.
+    const py::Stacks ws = py::parse(kWaiterText);
+    const py::Where ww = py::where(*py::nccl_thread(ws));
+    CHECK(py::wait_words(ww) == "all_reduce at grid.py:20");  // not the decorator's wrapper
+    CHECK(ww.at.func == "<module>");
+    CHECK_FALSE(ww.has_caller);
+
+    // Every frame a library's: the innermost one.
+    const py::Stacks lib = py::parse(
+        "Thread 0x1 (most recent call first):\n  File \"<frozen importlib._bootstrap>\", line 241 in _call\n");
+    CHECK(py::where(lib.threads[0]).at.func == "_call");
+    CHECK(py::is_library_file("/usr/lib/python3.11/threading.py"));
+    CHECK(py::is_library_file("/opt/conda/lib/python3.12/site-packages/torch/nn/modules/module.py"));
+    CHECK_FALSE(py::is_library_file("/home/me/train/grid.py"));
+}
+
+TEST_CASE("the verdict line names the culprit's frame and the waiting ranks' line") {
+    JobResult job;
+    job.job_id = "job-py";
+    CommResult c;
+    c.job_id = job.job_id;
+    c.comm_id = c.view.comm_id = 0xAB;
+    c.view.nranks = 4;
+    const auto culprit = std::make_shared<const py::Stacks>(py::parse(kCulpritText));
+    const auto waiter = std::make_shared<const py::Stacks>(py::parse(kWaiterText));
+    for (int r = 0; r < 4; ++r) {
+        verdict::RankCommState s;
+        s.comm_rank = r;
+        s.global_rank = r + 4;
+        s.host = "node0";
+        s.pid = 100 + r;
+        s.py_stacks = r == 1 ? culprit : waiter;
+        s.py_stacks_status = 1;
+        c.view.ranks.push_back(s);
+    }
+    verdict::Verdict v;
+    v.kind = verdict::Kind::NotJoined;
+    v.comm_id = 0xAB;
+    v.seq = 21;
+    v.op.op = uint8_t(disk::OpType::AllReduce);
+    v.culprits = {1};
+    v.waiting = {0, 2, 3};
+    c.verdicts.push_back(v);
+    job.comms.push_back(c);
+    const std::string line = report::verdict_headline(job, job.comms[0], job.comms[0].verdicts[0]);
+    CHECK_THAT(line, Catch::Contains(
+                         "rank 5 is in slow_eval (grid.py:14), called from <module> (grid.py:19); ranks 4,6,7 wait in "
+                         "all_reduce at grid.py:20"));
+    // Without stacks, the line is what it was.
+    for (auto& r : job.comms[0].view.ranks) r.py_stacks.reset();
+    CHECK(report::python_words(job.comms[0], job.comms[0].verdicts[0]).empty());
+    CHECK_THAT(report::verdict_headline(job, job.comms[0], job.comms[0].verdicts[0]), !Catch::Contains("slow_eval"));
+}
+
+// A file as the shim lays it out (compute_layout), with `text` published in its Python stacks region.
+std::vector<uint64_t> file_with_stacks(const std::string& text, uint64_t seq = 2) {
+    const disk::Layout l = disk::compute_layout(disk::kMinRingCapacity, 2, 0);
+    std::vector<uint64_t> words(l.file_size / 8, 0);
+    auto* bytes = reinterpret_cast<unsigned char*>(words.data());
+    auto* h = new (bytes) disk::FileHeader{};
+    disk::init_header(*h, l);
+    disk::seal_header(*h);
+    std::memcpy(bytes + l.py_stacks_offset, text.data(), text.size());
+    h->py_stacks_len = uint32_t(text.size());
+    h->py_stacks_status = uint32_t(disk::PyStacksStatus::Captured);
+    h->py_stacks_reason = uint32_t(disk::PyStacksReason::Stall);
+    h->py_stacks_seq = seq;
+    return words;
+}
+
+void write_words(const std::string& path, const std::vector<uint64_t>& w) {
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(w.data()), std::streamsize(w.size() * 8));
+}
+
+TEST_CASE("the rank file's Python stacks region reads back; a damaged one is a warning, a capture being written none") {
+    TempDir dir;
+    const std::string path = dir.file("r.ncw");
+    write_words(path, file_with_stacks(kCulpritText));
+    RankFile f;
+    REQUIRE(f.open(path));
+    CHECK(f.warnings().empty());
+    HeaderInfo h = f.header();
+    CHECK(h.py_stacks_status == uint32_t(disk::PyStacksStatus::Captured));
+    CHECK(h.py_stacks_reason == uint32_t(disk::PyStacksReason::Stall));
+    REQUIRE(h.py_stacks);
+    CHECK(h.py_stacks->threads.size() == 2);
+    RankFile moved = std::move(f);  // the watchdog keeps its readers in a map
+    REQUIRE(moved.header().py_stacks);
+
+    // Odd seq: a capture being written is not read (no stacks), the rest of the file is.
+    write_words(path, file_with_stacks(kCulpritText, 3));
+    RankFile g;
+    REQUIRE(g.open(path));
+    CHECK_FALSE(g.header().py_stacks);
+
+    // A region past the end of the file: ignored with a warning, the file still opens.
+    auto w = file_with_stacks(kCulpritText);
+    reinterpret_cast<disk::FileHeader*>(w.data())->py_stacks_offset = w.size() * 8;
+    write_words(path, w);
+    RankFile d;
+    REQUIRE(d.open(path));
+    REQUIRE_FALSE(d.warnings().empty());
+    CHECK_THAT(d.warnings()[0], Catch::Contains("Python stacks region ignored"));
+    CHECK_FALSE(d.header().py_stacks);
+}
+
+}  // namespace
