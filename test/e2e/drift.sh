@@ -82,7 +82,9 @@ rc=$?
 got=$(lead_of "$WORK/skip.json" "d['verdicts']")
 [ "$got" = "NOT_JOINED [3] 1 14 23 True" ] || fail "skip: analyze lead $got"
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/skip.txt"
-grep -q "VERDICT  rank 3 (.*) $words; 3 ranks wait in AllReduce #33.*, which it never issued" "$WORK/skip.txt" ||
+# Killed all at once, the ranks are gone, and the hang is not called one after the fact (causal order, issue 14): the
+# drift stands, in the same words.
+grep -q "VERDICT  rank 3 (.*) $words" "$WORK/skip.txt" ||
     fail "skip: analyze does not say it in the same words: $(head -20 "$WORK/skip.txt")"
 echo "ok: skip named as the drift's NOT_JOINED, live and offline"
 
