@@ -105,7 +105,10 @@ CompletionTracker::Settle CompletionTracker::settle_begin(CommRuntime& cr) {
 }
 
 // The poller's ring scan would give these followers' records their completion time, but a destroyed communicator
-// is out of its sight and the process may be gone before its next pass: so the newest `n` of them, newest first.
+// is out of its sight and the process may be gone before its next pass. The cover completed, so every follower
+// returned on its stream before it was recorded is complete: the ones this settle credited, and also the ones a
+// poller's pass credited (a mark, or a catch-up) whose records its ring scan has not reached yet. Newest first, up
+// to `n` and the ring's capacity; stamped now, a bound on when they completed.
 void CompletionTracker::stamp_followers(const CommRuntime& cr, cudaStream_t stream, uint64_t t_mark, uint64_t n) {
     const uint64_t head = file_->hdr->write_ticket.load(std::memory_order_acquire);
     const uint64_t capacity = uint64_t(file_->ring_mask) + 1;
@@ -135,7 +138,7 @@ void CompletionTracker::settle_end(Settle& s) {
         if (r == CUDA_SUCCESS) {
             const uint64_t credited = e.claim->credit_upto(e.followers);
             batch.followers_done(s.cr->slot, credited, e.follower_seq);
-            stamp_followers(*s.cr, e.stream, e.t_mark, credited);
+            stamp_followers(*s.cr, e.stream, e.t_mark, e.followers);
             e.pool->free.try_push(ev);
             continue;
         }

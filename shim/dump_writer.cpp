@@ -206,9 +206,17 @@ void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* j
 void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
     std::lock_guard<std::mutex> lock(mu_);
     log_verdict(job, view, v, "");
-    append_event(json{{"type", "mismatch"},
+    json verdicts = json::array({report::verdict_json_with_headline(job, view, v)});
+    // A drift's report carries its consequences (the MISMATCHes it explains) after it.
+    if (v.drift)
+        for (const verdict::Verdict& x : view.verdicts)
+            if (x.consequence) {
+                log_verdict(job, view, x, "  ");
+                verdicts.push_back(report::verdict_json_with_headline(job, view, x));
+            }
+    append_event(json{{"type", v.drift ? "drift" : "mismatch"},
                       {"comm_id", report::hex(view.comm_id)},
-                      {"verdicts", json::array({report::verdict_json_with_headline(job, view, v)})}});
+                      {"verdicts", std::move(verdicts)}});
 }
 
 void DumpWriter::report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
@@ -235,6 +243,24 @@ void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool b
                       {"comm_id", report::hex(cr.comm_id)},
                       {"stalled_for_s", waited_s},
                       {"suspected_only", suspicion_only}});
+}
+
+void DumpWriter::report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (comms.empty()) {
+        log().warn("FINAL ({}): no stall and no rank gone before this one", why);
+        append_event(json{{"type", "final"}, {"reason", why}, {"comm_id", nullptr}, {"verdicts", json::array()}});
+        return;
+    }
+    for (const CommResult* c : comms) {
+        log().error("FINAL ({}) on communicator {}:", why, report::hex(c->comm_id));
+        log_verdicts(job, c);
+        append_event(json{{"type", "final"},
+                          {"reason", why},
+                          {"comm_id", report::hex(c->comm_id)},
+                          {"missing_ranks", c->missing},
+                          {"verdicts", verdicts_json(job, c)}});
+    }
 }
 
 void DumpWriter::write_dump(const char* reason) {

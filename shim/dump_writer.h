@@ -6,6 +6,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/job_view.h"
 #include "runtime.h"
@@ -30,6 +31,9 @@ public:
     void report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
     // suspicion_only: what ended was a suspicion that never became a stall.
     void report_recovered(const CommRuntime& cr, double waited_s, bool by_error, bool suspicion_only = false);
+    // The final verdict at a SIGTERM / SIGINT (process_end.h): the communicators whose verdicts stand at the end (a
+    // rank gone before this one, a stall), a "final" event each; none: one line and an empty "final" event.
+    void report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms);
     void write_dump(const char* reason);
 
 private:

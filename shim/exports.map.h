@@ -1,5 +1,5 @@
-/* Preprocessed into the linker version script: the exported symbols are exactly the API table's wrappers and
-   NCCL's profiler-plugin tables. */
+/* Preprocessed into the linker version script: the exported symbols are exactly the API table's wrappers,
+   NCCL's profiler-plugin tables, and _exit/_Exit. */
 #include "ncclwatch/api_table.h"
 // clang-format off
 #define NCW_EXPORT_OP(name, params, args, desc) name;
@@ -10,6 +10,8 @@
     NCW_NCCL_OPS(NCW_EXPORT_OP)
     NCW_NCCL_HOOKED(NCW_EXPORT_HOOKED)
     NCW_PROFILER_VERSIONS(NCW_EXPORT_PROFILER)
+    /* How the process ended (process_end.cpp): recorded, then the real one. */
+    _exit; _Exit;
   local: *;
 };
 // clang-format on

@@ -26,7 +26,7 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
     if (r != ncclSuccess && r != ncclInProgress) {
         CompletionTracker::release(claim, gen);
         cr.failed_ops.fetch_add(1, std::memory_order_relaxed);
-        record_done(rt.file, ref, now);  // a failed call enqueued nothing: nothing to wait for
+        record_failed(rt.file, ref, int32_t(r), now);  // failed, never completed: it stays outstanding, with its error
         return;
     }
     if (pool) {

@@ -44,8 +44,8 @@ struct alignas(64) ProfOp {
     uint64_t t_issue_ns = 0;
     std::atomic<uint32_t> started{0};
     std::atomic<uint32_t> stopped{0};
-    std::atomic<uint64_t> gpu_start{~0ull};  // GPU globaltimer (v4+) or our clock (v3), earliest channel start
-    std::atomic<uint64_t> gpu_stop{0};       // latest channel stop
+    std::atomic<uint64_t> gpu_start{~0ull};    // GPU globaltimer (v4+) or our clock (v3), earliest channel start
+    std::atomic<uint64_t> gpu_stop{0};         // latest channel stop
     std::atomic<uint64_t> t_last_event_ns{0};  // our clock at its last channel event
 };
 
@@ -54,7 +54,8 @@ struct ProfilerLink {
     static constexpr uint32_t kOps = 2048;     // power of two: Coll events in flight (run-ahead of the GPU)
 
     CommRuntime* cr = nullptr;
-    int version = 0;  // the plugin interface NCCL chose (3..6)
+    uint64_t retired_at_pass = 0;  // finalized: the watchdog's pass count then (profiler_plugin.cpp reuse_link)
+    int version = 0;               // the plugin interface NCCL chose (3..6)
     int rank = -1;
     int nranks = 0;
     uint64_t comm_hash = 0;

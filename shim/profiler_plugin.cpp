@@ -57,17 +57,20 @@ Ctx g_empty_ctx{nullptr, true};
 
 constexpr int kWantedEvents = int(prof::kColl | prof::kKernelCh);
 
-
 // NCCL's function names (ncclFuncToString) as our op kinds; 0: not a collective we follow.
 uint32_t kind_of(const char* func) {
     if (!func) return 0;
     static const struct {
         const char* name;
         disk::OpType op;
-    } names[] = {{"AllReduce", disk::OpType::AllReduce},         {"Broadcast", disk::OpType::Broadcast},
-                 {"Reduce", disk::OpType::Reduce},               {"AllGather", disk::OpType::AllGather},
-                 {"ReduceScatter", disk::OpType::ReduceScatter}, {"AlltoAll", disk::OpType::AlltoAll},
-                 {"Gather", disk::OpType::Gather},               {"Scatter", disk::OpType::Scatter}};
+    } names[] = {{"AllReduce", disk::OpType::AllReduce},
+                 {"Broadcast", disk::OpType::Broadcast},
+                 {"Reduce", disk::OpType::Reduce},
+                 {"AllGather", disk::OpType::AllGather},
+                 {"ReduceScatter", disk::OpType::ReduceScatter},
+                 {"AlltoAll", disk::OpType::AlltoAll},
+                 {"Gather", disk::OpType::Gather},
+                 {"Scatter", disk::OpType::Scatter}};
     for (const auto& n : names)
         if (strcmp(func, n.name) == 0) return uint32_t(n.op);
     return 0;
@@ -91,6 +94,37 @@ void link_lazily(ProfilerLink* pl) {
         if (fits(pl, ts.group_ops[i].ref.cr)) return link(pl, ts.group_ops[i].ref.cr);
 }
 
+// Links of finalized communicators, kept for later ones: a link is about 180 KB, and a job that builds and drops
+// groups (per-stage groups, elastic restarts, a comm per eval) would otherwise keep one for every communicator it
+// ever made. Past kRetired waiting links, a finalized one simply stays allocated.
+constexpr int kRetired = 64;
+std::atomic<ProfilerLink*> g_retired[kRetired];
+
+void retire_link(ProfilerLink* pl) {
+    Runtime* rt = runtime();
+    pl->retired_at_pass = rt ? rt->watchdog_pass.n.load(std::memory_order_acquire) : 0;
+    for (auto& slot : g_retired) {
+        ProfilerLink* none = nullptr;
+        if (slot.compare_exchange_strong(none, pl, std::memory_order_acq_rel)) return;
+    }
+}
+
+// A retired link no thread of ours can still be reading, made new; nullptr when there is none. After NCCL's
+// finalize, NCCL calls nothing more for it and its communicator no longer points at it; only a watchdog pass that
+// began before the retirement (profiler_publish) may still hold it, so such a link waits for that pass to end.
+ProfilerLink* reuse_link() {
+    Runtime* rt = runtime();
+    const uint64_t now = rt ? rt->watchdog_pass.n.load(std::memory_order_acquire) : 0;
+    for (auto& slot : g_retired) {
+        ProfilerLink* pl = slot.load(std::memory_order_acquire);
+        if (!pl || ((pl->retired_at_pass & 1) && now == pl->retired_at_pass)) continue;
+        if (!slot.compare_exchange_strong(pl, nullptr, std::memory_order_acq_rel)) continue;
+        pl->~ProfilerLink();
+        return new (pl) ProfilerLink;
+    }
+    return nullptr;
+}
+
 prof::Result make_ctx(void** ctx, int* mask, uint64_t hash, int nranks, int rank, int version) {
     *ctx = nullptr;
     Runtime* rt = runtime();
@@ -103,10 +137,11 @@ prof::Result make_ctx(void** ctx, int* mask, uint64_t hash, int nranks, int rank
         *mask = 0;
         return 0;
     }
-    // Once per communicator, on NCCL's init path: not the hot path, so allocation is allowed (and never freed: a
-    // late callback or our publisher may still hold it after NCCL finalized the communicator).
+    // Once per communicator, on NCCL's init path: not the hot path, so allocation is allowed. The Ctx (16 bytes) is
+    // never freed, in case NCCL ever calls with it after its finalize; the link is reused (retire_link).
     auto* c = new (std::nothrow) Ctx;
-    auto* pl = c ? new (std::nothrow) ProfilerLink : nullptr;
+    ProfilerLink* pl = c ? reuse_link() : nullptr;
+    if (c && !pl) pl = new (std::nothrow) ProfilerLink;
     if (!pl) {
         delete c;
         NCW_LOG_ONCE(warn, "out of memory for NCCL's profiler events: GPU progress comes from CUDA events");
@@ -140,7 +175,8 @@ void start_coll(Ctx* c, void** handle, uint32_t kind, uint64_t nccl_seq, size_t 
     if (!pl->cr) link_lazily(pl);
     ProfExpect& e = pl->expect[ProfilerLink::expect_index(kind, nccl_seq)];
     const uint64_t tag = ProfilerLink::tag_of(kind, nccl_seq);
-    if (e.tag.load(std::memory_order_acquire) != tag) return pl->dropped.fetch_add(1, std::memory_order_relaxed), void();
+    if (e.tag.load(std::memory_order_acquire) != tag)
+        return pl->dropped.fetch_add(1, std::memory_order_relaxed), void();
     const uint64_t ticket = e.ticket, coll_seq = e.coll_seq, want_count = e.count, t_issue = e.t_issue_ns;
     // The issuing thread rewrites an entry only kExpect ops later; a changed tag means it did meanwhile.
     if (e.tag.load(std::memory_order_acquire) != tag || want_count != count)
@@ -186,8 +222,7 @@ void start_channel(void** handle, void* parent, uint64_t gpu) {
     }
     atomic_min(op->gpu_start, gpu);
     op->t_last_event_ns.store(now, std::memory_order_relaxed);
-    if (op->started.fetch_add(1, std::memory_order_acq_rel) == 0 && op->owned)
-        atomic_max(pl.reached, op->coll_seq);
+    if (op->started.fetch_add(1, std::memory_order_acq_rel) == 0 && op->owned) atomic_max(pl.reached, op->coll_seq);
     if (!pl.kernel_events.load(std::memory_order_relaxed)) pl.kernel_events.store(true, std::memory_order_release);
     *handle = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(op) | 1);
 }
@@ -248,9 +283,10 @@ void profiler_log_setup(const Runtime& rt) {
     if (g_setup.mode == ProfilerMode::Off) {
         log().info("NCCLWATCH_PROFILER=off: GPU progress comes from CUDA events");
     } else if (g_setup.user_plugin) {
-        log().warn("NCCL_PROFILER_PLUGIN={} is set: ncclwatch keeps that plugin, and GPU progress comes from CUDA "
-                   "events (sampled: lower bounds) instead of NCCL's profiler events",
-                   g_setup.user_plugin);
+        log().warn(
+            "NCCL_PROFILER_PLUGIN={} is set: ncclwatch keeps that plugin, and GPU progress comes from CUDA "
+            "events (sampled: lower bounds) instead of NCCL's profiler events",
+            g_setup.user_plugin);
     } else if (g_setup.mode == ProfilerMode::Empty) {
         log().warn("NCCLWATCH_PROFILER=empty: NCCL's profiler events are on but ignored (a cost measurement only)");
     }
@@ -309,12 +345,14 @@ void profiler_publish_one(CommRuntime& cr) {
     const uint64_t withdrawn = pl->withdrawn.load(std::memory_order_relaxed);
     const bool exact = first && withdrawn == 0 && s->coll_completed.load(std::memory_order_relaxed) + 1 >= first;
     if (withdrawn && !pl->withdrawal_logged.exchange(true, std::memory_order_relaxed))
-        log().info("communicator {:016x}: a collective offered to NCCL's profiler events got none within its call "
-                   "(NCCL launched it later, or its sequence numbers differ from ours): from then on its counts are "
-                   "lower bounds (CUDA events)",
-                   cr.comm_id);
+        log().info(
+            "communicator {:016x}: a collective offered to NCCL's profiler events got none within its call "
+            "(NCCL launched it later, or its sequence numbers differ from ours): from then on its counts are "
+            "lower bounds (CUDA events)",
+            cr.comm_id);
     s->progress_exact.store(exact ? 1 : 0, std::memory_order_relaxed);
-    const int64_t hi = pl->offset_hi.load(std::memory_order_relaxed), lo = pl->offset_lo.load(std::memory_order_relaxed);
+    const int64_t hi = pl->offset_hi.load(std::memory_order_relaxed),
+                  lo = pl->offset_lo.load(std::memory_order_relaxed);
     if (pl->version >= 4 && hi != INT64_MAX && lo != INT64_MIN && hi >= lo)
         s->gpu_clock_uncertainty_ns.store(uint64_t(hi - lo), std::memory_order_relaxed);
 }
@@ -353,8 +391,18 @@ prof::Result record_v4(void* handle, int state, prof::StateArgsV4* args) {
 
 prof::Result finalize(void* ctx) {
     auto* c = static_cast<Ctx*>(ctx);
-    if (c && c->link && c->link->cr) profiler_publish_one(*c->link->cr);
-    return 0;  // the Ctx and its link stay: a late callback or our publisher may still hold them
+    ProfilerLink* pl = c ? c->link : nullptr;
+    if (!pl) return 0;
+    // The last of its progress, then the communicator lets go of it (its teardown's publish finds none) and so does
+    // the Ctx; the link waits for reuse by a later communicator.
+    if (pl->cr) {
+        profiler_publish_one(*pl->cr);
+        ProfilerLink* mine = pl;
+        pl->cr->prof.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel);
+    }
+    c->link = nullptr;
+    retire_link(pl);
+    return 0;
 }
 
 }  // namespace prof_cb

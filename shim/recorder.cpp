@@ -117,6 +117,18 @@ void record_return(const RankFileWriter& f, const OpRef& ref, ncclResult_t resul
     if (ref.coll_seq && s) atomic_max(s->coll_returned, ref.coll_seq);
 }
 
+void record_failed(const RankFileWriter&, const OpRef& ref, int32_t result, uint64_t now) {
+    disk::CommSlot* s = ref.cr->slot;
+    if (!s) return;
+    // The first failure claims the time, then writes its seq and result before ops_failed is raised (release).
+    uint64_t none = 0;
+    if (s->t_first_failed_ns.compare_exchange_strong(none, now ? now : 1, std::memory_order_relaxed)) {
+        s->first_failed_seq.store(ref.coll_seq, std::memory_order_relaxed);
+        s->first_failed_result.store(result, std::memory_order_relaxed);
+    }
+    s->ops_failed.fetch_add(1, std::memory_order_release);
+}
+
 void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress) {
     if (disk::OpRecord* rec = live_record(f, ref)) stamp_done(*rec, now);
     if (disk::CommSlot* s = ref.cr->slot) {

@@ -54,6 +54,9 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
 
 // The call returned (result known).
 void record_return(const RankFileWriter& f, const OpRef& ref, ncclResult_t result, uint64_t now);
+// The call returned an error (not success, not in progress): counted failed, never completed (format 1.5); the
+// first failure's seq, result and time are kept. Atomics only: no lock, no syscall.
+void record_failed(const RankFileWriter& f, const OpRef& ref, int32_t result, uint64_t now);
 // The GPU completed the operation (or, without GPU tracking, the call returned). (The poller's completions, and its
 // "reached", go through CompletionBatch below.)
 // progress=false: counted as done (nothing left to wait for, e.g. no event could be had) without proving that the

@@ -1,6 +1,7 @@
 #include "runtime.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "env_probe.h"
 #include "log.h"
 #include "ncclwatch/hash.h"
+#include "process_end.h"
 #include "profiler_plugin.h"
 #include "resolver.h"
 #include "watchdog.h"
@@ -109,6 +111,10 @@ Runtime* start_runtime_locked() {
         pthread_atfork(nullptr, nullptr, on_fork_child);
         atexit(on_exit);
     }
+    // Our threads never take SIGTERM / SIGINT: the handler waits on a host thread for the watchdog's final verdict.
+    sigset_t mask;
+    pthread_sigmask(SIG_SETMASK, nullptr, &mask);
+    block_end_signals_here();
     start_watchdog(*rt);
     profiler_log_setup(*rt);
     env_probe::start_env_probe(*rt);  // after NCCL resolved (ncclGetVersion above): it scans that library
@@ -123,6 +129,8 @@ Runtime* start_runtime_locked() {
             }
         }).detach();
     }
+    pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+    install_end_paths(*rt);  // exit, _exit, fatal signals, SIGTERM / SIGINT (format 1.5's end fields)
     log().info("recording to {} (rank {}, timeout {} s, GPU completion {}, NCCL {} from {})", rt->file.path,
                rt->id.global_rank, cfg.timeout_sec, rt->tracker ? "tracked with CUDA events" : "on return",
                rt->nccl_version, real_nccl_path());

@@ -16,6 +16,7 @@
 #include "engine/suspicion.h"
 #include "gap_baseline.h"
 #include "log.h"
+#include "process_end.h"
 #include "profiler_plugin.h"
 #include "read/gpu_spans.h"
 #include "read/rank_file.h"
@@ -99,6 +100,7 @@ public:
 
             // One failed poll (out of memory while reading siblings, say) is logged and the next one runs.
             try {
+                if (final_verdict_wanted()) final_verdict();
                 profiler_publish(rt_);  // what NCCL's profiler events proved, into the progress blocks read below
                 uint64_t req = rt_.file.hdr->dump_request.load(std::memory_order_relaxed);
                 if (req != seen_requests) {
@@ -118,9 +120,10 @@ public:
             } catch (const std::exception& e) {
                 NCW_LOG_ONCE(error, "a watchdog poll failed: {}", e.what());
             }
+            if (final_verdict_wanted()) final_verdict_done();  // a poll that failed: the handler waits no longer
             pass.leave();
             lock.unlock();
-            std::this_thread::sleep_for(std::chrono::nanoseconds(poll_ns));
+            wait_for_wake(poll_ns);  // a SIGTERM / SIGINT wakes it for the final verdict (process_end.h)
         }
     }
 
@@ -137,6 +140,33 @@ public:
     }
 
 private:
+    // SIGTERM / SIGINT (process_end.h): this process is ending, its end recorded. The verdict over the siblings'
+    // files at timeout 0, with the first departure as its cause (engine/causal.h); what stands is a stall already
+    // reported, or a rank gone before this one by its own exit, crash or a kill (not by the same teardown).
+    void final_verdict() {
+        const int sig = final_verdict_signal();
+        const char* why = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        Analysis a = analyze_now(0.0, true, true, true);
+        const JobResult* j = find_job(a, rt_.id.job_id);
+        std::vector<const CommResult*> standing;
+        for (size_t i = 0; j && i < j->comms.size(); ++i) {
+            const CommResult& c = j->comms[i];
+            auto w = watch_.find(c.comm_id);
+            const bool reported = w != watch_.end() && (w->second.stall_reported || w->second.suspected);
+            bool departed = false;
+            for (const verdict::Verdict& v : c.verdicts)
+                if (v.kind == verdict::Kind::Dead)
+                    for (int cr : v.culprits)
+                        for (const auto& r : c.view.ranks)
+                            if (r.comm_rank == cr && r.end_kind != uint32_t(disk::EndKind::Terminated)) departed = true;
+            if (reported || departed) standing.push_back(&c);
+        }
+        // TODO(issue 14): ncw::py_stacks_capture here once h14-pystacks is on main.
+        dumps_.report_final(why, j, standing);
+        dumps_.write_dump(why);
+        final_verdict_done();
+    }
+
     // The files of this job's folder, as the other ranks on this node (or a shared filesystem) left them; with_spans:
     // with the newest in-collective GPU times of their profiler-timed communicators (read/gpu_spans.h).
     std::vector<FileSnapshot> sibling_snapshots(bool with_p2p, bool with_spans = false) {
@@ -209,7 +239,9 @@ private:
             CommWatch& w = watch_[cr.comm_id];
             w.cr = &cr;
             uint64_t issued = s->ops_issued.load(std::memory_order_acquire);
-            uint64_t done = s->ops_completed.load(std::memory_order_acquire);
+            // A failed call (format 1.5) is never completed, and not outstanding in this process either: it ended.
+            uint64_t done =
+                s->ops_completed.load(std::memory_order_acquire) + s->ops_failed.load(std::memory_order_acquire);
             uint64_t since = s->t_last_progress_ns.load(std::memory_order_relaxed);
             bool outstanding = issued > done;
             if (rt_.cfg.suspect) {
@@ -394,8 +426,13 @@ private:
                     if (v.kind == verdict::Kind::Straggler && is_me(c, v) && judged_on_gpu(c) &&
                         w.stragglers_reported.insert(v.culprits.front()).second)
                         dumps_.report_straggler(j, c, v);
-                    if (v.kind != verdict::Kind::Mismatch || v.seq <= w.last_mismatch_seq) continue;
-                    w.last_mismatch_seq = v.seq;
+                    // A drift (a skipped or added op, engine/verdict.h) is reported once as its verdict; the
+                    // MISMATCHes that follow from it are in that report, as its consequences.
+                    const bool drift = verdict::drift_only(v);
+                    if ((v.kind != verdict::Kind::Mismatch || v.consequence) && !drift) continue;
+                    const uint64_t upto = drift ? v.drift->last_differ : v.seq;
+                    if (upto <= w.last_mismatch_seq) continue;
+                    w.last_mismatch_seq = upto;
                     dumps_.report_mismatch(j, c, v);
                 }
             }

@@ -22,8 +22,9 @@ namespace ncw::disk {
 inline constexpr char kMagic[8] = {'N', 'C', 'W', 'A', 'T', 'C', 'H', '1'};
 inline constexpr uint16_t kFormatMajor = 1;
 // 1.1: the environment region; 1.2: kFlagSampledOut; 1.3: slot reuse; 1.4: GPU times from NCCL's profiler interface
-// (kFlagGpuTimed, CommSlot::gpu_source and what follows it).
-inline constexpr uint16_t kFormatMinor = 4;
+// (kFlagGpuTimed, CommSlot::gpu_source and what follows it); 1.5: how the process ended (FileHeader::end_kind ...),
+// failed calls (CommSlot::ops_failed ..., appended after the signature window: a 1.4 slot is shorter).
+inline constexpr uint16_t kFormatMinor = 5;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -67,6 +68,13 @@ inline constexpr uint8_t kKnownRecordFlags = 0
 enum class ProcessState : uint32_t {
 #define NCW_STATE_ENUM(name, value, show_name) name = value,
     NCW_PROCESS_STATES(NCW_STATE_ENUM)
+};
+
+// FileHeader::end_kind (format_fields.h: NCW_END_KINDS).
+enum class EndKind : uint32_t {
+#define NCW_END_ENUM(name, value, show_name) name = value,
+    NCW_END_KINDS(NCW_END_ENUM)
+#undef NCW_END_ENUM
 };
 
 // CommSlot::gpu_source (format_fields.h: NCW_GPU_SOURCES).
@@ -131,6 +139,12 @@ struct FileHeader {
     uint32_t env_capacity;
     uint32_t reserved1;
     std::atomic<uint64_t> env_bytes;
+
+    // Format 1.5 (zero before): how the process ended, written once by the exit or signal path that saw it first
+    // (end_kind last, release: a reader that sees it nonzero sees the other two).
+    std::atomic<uint32_t> end_kind;     // EndKind
+    std::atomic<int32_t> end_status;    // exit code, or signal number
+    std::atomic<uint64_t> end_mono_ns;  // when
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
 
@@ -198,7 +212,16 @@ struct CommSlot {
     std::atomic<uint64_t> completion_gap_p99_ns;
     uint64_t reserved[2];
     OpSignature recent[kRecentSigs];
+    // Format 1.5 (absent before: a 1.4 slot ends at kCommSlotBytes14, readers zero the rest): calls that returned an
+    // error are failed, never completed. The first failure's fields are written before ops_failed is raised.
+    std::atomic<uint64_t> ops_failed;
+    std::atomic<uint64_t> first_failed_seq;  // collective seq of the first failed call (0: a p2p op, or none)
+    std::atomic<uint64_t> t_first_failed_ns;
+    std::atomic<int32_t> first_failed_result;  // its ncclResult_t
+    uint32_t reserved_end;
 };
+// The size of a comm slot before 1.5.
+inline constexpr uint32_t kCommSlotBytes14 = offsetof(CommSlot, ops_failed);
 
 struct OpRecord {
     // 2*ticket+1 while written, 2*ticket+2 once the issue-time fields are complete; never back to an older ticket.
@@ -246,7 +269,8 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
                                         sizeof(FileHeader::reserved1) + sizeof(FileHeader::env_bytes),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
-                                      sizeof(CommSlot::reserved) + sizeof(CommSlot::recent),
+                                      sizeof(CommSlot::reserved) + sizeof(CommSlot::recent) +
+                                      sizeof(CommSlot::reserved_end),
               "CommSlot and NCW_COMM_FIELDS disagree");
 static_assert(sizeof(OpSignature) == 0 NCW_SIG_FIELDS(NCW_SIG_BYTES) + sizeof(OpSignature::reserved),
               "OpSignature and NCW_SIG_FIELDS disagree");
@@ -331,16 +355,20 @@ inline const char* comm_state_name(uint32_t s) {
 
 inline const char* gpu_source_name(uint32_t s) {
     using State = GpuSource;
-    switch (State(s)) {
-        NCW_GPU_SOURCES(NCW_STATE_CASE)
-    }
+    switch (State(s)) { NCW_GPU_SOURCES(NCW_STATE_CASE) }
     return "unknown";
 }
 
 inline const char* process_state_name(uint32_t s) {
     using State = ProcessState;
+    switch (State(s)) { NCW_PROCESS_STATES(NCW_STATE_CASE) }
+    return "unknown";
+}
+
+inline const char* end_kind_name(uint32_t s) {
+    using State = EndKind;
     switch (State(s)) {
-        NCW_PROCESS_STATES(NCW_STATE_CASE)
+        NCW_END_KINDS(NCW_STATE_CASE)
 #undef NCW_STATE_CASE
     }
     return "unknown";

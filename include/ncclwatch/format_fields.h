@@ -82,6 +82,14 @@
     X(ExitedClean, 2, "exited cleanly")                                                                              \
     X(Forked, 3, "forked child")
 
+// FileHeader::end_kind (1.5), how the process ended: X(NAME, VALUE, SHOW_NAME). end_status is the exit code (Exit)
+// or the signal number (FatalSignal, Terminated).
+#define NCW_END_KINDS(X)                                                                                             \
+    X(None, 0, "none")                     /* still running, or ended without a trace (SIGKILL, power) */             \
+    X(Exit, 1, "exit")                     /* exit, return from main, _exit, _Exit (Python's os._exit) */             \
+    X(FatalSignal, 2, "fatal signal")      /* SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT */                             \
+    X(Terminated, 3, "terminated by signal") /* SIGTERM, SIGINT (a launcher's teardown, Ctrl-C) */
+
 // FileHeader, part 1: the layout, as the header declares it. (A reader also notes actual_size, the bytes on disk,
 // which the live protocol sends right after this part.)
 #define NCW_HEADER_LAYOUT_FIELDS(X)                                                                                  \
@@ -121,7 +129,11 @@
     X(u64, write_ticket, 0, num)                                                                                     \
     X(u64, dump_request, 0, num)                                                                                     \
     X(u64, dumps_written, 0, num)                                                                                    \
-    X(u64, reports_written, 0, num)
+    X(u64, reports_written, 0, num)                                                                              \
+    /* 1.5 (zero before: not recorded): how the process ended (EndKind), its exit code or signal, and when. */     \
+    X(u32, end_kind, 0, ekind)                                                                                   \
+    X(i32, end_status, 0, num)                                                                                   \
+    X(u64, end_mono_ns, 0, mono)
 
 // CommSlot, every field before the reserved words and the signature window.
 #define NCW_COMM_FIELDS(X)                                                                                           \
@@ -160,7 +172,12 @@
     X(u64, coll_unreached, 0, num, unreached) /* lowest seq proven not reached by the GPU; 0: none proven */         \
     X(u64, coll_uncompleted, 0, num, uncompleted) /* lowest seq proven not completed by the GPU; 0: none proven */   \
     X(u64, gpu_clock_uncertainty_ns, 0, num, ) /* how far GPU times may be off once converted to our clock */        \
-    X(u64, completion_gap_p99_ns, 0, num, completion_gap_p99_ns) /* running baseline of gaps between completions */
+    X(u64, completion_gap_p99_ns, 0, num, completion_gap_p99_ns) /* running baseline of gaps between completions */ \
+    /* 1.5 (zero before): calls that returned an error (neither success nor in-progress), never counted completed */ \
+    X(u64, ops_failed, 0, num, ops_failed)                                                                       \
+    X(u64, first_failed_seq, 0, num, first_failed_seq) /* collective seq of the first failed call (0: a p2p op) */ \
+    X(i32, first_failed_result, 0, num, first_failed_result) /* its ncclResult_t */                              \
+    X(u64, t_first_failed_ns, 0, mono, t_first_failed_ns) /* when it returned */
 
 // OpSignature (one entry of CommSlot::recent), without its reserved byte.
 #define NCW_SIG_FIELDS(X)                                                                                            \

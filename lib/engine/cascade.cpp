@@ -16,6 +16,7 @@ namespace ncw::verdict {
 namespace {
 
 bool is_stall(const Verdict& v) {
+    if (drift_only(v)) return false;  // a drift found while nothing waits
     switch (v.kind) {
         case Kind::Straggler: return false;
         case Kind::Mismatch:

@@ -11,8 +11,10 @@
 #include <set>
 #include <system_error>
 #include <unordered_map>
+#include <utility>
 
 #include "engine/cascade.h"
+#include "engine/causal.h"
 #include "engine/straggler.h"
 #include "engine/suspicion.h"
 #include "ncclwatch/format.h"
@@ -78,8 +80,10 @@ std::vector<Analysis::VerdictRef> Analysis::all_verdicts() const {
     for (const auto& j : jobs)
         for (const auto& c : j.comms)
             for (const auto& v : c.verdicts) out.push_back({&j, &c, &v});
+    // Consequences (of a drift) after every lead.
     std::stable_sort(out.begin(), out.end(), [](const VerdictRef& a, const VerdictRef& b) {
-        return verdict_importance(a.verdict->kind) < verdict_importance(b.verdict->kind);
+        return std::pair(a.verdict->consequence, verdict_importance(a.verdict->kind)) <
+               std::pair(b.verdict->consequence, verdict_importance(b.verdict->kind));
     });
     return out;
 }
@@ -124,6 +128,14 @@ time_base::Frame job_frame(const JobFiles& job_files, const AnalysisOptions& opt
     // After the fact, a process whose heartbeat stopped a second before the job's last sign of life died first
     // (torchrun then kills the others within a few hundred milliseconds).
     ctx.stale_after_s = std::min(opt.stale_after_s, kOfflineStaleSec);
+    // Files of this host and boot: a pid that is gone is a process gone, whatever its last heartbeat's age (every
+    // rank of a job killed at once has heartbeats as fresh as each other's).
+    try {
+        ctx.host = this_hostname();
+    } catch (...) {
+    }
+    ctx.boot_id_hash = this_boot_id_hash();
+    ctx.probe_pids_offline = true;
     return frame;
 }
 
@@ -167,6 +179,7 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
         const int64_t d = time_base::offset_to(f->header, frame);
         HeaderInfo h = f->header;
         h.heartbeat_mono_ns = shift(h.heartbeat_mono_ns, d);
+        h.end_mono_ns = shift(h.end_mono_ns, d);
         const uint64_t seen = shift(last_seen(*f), d);
         for (const auto& c : f->comms) {
             if (c.state == uint32_t(disk::CommState::Free)) continue;  // slot claimed, not filled in yet
@@ -263,11 +276,15 @@ void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt)
             else
                 r.verdicts.push_back(std::move(v));
         }
+        // One verdict per event: a drift joins the stall's NOT_JOINED / EXTRA_OP of its rank, the hang it ends in
+        // and its MISMATCHes are its consequences.
+        verdict::fold_drifts(r.verdicts);
     }
     r.suspect_after_s = verdict::comm_suspect_after_s(r.view);
     if (opt.stalls && opt.suspicion && r.suspect_after_s > 0 &&
-        std::all_of(r.verdicts.begin(), r.verdicts.end(),
-                    [](const verdict::Verdict& v) { return v.kind == verdict::Kind::Mismatch; }))
+        std::all_of(r.verdicts.begin(), r.verdicts.end(), [](const verdict::Verdict& v) {
+            return v.kind == verdict::Kind::Mismatch || verdict::drift_only(v);
+        }))
         r.suspected = verdict::diagnose_suspicion(r.view, now_mono_ns, opt.timeout_s);
     if (opt.stragglers) {
         const bool exact = std::all_of(r.view.ranks.begin(), r.view.ranks.end(),
@@ -280,8 +297,25 @@ void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt)
 
 // Every communicator's verdicts, then the job-level ones: which stalled communicator initiated and which wait
 // because of it, and the environment audit of the job's processes.
-void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& opt) {
-    for (auto& c : jr.comms) judge_comm(c, jr.now_mono_ns, opt);
+void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& opt,
+               std::vector<std::string>& warnings) {
+    // The first departure or failure of the job is where its trouble began; what came after is put back (causal.h).
+    std::vector<verdict::CommView*> views;
+    for (auto& c : jr.comms) views.push_back(&c.view);
+    const verdict::CausalOrder causal = verdict::order_causally(views, jr.now_mono_ns);
+    AnalysisOptions copt = opt;
+    if (causal.ended_together) {
+        copt.stalls = false;
+        warnings.push_back("job " + (jr.job_id.empty() ? std::string("(no job id)") : jr.job_id) +
+                           ": every rank ended at the same moment without an exit, crash or error of its own "
+                           "(all killed together from outside): not a hang");
+    }
+    for (auto& c : jr.comms) {
+        judge_comm(c, jr.now_mono_ns, copt);
+        for (auto& v : c.verdicts)
+            if (v.kind != verdict::Kind::Straggler)
+                v.evidence.insert(v.evidence.end(), causal.notes.begin(), causal.notes.end());
+    }
     std::vector<verdict::CommVerdicts> cv;
     for (auto& c : jr.comms) cv.push_back({&c.view, &c.verdicts});
     verdict::assign_cascade_roles(cv);
@@ -298,7 +332,8 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
         verdict::assign_cascade_roles(cv);
     }
     const auto by_importance = [](const verdict::Verdict& x, const verdict::Verdict& y) {
-        return verdict_importance(x.kind) < verdict_importance(y.kind);
+        return std::pair(x.consequence, verdict_importance(x.kind)) <
+               std::pair(y.consequence, verdict_importance(y.kind));
     };
     for (auto& c : jr.comms) {
         std::stable_sort(c.verdicts.begin(), c.verdicts.end(), by_importance);
@@ -337,7 +372,7 @@ Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& 
         }
         for (const auto& [job_id, job_files] : by_job) {
             JobResult jr = build_job(job_id, job_files, opt, a.warnings);
-            judge_job(jr, job_files, opt);
+            judge_job(jr, job_files, opt, a.warnings);
             a.jobs.push_back(std::move(jr));
         }
     } catch (const std::exception& e) {

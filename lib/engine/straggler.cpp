@@ -90,13 +90,7 @@ std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOption
         const double uncertainty = unknown ? -1 : r.clock_uncertainty_s + others_u;
         if (!unknown && median <= uncertainty) continue;
 
-        Verdict v;
-        v.kind = Kind::Straggler;
-        v.comm_id = view.comm_id;
-        v.seq = common.back().first;
-        v.culprits = {r.comm_rank};
-        for (const auto& s : r.recent)
-            if (s.seq == v.seq) v.op = s;
+        Verdict v = detail::straggler_at(view, r, common.back().first);
         v.summary = fmt::format(
             "comm 0x{:016x}: rank {} (global {}, host {}) arrived last at {} of {} collectives (#{} .. #{}), a median "
             "{} (p90 {}) after the next-latest rank: a straggler, not a hang",

@@ -128,13 +128,7 @@ std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOp
         const double lost = median / step;
 
         const auto& r = view.ranks[i];
-        Verdict v;
-        v.kind = Kind::Straggler;
-        v.comm_id = view.comm_id;
-        v.seq = common.back().first;
-        v.culprits = {r.comm_rank};
-        for (const auto& s : r.recent)
-            if (s.seq == v.seq) v.op = s;
+        Verdict v = detail::straggler_at(view, r, common.back().first);
         v.summary = fmt::format(
             "comm 0x{:016x}: rank {} (global {}, host {}) spent the least time inside {} of {} collectives (#{} .. "
             "#{}) on its GPU: it arrives a median {} (p90 {}) after the others, who wait that long inside each one: "

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,23 @@ constexpr const char* kind_meaning(Kind k) {
     return "";
 }
 
+// Where one rank's op stream drifted from the others' (verdict_drift.cpp): from the drift on, its collectives are the
+// others' shifted by `shift`, which NCCL paired silently because they had the same shape.
+struct Drift {
+    int rank = -1;  // the comm rank whose stream drifted
+    int shift = 0;  // > 0: it skipped `shift` ops; < 0: it added -shift ops
+    // The drift began at one of first_seq..last_seq: same-shaped ops before last_seq cannot tell where exactly.
+    uint64_t first_seq = 0;
+    uint64_t last_seq = 0;
+    bool from_window = false;  // first_seq is the first seq both sides show: it may have begun before it
+    uint64_t odd_from = 0;     // its ops odd_from..odd_to are the others' odd_from+shift..odd_to+shift
+    uint64_t odd_to = 0;
+    size_t aligned = 0;        // ops compared from the drift on, every one equal once shifted
+    size_t explained = 0;      // sequence numbers at which the signatures differ unshifted, each explained by the shift
+    uint64_t last_differ = 0;  // the last of them
+    std::vector<OpSig> ops;    // the ops skipped (the others', from last_seq) or added (its own, from last_seq)
+};
+
 struct Verdict {
     Kind kind = Kind::Unknown;
     uint64_t comm_id = 0;
@@ -70,6 +88,13 @@ struct Verdict {
     Role role = Role::None;
     uint64_t caused_by_comm = 0;  // Role::Cascade: the initiating communicator
     bool suspected = false;  // early suspicion (engine/suspicion.h): past the baseline's threshold, not the timeout
+    // NOT_JOINED / EXTRA_OP found by aligning the op streams: the skip or the extra op, and the drift it caused.
+    // Without ranks waiting it is the drift alone (found while the job runs, before or without a stall).
+    std::optional<Drift> drift;
+    // Follows from another verdict of the same communicator (a drift's later MISMATCH, its final hang): shown after
+    // the lead, never the lead; consequence_of names the lead in its words (drift_words).
+    bool consequence = false;
+    std::string consequence_of;
 };
 
 // A stall is present when some visible rank has issued a collective (or a send/recv, when p2p counts are known) and
@@ -86,6 +111,31 @@ std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double
 // sequence number where they disagree, naming the odd rank(s) out against the majority; with p2p counts, also sends
 // that no receive on the peer matches. Does not need a stall.
 std::vector<Verdict> find_mismatches(const CommView& view);
+
+// ---- Drift (verdict_drift.cpp) ----
+
+// Aligns one rank's collectives (`odd`) against the others' (`others`, one signature per seq as most of them issued
+// it): if the signatures differ at some seq and, from a point s on, odd's ops equal the others' shifted by k
+// (0 < |k| <= kMaxDriftShift), the rank skipped k ops (k > 0) or added -k (k < 0) at s. Claimed only when exactly one
+// shift explains every difference, at least kMinDriftDiffers seqs differ unshifted and at least kMinDriftAligned ops
+// after the drift match once shifted; otherwise (ties, short windows, a genuine mismatch) nothing.
+inline constexpr int kMaxDriftShift = 4;
+inline constexpr size_t kMinDriftAligned = 6;
+inline constexpr size_t kMinDriftDiffers = 2;
+std::optional<Drift> align_streams(const std::vector<OpSig>& odd, const std::vector<OpSig>& others);
+// Every rank of the view whose stream drifted from the majority's (at least two other ranks agreeing at each seq).
+std::vector<Drift> find_drifts(const CommView& view);
+// The words of a drift, after "skipped" / "added": what, "AllReduce #23" or "one AllReduce between #14 and #23"; and
+// with where: "AllReduce #23: its #23..#32 are the others' #24..#33, which NCCL paired silently".
+std::string drift_what(const Drift& d);
+std::string drift_pairing(const Drift& d);  // "its #23..#32 are the others' #24..#33, which NCCL paired silently"
+std::string drift_words(const Drift& d);    // what: pairing
+// One verdict per event: a drift found among the mismatches joins the stall's NOT_JOINED / EXTRA_OP of the same rank
+// (or stands alone as the drift's verdict), and the verdicts that follow from it (its MISMATCHes, the hang it ends
+// in) are marked consequences of it. Verdicts of one communicator.
+void fold_drifts(std::vector<Verdict>& verdicts);
+// A drift found while nothing waits: not a stall (it holds nothing up yet).
+inline bool drift_only(const Verdict& v) { return v.drift && v.waiting.empty() && v.stalled_for_s <= 0; }
 
 // Human-readable names for the evidence.
 std::string describe_op(const OpSig& op);  // "AllReduce #42 (float32, 1048576 elements, sum, stream 0x..., tid 7)"

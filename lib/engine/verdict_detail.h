@@ -92,6 +92,11 @@ enum class Lean { Unknown, ExtraOp, Skipped };
 // `ahead` waits in W, `idle` completed W-1 and issued nothing more: which of the two diverged, with why in `ev`.
 Lean tie_break(const RankCommState& ahead, const RankCommState& idle, uint64_t W, std::vector<std::string>& ev);
 
+// ---- Drift (verdict_drift.cpp) ----
+
+// The verdict of each drift of the view (find_drifts) while nothing waits: NOT_JOINED (skipped) or EXTRA_OP (added).
+std::vector<Verdict> drift_verdicts(const CommView& view);
+
 // ---- Point-to-point (verdict_p2p.cpp) ----
 
 // Sends whose receive the peer never posted (and the reverse) among ranks otherwise at rest.

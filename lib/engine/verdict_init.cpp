@@ -47,15 +47,20 @@ std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double
     std::vector<int> entered, finished, failed;
     double oldest = 0;
     bool timed_out = false;
+    // After the job is gone (no rank alive) an init that never finished is still one: its ranks are judged as they
+    // were. An init that failed while ranks never appeared gave up waiting for them: entered, not a culprit.
+    const bool any_alive = std::any_of(view.ranks.begin(), view.ranks.end(), [](const auto& r) { return r.alive; });
     for (size_t i : order) {
         const auto& r = view.ranks[i];
-        if (r.comm_state == uint32_t(disk::CommState::InitFailed)) {
+        const bool gave_up = r.comm_state == uint32_t(disk::CommState::InitFailed) && !missing.empty();
+        if (r.comm_state == uint32_t(disk::CommState::InitFailed) && !gave_up) {
             failed.push_back(r.comm_rank);
-        } else if (r.comm_state == uint32_t(disk::CommState::Initializing) && r.t_init_done_ns == 0) {
+        } else if (gave_up || (r.comm_state == uint32_t(disk::CommState::Initializing) && r.t_init_done_ns == 0)) {
             entered.push_back(r.comm_rank);
-            const double a = age_s(now_ns, r.t_init_start_ns);
+            const uint64_t until = gave_up && r.t_init_done_ns ? r.t_init_done_ns : now_ns;
+            const double a = age_s(until, r.t_init_start_ns);
             oldest = std::max(oldest, a);
-            if (r.t_init_start_ns && a >= timeout_s && r.alive) timed_out = true;
+            if (r.t_init_start_ns && a >= timeout_s && (r.alive || !any_alive)) timed_out = true;
         } else {
             finished.push_back(r.comm_rank);
         }

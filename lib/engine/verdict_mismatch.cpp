@@ -195,6 +195,12 @@ std::vector<Verdict> find_mismatches(const CommView& view) {
             v.evidence.push_back(rank_id(*state_of[rank]) + ": " + describe_op(*sig));
         out.push_back(std::move(v));
     }
+    // Differences that a drift explains (a skipped or an added op in a run of same-shaped ones): the drift's verdict
+    // leads, those MISMATCHes are its consequences.
+    if (!out.empty()) {
+        for (auto& v : drift_verdicts(view)) out.push_back(std::move(v));
+        fold_drifts(out);
+    }
     // std::map iterates in seq order; the p2p pairs come after the collectives.
     for (auto& v : p2p_mismatches(view)) out.push_back(std::move(v));
     return out;

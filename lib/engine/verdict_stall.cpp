@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "engine/causal.h"
 #include "engine/verdict_detail.h"
 #include "ncclwatch/format.h"
 
@@ -92,7 +93,7 @@ std::optional<Stall> find_stall(const CommView& view, uint64_t now_ns, double ti
 // A disagreement at W among the ranks that issued it (always checked: it explains a hang in any state).
 void add_mismatches_at_w(const Stall& s, std::vector<Verdict>& out) {
     for (auto& m : find_mismatches(s.view)) {
-        if (m.seq != s.W) continue;
+        if (m.seq != s.W || m.kind != Kind::Mismatch) continue;
         m.waiting = s.waiting;
         m.stalled_for_s = s.stalled_for;
         out.push_back(std::move(m));
@@ -208,9 +209,8 @@ std::optional<Verdict> dead_verdict(const Stall& s) {
         const auto& r = s.view.ranks[i];
         if (r.alive || r.completed >= W) continue;
         dead.push_back(r.comm_rank);
-        std::string how = r.exited_clean ? "exited cleanly (exit handlers ran)"
-                                         : fmt::format("is gone (killed?; heartbeat {} old)", secs(r.heartbeat_age_s));
-        dead_clean |= r.exited_clean;
+        std::string how = end_words(r);  // causal.h: "exited with code 3", "crashed with SIGSEGV (signal 11)", ...
+        dead_clean |= r.exited_clean || (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0);
         if (r.issued < W)
             dead_what += fmt::format("{}rank {} {} after its last op {}: completed #{}, never issued #{}",
                                      dead_what.empty() ? "" : "; ", r.comm_rank, how, last_op(r), r.completed, W);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/causal.h"
 #include "engine/verdict_detail.h"
 #include "ncclwatch/format.h"
 #include "read/text.h"
@@ -64,7 +65,9 @@ std::string bounds_basis(const RankCommState& r) {
 std::string rank_state_line(const RankCommState& r, uint64_t now_ns, uint64_t W) {
     std::string line = rank_id(r) + ": " + progress_words(r);
     if (!r.alive) {
-        if (r.exited_clean)
+        if (r.end_kind)
+            line += ", DEAD: " + end_words(r);  // engine/causal.h
+        else if (r.exited_clean)
             line += ", DEAD: exited cleanly (exit handlers ran)";
         else
             line += fmt::format(", DEAD: gone (killed?), heartbeat {} old", secs(r.heartbeat_age_s));

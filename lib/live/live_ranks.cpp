@@ -197,6 +197,19 @@ void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
                 ci.gpu_spans = std::move(spans);
                 break;
             }
+        // And its newest signatures (kMaxDigestSigs): kept across digests up to a signature window (kRecentSigs), so
+        // that a drift (engine/verdict.h) is aligned over as many ops as a rank file shows.
+        for (const auto& old : s.comms)
+            if (old.comm_id == ci.comm_id && !old.recent.empty()) {
+                const uint64_t first_new = ci.recent.empty() ? UINT64_MAX : ci.recent.front().seq;
+                std::vector<SigInfo> sigs;
+                for (const auto& g : old.recent)
+                    if (g.seq < first_new) sigs.push_back(g);
+                sigs.insert(sigs.end(), ci.recent.begin(), ci.recent.end());
+                if (sigs.size() > disk::kRecentSigs) sigs.erase(sigs.begin(), sigs.end() - disk::kRecentSigs);
+                ci.recent = std::move(sigs);
+                break;
+            }
     }
     s.comms = std::move(m.comms);
     job.dirty = true;

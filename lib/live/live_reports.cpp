@@ -38,8 +38,10 @@ std::string verdict_key(const verdict::Verdict& v) {
     return k;
 }
 
-// A stall (as opposed to a mismatch or a straggler, which do not hold anything up).
-bool is_stall(verdict::Kind k) { return k != verdict::Kind::Mismatch && k != verdict::Kind::Straggler; }
+// A stall (as opposed to a mismatch, a drift found while nothing waits or a straggler, which hold nothing up).
+bool is_stall(const verdict::Verdict& v) {
+    return v.kind != verdict::Kind::Mismatch && v.kind != verdict::Kind::Straggler && !verdict::drift_only(v);
+}
 
 }  // namespace
 
@@ -117,7 +119,7 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
         auto& named = job.named[v.comm_id];
         named.first.insert(v.culprits.begin(), v.culprits.end());
         named.second.insert(v.waiting.begin(), v.waiting.end());
-        stalled = stalled || is_stall(v.kind);
+        stalled = stalled || is_stall(v);
         const std::string k = verdict_key(v);
         keys.insert(k);
         if (!job.reported.count(k)) fresh = true;

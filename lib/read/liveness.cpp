@@ -80,7 +80,15 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
         s.file = file;
 
         s.exited_clean = h.process_state == uint32_t(disk::ProcessState::ExitedClean);
-        s.alive = !s.exited_clean;
+        s.end_kind = h.end_kind;
+        s.end_status = h.end_status;
+        s.end_mono_ns = h.end_mono_ns;
+        // A process that recorded its exit or crash is gone, whatever its heartbeat says (its watchdog may beat on
+        // while the exit handlers run). A SIGTERM / SIGINT may be handled by the program, which lives on: live, its
+        // pid and heartbeat say; after the fact, it ended.
+        const auto end = disk::EndKind(h.end_kind);
+        s.alive = !s.exited_clean && end != disk::EndKind::Exit && end != disk::EndKind::FatalSignal &&
+                  !(end == disk::EndKind::Terminated && !ctx.live);
         const bool same_boot = h.boot_id_hash != 0 && h.boot_id_hash == ctx.boot_id_hash;
         // Monotonic clocks of different boots do not compare: live, the age of a foreign file's heartbeat is unknown.
         const bool can_age = !ctx.live || same_boot;
@@ -95,8 +103,8 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
         }
         // pid must be > 0: kill(0, ...) and kill(-1, ...) address process groups. Same host name AND boot, so a
         // different container or a rebooted node with a reused pid is never probed.
-        if (ctx.live && s.alive && same_boot && !h.host.empty() && h.host == ctx.host && h.pid > 0 &&
-            h.pid <= INT_MAX) {
+        if ((ctx.live || ctx.probe_pids_offline) && s.alive && same_boot && !h.host.empty() && h.host == ctx.host &&
+            h.pid > 0 && h.pid <= INT_MAX) {
             if (kill(pid_t(h.pid), 0) != 0 && errno != EPERM) s.alive = false;
         }
 

@@ -256,9 +256,10 @@ bool RankFile::validate() noexcept {
 
     if (header_size < sizeof(disk::FileHeader) || header_size > kMaxHeaderSize)
         return fail(strf("corrupt header: header_size %u", header_size));
-    if (slot < sizeof(disk::CommSlot) || slot > kMaxCommSlotSize || slot % 8)
-        return fail(
-            strf("corrupt header: comm_slot_size %u (need a multiple of 8, >= %zu)", slot, sizeof(disk::CommSlot)));
+    // Before 1.5 a slot ended at kCommSlotBytes14 (the reader zeroes what follows: read/rank_file_snapshot.cpp).
+    const size_t min_slot = minor >= 5 ? sizeof(disk::CommSlot) : disk::kCommSlotBytes14;
+    if (slot < min_slot || slot > kMaxCommSlotSize || slot % 8)
+        return fail(strf("corrupt header: comm_slot_size %u (need a multiple of 8, >= %zu)", slot, min_slot));
     if (rec < sizeof(disk::OpRecord) || rec > kMaxRecordSize || rec % 8)
         return fail(strf("corrupt header: record_size %u (need a multiple of 8, >= %zu)", rec, sizeof(disk::OpRecord)));
     if (!disk::is_pow2(cap) || cap < disk::kMinRingCapacity || cap > disk::kMaxRingCapacity)

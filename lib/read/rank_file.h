@@ -76,6 +76,9 @@ struct RecordSet {
     uint64_t cut = 0;             // slots beyond the end of a truncated file
 };
 
+// A call that returned an error (neither success nor ncclInProgress; -1: not returned yet): failed, not completed.
+inline bool record_failed(const Record& r) noexcept { return r.result != -1 && r.result != 0 && r.result != 7; }
+
 // Op types this reader understands (collectives, p2p, lifecycle events).
 bool known_op(uint8_t op) noexcept;
 
@@ -172,6 +175,9 @@ struct LivenessContext {
     double stale_after_s = 5.0;
     std::string host;           // this host, for the kill() check
     uint64_t boot_id_hash = 0;  // this boot
+    // Offline too: a file written on this host and boot whose pid is gone is a process gone, at once (host and
+    // boot set; without them, heartbeats alone say).
+    bool probe_pids_offline = false;
 };
 
 // A context for reading live files on this machine: gethostname() and this boot's id.

@@ -116,10 +116,27 @@ std::vector<CommInfo> RankFile::comms() const noexcept {
         if (!fetch(comm_table_offset_, buf.get(), bytes)) return out_all;
         auto after_buf = scratch(bytes);
         if (!fetch(comm_table_offset_, after_buf.get(), bytes)) return out_all;
+        // A slot shorter than ours (before 1.5): each copied into a zeroed slot of our size, so that the fields it
+        // lacks read as zero ("not recorded") instead of as the next slot's bytes.
+        uint32_t stride = comm_slot_size_;
+        if (stride < sizeof(disk::CommSlot)) {
+            const auto widen = [&](std::unique_ptr<uint64_t[]>& b) {
+                auto wide = scratch(size_t(n) * sizeof(disk::CommSlot));
+                auto* out = reinterpret_cast<unsigned char*>(wide.get());
+                const auto* from = reinterpret_cast<const unsigned char*>(b.get());
+                memset(out, 0, size_t(n) * sizeof(disk::CommSlot));
+                for (uint32_t i = 0; i < n; ++i)
+                    memcpy(out + size_t(i) * sizeof(disk::CommSlot), from + size_t(i) * stride, stride);
+                b = std::move(wide);
+            };
+            widen(buf);
+            widen(after_buf);
+            stride = sizeof(disk::CommSlot);
+        }
         out_all.reserve(n);
         for (uint32_t i = 0; i < n; ++i) {
-            const disk::CommSlot* in = slot_at(buf, i, comm_slot_size_);
-            const disk::CommSlot* later = slot_at(after_buf, i, comm_slot_size_);
+            const disk::CommSlot* in = slot_at(buf, i, stride);
+            const disk::CommSlot* later = slot_at(after_buf, i, stride);
             CommInfo out;
             // 1.3: a slot being reused for a later communicator has an odd generation, or its generation changes
             // between the copies: it is left out of this snapshot rather than read as a mix of two communicators.

@@ -77,6 +77,17 @@ struct RankCommState {
     uint64_t t_last_progress_ns = 0;
     uint64_t stall_since_ns = 0;  // 0 = this rank is not stalled
     int32_t async_error = 0;
+    // Format 1.5: calls that returned an error. A failed collective is outstanding with an error, never completed:
+    // `completed` stays below it, and first_failed_seq says which one (0: none, or a p2p op).
+    uint64_t ops_failed = 0;
+    uint64_t first_failed_seq = 0;
+    int32_t first_failed_result = 0;
+    uint64_t t_first_failed_ns = 0;
+    // Format 1.5: how the process ended (disk::EndKind; 0: running, or no trace: SIGKILL), its exit code or signal,
+    // and when (on the view's clock).
+    uint32_t end_kind = 0;
+    int32_t end_status = 0;
+    uint64_t end_mono_ns = 0;
     uint32_t comm_state = 0;  // disk::CommState
     uint64_t t_init_start_ns = 0;
     uint64_t t_init_done_ns = 0;  // 0 = init has not returned

@@ -36,6 +36,8 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
         return *e;
     };
     auto done = [](const Record& r) {
+        // A call that returned an error failed: never completed (files before 1.5 stamped it done).
+        if (record_failed(r)) return false;
         // Without GPU tracking, completion means the call returned (as for collectives).
         return r.t_done_ns != 0 || ((r.flags & (disk::kFlagUntracked | disk::kFlagCaptured)) && r.t_return_ns != 0);
     };
@@ -95,7 +97,7 @@ void read_unslotted(const RankFile& file, FileSnapshot& s) {
             c->rank = r.comm_rank;
         }
         const bool untracked = r.flags & (disk::kFlagUntracked | disk::kFlagCaptured);
-        const bool done = r.t_done_ns != 0 || (untracked && r.t_return_ns != 0);
+        const bool done = !record_failed(r) && (r.t_done_ns != 0 || (untracked && r.t_return_ns != 0));
         if (init) {
             c->t_init_start_ns = r.t_issue_ns;
             c->t_init_done_ns = r.t_return_ns;
@@ -107,6 +109,11 @@ void read_unslotted(const RankFile& file, FileSnapshot& s) {
             if (!c->t_init_done_ns) c->t_init_start_ns = c->t_init_done_ns = r.t_issue_ns;
             ++c->ops_issued;
             if (done) ++c->ops_completed;
+            if (record_failed(r) && !c->ops_failed++) {
+                c->first_failed_seq = disk::is_p2p(op) ? 0 : r.seq;
+                c->first_failed_result = r.result;
+                c->t_first_failed_ns = r.t_return_ns;
+            }
             c->t_last_issue_ns = std::max(c->t_last_issue_ns, r.t_issue_ns);
             if (done) c->t_last_progress_ns = std::max({c->t_last_progress_ns, r.t_done_ns, r.t_return_ns});
             // Without events an op is flagged untracked once its call returned: the ones that returned say.
@@ -184,8 +191,8 @@ void read_history(const RankFile& file, FileSnapshot& s) {
 }  // namespace
 
 uint64_t last_seen(const FileSnapshot& f) noexcept {
-    uint64_t t = std::max(f.header.heartbeat_mono_ns, f.header.start_mono_ns);
-    for (const auto& c : f.comms) t = std::max({t, c.t_last_issue_ns, c.t_last_progress_ns});
+    uint64_t t = std::max({f.header.heartbeat_mono_ns, f.header.start_mono_ns, f.header.end_mono_ns});
+    for (const auto& c : f.comms) t = std::max({t, c.t_last_issue_ns, c.t_last_progress_ns, c.t_first_failed_ns});
     return t;
 }
 

@@ -29,22 +29,24 @@ json verdict_item(const Analysis::VerdictRef& ref) {
                                 {"file", s ? json(s->file) : json(nullptr)}});
     }
     const uint64_t since_ns = stalled_since_real_ns(*ref.job, v);
-    return json{{"job_id", ref.job->job_id},
-                {"kind", verdict::kind_name(v.kind)},
-                {"role", role_name(v.role)},
-                {"caused_by_comm", v.caused_by_comm ? json(hex(v.caused_by_comm)) : json(nullptr)},
-                {"comm_id", hex(v.comm_id)},
-                {"seq", v.seq},
-                {"op", op_json(v.op)},
-                {"culprits", culprits},
-                {"waiting", v.waiting},
-                {"waiting_count", v.waiting.size()},
-                {"missing", v.missing},
-                {"stalled_for_s", v.stalled_for_s},
-                {"stalled_since_real_ns", since_ns ? json(since_ns) : json(nullptr)},
-                {"headline", verdict_headline(*ref.job, *ref.comm, v)},
-                {"summary", v.summary},
-                {"evidence", v.evidence}};
+    json j{{"job_id", ref.job->job_id},
+           {"kind", verdict::kind_name(v.kind)},
+           {"role", role_name(v.role)},
+           {"caused_by_comm", v.caused_by_comm ? json(hex(v.caused_by_comm)) : json(nullptr)},
+           {"comm_id", hex(v.comm_id)},
+           {"seq", v.seq},
+           {"op", op_json(v.op)},
+           {"culprits", culprits},
+           {"waiting", v.waiting},
+           {"waiting_count", v.waiting.size()},
+           {"missing", v.missing},
+           {"stalled_for_s", v.stalled_for_s},
+           {"stalled_since_real_ns", since_ns ? json(since_ns) : json(nullptr)},
+           {"headline", verdict_headline(*ref.job, *ref.comm, v)},
+           {"summary", v.summary},
+           {"evidence", v.evidence}};
+    add_drift_json(j, v);
+    return j;
 }
 
 }  // namespace

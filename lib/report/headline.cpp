@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 
+#include "engine/causal.h"
 #include "ncclwatch/format.h"
 #include "report/report_json.h"
 
@@ -132,6 +133,14 @@ bool culprit_gone(const CommResult& c, const verdict::Verdict& v) {
     return true;
 }
 
+// How the culprits ended: in the engine's words where one culprit's file recorded it (format 1.5), else what the
+// liveness says.
+std::string dead_words(const CommResult& c, const verdict::Verdict& v) {
+    if (v.culprits.size() == 1)
+        if (const auto* s = find_rank(c, v.culprits[0]); s && s->end_kind) return verdict::end_words(*s);
+    return culprit_gone(c, v) ? "is gone (process killed or crashed)" : "has exited";
+}
+
 // The op the culprits issued at the verdict's seq when it is not the verdict's op (the majority's), so that a
 // Broadcast among AllReduces is named as what it is. Nothing when they issued the same op (it differs in dtype,
 // count, root or redop), when their ops differ among themselves or are not visible, and for p2p (whose seq counts
@@ -161,12 +170,19 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
     std::string s;
     switch (v.kind) {
         case Kind::NotJoined:
+            if (v.drift) {
+                s = fmt::format("{} skipped {} on {}: {}", culprits, verdict::drift_what(*v.drift), comm,
+                                verdict::drift_pairing(*v.drift));
+                const bool issued_it = std::find(v.waiting.begin(), v.waiting.end(), v.drift->rank) != v.waiting.end();
+                if (!v.waiting.empty())
+                    s += fmt::format("; {} in {}{}{}", waiters(v), op, since(job, v),
+                                     issued_it ? "" : ", which it never issued");
+                break;
+            }
             s = fmt::format("{} never issued {} on {}; {} in it{}", culprits, op, comm, waiters(v), since(job, v));
             break;
         case Kind::Dead:
-            s = fmt::format("{} {}; {} in {} on {}{}", culprits,
-                            culprit_gone(c, v) ? "is gone (process killed or crashed)" : "has exited", waiters(v), op,
-                            comm, since(job, v));
+            s = fmt::format("{} {}; {} in {} on {}{}", culprits, dead_words(c, v), waiters(v), op, comm, since(job, v));
             break;
         case Kind::Mismatch:
             if (const auto odd = odd_op(c, v)) {
@@ -195,6 +211,18 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
             break;
         case Kind::AsyncError: s = fmt::format("NCCL reported an error on {} in {}", culprits, comm); break;
         case Kind::ExtraOp:
+            if (v.drift) {
+                s = fmt::format("{} added {} on {}: {}", culprits, verdict::drift_what(*v.drift), comm,
+                                verdict::drift_pairing(*v.drift));
+                if (v.waiting == std::vector<int>{v.drift->rank})
+                    s += fmt::format(
+                        "; it waits in {}, which no other rank issued: it is ahead, the others are not "
+                        "behind",
+                        op);
+                else if (!v.waiting.empty())
+                    s += fmt::format("; {} in {}{}", waiters(v), op, since(job, v));
+                break;
+            }
             s = fmt::format("{} issued {} on {} that no other rank issued: it is ahead, the others are not behind",
                             culprits, op, comm);
             break;
@@ -219,6 +247,7 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
                             format_ranks(v.missing), v.missing.size() == 1 ? "has" : "have");
             break;
     }
+    if (v.consequence) s += fmt::format(" (a consequence, not the cause: {})", v.consequence_of);
     if (v.role == Role::Initiating) s += " (stalled first: other communicators wait because of it)";
     if (v.role == Role::Cascade)
         s += v.caused_by_comm ? fmt::format(" (cascade: waits because of communicator {})", hex(v.caused_by_comm))
@@ -253,7 +282,9 @@ Analysis::VerdictRef lead_verdict(const Analysis& a) {
     const auto all = a.all_verdicts();
     if (all.empty()) return {nullptr, nullptr, nullptr};
     for (const auto& ref : all)
-        if (ref.verdict->role != Role::Cascade) return ref;
+        if (ref.verdict->role != Role::Cascade && !ref.verdict->consequence) return ref;
+    for (const auto& ref : all)
+        if (!ref.verdict->consequence) return ref;
     return all.front();
 }
 

@@ -26,7 +26,8 @@ nlohmann::json verdict_json_with_headline(const JobResult& job, const CommResult
 // A hang or a mismatch: any verdict but STRAGGLER (slow, not stuck). Decides the exit status and "problem_found".
 bool hang_or_mismatch(const Analysis& a);
 
-// The verdict the report leads with: the most important one, an initiating stall before the cascades it causes.
+// The verdict the report leads with: the most important one, an initiating stall before the cascades it causes, never
+// a consequence (of a drift).
 // nullptr fields when there is none.
 Analysis::VerdictRef lead_verdict(const Analysis& a);
 

@@ -112,6 +112,7 @@ void show_redop(json& j, const char* key, int32_t v, const ShowContext& ctx) {
 void show_cstate(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::comm_state_name(v); }
 void show_gsource(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::gpu_source_name(v); }
 void show_pstate(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::process_state_name(v); }
+void show_ekind(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = disk::end_kind_name(v); }
 void show_flag(json& j, const char* key, uint32_t v, const ShowContext&) { j[key] = v != 0; }
 void show_rflags(json& j, const char* key, uint8_t v, const ShowContext&) { j[key] = flags_str(v); }
 
@@ -176,21 +177,45 @@ const char* role_name(verdict::Role r) {
     return "none";
 }
 
+void add_drift_json(json& j, const verdict::Verdict& v) {
+    if (const auto& d = v.drift) {
+        json ops = json::array();
+        for (const auto& s : d->ops) ops.push_back(op_json(s));
+        j["drift"] = json{{"rank", d->rank},
+                          {"shift", d->shift},
+                          {"first_seq", d->first_seq},
+                          {"last_seq", d->last_seq},
+                          {"from_window", d->from_window},
+                          {"odd_from", d->odd_from},
+                          {"odd_to", d->odd_to},
+                          {"aligned", d->aligned},
+                          {"differing", d->explained},
+                          {"ops", ops},
+                          {"words", verdict::drift_words(*d)}};
+    }
+    if (v.consequence) {
+        j["consequence"] = true;
+        j["consequence_of"] = v.consequence_of;
+    }
+}
+
 json verdict_json(const verdict::Verdict& v, const std::string& job_id) {
-    return json{{"kind", verdict::kind_name(v.kind)},
-                {"job_id", job_id},
-                {"comm_id", hex(v.comm_id)},
-                {"role", role_name(v.role)},
-                {"caused_by_comm", v.caused_by_comm ? json(hex(v.caused_by_comm)) : json(nullptr)},
-                {"seq", v.seq},
-                {"culprits", v.culprits},
-                {"waiting", v.waiting},
-                {"missing", v.missing},
-                {"op", op_json(v.op)},
-                {"stalled_for_s", v.stalled_for_s},
-                {"summary", v.summary},
-                {"evidence", v.evidence},
-                {"suspected", v.suspected}};
+    json j{{"kind", verdict::kind_name(v.kind)},
+           {"job_id", job_id},
+           {"comm_id", hex(v.comm_id)},
+           {"role", role_name(v.role)},
+           {"caused_by_comm", v.caused_by_comm ? json(hex(v.caused_by_comm)) : json(nullptr)},
+           {"seq", v.seq},
+           {"culprits", v.culprits},
+           {"waiting", v.waiting},
+           {"missing", v.missing},
+           {"op", op_json(v.op)},
+           {"stalled_for_s", v.stalled_for_s},
+           {"summary", v.summary},
+           {"evidence", v.evidence},
+           {"suspected", v.suspected}};
+    add_drift_json(j, v);
+    return j;
 }
 
 }  // namespace ncw::report

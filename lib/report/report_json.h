@@ -35,6 +35,9 @@ json op_json(const verdict::OpSig& s);
 // "uncompleted", added to a rank's row of the analysis and the live report alike.
 void add_progress_basis(json& row, const verdict::RankCommState& r);
 json verdict_json(const verdict::Verdict& v, const std::string& job_id);
+// A drift's verdict and its consequences: "drift" (the alignment: rank, shift, where it began, the ranges paired)
+// and "consequence": true / "consequence_of", only on verdicts that have them.
+void add_drift_json(json& j, const verdict::Verdict& v);
 json header_json(const HeaderInfo& h);
 json sig_json(const SigInfo& s, uint64_t start);  // one entry of CommInfo::recent
 json comm_json(const CommInfo& c, uint64_t start);

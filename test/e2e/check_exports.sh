@@ -1,6 +1,6 @@
 #!/bin/bash
 # libncclwatch.so: no DT_NEEDED on NCCL, CUDA, spdlog, fmt or libunwind; exports exactly the API table's functions
-# and NCCL's profiler-plugin tables (NCW_PROFILER_VERSIONS).
+# and NCCL's profiler-plugin tables (NCW_PROFILER_VERSIONS), and _exit/_Exit (how the process ended: process_end.cpp).
 set -u
 so=$1
 table=$2
@@ -11,7 +11,8 @@ for bad in nccl cuda spdlog fmt unwind; do
 done
 exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TWDBRV]$/ {print $3}' | sort)
 want=$( (grep -oE '^ *X\((nccl[A-Za-z]+),' "$table" | sed -E 's/^ *X\((nccl[A-Za-z]+),/\1/'
-        sed -n 's/^#define NCW_PROFILER_VERSIONS(X) //p' "$table" | grep -oE '[0-9]+' | sed 's/^/ncclProfiler_v/') | sort)
+        sed -n 's/^#define NCW_PROFILER_VERSIONS(X) //p' "$table" | grep -oE '[0-9]+' | sed 's/^/ncclProfiler_v/'
+        echo _exit; echo _Exit) | sort)
 if [ "$exported" != "$want" ]; then
     echo "FAIL: exported symbols differ from the API table" >&2
     diff <(echo "$want") <(echo "$exported") >&2

@@ -35,13 +35,14 @@ struct Args {
     double timeout_sec = 300;
     std::vector<std::string> env;
     bool kill_on_first_failure = false;
+    double term_delay_s = 0;  // --kill-on-first-failure: SIGTERM this long after the failure (torchrun: its monitor)
     std::vector<std::string> command;
 };
 
 void usage(const char* msg) {
     std::fprintf(stderr,
                  "fake_launch: %s\nusage: fake_launch --nproc N [--timeout-sec T] [--env K=V ...] "
-                 "[--kill-on-first-failure] -- <program> [args...]\n",
+                 "[--kill-on-first-failure [--term-delay-ms M]] -- <program> [args...]\n",
                  msg);
 }
 
@@ -69,6 +70,9 @@ bool parse(int argc, char** argv, Args& a) {
         };
         if (arg == "--kill-on-first-failure") {
             a.kill_on_first_failure = true;
+        } else if (arg == "--term-delay-ms") {
+            if (!take()) return false;
+            a.term_delay_s = std::atof(value.c_str()) / 1000.0;
         } else if (arg == "--nproc" || arg == "--nproc-per-node" || arg == "--nproc_per_node") {
             if (!take() || (a.nproc = std::atoi(value.c_str())) < 1 || a.nproc > 256) return false;
         } else if (arg == "--timeout-sec") {
@@ -214,6 +218,7 @@ int main(int argc, char** argv) {
     bool interrupted = false;
     constexpr Clock::time_point kNever = Clock::time_point::max();
     Clock::time_point kill_at = kNever;  // when to SIGKILL the ranks that ignored SIGTERM
+    Clock::time_point term_at = kNever;  // when to SIGTERM the ranks after a failure (--term-delay-ms)
 
     auto signal_running = [&](int sig) {
         for (const Rank& rk : ranks)
@@ -236,15 +241,20 @@ int main(int argc, char** argv) {
                 ranks[r].status = status;
                 --running;
                 bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-                if (failed && args.kill_on_first_failure && running > 0) {
+                if (failed && args.kill_on_first_failure && running > 0 && term_at == kNever) {
                     std::fprintf(stderr, "fake_launch: rank %d failed; terminating the other ranks\n", r);
-                    terminate_all();
+                    term_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(args.term_delay_s));
                 }
             }
         }
         if (running == 0) break;
 
         Clock::time_point now = Clock::now();
+        if (now >= term_at) {
+            term_at = kNever;
+            terminate_all();
+        }
         if (!timed_out && now >= deadline) {
             timed_out = true;
             std::fprintf(stderr, "fake_launch: timeout after %g s; killing %d running rank(s)\n", args.timeout_sec,
@@ -260,7 +270,7 @@ int main(int argc, char** argv) {
         // Sleep until a child exits, a signal arrives or the next deadline passes.
         Clock::time_point wake = now + std::chrono::seconds(1);  // once everything is killed, only reaping is left
         if (!timed_out) wake = std::min(wake, deadline);
-        wake = std::min(wake, kill_at);
+        wake = std::min({wake, kill_at, term_at});
         auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(wake - now);
         if (left.count() < 0) left = std::chrono::nanoseconds(0);
         timespec ts{static_cast<time_t>(left.count() / 1000000000), static_cast<long>(left.count() % 1000000000)};

@@ -3,6 +3,7 @@
 //
 // Exit codes of fw_run: 0 done, 2 usage or environment error, 3 an NCCL call failed; --exit-code for --exit-rank.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <nccl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -102,6 +104,27 @@ bool exchange_id(int rank, int world, ncclUniqueId& id, std::string& error) {
     }
 }
 
+// --own-handlers: a program's own SIGSEGV and SIGTERM handlers, installed before NCCL starts (so before the shim's):
+// each notes its signal in the file, then lets the signal kill the process as it would have.
+const char* g_own_file = nullptr;
+
+void own_handler(int sig) {
+    if (int fd = open(g_own_file, O_WRONLY | O_APPEND | O_CREAT, 0644); fd >= 0) {
+        const char* name = sig == SIGSEGV ? "SIGSEGV\n" : "SIGTERM\n";
+        ssize_t n = write(fd, name, strlen(name));
+        (void)n;
+        close(fd);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void install_own_handlers(const std::string& file) {
+    g_own_file = strdup(file.c_str());
+    signal(SIGSEGV, own_handler);
+    signal(SIGTERM, own_handler);
+}
+
 class Scenario {
 public:
     Scenario(const Options& o, int rank, int world) : o_(o), rank_(rank), world_(world) {}
@@ -109,6 +132,7 @@ public:
     int run() {
         ncclUniqueId id;
         std::string error;
+        if (!o_.own_handlers.empty()) install_own_handlers(o_.own_handlers + "." + std::to_string(rank_));
         if (o_.fake_cuda && !load_fake_cuda(cuda_, error)) {
             std::fprintf(stderr, "fake-framework: rank %d: %s\n", rank_, error.c_str());
             return kUsageError;
@@ -310,6 +334,9 @@ private:
         }
         if (at(o_.exit_rank, o_.exit_step)) {
             std::fflush(nullptr);
+            if (o_.exit_how == "_exit") _exit(o_.exit_code);
+            if (o_.exit_how == "segv") *static_cast<volatile int*>(nullptr) = 1;
+            if (o_.exit_how == "abort") std::abort();
             std::exit(o_.exit_code);
         }
         if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);
@@ -395,6 +422,10 @@ extern "C" __attribute__((visibility("default"))) int fw_run(int argc, char** ar
     if (world < 1 || rank < 0 || rank >= world) {
         std::fprintf(stderr, "fake-framework: bad RANK=%d / WORLD_SIZE=%d\n", rank, world);
         return kUsageError;
+    }
+    if (options.no_init_rank == rank) {
+        sleep_ms(options.hold_ms);
+        return 0;
     }
     if (options.never_nccl) {
         std::printf("rank %d done steps=0\n", rank);

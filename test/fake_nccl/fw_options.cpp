@@ -31,7 +31,12 @@ const char* usage_text() {
            "                          root: step S is a broadcast step for all and rank R uses root 1 (not 0)\n"
            "  --extra-rank R --extra-step S         rank R issues one extra all_reduce at step S\n"
            "  --exit-rank R --exit-step S [--exit-code X]   rank R calls exit(X) (default 1) before step S\n"
+           "  --exit-how exit|_exit|segv|abort      how --exit-rank ends: exit(X), _exit(X) (Python's os._exit), a\n"
+           "                          SIGSEGV (a null write), abort()\n"
+           "  --own-handlers PREFIX   before init, install the program's own SIGSEGV and SIGTERM handlers: each\n"
+           "                          appends the signal's name to PREFIX.<rank>, then the process dies of it\n"
            "  --die-rank R --die-step S             rank R SIGKILLs itself before step S\n"
+           "  --no-init-rank R        rank R makes no NCCL call: it sleeps --hold-ms and exits 0\n"
            "  --sleep-rank R --sleep-step S --sleep-ms M    rank R sleeps M ms before step S's collectives\n"
            "  --pause-step S --pause-ms M           every rank sleeps M ms before step S (nothing outstanding)\n"
            "  --late-rank R --late-ms M   rank R sleeps M ms before every step's collectives (a straggler)\n"
@@ -81,6 +86,7 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--exit-step", &o.exit_step, -1},
         {"--exit-code", &o.exit_code, 0},
         {"--die-rank", &o.die_rank, -1},
+        {"--no-init-rank", &o.no_init_rank, -1},
         {"--die-step", &o.die_step, -1},
         {"--sleep-rank", &o.sleep_rank, -1},
         {"--sleep-step", &o.sleep_step, -1},
@@ -160,6 +166,16 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
                 return false;
             }
             o.count = static_cast<size_t>(v);
+        } else if (arg == "--exit-how") {
+            if (!take_value()) return false;
+            if (value != "exit" && value != "_exit" && value != "segv" && value != "abort") {
+                error = "bad value for --exit-how: '" + value + "' (exit|_exit|segv|abort)";
+                return false;
+            }
+            o.exit_how = value;
+        } else if (arg == "--own-handlers") {
+            if (!take_value()) return false;
+            o.own_handlers = value;
         } else if (arg == "--wait-gone") {
             if (!take_value()) return false;
             o.wait_gone = value;

@@ -19,10 +19,13 @@ struct Options {
     MismatchKind mismatch_kind = MismatchKind::None;
     int extra_rank = -1, extra_step = -1;
     int exit_rank = -1, exit_step = -1, exit_code = 1;
+    std::string exit_how = "exit";  // how --exit-rank ends: exit, _exit (os._exit), segv (a crash), abort
+    std::string own_handlers;       // install SIGSEGV and SIGTERM handlers before init that note the signal here
     int die_rank = -1, die_step = -1;
+    int no_init_rank = -1;  // this rank never calls NCCL: it sleeps --hold-ms and exits 0 (an init that others wait in)
     int sleep_rank = -1, sleep_step = -1, sleep_ms = 0;
     int pause_step = -1, pause_ms = 0;  // every rank, with nothing outstanding
-    int late_rank = -1, late_ms = 0;  // a straggler: late_rank sleeps late_ms before every step's collectives
+    int late_rank = -1, late_ms = 0;    // a straggler: late_rank sleeps late_ms before every step's collectives
 
     bool split = false;
     int grid = 0;  // tensor-parallel group size: TP groups (color rank / grid) and DP groups (color rank % grid)

@@ -41,6 +41,7 @@ Writes DIR/40-grid-*.json (rows for test/gpu/print_table.py) and prints the rows
 import argparse
 import json
 import os
+import re
 import sys
 import traceback
 
@@ -51,6 +52,7 @@ from grid_readers import (  # noqa: E402 (the readers, in a file of their own)
     CULPRIT, EXIT_TEXT, TP47, DP04, DP26, DP37, RUNS, JudgeError, need, norm_id, desc, named,
     is_lead_notjoined, text_of, comms_of, events_of, event_vs, offline_summary, parse_time, stall_start,
     is_diagnosis, role_of, caused_by, group_of, grid_verdict_faults, stream_order_reached, rank_file_comms)
+from job_readers import all_verdicts  # noqa: E402
 
 def check_stall_live(row, res):
     cm = comms_of(res)
@@ -155,6 +157,35 @@ def check_stall_offline(row, res):
     row["got"] += f" ({cascades} DP cascade(s) caused by TP[4-7])"
     if cm.notes:
         row["got"] += "; " + "; ".join(cm.notes)
+    if not row["why"]:
+        row["pass"] = True
+
+
+WHERE_RE = re.compile(r"slow_eval \(grid_2x4\.py:\d+\)")
+
+
+def check_stall_where(row, res):
+    """Where the culprit is (issue 14): the NOT_JOINED r5 on TP[4-7] names rank 5's innermost frame in the user's
+    code, slow_eval with its file and line, in a shim's stall event and in analyze after the end."""
+    cm = comms_of(res)
+    tp47 = cm.id_of(TP47)
+    if tp47 is None:
+        raise JudgeError("no communicator of ranks 4-7 (TP[4-7]) in the result")
+    found = {}
+    for source, _, v, _ in all_verdicts(res):
+        if source in ("event", "analyze") and is_lead_notjoined(v, cm, tp47)[0]:
+            m = WHERE_RE.search(text_of(v))
+            found.setdefault(source, m.group(0) if m else None)
+            if m:
+                found[source] = m.group(0)
+    row["rank"] = str(CULPRIT)
+    row["got"] = "; ".join(f"{k}: {found[k] or 'no frame named'}" for k in sorted(found)) or "no NOT_JOINED r5 on TP[4-7]"
+    for source in ("event", "analyze"):
+        if source not in found:
+            row["why"].append(f"no NOT_JOINED r5 on TP[4-7] from {'a shim' if source == 'event' else 'analyze'}")
+        elif not found[source]:
+            row["why"].append(f"the {'shim' if source == 'event' else 'analyze'} verdict does not name slow_eval "
+                              "(grid_2x4.py:LINE)")
     if not row["why"]:
         row["pass"] = True
 
@@ -394,6 +425,9 @@ CHECKS = [  # (file tag, run, case suffix, expected, check)
      "16 (rank, group) pairs of the rank files: issued, completed = truth; reached = truth when progress_exact "
      "(nccl-profiler), else a lower bound (<= truth); proven-unreached/uncompleted past the truth",
      check_stall_truth),
+    ("8-stall-where", "grid_stall", "stall, where the culprit is",
+     "the NOT_JOINED r5 on TP[4-7] names 'slow_eval (grid_2x4.py:LINE)', in a shim's event and after the end",
+     check_stall_where),
     ("5-stall-audit", "grid_stall", "stall, environment audit",
      "no duplicate_gpu; exactly one nccl_hostid finding", check_stall_audit),
     ("6-death", "grid_death", "rank 5 dies (os._exit(3))",

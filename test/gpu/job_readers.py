@@ -18,6 +18,18 @@ SUSPECT_FIELDS = ("type", "kind", "verdict", "stage", "state", "status", "level"
 RECOVERED_TYPES = ("recovered",)
 
 
+def load(path):
+    """A result.json (or any JSON object file): (object, None), or (None, why it cannot be had)."""
+    try:
+        with open(path) as f:
+            d = json.load(f)
+        return (d, None) if isinstance(d, dict) else (None, f"{path} holds {type(d).__name__}, not an object")
+    except OSError as e:
+        return None, f"no {path} ({e.strerror})"
+    except ValueError as e:
+        return None, f"{path} is not JSON ({e})"
+
+
 def parse_time(s):
     """The report's wall time, '2026-11-30 05:51:02.123 +0000', as seconds since the epoch; None if unreadable."""
     if not isinstance(s, str):

@@ -25,21 +25,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from job_readers import (  # noqa: E402
-    all_verdicts, comm_rank_map, culprits_global, events_of, is_diagnosis, is_suspicion)
+    all_verdicts, comm_rank_map, culprits_global, events_of, is_diagnosis, is_suspicion, load)
 
 KIND = "STRAGGLER"
 LABEL = "1 GPU, 4 ranks"
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            d = json.load(f)
-        return (d, None) if isinstance(d, dict) else (None, f"{path} holds {type(d).__name__}, not an object")
-    except OSError as e:
-        return None, f"no {path} ({e.strerror})"
-    except ValueError as e:
-        return None, f"{path} is not JSON ({e})"
 
 
 def normalised(res):

@@ -26,22 +26,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from job_readers import (  # noqa: E402
-    HANG_SCENARIOS, comm_rank_map, culprits_global, event_time, events_of, hang_start, is_recovery, is_suspicion)
+    HANG_SCENARIOS, comm_rank_map, culprits_global, event_time, events_of, hang_start, is_recovery, is_suspicion,
+    load)
 
 CLEAN_JOBS = ("clean", "grid_clean", "fsdp2_clean", "fsdp_tp_clean", "straggler")
 SLACK = 0.5
 LABEL = "1 GPU, 4 ranks, timeout 60 s"
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            d = json.load(f)
-        return (d, None) if isinstance(d, dict) else (None, f"{path} holds {type(d).__name__}, not an object")
-    except OSError as e:
-        return None, f"no {path} ({e.strerror})"
-    except ValueError as e:
-        return None, f"{path} is not JSON ({e})"
 
 
 def baseline(res):

@@ -107,3 +107,53 @@ TEST_CASE("every verdict kind has a name, a meaning, an importance of its own an
     CHECK(importance.size() == kinds);
     CHECK(headlines.size() == kinds);
 }
+
+TEST_CASE("a drift leads with the skip in one voice, its MISMATCHes say they are consequences") {
+    // 4 ranks; a broadcast every 10th op; rank 3 skipped one all_reduce after #10: its #19.. are the others' #20..
+    JobResult job;
+    job.job_id = "job-d";
+    CommResult c;
+    c.job_id = job.job_id;
+    c.comm_id = c.view.comm_id = 0xAB;
+    c.view.nranks = 4;
+    for (int r = 0; r < 4; ++r) {
+        verdict::RankCommState s;
+        s.comm_rank = s.global_rank = r;
+        s.host = "node0";
+        s.pid = 100 + r;
+        s.cuda_dev = r;
+        const uint64_t n = r == 3 ? 32 : 33;
+        s.issued = s.reached = s.completed = n;
+        for (uint64_t q = 1; q <= n; ++q) {
+            const uint64_t as = r == 3 && q >= 15 ? q + 1 : q;  // the others' op it stands for
+            s.recent.push_back(as % 10 == 0 ? sig(q, OpType::Broadcast, 0) : sig(q, OpType::AllReduce));
+        }
+        c.view.ranks.push_back(s);
+    }
+    c.verdicts = verdict::find_mismatches(c.view);
+    job.comms.push_back(c);
+    const CommResult& cr = job.comms[0];
+    Analysis a;
+    a.jobs.push_back(job);
+    const auto lead = report::lead_verdict(a);
+    REQUIRE(lead.verdict);
+    CHECK(lead.verdict->kind == verdict::Kind::NotJoined);
+    CHECK(report::verdict_headline(*lead.job, *lead.comm, *lead.verdict) ==
+          "rank 3 (host node0, GPU 3, pid 103) skipped one AllReduce between #11 and #19 on communicator "
+          "0x00000000000000ab (world, 4 ranks): its #19..#32 are the others' #20..#33, which NCCL paired silently");
+    size_t consequences = 0;
+    for (const auto& v : cr.verdicts)
+        if (v.kind == verdict::Kind::Mismatch) {
+            ++consequences;
+            CHECK(report::verdict_headline(job, cr, v)
+                      .find("(a consequence, not the cause: rank 3 skipped one AllReduce between #11 and #19)") !=
+                  std::string::npos);
+        }
+    CHECK(consequences == 4);
+    // The JSON says the same, and marks which is which.
+    const auto j = report::verdict_json_with_headline(job, cr, *lead.verdict);
+    CHECK(j["drift"]["shift"] == 1);
+    CHECK(j["drift"]["first_seq"] == 11);
+    CHECK(j["headline"] == report::verdict_headline(job, cr, *lead.verdict));
+    CHECK_FALSE(j.contains("consequence"));
+}

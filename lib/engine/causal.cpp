@@ -1,0 +1,143 @@
+// Causal order across a job's processes: see causal.h.
+#include "engine/causal.h"
+
+#include <fmt/format.h>
+#include <string.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "engine/verdict_detail.h"
+#include "ncclwatch/format.h"
+
+namespace ncw::verdict {
+
+using namespace detail;
+
+namespace {
+
+constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+
+// When the rank's process departed, on the views' clock; kNever while it runs (or when nothing says when).
+uint64_t departed_at(const RankCommState& r, uint64_t now_ns) {
+    if (r.end_kind != uint32_t(disk::EndKind::None) && r.end_mono_ns) return r.end_mono_ns;
+    if (r.alive || r.exited_clean) return kNever;  // a clean exit before 1.5 carries no time
+    const uint64_t age = uint64_t(std::max(0.0, r.heartbeat_age_s) * 1e9);
+    return now_ns > age ? now_ns - age : kNever;
+}
+
+// When a collective of this rank failed and stayed failed (nothing completed after it), kNever if none did.
+uint64_t failed_at(const RankCommState& r) {
+    if (!r.ops_failed || !r.t_first_failed_ns || !r.first_failed_seq || r.completed >= r.first_failed_seq)
+        return kNever;
+    return r.t_first_failed_ns;
+}
+
+std::string signal_words(int sig) {
+    const char* abbrev = sigabbrev_np(sig);
+    return abbrev ? fmt::format("SIG{} (signal {})", abbrev, sig) : fmt::format("signal {}", sig);
+}
+
+// The rank's counts as they stood at `t`: the ops it issued after `t` (their signatures say when) not issued yet.
+void rewind_to(RankCommState& r, uint64_t t) {
+    uint64_t issued = r.issued;
+    while (issued > 0) {
+        const OpSig* s = find_sig(r, issued);
+        if (!s || s->t_issue_ns <= t) break;
+        --issued;
+    }
+    if (issued == r.issued) return;
+    r.issued = issued;
+    r.completed = std::min(r.completed, issued);  // what it issued later it completed later
+    r.returned = std::min(r.returned, issued);
+    r.reached = std::min(r.reached, issued);
+    const OpSig* s = find_sig(r, issued);
+    r.t_last_issue_ns = s ? s->t_issue_ns : std::min(r.t_last_issue_ns, t);
+    if (r.stall_since_ns > t) r.stall_since_ns = 0;
+}
+
+}  // namespace
+
+std::string end_words(const RankCommState& r) {
+    switch (disk::EndKind(r.end_kind)) {
+        case disk::EndKind::Exit: return fmt::format("exited with code {}", r.end_status);
+        case disk::EndKind::FatalSignal: return fmt::format("crashed with {}", signal_words(r.end_status));
+        case disk::EndKind::Terminated: return fmt::format("was terminated by {}", signal_words(r.end_status));
+        case disk::EndKind::None: break;
+    }
+    if (r.exited_clean) return "exited cleanly (exit handlers ran)";
+    return fmt::format("is gone (killed?; heartbeat {} old)", secs(r.heartbeat_age_s));
+}
+
+CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns) {
+    CausalOrder out;
+    // The first departure or failure of the job, over every communicator (a process departs from all at once).
+    uint64_t first = kNever;
+    for (const CommView* v : views)
+        for (const auto& r : v->ranks) first = std::min({first, departed_at(r, now_ns), failed_at(r)});
+    if (first == kNever) return out;
+    out.any = true;
+    out.first_ns = first;
+    const uint64_t upto = first + kSimultaneousNs;
+    // A first departure is the cause whatever the others did after it (they went on into the op it never joined). A
+    // first failure is waiting ranks giving up: an op another rank issued only after that came too late to count.
+    bool first_is_failure = false;
+    for (const CommView* v : views)
+        for (const auto& r : v->ranks)
+            if (failed_at(r) <= upto && failed_at(r) <= departed_at(r, now_ns)) first_is_failure = true;
+    for (const CommView* v : views)
+        for (const auto& r : v->ranks)
+            if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < failed_at(r)) first_is_failure = false;
+
+    // Who was first: departed (the culprits, DEAD) or failed (waiting ranks whose call gave up: the stall is the
+    // story, their error its end). Noted once per process.
+    std::vector<int64_t> noted;
+    bool all_together = true, from_outside = true;
+    for (CommView* v : views) {
+        for (auto& r : v->ranks) {
+            const uint64_t dep = departed_at(r, now_ns), fail = failed_at(r);
+            // A rank's own first event: a call that failed before its process departed is where it stood.
+            const bool fail_first = fail <= dep;
+            const bool in_first = std::min(dep, fail) <= upto;
+            const bool first_dep = in_first && !fail_first;
+            all_together = all_together && first_dep;
+            if (first_dep) {
+                from_outside = from_outside && (r.end_kind == uint32_t(disk::EndKind::None) ||
+                                                r.end_kind == uint32_t(disk::EndKind::Terminated));
+                continue;
+            }
+            if (in_first) {
+                // Its call gave up waiting (a timeout inside NCCL, an abort): it was alive and waiting at the first
+                // moment; its own exit afterwards is the error's consequence.
+                r.alive = true;
+                r.exited_clean = false;
+                r.end_kind = uint32_t(disk::EndKind::None);
+                continue;
+            }
+            // Later: a consequence. Alive and where it was at the first moment.
+            const bool seen = std::find(noted.begin(), noted.end(), r.pid) != noted.end();
+            std::string what;
+            if (dep != kNever) what = end_words(r);
+            if (fail != kNever && fail <= dep)
+                what = fmt::format("its {} failed ({} {}){}",
+                                   find_sig(r, r.first_failed_seq) ? sig_short(*find_sig(r, r.first_failed_seq), true)
+                                                                   : fmt::format("#{}", r.first_failed_seq),
+                                   nccl_result_name(r.first_failed_result), r.first_failed_result,
+                                   what.empty() ? "" : ", then it " + what);
+            if (!what.empty() && !seen) {
+                noted.push_back(r.pid);
+                out.notes.push_back(fmt::format("{}: {} {} after the first departure or failure: a consequence",
+                                                rank_id(r), what, secs(ns_to_s(std::min(dep, fail) - first))));
+            }
+            r.alive = true;
+            r.exited_clean = false;
+            r.end_kind = uint32_t(disk::EndKind::None);
+            if (fail != kNever && is_async_error(r.async_error)) r.async_error = 0;  // its error came later too
+            if (first_is_failure) rewind_to(r, first);
+        }
+    }
+    out.ended_together = all_together && from_outside;
+    return out;
+}
+
+}  // namespace ncw::verdict

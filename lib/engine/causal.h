@@ -1,0 +1,35 @@
+// Causal order across a job's processes (issue 14): the first rank to depart (exit, fatal signal, SIGKILL) or to
+// fail a call is where the job's trouble began; what the others did afterwards (a launcher's SIGTERM, a call that
+// failed because a peer was gone) is a consequence. Each view is put back to that first moment: later departures and
+// failures are undone (those ranks count as alive and waiting, their ops issued after it as not issued yet), with
+// one note per consequence for the evidence.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/verdict.h"
+
+namespace ncw::verdict {
+
+struct CausalOrder {
+    bool any = false;                // some rank departed or failed: the views were put back to `first_ns`
+    uint64_t first_ns = 0;           // the first departure or failure, on the views' clock
+    bool ended_together = false;     // every rank departed at that moment, none by its own exit, crash or error: the
+                                     // job was ended from outside (all killed at once), which is no hang
+    std::vector<std::string> notes;  // "rank 2 (pid ...): terminated by SIGTERM 0.31 s after ...: a consequence"
+};
+
+// Ranks whose departure or failure lies within this of the first one's are taken as simultaneous with it (a SIGKILLed
+// process's last heartbeat is up to one watchdog poll before its death).
+inline constexpr uint64_t kSimultaneousNs = 150'000'000;
+
+// `now_ns`: the views' "now" (heartbeat ages are measured from it). Changes the views' rank states in place.
+CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns);
+
+// How a departed rank ended, in words: "exited with code 3", "crashed with SIGSEGV (signal 11)", "was terminated by
+// SIGTERM", "exited cleanly (exit handlers ran)", "is gone (killed?; heartbeat 2.0 s old)" (no end recorded: SIGKILL).
+std::string end_words(const RankCommState& r);
+
+}  // namespace ncw::verdict
