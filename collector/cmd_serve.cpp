@@ -1,4 +1,5 @@
 // `ncclwatch-collector serve`: the live collector (live_server.h) in the foreground until SIGINT/SIGTERM.
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -54,11 +55,25 @@ void raise_fd_limit() {
     }
 }
 
+// HOST of HOST:PORT names only this machine: 127.0.0.0/8, ::1 (also v4-mapped), "localhost". A name that needs
+// resolving, "*" or 0.0.0.0 is not loopback.
+bool loopback(const std::string& listen) {
+    std::string host = listen.substr(0, listen.rfind(':'));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host == "localhost") return true;
+    in_addr a4{};
+    if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+    in6_addr a6{};
+    if (inet_pton(AF_INET6, host.c_str(), &a6) != 1) return false;
+    if (IN6_IS_ADDR_LOOPBACK(&a6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+}
+
 }  // namespace
 
 int cmd_serve(const std::vector<std::string>& args) {
     live::ServerOptions opt;
-    bool once = false;
+    bool once = false, insecure = false;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
         auto value = [&](const char* what) -> const std::string* {
@@ -110,12 +125,25 @@ int cmd_serve(const std::vector<std::string>& args) {
             opt.quiet = true;
         } else if (a == "--no-dumps") {
             opt.request_dumps = false;
+        } else if (a == "--insecure") {
+            insecure = true;
+        } else if (a == "--metrics-ids") {
+            opt.metrics_ids = true;
         } else {
             fmt::print(stderr, "{}: serve: unknown argument '{}'\n\n{}", kProg, clean(a), kUsage);
             return 2;
         }
     }
     if (const char* t = getenv("NCCLWATCH_TOKEN")) opt.token = t;
+    // Without a token anyone who can reach the port can claim to be a rank: only this machine, unless told.
+    if (opt.token.empty() && !insecure && !loopback(opt.listen)) {
+        fmt::print(stderr,
+                   "{}: serve: refusing to listen on {} without a token: any host that reaches it could speak for a "
+                   "rank. Set NCCLWATCH_TOKEN (here and on the ranks), listen on a loopback address, or pass "
+                   "--insecure\n",
+                   kProg, clean(opt.listen));
+        return 2;
+    }
     raise_fd_limit();
 
     // The server thread inherits this mask, so only sigtimedwait below sees SIGINT/SIGTERM.

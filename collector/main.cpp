@@ -36,7 +36,7 @@ Commands:
   dump [--json] FILE
         Decode one rank file: header, communicators and every valid record, in ticket order.
   serve [--listen HOST:PORT] [--metrics HOST:PORT] [--timeout SEC] [--dead-after SEC] [--out DIR]
-        [--once] [--quiet] [LIMITS]
+        [--once] [--quiet] [--insecure] [--metrics-ids] [LIMITS]
         The live collector: ranks whose shim has NCCLWATCH_COLLECTOR=HOST:PORT connect and send digests; a stall
         past the timeout, a mismatch or a dead rank is reported once (text on stdout, and OUT/<job>/live-report.txt
         and .json), and every rank of that job is asked to write its dump. "recovered" is logged when it clears.
@@ -48,6 +48,11 @@ Commands:
         --out DIR            also write the reports under DIR/<job>/
         --once               exit after the first report (status 1; 0 when stopped with nothing found)
         --quiet              no report on stdout (log lines on stderr only)
+        --insecure           listen on a non-loopback --listen address without NCCLWATCH_TOKEN (refused otherwise:
+                             anyone who reaches the port could speak for a rank)
+        --metrics-ids        with a token, /metrics still shows job ids, communicator ids and pids (by default
+                             they are replaced by keyed hashes, and pids by 0, so a scrape tells no impostor whom
+                             to claim)
         Limits (so that no client, hostile or broken, can grow the collector without bound; the defaults hold
         16,384 ranks; N takes K, M or G for binary multiples):
         --max-connections N  connections open at once; more are closed at once (default 65536)
@@ -70,7 +75,10 @@ Commands:
         --scrape-timeout SEC a scraper that reads nothing of its response this long is closed (default 10)
         Refused and bad clients are logged rate-limited per cause (bad magic, oversize, timeout, wrong token,
         full, ...), with a summary of what was left out every minute; a wrong token always has its own budget.
-        With NCCLWATCH_TOKEN set in its environment, a rank must present the same token.
+        With NCCLWATCH_TOKEN set in its environment, a rank must prove it holds the same token: it answers a fresh
+        nonce with an HMAC-SHA256 over the nonce and its Hello (live protocol 1.2); the token never travels. A rank
+        older than 1.2 is refused with a message saying so. Whatever the token, a rank's identity is bound to its
+        connection: a second Hello for a (job, rank) whose connection is alive is refused and logged.
         SIGINT or SIGTERM stops it.
   env   List the NCCLWATCH_* environment variables the shim reads.
   help, --help, -h

@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "collector_endpoint.h"
 #include "config.h"
+#include "live/live_auth.h"
 #include "live/live_server.h"
 #include "log.h"
 #include "rank_file_writer.h"
@@ -276,8 +277,7 @@ private:
         ever_connected_ = true;
         failures_logged_ = false;
 
-        wire::Hello hello;
-        hello.token = rt_.cfg.token;
+        wire::Hello hello;  // 1.2: no token in it; a collector that requires one challenges, and we prove it
         hello.header = reader_->header();
         // The file's environment region also holds the library scan's facts; without a file, the process's own list.
         if (hello.header.env.empty())
@@ -285,6 +285,8 @@ private:
         hello.file = rt_.file.file_backed ? rt_.file.path : std::string();
         std::vector<uint8_t> frame;
         wire::encode(hello, frame);
+        hello_payload_.assign(frame.begin() + wire::kHeaderBytes, frame.end());
+        acked_ = false;
         queue(std::move(frame));
     }
 
@@ -335,6 +337,7 @@ private:
     }
 
     void tick(uint64_t now) {
+        if (!acked_) return;       // nothing but the Proof goes out before the collector accepted the Hello
         if (send_.busy()) return;  // the collector is behind: this tick's digest would be stale by the time it left
         std::vector<uint8_t> frame;
         wire::encode(make_digest(reader_->header(), reader_->comms(), now), frame);
@@ -381,11 +384,33 @@ private:
     void handle(const wire::FrameHeader& h, const std::vector<uint8_t>& payload) {
         std::string err;
         switch (wire::FrameType(h.type)) {
-            case wire::FrameType::HelloAck: backoff_.reset(); break;
+            case wire::FrameType::HelloAck:
+                backoff_.reset();
+                acked_ = true;
+                hello_payload_.clear();
+                break;
+            case wire::FrameType::Challenge: {
+                wire::Challenge m;
+                if (acked_ || hello_payload_.empty() || !wire::decode(payload.data(), payload.size(), m, &err))
+                    return lost("a malformed or unexpected token challenge from the collector" +
+                                (err.empty() ? std::string() : ": " + err));
+                // The token never leaves: only its HMAC over the collector's nonce and our Hello.
+                wire::Proof proof;
+                if (!rt_.cfg.token.empty()) {
+                    const live::Digest32 mac =
+                        live::token_proof(rt_.cfg.token, m.nonce, hello_payload_.data(), hello_payload_.size());
+                    proof.mac.assign(mac.begin(), mac.end());
+                }
+                std::vector<uint8_t> frame;
+                wire::encode(proof, frame);
+                if (!queue(std::move(frame))) return lost("could not answer the token challenge");
+                break;
+            }
             case wire::FrameType::Reject: {
                 wire::Reject m;
                 if (!wire::decode(payload.data(), payload.size(), m, &err))
                     m.reason = "(unreadable reason: " + err + ")";
+                if (h.flags & wire::kFlagRetry) return lost("refused for now: " + m.reason);
                 log().error("the live collector at {} refused this rank: {}; no more live digests from this process",
                             where(), m.reason);
                 close_socket();
@@ -434,6 +459,8 @@ private:
     wire::FrameReader reader_frames_;
     SendSlot send_;
     std::vector<uint8_t> last_digest_;
+    std::vector<uint8_t> hello_payload_;  // what the token proof covers, until the Hello is accepted
+    bool acked_ = false;
     const uint64_t digest_ns_ = uint64_t(rt_.cfg.digest_ms) * 1000000ull;
     uint64_t next_attempt_ = 0;
     uint64_t last_digest_at_ = 0;

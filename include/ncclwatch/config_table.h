@@ -63,7 +63,7 @@
     X(collector_port, "NCCLWATCH_COLLECTOR_PORT", Int, int, "MASTER_PORT+1, or 29610", "1..65535",                   \
       "Port of the live collector with NCCLWATCH_COLLECTOR=auto")                                                    \
     X(token, "NCCLWATCH_TOKEN", String, std::string, "", "any string",                                               \
-      "Shared secret a rank presents to the live collector (and the collector requires); never printed")             \
+      "Shared secret a rank proves to the live collector (HMAC over a nonce; never sent, never printed)")           \
     X(digest_ms, "NCCLWATCH_DIGEST_MS", Int, int, "200", "10..10000",                                                \
       "Least interval between two live digests of one rank (sent only when something changed)")                      \
     X(dead_after_sec, "NCCLWATCH_DEAD_AFTER_SEC", Double, double, "10", "1..3600",                                   \

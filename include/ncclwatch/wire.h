@@ -19,7 +19,10 @@ namespace ncw::wire {
 
 inline constexpr uint32_t kMagic = 0x4C57434Eu;  // "NCWL" as little-endian bytes
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 1;  // 1.1: a Digest's comm block ends with its newest in-collective GPU times
+// 1.1: a Digest's comm block ends with its newest in-collective GPU times.
+// 1.2: the token is proven, never sent (Challenge / Proof, lib/live/live_auth.h); a Reject may say "retry later".
+inline constexpr uint16_t kMinor = 2;
+inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection
 inline constexpr uint32_t kMaxString = 4096;
@@ -30,15 +33,19 @@ inline constexpr uint32_t kMaxDigestSpans = 32;  // 1.1: most recent in-collecti
 
 enum class FrameType : uint16_t {
     // rank -> collector
-    Hello = 1,      // first frame on a connection: who this is (+ token)
+    Hello = 1,      // first frame on a connection: who this is (1.1 and older: + the token in clear)
     Digest = 2,     // progress of every communicator; sent when it changed
     KeepAlive = 3,  // nothing changed; proves the process is alive and carries its clock
     Bye = 4,        // the process is exiting cleanly (atexit)
+    Proof = 5,      // 1.2: the answer to a Challenge, HMAC-SHA256 of the token over the nonce and the Hello
     // collector -> rank
     HelloAck = 16,     // accepted
     Reject = 17,       // refused (bad token, newer major, ...): reason string; the rank stops reconnecting
     DumpRequest = 18,  // write a dump now (bumps FileHeader::dump_request in the rank's own file)
+    Challenge = 19,    // 1.2: a fresh nonce, in reply to a Hello when the collector requires a token
 };
+
+inline constexpr uint16_t kFlagRetry = 1;  // 1.2, on a Reject: refused for now; reconnect with backoff
 
 struct FrameHeader {
     uint32_t magic = kMagic;

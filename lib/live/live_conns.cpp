@@ -124,7 +124,7 @@ void LiveServer::Impl::close_conn(uint64_t id) {
     }
     epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, nullptr);
     close(c.fd);
-    buffered_total -= std::min(buffered_total, c.buffered);
+    buffered_total -= std::min(buffered_total, c.buffered + c.pending_bytes);
     st_buffered = buffered_total;
     if (!c.http) --rank_conns;
     conns.erase(it);
@@ -277,7 +277,11 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
     const uint64_t now = mono_ns();
     std::string err;
     const auto type = wire::FrameType(h.type);
-    if (!c.hello && type != wire::FrameType::Hello) {
+    if (c.pending && type != wire::FrameType::Proof) {
+        bad(c, "protocol", fmt::format("frame type {} before the token proof", h.type));
+        return false;
+    }
+    if (!c.hello && !c.pending && type != wire::FrameType::Hello) {
         bad(c, "protocol", fmt::format("first frame is type {}, not Hello", h.type));
         return false;
     }
@@ -292,7 +296,19 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
                 bad(c, "malformed", "bad Hello: " + err);
                 return false;
             }
-            return on_hello(c, m, now);
+            return on_hello(c, h, m, now);
+        }
+        case wire::FrameType::Proof: {
+            if (!c.pending) {
+                bad(c, "protocol", "a Proof without a Challenge");
+                return false;
+            }
+            wire::Proof m;
+            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
+                bad(c, "malformed", "bad Proof: " + err);
+                return false;
+            }
+            return on_proof(c, m, now);
         }
         case wire::FrameType::Digest: {
             wire::Digest m;
@@ -323,6 +339,7 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
             return true;
         }
         case wire::FrameType::HelloAck:
+        case wire::FrameType::Challenge:
         case wire::FrameType::Reject:
         case wire::FrameType::DumpRequest:
             bad(c, "protocol", fmt::format("frame type {} goes from the collector to ranks, not back", h.type));

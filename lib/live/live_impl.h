@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/job_view.h"
+#include "live/live_auth.h"
 #include "live/live_server.h"
 #include "read/time_base.h"
 #include "read/wire.h"
@@ -114,6 +115,11 @@ struct Conn {
     uint64_t frame_start_ns = 0;   // first byte of the partly received frame; 0 = none
     Job* job = nullptr;
     size_t rank = 0;
+    // A Hello waiting for its Proof (the collector requires a token): the Hello, the proof it must come with, and
+    // its payload's size as counted in Impl::buffered_total.
+    std::unique_ptr<wire::Hello> pending;
+    Digest32 expected{};
+    size_t pending_bytes = 0;
 };
 
 // Log lines per cause (a fixed set of names from the code, never from the network): a burst, then a steady trickle;
@@ -163,6 +169,7 @@ struct LiveServer::Impl {
     uint64_t boot = 0;
     std::string hostname;
     uint64_t request_id = 0;
+    std::string pseudonym_key;  // /metrics names jobs and communicators by a keyed hash when a token is set
     double last_analysis_s = 0;
     std::vector<uint8_t> scratch;
 
@@ -210,7 +217,14 @@ struct LiveServer::Impl {
 
     // ---- the ranks' Hello and Digest, on the collector's clock (live_ranks.cpp) ----
 
-    bool on_hello(Conn& c, wire::Hello& m, uint64_t now);
+    // A Hello: challenged when a token is required (1.2), refused when it comes from an older peer then, else
+    // admitted. on_proof: the answer to the challenge, checked in constant time. admit: the (job, rank) slot, never
+    // taken from a connection that is open and alive (refused, retry later). false: the connection is closing.
+    bool on_hello(Conn& c, const wire::FrameHeader& h, wire::Hello& m, uint64_t now);
+    bool on_proof(Conn& c, const wire::Proof& m, uint64_t now);
+    bool admit(Conn& c, wire::Hello& m, uint64_t now);
+    bool refuse(Conn& c, const std::string& reason, bool retry = false);
+    void drop_pending(Conn& c);
     // The analysis runs in live mode on this boot's clock: the header is made to look like a file of this boot
     // (so nothing is rebased through wall clocks), with the start moved by the measured offset. A rank on another
     // host keeps its host name, so job_view never probes its pid here; one on another boot of a host with our name

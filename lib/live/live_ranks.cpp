@@ -3,38 +3,88 @@
 // digests).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "live/live_impl.h"
 #include "ncclwatch/format.h"
 #include "read/gpu_spans.h"
 #include "read/time_base.h"
+#include "report/report_json.h"
 
 namespace ncw::live {
 
 namespace {
 
-// Constant time in the length of the expected token.
-bool token_ok(const std::string& expected, const std::string& got) {
-    unsigned diff = expected.size() != got.size();
-    for (size_t i = 0; i < expected.size(); ++i) diff |= uint8_t(expected[i]) ^ uint8_t(i < got.size() ? got[i] : 0);
-    return diff == 0;
-}
+// A rank whose connection carried a frame this recently is alive: a second Hello for it is refused. Real ranks send
+// a KeepAlive each second; a connection silent past the window (a peer gone without a FIN) is stale and replaced.
+uint64_t alive_window_ns(double dead_after_s) { return uint64_t(std::max(2.0, dead_after_s) * 1e9); }
 
 }  // namespace
 
-bool LiveServer::Impl::on_hello(Conn& c, wire::Hello& m, uint64_t now) {
-    if (!opt.token.empty() && !token_ok(opt.token, m.token)) {
+bool LiveServer::Impl::refuse(Conn& c, const std::string& reason, bool retry) {
+    std::vector<uint8_t> f;
+    wire::encode(wire::Reject{reason, retry}, f);
+    c.close_after_flush = true;
+    queue(c, f);
+    return false;
+}
+
+void LiveServer::Impl::drop_pending(Conn& c) {
+    buffered_total -= std::min(buffered_total, c.pending_bytes);
+    st_buffered = buffered_total;
+    c.pending_bytes = 0;
+    c.pending.reset();
+}
+
+bool LiveServer::Impl::on_hello(Conn& c, const wire::FrameHeader& h, wire::Hello& m, uint64_t now) {
+    if (opt.token.empty()) return admit(c, m, now);
+    if (h.minor < wire::kMinorTokenProof) {
+        ++st_bad;
+        // Its own log budget: junk of other kinds can never hide a refused token.
+        if (m.token.empty()) {
+            log_peer(c, "no token", "no token (NCCLWATCH_TOKEN is required)");
+            return refuse(c, "token refused");
+        }
+        const std::string why = fmt::format(
+            "live protocol {}.{} sends the token in clear; this collector needs {}.{} or newer, which proves it "
+            "(upgrade ncclwatch on that rank)",
+            h.major, h.minor, wire::kMajor, wire::kMinorTokenProof);
+        log_peer(c, "old protocol", why);
+        return refuse(c, "token refused: " + why);
+    }
+    std::string nonce;
+    if (!fresh_nonce(nonce)) {
+        log_limited("nonce", "cannot draw a nonce from the kernel (getrandom, /dev/urandom): refusing the rank");
+        return refuse(c, "the collector cannot draw a nonce; retry later", true);
+    }
+    // The proof covers the nonce and every byte of this Hello: the identity it claims is the one the token holder
+    // signed.
+    c.expected = token_proof(opt.token, nonce, scratch.data(), scratch.size());
+    c.pending = std::make_unique<wire::Hello>(std::move(m));
+    c.pending_bytes = scratch.size();
+    buffered_total += c.pending_bytes;
+    st_buffered = buffered_total;
+    std::vector<uint8_t> f;
+    wire::encode(wire::Challenge{nonce}, f);
+    return queue(c, f);
+}
+
+bool LiveServer::Impl::on_proof(Conn& c, const wire::Proof& m, uint64_t now) {
+    std::unique_ptr<wire::Hello> hello = std::move(c.pending);
+    drop_pending(c);
+    if (m.mac.empty() || !equal_ct(c.expected.data(), c.expected.size(), m.mac)) {
         ++st_bad;
         // Its own log budget: junk of other kinds can never hide a wrong token.
-        if (m.token.empty())
+        if (m.mac.empty())
             log_peer(c, "no token", "no token (NCCLWATCH_TOKEN is required)");
         else
-            log_peer(c, "wrong token", "wrong token");
-        std::vector<uint8_t> f;
-        wire::encode(wire::Reject{"token refused"}, f);
-        c.close_after_flush = true;
-        queue(c, f);
-        return false;
+            log_peer(c, "wrong token", "wrong token (its proof does not match)");
+        return refuse(c, "token refused");
     }
+    return admit(c, *hello, now);
+}
+
+bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
     const HeaderInfo& hi = m.header;
     const std::string key =
         hi.global_rank >= 0 ? fmt::format("rank {}", hi.global_rank) : fmt::format("pid {}:{}", hi.host, hi.pid);
@@ -71,8 +121,22 @@ bool LiveServer::Impl::on_hello(Conn& c, wire::Hello& m, uint64_t now) {
         st_ranks = ranks_known;
     } else {
         idx = rit->second;
-        // A reconnect: the old connection (if the collector has not noticed it die yet) is stale.
-        if (job.ranks[idx].conn_id && job.ranks[idx].conn_id != c.id) close_conn(job.ranks[idx].conn_id);
+        // A rank's identity is bound to its connection: while that one is open and alive, a second Hello for the
+        // same (job, rank) is refused and never takes the slot (an impostor, or a duplicate launch). One silent past
+        // the window is stale (the peer went without a FIN): a reconnect replaces it.
+        const RankState& held = job.ranks[idx];
+        if (held.conn_id && held.conn_id != c.id) {
+            if (now - held.last_frame_ns <= alive_window_ns(opt.dead_after_s)) {
+                ++st_bad;
+                auto old = conns.find(held.conn_id);
+                log_limited("rank taken", fmt::format("closed connection from {}: job {} {}: a second Hello while "
+                                                      "the rank's connection from {} is alive: refused",
+                                                      c.peer, report::clean(job.id), key,
+                                                      old == conns.end() ? "?" : old->second->peer));
+                return refuse(c, "this rank is already connected to the collector (a second Hello is refused)", true);
+            }
+            close_conn(held.conn_id);
+        }
     }
     RankState& r = job.ranks[idx];
     FileSnapshot& s = job.snaps[idx];

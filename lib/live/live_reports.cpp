@@ -316,8 +316,23 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
     }
 }
 
+namespace {
+
+// A keyed hash of an id, stable for this collector's life, that names nothing outside it.
+uint64_t pseudonym(const std::string& key, const std::string& what) {
+    const Digest32 d = hmac_sha256(key, reinterpret_cast<const uint8_t*>(what.data()), what.size());
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = v << 8 | d[size_t(i)];
+    return v;
+}
+
+}  // namespace
+
 std::string LiveServer::Impl::render_metrics() {
     const uint64_t now = mono_ns();
+    // With a token, the ids a rank's Hello carries (job, communicator, pid) are not shown to whoever can scrape,
+    // unless asked (--metrics-ids): an impostor would need no more than them.
+    const bool hide_ids = !opt.token.empty() && !opt.metrics_ids;
     std::vector<metrics::RankCommSample> samples;
     for (const auto& [id, job] : jobs) {
         for (size_t i = 0; i < job->ranks.size(); ++i) {
@@ -326,11 +341,13 @@ std::string LiveServer::Impl::render_metrics() {
             for (const auto& ci : s.comms) {
                 if (ci.comm_id == 0) continue;
                 metrics::RankCommSample m;
-                m.job = job->id;
+                m.job =
+                    hide_ids ? fmt::format("job-{:012x}", pseudonym(pseudonym_key, "job " + job->id) >> 16) : job->id;
                 m.global_rank = s.header.global_rank;
                 m.host = s.header.host;
-                m.pid = s.header.pid;
-                m.comm_id = ci.comm_id;
+                m.pid = hide_ids ? 0 : s.header.pid;
+                m.comm_id =
+                    hide_ids ? pseudonym(pseudonym_key, fmt::format("comm {} {}", job->id, ci.comm_id)) : ci.comm_id;
                 m.comm_rank = ci.rank;
                 m.issued = ci.coll_issued;
                 m.reached = ci.coll_reached;

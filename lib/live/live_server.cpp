@@ -79,6 +79,8 @@ bool LiveServer::start(std::string* err) noexcept {
         if (m.started) return true;
         m.boot = this_boot_id_hash();
         m.hostname = this_hostname();
+        if (!m.opt.token.empty() && !m.opt.metrics_ids && !fresh_nonce(m.pseudonym_key))
+            m.pseudonym_key = m.opt.token + m.hostname;  // never shown; only keys the /metrics pseudonyms
         m.epfd = epoll_create1(EPOLL_CLOEXEC);
         m.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         m.spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -18,6 +18,7 @@ struct ServerOptions {
     std::string listen = "127.0.0.1:29610";  // HOST:PORT to bind (loopback unless told otherwise); port 0 = any
     std::string metrics_listen;              // HOST:PORT for HTTP /metrics; "" = off
     std::string token;                       // required from every rank when not empty (NCCLWATCH_TOKEN)
+    bool metrics_ids = false;                // with a token, /metrics still shows job, communicator and pid ids
     double timeout_s = 60;                   // seconds without progress before a stall is reported
     double dead_after_s = 10;                // grace after a rank's last frame (connection lost) before it is DEAD
     std::string out_dir;                     // reports go to OUT_DIR/<job>/ (live-report.txt, .json); "" = stdout only

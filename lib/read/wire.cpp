@@ -84,6 +84,21 @@ void encode(const Reject& m, std::vector<uint8_t>& out) {
     Writer w(out);
     const size_t at = begin_frame(w, FrameType::Reject);
     w.str(m.reason);
+    if (m.retry) out[at + 10] |= uint8_t(kFlagRetry);  // 1.2: in the header's flags, so older decoders ignore it
+    finish_frame(w, at);
+}
+
+void encode(const Challenge& m, std::vector<uint8_t>& out) {
+    Writer w(out);
+    const size_t at = begin_frame(w, FrameType::Challenge);
+    w.str(m.nonce);
+    finish_frame(w, at);
+}
+
+void encode(const Proof& m, std::vector<uint8_t>& out) {
+    Writer w(out);
+    const size_t at = begin_frame(w, FrameType::Proof);
+    w.str(m.mac);
     finish_frame(w, at);
 }
 
@@ -170,6 +185,28 @@ bool decode(const uint8_t* p, size_t n, KeepAlive& m, std::string* err) noexcept
 
 bool decode(const uint8_t* p, size_t n, Reject& m, std::string* err) noexcept {
     return decode_with(p, n, m, err, [](Reader& r, Reject& v) { v.reason = r.str("reason"); });
+}
+
+bool decode(const uint8_t* p, size_t n, Challenge& m, std::string* err) noexcept {
+    Challenge v;
+    if (!decode_with(p, n, v, err, [](Reader& r, Challenge& c) { c.nonce = r.str("nonce"); })) return false;
+    if (v.nonce.size() != kChallengeBytes) {
+        if (err) *err = "nonce: " + std::to_string(v.nonce.size()) + " bytes, not 32";
+        return false;
+    }
+    m = std::move(v);
+    return true;
+}
+
+bool decode(const uint8_t* p, size_t n, Proof& m, std::string* err) noexcept {
+    Proof v;
+    if (!decode_with(p, n, v, err, [](Reader& r, Proof& c) { c.mac = r.str("mac"); })) return false;
+    if (!v.mac.empty() && v.mac.size() != 32) {
+        if (err) *err = "mac: " + std::to_string(v.mac.size()) + " bytes, not 32";
+        return false;
+    }
+    m = std::move(v);
+    return true;
 }
 
 bool decode(const uint8_t* p, size_t n, DumpRequest& m, std::string* err) noexcept {

@@ -14,7 +14,7 @@
 namespace ncw::wire {
 
 struct Hello {
-    std::string token;  // NCCLWATCH_TOKEN of the rank ("" when unset)
+    std::string token;  // 1.1 and older: NCCLWATCH_TOKEN in clear; 1.2 sends "" and answers a Challenge
     HeaderInfo header;  // identity fields (pid, ranks, host, job, clocks, boot, versions, env)
     std::string file;   // the rank file's path on its host
 };
@@ -31,7 +31,19 @@ struct KeepAlive {
 
 struct Reject {
     std::string reason;
+    bool retry = false;  // 1.2: refused for now (the rank is already connected): encoded as kFlagRetry in the
+                         // frame header's flags (the payload decoder leaves it false; read FrameHeader::flags)
 };
+
+struct Challenge {
+    std::string nonce;  // kChallengeBytes
+};
+
+struct Proof {
+    std::string mac;  // HMAC-SHA256, 32 bytes; "" = the rank has no token
+};
+
+inline constexpr size_t kChallengeBytes = 32;
 
 struct DumpRequest {
     uint64_t request_id = 0;
@@ -46,6 +58,8 @@ void encode_bye(std::vector<uint8_t>& out);
 void encode_hello_ack(std::vector<uint8_t>& out);
 void encode(const Reject& m, std::vector<uint8_t>& out);
 void encode(const DumpRequest& m, std::vector<uint8_t>& out);
+void encode(const Challenge& m, std::vector<uint8_t>& out);
+void encode(const Proof& m, std::vector<uint8_t>& out);
 
 // ---- Decoding ----
 // Validates a header (magic, major, length <= kMaxPayload). false with *err when invalid.
@@ -57,6 +71,8 @@ bool decode(const uint8_t* p, size_t n, Digest& m, std::string* err) noexcept;
 bool decode(const uint8_t* p, size_t n, KeepAlive& m, std::string* err) noexcept;
 bool decode(const uint8_t* p, size_t n, Reject& m, std::string* err) noexcept;
 bool decode(const uint8_t* p, size_t n, DumpRequest& m, std::string* err) noexcept;
+bool decode(const uint8_t* p, size_t n, Challenge& m, std::string* err) noexcept;
+bool decode(const uint8_t* p, size_t n, Proof& m, std::string* err) noexcept;
 
 // Reassembles frames from a byte stream (a socket read into feed()).
 class FrameReader {

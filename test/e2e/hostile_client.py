@@ -44,8 +44,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hostile_wire import (  # noqa: E402 (the protocol, in a file of its own)
-    Frames, HEADER, HOST, MAGIC, MAX_PAYLOAD, T_ACK, T_DIGEST, T_DUMP, T_REJECT, close_all, collect_replies,
-    comm, connect, digest, hello, http_get, parse_series, raise_nofile, reject_reason, sig)
+    Frames, HEADER, HOST, MAGIC, MAX_PAYLOAD, T_ACK, T_CHALLENGE, T_DIGEST, T_DUMP, T_REJECT, close_all,
+    collect_replies, comm, connect, digest, hello, http_get, parse_series, proof, raise_nofile, reject_reason, reject_retry, sig)
 
 
 def emit(d):
@@ -62,7 +62,7 @@ def unhex(h, default):
 def cmd_hello_flood(a):
     raise_nofile()
     token = a.token.encode() if a.token else b""
-    socks, errs = [], 0
+    socks, errs, hellos = [], 0, {}
     t0 = time.monotonic()
     for i in range(a.count):
         if a.job:
@@ -71,7 +71,8 @@ def cmd_hello_flood(a):
             job, rank = "flood-%d" % i, 0
         try:
             c = connect(a.port)
-            c.sendall(hello(job, rank, 100000 + i, "flood-host", a.count if a.job else 1, token))
+            hellos[i] = hello(job, rank, 100000 + i, "flood-host", a.count if a.job else 1)
+            c.sendall(hellos[i])
             socks.append(c)
         except OSError:
             errs += 1
@@ -81,7 +82,12 @@ def cmd_hello_flood(a):
 
     def on(i, frs):
         for t, p in frs:
-            if t == T_ACK:
+            if t == T_CHALLENGE:  # a collector with a token: prove ours (a wrong one gets "token refused")
+                try:
+                    socks[i].sendall(proof(token, p, hellos[i]))
+                except OSError:
+                    pass
+            elif t == T_ACK:
                 acks.add(i)
             elif t == T_REJECT:
                 r = reject_reason(p)
@@ -123,10 +129,10 @@ def cmd_impersonate(a):
 
     res = {"cmd": "impersonate", "job": job, "rank": a.rank, "real_pid": real_pid, "fake_pid": a.pid,
            "host": host, "world": world, "comm": target["comm"], "hello_acked": 0, "rejects": {},
-           "dump_requests_received": 0, "connections": 0, "closed_by_server": 0, "slot_taken": False,
+           "dump_requests_received": 0, "connections": 0, "challenges": 0, "closed_by_server": 0, "slot_taken": False,
            "fake_pid_in_metrics_samples": 0, "metrics_samples": 0}
     deadline = time.monotonic() + a.duration
-    c, fr, next_digest, next_scrape = None, Frames(), 0.0, 0.0
+    c, fr, next_digest, next_scrape, final_reject = None, Frames(), 0.0, 0.0, False
     while time.monotonic() < deadline:
         if c is None:
             if res["connections"] >= a.max_connects:
@@ -134,22 +140,49 @@ def cmd_impersonate(a):
             try:
                 c = connect(a.port)
                 res["connections"] += 1
-                c.sendall(hello(job, a.rank, a.pid, host, world, token))
+                h = hello(job, a.rank, a.pid, host, world)
+                c.sendall(h)
                 c.settimeout(0.1)
                 fr = Frames()
+                # As a 1.2 rank: nothing but the proof before the collector's answer to the Hello.
+                answered, until = False, time.monotonic() + 3
+                while not answered and time.monotonic() < until:
+                    try:
+                        data = c.recv(65536)
+                    except socket.timeout:
+                        continue
+                    if not data:
+                        raise ConnectionResetError
+                    for ft, p in fr.feed(data):
+                        if ft == T_CHALLENGE:
+                            res["challenges"] += 1
+                            c.sendall(proof(token, p, h))
+                        elif ft == T_ACK:
+                            res["hello_acked"] += 1
+                            answered = True
+                        elif ft == T_REJECT:
+                            r = reject_reason(p)
+                            res["rejects"][r] = res["rejects"].get(r, 0) + 1
+                            final_reject = not reject_retry(p)
+                            raise ConnectionResetError
                 next_digest = 0.0
             except OSError:
+                if c is not None:
+                    c.close()
                 c = None
+                if final_reject:
+                    break  # refused for good: a real shim stops here too (one refused "for now" tries again)
                 time.sleep(0.2)
-                continue
         t = time.monotonic()
-        if t >= next_digest:
+        if c is not None and t >= next_digest:
             try:
                 c.sendall(claim())
             except OSError:
                 pass
             next_digest = t + 0.3
         try:
+            if c is None:
+                raise socket.timeout
             data = c.recv(65536)
             if not data:
                 raise ConnectionResetError

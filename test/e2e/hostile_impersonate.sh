@@ -9,7 +9,8 @@
 # reconnecting whenever it is dropped.
 #   1. No token on the collector or the ranks.
 #   2. NCCLWATCH_TOKEN on the collector and the ranks; the impostor knows the token (the token only says "may
-#      talk to this collector", and it travels in clear, so any holder must be assumed).
+#      talk to this collector", so any holder must be assumed) and the ids: with a token /metrics hides them by
+#      default, so this collector runs with --metrics-ids, to give the impostor all it could learn elsewhere.
 # RIGHT ANSWER, in both cases:
 #   - the real rank 1 keeps its connection (its shim never logs "lost the live collector");
 #   - the collector never lets the impostor's Hello take over the (job, rank 1) slot: /metrics never shows rank 1
@@ -35,9 +36,10 @@ trap 'stop_job; stop_serve; cleanup' EXIT
 
 start_serve() {
     local name=$1
+    shift
     mkdir -p "$WORK/$name"
     "$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --timeout 2 --dead-after 3 \
-        --out "$WORK/$name" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+        --out "$WORK/$name" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
     SERVE_PID=$!
     wait_for 10 grep -q "listening on" "$WORK/$name.out" || fail "serve did not start: $(cat "$WORK/$name.err")"
     PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
@@ -55,7 +57,7 @@ export NCCLWATCH_DIGEST_MS=50 NCCLWATCH_TIMEOUT_SEC=30
 attack() {
     local name=$1
     shift
-    start_serve "$name"
+    start_serve "$name" ${SERVE_ARGS:-}
     launch_job 4 --steps 5 --count 1024 --hold-ms 60000
     wait_for 20 four_connected || { check_fail "$name: the job did not connect: $(metrics | grep connected)"; stop_job; stop_serve; return; }
     sleep 1
@@ -87,7 +89,7 @@ attack notoken
 
 # ---- 2. token on both sides; the impostor knows it ----
 export NCCLWATCH_TOKEN="imp-token-$$"
-attack token --token "$NCCLWATCH_TOKEN"
+SERVE_ARGS=--metrics-ids attack token --token "$NCCLWATCH_TOKEN"
 
 # ---- control: the token keeps out who does not have it ----
 start_serve control

@@ -1,5 +1,7 @@
 """The wire protocol and the sockets of test/e2e/hostile_client.py: frames (include/ncclwatch/wire.h), payloads (lib/read/
 wire.cpp: u32-length strings and blocks), connecting, collecting replies, and reading /metrics. 127.0.0.1 only."""
+import hashlib
+import hmac
 import re
 import resource
 import selectors
@@ -9,8 +11,10 @@ import time
 
 MAGIC = 0x4C57434E
 HEADER = struct.Struct("<IHHHHI")  # magic, major, minor, type, flags, length
-T_HELLO, T_DIGEST, T_KEEPALIVE, T_BYE = 1, 2, 3, 4
-T_ACK, T_REJECT, T_DUMP = 16, 17, 18
+T_HELLO, T_DIGEST, T_KEEPALIVE, T_BYE, T_PROOF = 1, 2, 3, 4, 5
+T_ACK, T_REJECT, T_DUMP, T_CHALLENGE = 16, 17, 18, 19
+WIRE_MINOR = 2  # 1.2: the token is proven (an HMAC over the collector's nonce and the Hello), never sent
+PROOF_LABEL = b"ncclwatch live 1.2 token proof\0"  # lib/live/live_auth.h, with its NUL
 MAX_PAYLOAD = 1 << 20
 HOST = "127.0.0.1"
 FAKE_MAJOR, FAKE_MINOR = 1, 2  # disk format the shim writes
@@ -19,7 +23,7 @@ FAKE_MAJOR, FAKE_MINOR = 1, 2  # disk format the shim writes
 # ---------------------------------------------------------------- encoding
 
 def frame(ftype, payload=b""):
-    return HEADER.pack(MAGIC, 1, 0, ftype, 0, len(payload)) + payload
+    return HEADER.pack(MAGIC, 1, WIRE_MINOR, ftype, 0, len(payload)) + payload
 
 
 def s(v):
@@ -33,6 +37,7 @@ def block(body):
 
 
 def hello(job, rank, pid, host, world, token=b"", local_rank=0, local_world=1, boot=0, file=b""):
+    """A 1.2 Hello: `token` is not in it (answer the Challenge with proof()); empty token field."""
     now = time.monotonic_ns()
     h = struct.pack("<HH", FAKE_MAJOR, FAKE_MINOR)
     h += struct.pack("<6I", 4096, 1024, 64, 64, 16384, 16)  # header, slot, max_comms, record, ring, bt depth
@@ -46,7 +51,17 @@ def hello(job, rank, pid, host, world, token=b"", local_rank=0, local_world=1, b
     h += struct.pack("<II", 1, 1)  # process state Running, num comms
     h += struct.pack("<4Q", 1, 0, 0, 0)  # write ticket, dump request, dumps, reports
     h += struct.pack("<I", 0)  # env count
-    return frame(T_HELLO, s(token) + block(h) + s(file))
+    return frame(T_HELLO, s(b"") + block(h) + s(file))
+
+
+def proof(token, challenge_payload, hello_frame):
+    """The answer to a Challenge: HMAC-SHA256(token, label || nonce || the Hello's payload); empty without a token."""
+    if not token:
+        return frame(T_PROOF, s(b""))
+    (n,) = struct.unpack_from("<I", challenge_payload)
+    nonce = challenge_payload[4:4 + n]
+    mac = hmac.new(token, PROOF_LABEL + nonce + hello_frame[HEADER.size:], hashlib.sha256).digest()
+    return frame(T_PROOF, s(mac))
 
 
 def sig(seq, count=1024, t_issue=0, op=1, dtype=7):
@@ -87,12 +102,24 @@ class Frames:
         self.buf += data
         out = []
         while len(self.buf) >= HEADER.size:
-            magic, _maj, _min, t, _fl, n = HEADER.unpack_from(self.buf)
+            magic, _maj, _min, t, fl, n = HEADER.unpack_from(self.buf)
             if magic != MAGIC or len(self.buf) < HEADER.size + n:
                 break
-            out.append((t, self.buf[HEADER.size:HEADER.size + n]))
+            p = Payload(self.buf[HEADER.size:HEADER.size + n])
+            p.flags = fl
+            out.append((t, p))
             self.buf = self.buf[HEADER.size + n:]
         return out
+
+
+class Payload(bytes):
+    """A frame's payload, with its header's flags."""
+    flags = 0
+
+
+def reject_retry(payload):
+    """1.2: the Reject's header says "refused for now" (a real shim reconnects with backoff)."""
+    return bool(getattr(payload, "flags", 0) & 1)
 
 
 def reject_reason(payload):

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "live/live_auth.h"
 #include "live/live_server.h"
 #include "ncclwatch/format.h"
 #include "read/time_base.h"
@@ -205,6 +206,38 @@ bool expect_ack(Client& c) {
     wire::FrameHeader h;
     std::vector<uint8_t> p;
     return c.next(h, p) && h.type == uint16_t(wire::FrameType::HelloAck);
+}
+
+// A Hello as a 1.2 rank says it: the token never in it; a Challenge answered with the proof (none without a token).
+// The type of the collector's last reply (HelloAck or Reject; 0 = none), its reason in *reason.
+inline uint16_t say_hello(Client& c, const wire::Hello& m, const std::string& token, std::string* reason = nullptr) {
+    wire::Hello clear = m;
+    clear.token.clear();
+    std::vector<uint8_t> frame;
+    wire::encode(clear, frame);
+    c.send_bytes(frame);
+    wire::FrameHeader h;
+    std::vector<uint8_t> p;
+    if (!c.next(h, p)) return 0;
+    if (h.type == uint16_t(wire::FrameType::Challenge)) {
+        wire::Challenge ch;
+        std::string err;
+        REQUIRE(wire::decode(p.data(), p.size(), ch, &err));
+        wire::Proof proof;
+        if (!token.empty()) {
+            const live::Digest32 d = live::token_proof(token, ch.nonce, frame.data() + wire::kHeaderBytes,
+                                                       frame.size() - wire::kHeaderBytes);
+            proof.mac.assign(d.begin(), d.end());
+        }
+        c.send_msg(proof);
+        if (!c.next(h, p)) return 0;
+    }
+    if (h.type == uint16_t(wire::FrameType::Reject) && reason) {
+        wire::Reject r;
+        std::string err;
+        if (wire::decode(p.data(), p.size(), r, &err)) *reason = r.reason;
+    }
+    return h.type;
 }
 
 inline std::string http_get(uint16_t port, const std::string& request) {

@@ -133,23 +133,102 @@ TEST_CASE("live server with a token rejects a rank without it") {
     Log log;
     auto opt = options(log);
     opt.token = "s3cret";
+    opt.metrics_listen = "127.0.0.1:0";
     live::LiveServer srv(opt);
     std::string err;
     REQUIRE(srv.start(&err));
     const uint16_t port = srv.stats().port;
 
     Client wrong(port);
-    wrong.send_msg(hello(0, 1, "nope"));
-    wire::FrameHeader h;
-    std::vector<uint8_t> p;
-    REQUIRE(wrong.next(h, p));
-    CHECK(h.type == uint16_t(wire::FrameType::Reject));
+    std::string reason;
+    CHECK(say_hello(wrong, hello(0, 1), "nope", &reason) == uint16_t(wire::FrameType::Reject));
+    CHECK(reason == "token refused");
     CHECK(wrong.closed_by_peer());
     CHECK(log.has("wrong token"));
 
+    Client none(port);
+    CHECK(say_hello(none, hello(0, 1), "", &reason) == uint16_t(wire::FrameType::Reject));
+    CHECK(none.closed_by_peer());
+    CHECK(log.has("no token"));
+
+    // A 1.1 rank sends the token in clear: refused, and told why.
+    Client old(port);
+    std::vector<uint8_t> f;
+    wire::encode(hello(0, 1, "s3cret"), f);
+    f[6] = 1;  // minor 1
+    old.send_bytes(f);
+    wire::FrameHeader h;
+    std::vector<uint8_t> p;
+    REQUIRE(old.next(h, p));
+    REQUIRE(h.type == uint16_t(wire::FrameType::Reject));
+    wire::Reject r;
+    REQUIRE(wire::decode(p.data(), p.size(), r, &err));
+    CHECK(r.reason.find("1.1 sends the token in clear") != std::string::npos);
+    CHECK(r.reason.find("upgrade") != std::string::npos);
+    CHECK(!(h.flags & wire::kFlagRetry));
+    CHECK(old.closed_by_peer());
+
+    // A proof made for another Hello (another rank) does not pass.
+    Client replay(port);
+    std::vector<uint8_t> mine;
+    wire::encode(hello(0, 1), mine);
+    replay.send_bytes(mine);
+    REQUIRE(replay.next(h, p));
+    REQUIRE(h.type == uint16_t(wire::FrameType::Challenge));
+    wire::Challenge ch;
+    REQUIRE(wire::decode(p.data(), p.size(), ch, &err));
+    std::vector<uint8_t> other;
+    wire::encode(hello(1, 2), other);
+    const auto d = live::token_proof("s3cret", ch.nonce, other.data() + 16, other.size() - 16);
+    replay.send_msg(wire::Proof{std::string(d.begin(), d.end())});
+    REQUIRE(replay.next(h, p));
+    CHECK(h.type == uint16_t(wire::FrameType::Reject));
+
     Client right(port);
-    right.send_msg(hello(0, 1, "s3cret"));
-    CHECK(expect_ack(right));
+    CHECK(say_hello(right, hello(0, 1), "s3cret") == uint16_t(wire::FrameType::HelloAck));
+    // With a token, /metrics names no job, communicator or pid.
+    right.send_msg(digest(0, 1, 3, 3, mono()));
+    std::string body;
+    CHECK(wait_until([&] {
+        body = http_get(srv.stats().metrics_port, "GET /metrics HTTP/1.0\r\n\r\n");
+        return body.find("ncclwatch_coll_issued{") != std::string::npos;
+    }));
+    CHECK(body.find(header(0, 1).job_id) == std::string::npos);
+    CHECK(body.find("pid=\"0\"") != std::string::npos);
+}
+
+TEST_CASE("live server binds a rank to its connection: a second Hello is refused and never kicks the first") {
+    Log log;
+    auto opt = options(log);
+    opt.dead_after_s = 30;  // the first connection stays alive for the whole test
+    live::LiveServer srv(opt);
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    Client first(port);
+    CHECK(say_hello(first, hello(1, 2), "") == uint16_t(wire::FrameType::HelloAck));
+    for (int i = 0; i < 20; ++i) {
+        Client impostor(port);
+        wire::Hello m = hello(1, 2);
+        m.header.pid = 31337;
+        std::string reason;
+        wire::FrameHeader h;
+        std::vector<uint8_t> p;
+        impostor.send_msg(m);
+        REQUIRE(impostor.next(h, p));
+        REQUIRE(h.type == uint16_t(wire::FrameType::Reject));
+        wire::Reject r;
+        REQUIRE(wire::decode(p.data(), p.size(), r, &err));
+        CHECK((h.flags & wire::kFlagRetry) != 0);
+        CHECK(r.reason.find("already connected") != std::string::npos);
+        CHECK(impostor.closed_by_peer());
+    }
+    CHECK(log.has("a second Hello while the rank's connection from 127.0.0.1"));
+    CHECK(log.count("a second Hello") <= 12);  // rate-limited
+    // The first still holds the rank.
+    first.send_msg(wire::KeepAlive{mono()});
+    CHECK(!first.closed_by_peer(0.3));
+    CHECK(srv.stats().connections == 1);
 }
 
 TEST_CASE("live server drops a connection that never says Hello") {
@@ -372,7 +451,7 @@ TEST_CASE("live server logs bad clients rate-limited per cause; a wrong token al
     CHECK(log.count("bad magic") <= 12);
     CHECK(srv.stats().log_suppressed >= 28);
     Client wrong(port);
-    wrong.send_msg(hello(0, 1, "nope"));
+    CHECK(say_hello(wrong, hello(0, 1), "nope") == uint16_t(wire::FrameType::Reject));
     CHECK(wrong.closed_by_peer());
     CHECK(wait_until([&] { return log.has("wrong token"); }));
     CHECK(wait_until([&] { return log.has("left out by the rate limits") && log.has("bad magic: "); }));
