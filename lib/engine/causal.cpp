@@ -69,6 +69,27 @@ std::string end_words(const RankCommState& r) {
     return fmt::format("is gone (killed?; heartbeat {} old)", secs(r.heartbeat_age_s));
 }
 
+bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout_s) {
+    const uint64_t timeout_ns = timeout_s > 0 ? uint64_t(timeout_s * 1e9) : 0;
+    for (const CommView* v : views)
+        for (const auto& r : v->ranks) {
+            if (r.stall_since_ns && r.stall_since_ns < t) return true;
+            const uint64_t since = std::max(r.t_last_progress_ns, r.t_last_issue_ns);
+            if (timeout_ns && r.issued > r.completed && since && since < t && t - since >= timeout_ns) return true;
+        }
+    return false;
+}
+
+void revive_ended_together(const std::vector<CommView*>& views) {
+    for (CommView* v : views)
+        for (auto& r : v->ranks) {
+            r.alive = true;
+            r.exited_clean = false;
+            r.end_kind = uint32_t(disk::EndKind::None);
+            r.heartbeat_age_s = 0;
+        }
+}
+
 CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns) {
     CausalOrder out;
     // The first departure or failure of the job, over every communicator (a process departs from all at once).

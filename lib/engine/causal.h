@@ -28,6 +28,15 @@ inline constexpr uint64_t kSimultaneousNs = 150'000'000;
 // `now_ns`: the views' "now" (heartbeat ages are measured from it). Changes the views' rank states in place.
 CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns);
 
+// Whether the job was already hung when it ended together: before `t` (the common end), a rank's shim had reported a
+// stall, or a rank had waited in an outstanding op for `timeout_s` or more. A hung job that a scheduler or a person
+// then killed at once is still that hang, not "killed together, not a hang".
+bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout_s);
+
+// Such a hang is judged as it stood when it was ended: every rank that departed at that moment is put back alive
+// (with no end recorded), to be judged at `first_ns`.
+void revive_ended_together(const std::vector<CommView*>& views);
+
 // How a departed rank ended, in words: "exited with code 3", "crashed with SIGSEGV (signal 11)", "was terminated by
 // SIGTERM", "exited cleanly (exit handlers ran)", "is gone (killed?; heartbeat 2.0 s old)" (no end recorded: SIGKILL).
 std::string end_words(const RankCommState& r);

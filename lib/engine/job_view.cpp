@@ -304,14 +304,23 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     for (auto& c : jr.comms) views.push_back(&c.view);
     const verdict::CausalOrder causal = verdict::order_causally(views, jr.now_mono_ns);
     AnalysisOptions copt = opt;
-    if (causal.ended_together) {
+    uint64_t judged_at = jr.now_mono_ns;
+    const std::string job_name = "job " + (jr.job_id.empty() ? std::string("(no job id)") : jr.job_id);
+    if (causal.ended_together && verdict::hung_before(views, causal.first_ns, opt.timeout_s)) {
+        // A hang that a scheduler or a person ended (every rank at once): the hang as it stood at that moment.
+        verdict::revive_ended_together(views);
+        judged_at = causal.first_ns;
+        warnings.push_back(job_name +
+                           ": every rank was ended at the same moment from outside while the job hung: judged as it "
+                           "stood then");
+    } else if (causal.ended_together) {
         copt.stalls = false;
-        warnings.push_back("job " + (jr.job_id.empty() ? std::string("(no job id)") : jr.job_id) +
+        warnings.push_back(job_name +
                            ": every rank ended at the same moment without an exit, crash or error of its own "
                            "(all killed together from outside): not a hang");
     }
     for (auto& c : jr.comms) {
-        judge_comm(c, jr.now_mono_ns, copt);
+        judge_comm(c, judged_at, copt);
         for (auto& v : c.verdicts)
             if (v.kind != verdict::Kind::Straggler)
                 v.evidence.insert(v.evidence.end(), causal.notes.begin(), causal.notes.end());

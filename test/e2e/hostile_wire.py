@@ -50,6 +50,7 @@ def hello(job, rank, pid, host, world, token=b"", local_rank=0, local_world=1, b
     h += struct.pack("<Q", now)  # heartbeat
     h += struct.pack("<II", 1, 1)  # process state Running, num comms
     h += struct.pack("<4Q", 1, 0, 0, 0)  # write ticket, dump request, dumps, reports
+    h += struct.pack("<IiQ", 0, 0, 0)  # 1.5: end kind, end status, end time (still running)
     h += struct.pack("<I", 0)  # env count
     return frame(T_HELLO, s(b"") + block(h) + s(file))
 
@@ -84,6 +85,7 @@ def comm(comm_id, rank, nranks, issued, completed, t_last_issue=0, t_last_progre
     b += struct.pack("<QQ", stall_since, 0)
     # Format 1.4: gpu source, exact, proven unreached / uncompleted, clock uncertainty, completion-gap baseline.
     b += struct.pack("<IIQQQQ", 0, 0, 0, 0, 0, 0)
+    b += struct.pack("<QQiQ", 0, 0, 0, 0)  # 1.5: ops failed, first failed seq, its result, its time
     b += struct.pack("<I", len(recent)) + b"".join(recent)
     return block(b)
 
