@@ -52,6 +52,14 @@ wait_for() {
 job_dir() { ls -d "$NCCLWATCH_DIR"/*/ 2>/dev/null | head -1; }
 count_files() { ls "$(job_dir)"/$1 2>/dev/null | wc -l; }
 has_files() { [ "$(count_files "$1")" -ge "$2" ]; }
+# Every rank's process has ended (reaped: a zombie still answers kill -0)
+ranks_gone() {
+    local f
+    for f in "$(job_dir)"/*.ncw; do
+        kill -0 "$(echo "$f" | sed -n 's/.*-\([0-9]*\)\.ncw$/\1/p')" 2>/dev/null && return 1
+    done
+    return 0
+}
 
 # jq is not assumed: python3 reads the JSON (the system one: a pyenv shim takes a second to start).
 PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)

@@ -9,14 +9,6 @@ export NCCLWATCH_TIMEOUT_SEC=2
 export FAKE_NCCL_TIMEOUT_SEC=5
 
 # the lead verdict of analyze --json over the job folder: "KIND CULPRITS"
-# every rank's process has ended (reaped: a zombie still answers kill -0)
-ranks_gone() {
-    local f
-    for f in "$(job_dir)"/*.ncw; do
-        kill -0 "$(echo "$f" | sed -n 's/.*-\([0-9]*\)\.ncw$/\1/p')" 2>/dev/null && return 1
-    done
-    return 0
-}
 offline_lead() {
     wait_for 10 ranks_gone || fail "the ranks' processes did not end"
     "$NCW_COLLECTOR" analyze --json "$(job_dir)" >"$WORK/a.json" 2>"$WORK/a.err"

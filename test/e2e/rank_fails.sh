@@ -23,14 +23,6 @@ lead_is() {
 live_lead() {  # FILE EVENT_TYPE -> "KIND [CULPRITS]"
     json_get "$1" "[e for e in d['events'] if e['type']=='$2'][0]['verdicts'][0]['kind'] + ' ' + str([e for e in d['events'] if e['type']=='$2'][0]['verdicts'][0]['culprits'])"
 }
-# every rank's process has ended (reaped: a zombie still answers kill -0)
-ranks_gone() {
-    local f
-    for f in "$(job_dir)"/*.ncw; do
-        kill -0 "$(echo "$f" | sed -n 's/.*-\([0-9]*\)\.ncw$/\1/p')" 2>/dev/null && return 1
-    done
-    return 0
-}
 offline() {  # analyze --json over the job folder; sets RC
     wait_for 10 ranks_gone || fail "the ranks' processes did not end"
     "$NCW_COLLECTOR" analyze --json "$(job_dir)" >"$WORK/a.json" 2>"$WORK/a.err"
