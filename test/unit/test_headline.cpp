@@ -23,10 +23,12 @@ verdict::OpSig sig(uint64_t seq, OpType op, int32_t root = -1) {
     return s;
 }
 
-// A 4-rank world where every rank completed #42 and rank 3 issued `odd` at #42 where the others issued AllReduce.
-JobResult mismatch_job(OpType odd) {
+// A 4-rank world on node0 (rank r: pid 100 + r, GPU r), each rank's counts and signatures filled by history(r, s),
+// with the mismatches the engine finds in it.
+template <class History>
+JobResult four_rank_job(const char* job_id, History&& history) {
     JobResult job;
-    job.job_id = "job-m";
+    job.job_id = job_id;
     CommResult c;
     c.job_id = job.job_id;
     c.comm_id = c.view.comm_id = 0xAB;
@@ -37,14 +39,21 @@ JobResult mismatch_job(OpType odd) {
         s.host = "node0";
         s.pid = 100 + r;
         s.cuda_dev = r;
-        s.issued = s.reached = s.completed = 42;
-        s.recent.push_back(r == 3 ? sig(42, odd, odd == OpType::AllReduce ? -1 : 0) : sig(42, OpType::AllReduce));
-        if (r == 3 && odd == OpType::AllReduce) s.recent.back().count = 7;
+        history(r, s);
         c.view.ranks.push_back(s);
     }
     c.verdicts = verdict::find_mismatches(c.view);
     job.comms.push_back(c);
     return job;
+}
+
+// Every rank completed #42, and rank 3 issued `odd` at #42 where the others issued AllReduce.
+JobResult mismatch_job(OpType odd) {
+    return four_rank_job("job-m", [&](int r, verdict::RankCommState& s) {
+        s.issued = s.reached = s.completed = 42;
+        s.recent.push_back(r == 3 ? sig(42, odd, odd == OpType::AllReduce ? -1 : 0) : sig(42, OpType::AllReduce));
+        if (r == 3 && odd == OpType::AllReduce) s.recent.back().count = 7;
+    });
 }
 
 // The headline of the one mismatch of mismatch_job(odd).
@@ -110,28 +119,14 @@ TEST_CASE("every verdict kind has a name, a meaning, an importance of its own an
 
 TEST_CASE("a drift leads with the skip in one voice, its MISMATCHes say they are consequences") {
     // 4 ranks; a broadcast every 10th op; rank 3 skipped one all_reduce after #10: its #19.. are the others' #20..
-    JobResult job;
-    job.job_id = "job-d";
-    CommResult c;
-    c.job_id = job.job_id;
-    c.comm_id = c.view.comm_id = 0xAB;
-    c.view.nranks = 4;
-    for (int r = 0; r < 4; ++r) {
-        verdict::RankCommState s;
-        s.comm_rank = s.global_rank = r;
-        s.host = "node0";
-        s.pid = 100 + r;
-        s.cuda_dev = r;
+    JobResult job = four_rank_job("job-d", [](int r, verdict::RankCommState& s) {
         const uint64_t n = r == 3 ? 32 : 33;
         s.issued = s.reached = s.completed = n;
         for (uint64_t q = 1; q <= n; ++q) {
             const uint64_t as = r == 3 && q >= 15 ? q + 1 : q;  // the others' op it stands for
             s.recent.push_back(as % 10 == 0 ? sig(q, OpType::Broadcast, 0) : sig(q, OpType::AllReduce));
         }
-        c.view.ranks.push_back(s);
-    }
-    c.verdicts = verdict::find_mismatches(c.view);
-    job.comms.push_back(c);
+    });
     const CommResult& cr = job.comms[0];
     Analysis a;
     a.jobs.push_back(job);
