@@ -19,9 +19,9 @@
 #include "process_end.h"
 #include "profiler_plugin.h"
 #include "py_stacks.h"
-#include "read/gpu_spans.h"
 #include "read/rank_file.h"
 #include "resolver.h"
+#include "sibling_files.h"
 
 namespace ncw {
 namespace {
@@ -79,11 +79,7 @@ struct CommWatch {
 
 class Watchdog {
 public:
-    explicit Watchdog(Runtime& rt) : rt_(rt), dumps_(rt) {
-        host_tag_ = "-";
-        host_tag_ += sanitize_component(rt.id.host);
-        host_tag_ += "-";
-    }
+    explicit Watchdog(Runtime& rt) : rt_(rt), dumps_(rt), siblings_(rt.id.host) {}
 
     void run() {
         const uint64_t poll_ns = uint64_t(rt_.cfg.poll_ms) * 1000000ull;
@@ -169,41 +165,9 @@ private:
         final_verdict_done();
     }
 
-    // The files of this job's folder, as the other ranks on this node (or a shared filesystem) left them; with_spans:
-    // with the newest in-collective GPU times of their profiler-timed communicators (read/gpu_spans.h).
+    // The files of this job's folder, as the other ranks on this node left them (sibling_files.h).
     std::vector<FileSnapshot> sibling_snapshots(bool with_p2p, bool with_spans = false) {
-        std::vector<FileSnapshot> out;
-        std::vector<std::string> paths = list_rank_files(rt_.file.job_dir);
-        if (!rt_.file.file_backed) paths.clear();
-        // Only this host's ranks (file names carry the host): on a shared filesystem every rank reading every
-        // other rank's file each second would be N^2 network reads. The whole job is the collector's business.
-        for (const std::string& p : paths) {
-            if (p.find(host_tag_, p.rfind('/')) == std::string::npos) continue;
-            auto it = files_.find(p);
-            if (it == files_.end()) {
-                RankFile f;
-                if (!f.open(p)) continue;  // a file still being created, or not ours to read: try next time
-                // A live writer's file always has its full size: a cut one is a copy or a wreck, not a rank's
-                // evidence now. Named once, like one that changes under us below, and tried again next poll.
-                if (f.truncated()) {
-                    if (damaged_.insert(p).second)
-                        log().warn("skipping rank file {}: {}", p,
-                                   f.warnings().empty() ? "truncated" : f.warnings()[0]);
-                    continue;
-                }
-                it = files_.emplace(p, std::move(f)).first;
-            }
-            FileSnapshot s = snapshot(it->second, with_p2p);
-            if (!s.ok) {
-                // Truncated, regrown or replaced under us: skipped, reopened next poll, named once per file.
-                if (damaged_.insert(p).second) log().warn("skipping rank file {}: {}", p, s.error);
-                files_.erase(it);
-                continue;
-            }
-            if (with_spans) read_gpu_spans(it->second, s.comms, kLiveSpanRecords);
-            out.push_back(std::move(s));
-        }
-        return out;
+        return siblings_.read(rt_.file.file_backed ? rt_.file.job_dir : std::string(), with_p2p, with_spans);
     }
 
     // p2p: read the siblings' rings for send/recv counts; only when a stall is being reported (rare), since it
@@ -382,9 +346,9 @@ private:
         std::vector<std::pair<std::string, uint64_t>> waiting;  // file, its py_stacks_seq before the request
         for (const verdict::RankCommState& r : c.view.ranks) {
             if (r.pid == rt_.id.pid || asked.count(r.file)) continue;
-            auto it = files_.find(r.file);
-            if (it == files_.end()) continue;
-            const HeaderInfo h = it->second.header();
+            const RankFile* f = siblings_.find(r.file);
+            if (!f) continue;
+            const HeaderInfo h = f->header();
             if (!request_dump(r.file)) continue;
             asked.insert(r.file);
             // Those known to have no stacks to give are not waited for.
@@ -399,9 +363,9 @@ private:
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
             waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
                                          [&](const auto& w) {
-                                             auto it = files_.find(w.first);
-                                             if (it == files_.end()) return true;
-                                             const HeaderInfo h = it->second.header();
+                                             const RankFile* f = siblings_.find(w.first);
+                                             if (!f) return true;
+                                             const HeaderInfo h = f->header();
                                              return h.py_stacks_seq != w.second && h.py_stacks_seq % 2 == 0;
                                          }),
                           waiting.end());
@@ -515,9 +479,7 @@ private:
     Runtime& rt_;
     std::timed_mutex mu_;  // the watchdog's state, shared with the exit handler
     DumpWriter dumps_;
-    std::string host_tag_;  // "-<host>-": the part of a rank file's name that says it is from this host
-    std::map<std::string, RankFile> files_;
-    std::set<std::string> damaged_;  // files already named as changed under a read
+    SiblingFiles siblings_;
     std::map<uint64_t, CommWatch> watch_;
 };
 
