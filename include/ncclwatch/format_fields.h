@@ -134,7 +134,7 @@
     X(i32, global_rank, -1, num, global_rank)                                                                        \
     X(i32, local_rank, -1, num, local_rank)                                                                          \
     X(i32, world_size, -1, num, world_size)                                                                          \
-    X(i32, local_world_size, -1, num, )                                                                              \
+    X(i32, local_world_size, -1, num, local_world_size)                                                              \
     X(str, host, {}, num, host)                                                                                      \
     X(str, job_id, {}, num, )                                                                                        \
     X(u64, start_mono_ns, 0, num, )                                                                                  \
