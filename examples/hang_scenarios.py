@@ -17,6 +17,9 @@ type_mismatch: at --at-step every rank all-reduces a statistics tensor, but the 
 size_mismatch: at --at-step the last rank all-reduces half the statistics tensor. NCCL completes this silently on
                two GPUs (and corrupts the result).
 rank_dies:     the last rank calls os._exit(--exit-code, default 1) at --at-step, as after an out-of-memory error.
+rank_exit0:    the same, with os._exit(0): a rank that leaves "successfully" in the middle of the job.
+rank_segv:     the last rank crashes with a real SIGSEGV at --at-step (a read of address 0, as a bad extension would).
+rank_killed:   the last rank is killed with SIGKILL at --at-step (as the kernel's OOM killer would): nothing of it runs.
 init_hang:     the last rank calls init_process_group --delay-sec late (past the watchdog timeout), then all train.
 validation:    rank 0 runs "validation" (GPU work outside NCCL) for --busy-sec at --at-step while the others wait in
                the next all_reduce; then the job goes on and ends normally.
@@ -36,8 +39,10 @@ every rank just before the mismatched op), t_loop_end (out of the loop, before t
 """
 import argparse
 import contextlib
+import ctypes
 import datetime
 import os
+import signal
 import sys
 import time
 
@@ -49,7 +54,17 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 SCENARIOS = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
-             "clean"]
+             "clean", "rank_exit0", "rank_segv", "rank_killed"]
+DYING = ("rank_dies", "rank_exit0", "rank_segv", "rank_killed")  # the last rank ends itself at --at-step
+
+
+def die(rank, how, exit_code):
+    """Ends this process at once, as the scenario says (nothing after it runs)."""
+    if how == "rank_segv":
+        ctypes.string_at(0)  # a real fault, not a signal sent by kill
+    elif how == "rank_killed":
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(0 if how == "rank_exit0" else exit_code)
 
 
 def log(rank, msg):
@@ -168,10 +183,10 @@ def main():
                     break
         elif step >= steps:
             break
-        if s == "rank_dies" and rank == odd and step == args.at_step:
-            log(rank, f"dying at step {step} (os._exit({args.exit_code}), as after an out-of-memory error)")
+        if s in DYING and rank == odd and step == args.at_step:
+            log(rank, f"dying at step {step} ({s}; rank_dies: os._exit({args.exit_code}))")
             truth.mark("t_depart", step=step)
-            os._exit(args.exit_code)
+            die(rank, s, args.exit_code)
         if s == "skip" and rank == odd and step == args.at_step:
             log(rank, f"skipping step {step} (a bad batch: `continue` before forward/backward)")
             truth.mark("t_depart", step=step)

@@ -60,7 +60,7 @@ void rewind_to(RankCommState& r, uint64_t t) {
 
 std::string end_words(const RankCommState& r) {
     switch (disk::EndKind(r.end_kind)) {
-        case disk::EndKind::Exit: return fmt::format("exited with code {}", r.end_status);
+        case disk::EndKind::Exit: return fmt::format("exited (exit code {})", r.end_status);
         case disk::EndKind::FatalSignal: return fmt::format("crashed with {}", signal_words(r.end_status));
         case disk::EndKind::Terminated: return fmt::format("was terminated by {}", signal_words(r.end_status));
         case disk::EndKind::None: break;

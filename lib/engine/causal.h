@@ -37,7 +37,7 @@ bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout
 // (with no end recorded), to be judged at `first_ns`.
 void revive_ended_together(const std::vector<CommView*>& views);
 
-// How a departed rank ended, in words: "exited with code 3", "crashed with SIGSEGV (signal 11)", "was terminated by
+// How a departed rank ended, in words: "exited (exit code 3)", "crashed with SIGSEGV (signal 11)", "was terminated by
 // SIGTERM", "exited cleanly (exit handlers ran)", "is gone (killed?; heartbeat 2.0 s old)" (no end recorded: SIGKILL).
 std::string end_words(const RankCommState& r);
 

@@ -217,7 +217,9 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
     grep -h "run_scenario\|run_two_nodes" "$W"/logs/one-grid_*.log "$W/logs/two-nodes.log" \
         "$W"/logs/one-straggler-*.log | grep -v "start:"
 
-    section "5 one GPU, $RANKS ranks: FSDP2, FSDP + TP on a 2-D DeviceMesh, FSDP2 with a 15 s evaluate() on rank 0"
+    ENDS="rank_exit0 rank_segv rank_killed"
+    section "5 one GPU, $RANKS ranks: FSDP2, FSDP + TP on a 2-D DeviceMesh, FSDP2 with a 15 s evaluate() on rank 0;" \
+        "a rank's end: $ENDS"
     pids=""
     one_job fsdp2_clean shim --script examples/fsdp_train.py --script-args "--mode fsdp2" --end-after-report -1 \
         --max-sec 130 --timeout "$TIMEOUT" &
@@ -231,8 +233,14 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
         --script-args "--mode fsdp2 --eval-rank 0 --eval-at-sec 10 --eval-sec 15" --end-after-report -1 \
         --max-sec 130 --timeout "$TIMEOUT" &
     pids="$pids $!"
+    # How a rank ends (issue 14): os._exit(0), a real SIGSEGV, SIGKILL; torchrun then ends the others by SIGTERM.
+    for s in $ENDS; do
+        sleep 1
+        one_job "$s" shim &
+        pids="$pids $!"
+    done
     wait $pids
-    grep -h "run_scenario" "$W"/logs/one-fsdp*.log | grep -v "start:"
+    grep -h "run_scenario" "$W"/logs/one-fsdp*.log "$W"/logs/one-rank_*.log | grep -v "start:"
 
     if [ "${NCW_SUSPECT:-1}" = 1 ] && [ "$(left)" -lt 120 ]; then
         row_not_run "46-suspect" "1 GPU: early suspicion" "no time left ($(left) s)"

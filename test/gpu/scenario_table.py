@@ -41,6 +41,11 @@ EXPECT = {
     "validation": dict(kinds={"NOT_JOINED", "GPU_NOT_REACHED"}, rank=0, exit0=True, recovered=True),
     "grad_accum": dict(kinds={"EXTRA_OP"}, rank=0, offline={"EXTRA_OP"}),
     "clean": dict(kinds=set(), rank=None, exit0=True, offline=set()),
+    # How the culprit ended, in the verdict's words (lib/engine/causal.cpp end_words), live at the launcher's SIGTERM
+    # and after the end.
+    "rank_exit0": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="exited (exit code 0)"),
+    "rank_segv": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="crashed with SIGSEGV"),
+    "rank_killed": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="is gone"),
 }
 # The right answers where the two-GPU rows were written before they could be had (kept there, so that the recorded
 # two-GPU runs stay comparable): the harness's 4-rank run states them.
@@ -48,7 +53,7 @@ EXPECT_ONE_GPU = {
     "rank_dies": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="exit code 3"),
 }
 ORDER = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
-         "clean"]
+         "clean", "rank_exit0", "rank_segv", "rank_killed"]
 DIAGNOSES = ("stall", "mismatch", "init_hang")
 
 
