@@ -167,6 +167,11 @@
     X(u32, py_stacks_reason, 0, pyreason)                                                                            \
     X(u32, py_stacks_status, 0, pystatus)
 
+// FileHeader, part 5 (1.5, appended last; zero: none, or a writer before it): communicators that found no free comm
+// slot (more than max_comms alive at once), watched in the writer's memory only; their progress is in the ring alone.
+#define NCW_HEADER_TAIL_FIELDS(X)                                                                                    \
+    X(u64, comms_unslotted, 0, num)
+
 // CommSlot, every field before the reserved words and the signature window.
 #define NCW_COMM_FIELDS(X)                                                                                           \
     X(u32, state, 0, cstate, comm_state)                                                                             \
