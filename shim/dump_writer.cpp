@@ -1,8 +1,8 @@
 #include "dump_writer.h"
 
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "backtrace.h"
 #include "clock.h"
@@ -133,6 +133,35 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
         "STALL on communicator {:#018x} ({} ranks; this process is rank {}): no completion for {:.1f} s "
         "(NCCLWATCH_TIMEOUT_SEC={}); collectives {}",
         cr.comm_id, cr.nranks, cr.rank, stalled_for_s, rt_.cfg.timeout_sec, verdict::progress_words(own));
+    // A cascade: the stall it waits because of leads, in the same words, so that this report names the cause first
+    // (one lead per event); this communicator's own verdict follows as its consequence.
+    const CommResult* cause = initiating_of(job, view);
+    const bool same_culprit = !cause && (cause = same_culprit_initiating(job, view)) != nullptr;
+    json verdicts = json::array();
+    if (cause)
+        for (const verdict::Verdict& v : cause->verdicts)
+            if (v.role == verdict::Role::Initiating)
+                verdicts.push_back(report::verdict_json_with_headline(*job, *cause, v));
+    for (json& v : verdicts_json(job, view)) verdicts.push_back(std::move(v));
+    const bool no_slot = cr.slot_index == 0xffff;
+    const json event{{"type", "stall"},
+                     {"comm_id", report::hex(cr.comm_id)},
+                     {"no_comm_slot", no_slot},
+                     {"waiting_in_seq", waiting_in},
+                     {"stalled_for_s", stalled_for_s},
+                     {"completion_poller_stuck", tracker_stuck},
+                     {"suspected_at_s", suspected_at_s >= 0 ? json(suspected_at_s) : json(nullptr)},
+                     {"missing_ranks", view ? json(view->missing) : json::array()},
+                     {"verdicts", verdicts}};
+    // One full report per node and event: the lowest local rank among this host's ranks that wait in the lead
+    // stall prints it (every rank judges the same files the same way, so no rank has to ask another); the others,
+    // and this process for an event it printed already, print one line that points to it.
+    if (const char* where = full_report_elsewhere(job, cause ? cause : view)) {
+        log().error("  {} [{}]",
+                    report::verdict_lines(*job, cause ? *cause : *view, *lead_of(cause ? cause : view)).front(), where);
+        append_event(event);
+        return;
+    }
     if (tracker_stuck)
         log().error(
             "  the GPU completion poller has not run for over 2 s (a CUDA query blocks?): GPU progress is "
@@ -142,17 +171,11 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
             "  no verdict from the ranks visible in {}: the lagging rank is probably on another node "
             "(run ncclwatch-collector analyze over every node's folder)",
             rt_.file.job_dir);
-    const bool no_slot = cr.slot_index == 0xffff;
     if (no_slot)
         log().error(
             "  this communicator had no comm slot in the rank file (more than {} alive at once): watched here, and "
             "read by other ranks and analyze from the ring records",
             rt_.file.hdr->max_comms);
-    // A cascade: the stall it waits because of leads, in the same words, so that this report names the cause first
-    // (one lead per event); this communicator's own verdict follows as its consequence.
-    json verdicts = json::array();
-    const CommResult* cause = initiating_of(job, view);
-    const bool same_culprit = !cause && (cause = same_culprit_initiating(job, view)) != nullptr;
     if (cause) {
         if (same_culprit)
             log().error("  its culprit also holds up the stall on communicator {}, which stalled first:",
@@ -161,23 +184,41 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
             log().error("  it waits because of the stall on communicator {}, which stalled first:",
                         report::hex(cause->comm_id));
         for (const verdict::Verdict& v : cause->verdicts)
-            if (v.role == verdict::Role::Initiating) {
-                log_verdict(*job, *cause, v, "  ");
-                verdicts.push_back(report::verdict_json_with_headline(*job, *cause, v));
-            }
+            if (v.role == verdict::Role::Initiating) log_verdict(*job, *cause, v, "  ");
         log().error(same_culprit ? "  this communicator:" : "  this communicator, a cascade of it:");
     }
     log_verdicts(job, view);
-    for (json& v : verdicts_json(job, view)) verdicts.push_back(std::move(v));
-    append_event(json{{"type", "stall"},
-                      {"comm_id", report::hex(cr.comm_id)},
-                      {"no_comm_slot", no_slot},
-                      {"waiting_in_seq", waiting_in},
-                      {"stalled_for_s", stalled_for_s},
-                      {"completion_poller_stuck", tracker_stuck},
-                      {"suspected_at_s", suspected_at_s >= 0 ? json(suspected_at_s) : json(nullptr)},
-                      {"missing_ranks", view ? json(view->missing) : json::array()},
-                      {"verdicts", std::move(verdicts)}});
+    append_event(event);
+}
+
+const verdict::Verdict* DumpWriter::lead_of(const CommResult* c) {
+    if (!c || c->verdicts.empty()) return nullptr;
+    for (const verdict::Verdict& v : c->verdicts)
+        if (v.role == verdict::Role::Initiating) return &v;
+    return &c->verdicts.front();
+}
+
+const char* DumpWriter::full_report_elsewhere(const JobResult* job, const CommResult* lead_comm) {
+    const verdict::Verdict* lead = lead_of(lead_comm);
+    if (!job || !lead) return nullptr;
+    const auto key = std::make_pair(lead_comm->comm_id, lead->seq);
+    if (std::find(printed_leads_.begin(), printed_leads_.end(), key) != printed_leads_.end())
+        return "printed in full above by this process";
+    const verdict::RankCommState* reporter = nullptr;
+    auto order = [](const verdict::RankCommState& r) { return r.local_rank >= 0 ? r.local_rank : r.global_rank; };
+    for (int w : lead->waiting)
+        for (const auto& r : lead_comm->view.ranks)
+            if (r.comm_rank == w && r.host == rt_.id.host && (!reporter || order(r) < order(*reporter))) reporter = &r;
+    if (reporter && reporter->pid != rt_.id.pid) {
+        where_ =
+            fmt::format("the full report: local rank {} (pid {}) on this host, in its stderr and {}", order(*reporter),
+                        reporter->pid,
+                        reporter->file.empty() ? std::string("its .report.json")
+                                               : reporter->file.substr(0, reporter->file.size() - 4) + ".report.json");
+        return where_.c_str();
+    }
+    printed_leads_.push_back(key);  // this process prints it now
+    return nullptr;
 }
 
 void DumpWriter::report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
@@ -215,12 +256,14 @@ void DumpWriter::report_init_suspected(const disk::CommSlot& slot, const JobResu
                                        double waited_s) {
     std::lock_guard<std::mutex> lock(mu_);
     json verdicts = json::array();
-    for (const verdict::Verdict& v : view.suspected) verdicts.push_back(report::verdict_json_with_headline(job, view, v));
+    for (const verdict::Verdict& v : view.suspected)
+        verdicts.push_back(report::verdict_json_with_headline(job, view, v));
     // One line, as a stall's suspicion: the verdict as every report words it, then why.
-    log().warn("{} [communicator {:#018x} initialising for {:.1f} s (this process is rank {}); an INIT_HANG at "
-               "NCCLWATCH_TIMEOUT_SEC={} unless it finishes]",
-               report::verdict_lines(job, view, view.suspected.front()).front(), slot.comm_id, waited_s, slot.rank,
-               rt_.cfg.timeout_sec);
+    log().warn(
+        "{} [communicator {:#018x} initialising for {:.1f} s (this process is rank {}); an INIT_HANG at "
+        "NCCLWATCH_TIMEOUT_SEC={} unless it finishes]",
+        report::verdict_lines(job, view, view.suspected.front()).front(), slot.comm_id, waited_s, slot.rank,
+        rt_.cfg.timeout_sec);
     append_event(json{{"type", "suspected"},
                       {"comm_id", report::hex(slot.comm_id)},
                       {"init", true},
