@@ -88,6 +88,7 @@ Runtime* start_runtime_locked() {
     auto* rt = new Runtime;  // never freed: see runtime.h
     rt->cfg = cfg;
     rt->id = detect_identity([](const char* n) { return getenv(n); }, cfg.job_id, hostname(), getpid(), getppid());
+    set_log_rank(rt->id.global_rank);
     rt->file = create_rank_file(cfg.dir, rt->id, uint32_t(cfg.ring_size), cfg.backtrace ? cfg.backtrace_depth : 0);
     if (!rt->file.base) {
         log().error("no memory for the flight recorder; the shim passes calls through");
