@@ -72,12 +72,17 @@ public:
     void run() noexcept {
         pthread_setname_np(pthread_self(), "ncw-digest");  // visible in top -H, and measurable in /proc
         try {
-            if (run_server_) start_server();
-            reader_ = std::make_unique<SelfReader>(rt_.file);
-            if (!reader_->error().empty())
-                log().warn("live digests read this process's state from memory ({} could not be read back: {})",
-                           rt_.file.path, reader_->error());
-            loop();
+            std::string why;
+            if (apply_loopback_rule(rt_.cfg, run_server_, ep_, &why)) {
+                if (run_server_) start_server();
+                reader_ = std::make_unique<SelfReader>(rt_.file);
+                if (!reader_->error().empty())
+                    log().warn("live digests read this process's state from memory ({} could not be read back: {})",
+                               rt_.file.path, reader_->error());
+                loop();
+            } else {
+                log().warn("no live digests: {}", why);
+            }
         } catch (const std::exception& e) {
             try {
                 NCW_LOG_ONCE(error, "the live digest client stopped: {}", e.what());
@@ -143,7 +148,10 @@ private:
                 opt.listen, err);
             return;
         }
-        log().info("NCCLWATCH_COLLECTOR=auto: live collector listening on {}, reports in {}/<job>", opt.listen,
+        log().info("NCCLWATCH_COLLECTOR=auto: live collector listening on {}{}, reports in {}/<job>", opt.listen,
+                   auto_loopback_only(rt_.cfg) ? " (loopback only without NCCLWATCH_TOKEN: ranks of other hosts "
+                                                 "are not watched live)"
+                                               : "",
                    opt.out_dir);
         server_ = server.release();  // runs until the process exits: other ranks may still report after we exit
 #endif
