@@ -12,7 +12,8 @@
 
 namespace ncw::live_client {
 
-// The Digest of a snapshot: every communicator with its most recent kMaxDigestSigs signatures.
+// The Digest of a snapshot: every communicator (the file's slots, then those without one) with its most recent
+// kMaxDigestSigs signatures.
 wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint64_t now_mono_ns);
 
 // Whether two encoded Digest frames differ in anything but their send time (the first 8 payload bytes).

@@ -52,7 +52,8 @@ struct DumpRequest {
 
 // ---- Encoding: appends one whole frame (header + payload) to `out` ----
 void encode(const Hello& m, std::vector<uint8_t>& out);
-void encode(const Digest& m, std::vector<uint8_t>& out);
+// A Digest: returns the comms it holds (1.3: past kMaxComms, as many as fit in kMaxPayload, at most kMaxExtraComms).
+size_t encode(const Digest& m, std::vector<uint8_t>& out);
 void encode(const KeepAlive& m, std::vector<uint8_t>& out);
 void encode_bye(std::vector<uint8_t>& out);
 void encode_hello_ack(std::vector<uint8_t>& out);
