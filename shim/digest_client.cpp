@@ -54,12 +54,17 @@ public:
     void run() noexcept {
         pthread_setname_np(pthread_self(), "ncw-digest");  // visible in top -H, and measurable in /proc
         try {
-            if (run_server_) start_embedded_collector(rt_.cfg, ep_);  // ep_ is MASTER_ADDR in auto mode
-            reader_ = std::make_unique<SelfReader>(rt_.file, &rt_.slots);
-            if (!reader_->error().empty())
-                log().warn("live digests read this process's state from memory ({} could not be read back: {})",
-                           rt_.file.path, reader_->error());
-            loop();
+            std::string why;
+            if (apply_loopback_rule(rt_.cfg, run_server_, ep_, &why)) {
+                if (run_server_) start_embedded_collector(rt_.cfg, ep_);  // ep_ is MASTER_ADDR (or 127.0.0.1) here
+                reader_ = std::make_unique<SelfReader>(rt_.file, &rt_.slots);
+                if (!reader_->error().empty())
+                    log().warn("live digests read this process's state from memory ({} could not be read back: {})",
+                               rt_.file.path, reader_->error());
+                loop();
+            } else {
+                log().warn("no live digests: {}", why);
+            }
         } catch (const std::exception& e) {
             try {
                 NCW_LOG_ONCE(error, "the live digest client stopped: {}", e.what());

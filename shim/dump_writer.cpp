@@ -100,8 +100,9 @@ void DumpWriter::append_event(json event) {
     event["time"] = now_wall();
     events_.push_back(std::move(event));
     json doc{{"schema", "ncclwatch.report/1"}, {"process", process_json()}, {"events", events_}};
-    std::string err = write_file_atomic(rt_.file.base_path + ".report.json", report::dump_json(doc));
-    if (!err.empty() && !write_failed_logged_) {
+    std::string err;
+    if (!write_file_atomic(rt_.file.base_path + ".report.json", report::dump_json(doc), &err) &&
+        !write_failed_logged_) {
         write_failed_logged_ = true;
         log().error("cannot write the report file ({}); the report is on stderr only", err);
     }
@@ -422,8 +423,8 @@ void DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, 
         doc["records"] = nullptr;
         doc["records_note"] = "no rank file (memory only): see the earlier error";
     }
-    std::string err = write_file_atomic(rt_.file.base_path + ".dump.json", report::dump_json(doc));
-    if (!err.empty()) {
+    std::string err;
+    if (!write_file_atomic(rt_.file.base_path + ".dump.json", report::dump_json(doc), &err)) {
         if (!write_failed_logged_) {
             write_failed_logged_ = true;
             log().error("cannot write the dump ({})", err);

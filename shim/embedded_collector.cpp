@@ -29,7 +29,10 @@ bool start_embedded_collector(const Config& cfg, const Endpoint& ep) {
             opt.listen, err);
         return false;
     }
-    log().info("NCCLWATCH_COLLECTOR=auto: live collector listening on {}, reports in {}/<job>", opt.listen,
+    log().info("NCCLWATCH_COLLECTOR=auto: live collector listening on {}{}, reports in {}/<job>", opt.listen,
+               auto_loopback_only(cfg) ? " (loopback only without NCCLWATCH_TOKEN: ranks of other hosts are not "
+                                         "watched live)"
+                                       : "",
                opt.out_dir);
     server.release();  // never stopped: it runs until the process exits
     return true;

@@ -4,7 +4,6 @@
 //   live_ranks.cpp    the ranks' Hello and Digest as snapshots on the collector's clock (clock offsets)
 //   live_reports.cpp  analysis as digests change, the report (text, JSON, dump requests), /metrics
 //   live_limits.cpp   the bounds: buffer budgets, deadlines, job eviction, rate-limited logging
-//   live_files.cpp    report files written without following a planted symlink
 //   live_server.cpp   the loop, start and stop
 #pragma once
 
@@ -161,7 +160,6 @@ struct LiveServer::Impl {
     size_t ranks_known = 0;
     size_t rank_conns = 0;      // conns that are not HTTP
     size_t buffered_total = 0;  // partly received frames, all connections
-    uint64_t tmp_counter = 0;   // report temporary files: a fresh name each
     LogLimiter limiter;
     std::vector<std::weak_ptr<const std::string>> renders;  // /metrics renderings handed out, alive while streamed
     std::weak_ptr<const std::string> fresh_render;
@@ -243,8 +241,6 @@ struct LiveServer::Impl {
     void analyze_job(Job& job, uint64_t now);
     std::string clock_line(const Job& job) const;
     void report(Job& job, const Analysis& a, uint64_t now);
-    // live_files.cpp: OUT/<job>/NAME through a fresh temporary file; false with errno set.
-    bool write_report_file(const std::string& job_dir_name, const char* name, const std::string& text);
     std::string render_metrics();
 
     // ---- the loop (live_server.cpp) ----
