@@ -60,6 +60,7 @@ void encode(const Digest& m, std::vector<uint8_t>& out) {
     const size_t n = std::min<size_t>(m.comms.size(), kMaxComms);
     w.u32(static_cast<uint32_t>(n));
     for (size_t i = 0; i < n; ++i) put_comm(w, m.comms[i]);
+    if (m.py_stacks) put_py_stacks(w, *m.py_stacks);  // 1.3, at most kMaxDigestPyStacks of text
     finish_frame(w, at);
 }
 
@@ -176,6 +177,7 @@ bool decode(const uint8_t* p, size_t n, Digest& m, std::string* err) noexcept {
         const uint32_t c = r.count("comm count", kMaxComms, kMinBlock);
         v.comms.assign(c, CommInfo{});
         for (uint32_t i = 0; i < c && r.ok(); ++i) get_comm(r, v.comms[i]);
+        if (!r.at_end()) get_py_stacks(r, v.py_stacks.emplace());  // 1.3
     });
 }
 
