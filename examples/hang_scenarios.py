@@ -17,6 +17,13 @@ type_mismatch: at --at-step every rank all-reduces a statistics tensor, but the 
 size_mismatch: at --at-step the last rank all-reduces half the statistics tensor. NCCL completes this silently on
                two GPUs (and corrupts the result).
 rank_dies:     the last rank calls os._exit(--exit-code, default 1) at --at-step, as after an out-of-memory error.
+rank_exit0:    the same, with os._exit(0): a rank that leaves "successfully" in the middle of the job.
+rank_segv:     the last rank crashes with a real SIGSEGV at --at-step (a read of address 0, as a bad extension would).
+rank_killed:   the last rank is killed with SIGKILL at --at-step (as the kernel's OOM killer would): nothing of it runs.
+drift_skip:    no model: a loop of same-shaped all_reduces of the statistics tensor with a broadcast every 10 steps
+               (test/e2e/drift.sh on GPUs); the last rank skips the all_reduce of --at-step. NCCL pairs the ops by
+               their order, so the ranks drift by one op and disagree only at the next broadcast.
+drift_extra:   the same loop; the last rank adds one all_reduce at --at-step.
 init_hang:     the last rank calls init_process_group --delay-sec late (past the watchdog timeout), then all train.
 validation:    rank 0 runs "validation" (GPU work outside NCCL) for --busy-sec at --at-step while the others wait in
                the next all_reduce; then the job goes on and ends normally.
@@ -36,8 +43,10 @@ every rank just before the mismatched op), t_loop_end (out of the loop, before t
 """
 import argparse
 import contextlib
+import ctypes
 import datetime
 import os
+import signal
 import sys
 import time
 
@@ -49,7 +58,18 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 SCENARIOS = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
-             "clean"]
+             "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra"]
+DYING = ("rank_dies", "rank_exit0", "rank_segv", "rank_killed")  # the last rank ends itself at --at-step
+DRIFTS = ("drift_skip", "drift_extra")
+
+
+def die(rank, how, exit_code):
+    """Ends this process at once, as the scenario says (nothing after it runs)."""
+    if how == "rank_segv":
+        ctypes.string_at(0)  # a real fault, not a signal sent by kill
+    elif how == "rank_killed":
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(0 if how == "rank_exit0" else exit_code)
 
 
 def log(rank, msg):
@@ -155,6 +175,7 @@ def main():
     if s == "uneven" and rank == odd:
         steps = args.steps - args.short_by
     t0 = time.time()
+    loss = torch.zeros(())  # the drift loops train nothing
     truth.mark("t_loop_start")
     step = 0
     while True:
@@ -168,10 +189,23 @@ def main():
                     break
         elif step >= steps:
             break
-        if s == "rank_dies" and rank == odd and step == args.at_step:
-            log(rank, f"dying at step {step} (os._exit({args.exit_code}), as after an out-of-memory error)")
+        if s in DRIFTS:
+            time.sleep(pace)
+            n = 1
+            if rank == odd and step == args.at_step:
+                n = 0 if s == "drift_skip" else 2
+                log(rank, f"{'skipping' if n == 0 else 'adding'} one all_reduce at step {step}")
+                truth.mark("t_depart", step=step)
+            for _ in range(n):
+                dist.all_reduce(stats)
+            if step % 10 == 0:
+                dist.broadcast(stats, src=0)
+            step += 1
+            continue
+        if s in DYING and rank == odd and step == args.at_step:
+            log(rank, f"dying at step {step} ({s}; rank_dies: os._exit({args.exit_code}))")
             truth.mark("t_depart", step=step)
-            os._exit(args.exit_code)
+            die(rank, s, args.exit_code)
         if s == "skip" and rank == odd and step == args.at_step:
             log(rank, f"skipping step {step} (a bad batch: `continue` before forward/backward)")
             truth.mark("t_depart", step=step)
@@ -220,7 +254,7 @@ def main():
     truth.mark("t_done")
     elapsed = time.time() - t0
     log(rank, f"done {step} steps in {elapsed:.1f} s, loss {loss.item():.4f}, stats[0] {stats[0].item():.0f}")
-    if s in ("skip", "grad_accum") and rank == odd:
+    if (s in ("skip", "grad_accum") and rank == odd) or s in DRIFTS:
         log(rank, f"staying alive {args.linger_sec:.0f} s outside NCCL")
         time.sleep(args.linger_sec)
     if args.fr_dump_at_end:

@@ -1,5 +1,6 @@
 // Where the live digest client connects and when it tries again: the collector's address from NCCLWATCH_COLLECTOR
-// (HOST:PORT, [IPv6]:PORT, or auto: MASTER_ADDR and the auto port), and the reconnect backoff. Pure: no I/O.
+// (HOST:PORT, [IPv6]:PORT, or auto: MASTER_ADDR and the auto port), and the reconnect backoff. Pure: no I/O, besides
+// start_embedded_collector (embedded_collector.cpp).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,10 @@ int derive_auto_port(int configured_port, const char* master_port);
 // caller sets the log sink.
 live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& ep);
 #endif
+
+// NCCLWATCH_COLLECTOR=auto on global rank 0: starts that collector on `ep`, running until the process exits (other
+// ranks may still report after we exit). false, logged, when it cannot (no live server in this build, address taken).
+bool start_embedded_collector(const Config& cfg, const Endpoint& ep);
 
 // Exponential reconnect delays with "equal jitter": attempt n waits in [d/2, d] with d = min(max, initial * 2^n), so
 // ranks that lost the collector together do not all return in the same instant.

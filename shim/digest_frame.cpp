@@ -12,7 +12,8 @@ wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint6
     wire::Digest d;
     d.sent_mono_ns = now_mono_ns;
     d.process_state = h.process_state;
-    if (comms.size() > wire::kMaxComms) comms.resize(wire::kMaxComms);
+    // The file's slots first, then the communicators without one (1.3: past kMaxComms, budgeted by the encoder).
+    if (comms.size() > wire::kMaxComms + wire::kMaxExtraComms) comms.resize(wire::kMaxComms + wire::kMaxExtraComms);
     for (CommInfo& c : comms)
         if (c.recent.size() > wire::kMaxDigestSigs)
             c.recent.erase(c.recent.begin(), c.recent.end() - wire::kMaxDigestSigs);

@@ -12,9 +12,9 @@
 
 namespace ncw::live_client {
 
-// The Digest of a snapshot: every communicator with its most recent kMaxDigestSigs signatures, and (protocol 1.3)
-// the Python stacks when their capture is not the one sent last on this connection (py_sent_seq, its
-// py_stacks_seq; 0 on a new connection).
+// The Digest of a snapshot: every communicator (the file's slots, then those without one) with its most recent
+// kMaxDigestSigs signatures, and (protocol 1.4) the Python stacks when their capture is not the one sent last on this
+// connection (py_sent_seq, its py_stacks_seq; 0 on a new connection).
 wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint64_t now_mono_ns,
                          uint64_t py_sent_seq = 0);
 

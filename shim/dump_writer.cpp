@@ -1,5 +1,7 @@
 #include "dump_writer.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "backtrace.h"
@@ -50,6 +52,34 @@ const CommResult* initiating_of(const JobResult* job, const CommResult* view) {
         if (v.role == verdict::Role::Cascade && v.caused_by_comm)
             for (const CommResult& c : job->comms)
                 if (c.comm_id == v.caused_by_comm && &c != view) return &c;
+    return nullptr;
+}
+
+// A communicator whose own verdict is no cascade but names a process that the job's initiating stall names too (one
+// process busy outside NCCL holds both up, as rank 5 in slow_eval holds its tensor- and data-parallel groups): that
+// stall is the same event, and it leads this report as well.
+const CommResult* same_culprit_initiating(const JobResult* job, const CommResult* view) {
+    if (!job || !view) return nullptr;
+    using Proc = std::pair<std::string, int64_t>;
+    auto procs = [](const CommResult& c, const verdict::Verdict& v) {
+        std::vector<Proc> out;
+        for (int cr : v.culprits)
+            for (const auto& r : c.view.ranks)
+                if (r.comm_rank == cr && r.pid) out.push_back({r.host, r.pid});
+        return out;
+    };
+    std::vector<Proc> mine;
+    for (const verdict::Verdict& v : view->verdicts)
+        if (v.role == verdict::Role::None && v.kind != verdict::Kind::Straggler)
+            for (auto& p : procs(*view, v)) mine.push_back(std::move(p));
+    if (mine.empty()) return nullptr;
+    for (const CommResult& c : job->comms) {
+        if (&c == view) continue;
+        for (const verdict::Verdict& v : c.verdicts)
+            if (v.role == verdict::Role::Initiating)
+                for (const Proc& p : procs(c, v))
+                    if (std::find(mine.begin(), mine.end(), p) != mine.end()) return &c;
+    }
     return nullptr;
 }
 
@@ -118,17 +148,27 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
             "  this communicator had no comm slot in the rank file (more than {} alive at once): watched here, and "
             "read by other ranks and analyze from the ring records",
             rt_.file.hdr->max_comms);
-    log_verdicts(job, view);
-    // A cascade: the stall it waits because of follows, in the same words, so that this report names the cause too.
-    json verdicts = verdicts_json(job, view);
-    if (const CommResult* cause = initiating_of(job, view)) {
-        log().error("  it waits because of the stall on communicator {}:", report::hex(cause->comm_id));
+    // A cascade: the stall it waits because of leads, in the same words, so that this report names the cause first
+    // (one lead per event); this communicator's own verdict follows as its consequence.
+    json verdicts = json::array();
+    const CommResult* cause = initiating_of(job, view);
+    const bool same_culprit = !cause && (cause = same_culprit_initiating(job, view)) != nullptr;
+    if (cause) {
+        if (same_culprit)
+            log().error("  its culprit also holds up the stall on communicator {}, which stalled first:",
+                        report::hex(cause->comm_id));
+        else
+            log().error("  it waits because of the stall on communicator {}, which stalled first:",
+                        report::hex(cause->comm_id));
         for (const verdict::Verdict& v : cause->verdicts)
             if (v.role == verdict::Role::Initiating) {
                 log_verdict(*job, *cause, v, "  ");
                 verdicts.push_back(report::verdict_json_with_headline(*job, *cause, v));
             }
+        log().error(same_culprit ? "  this communicator:" : "  this communicator, a cascade of it:");
     }
+    log_verdicts(job, view);
+    for (json& v : verdicts_json(job, view)) verdicts.push_back(std::move(v));
     append_event(json{{"type", "stall"},
                       {"comm_id", report::hex(cr.comm_id)},
                       {"no_comm_slot", no_slot},
@@ -169,6 +209,25 @@ void DumpWriter::report_suspected(const CommRuntime& cr, const JobResult* job, c
                       {"completion_gap_p99_s", gap_p99_ns / 1e9},
                       {"timeout_s", rt_.cfg.timeout_sec},
                       {"verdicts", verdicts}});
+}
+
+void DumpWriter::report_init_suspected(const disk::CommSlot& slot, const JobResult& job, const CommResult& view,
+                                       double waited_s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    json verdicts = json::array();
+    for (const verdict::Verdict& v : view.suspected) verdicts.push_back(report::verdict_json_with_headline(job, view, v));
+    // One line, as a stall's suspicion: the verdict as every report words it, then why.
+    log().warn("{} [communicator {:#018x} initialising for {:.1f} s (this process is rank {}); an INIT_HANG at "
+               "NCCLWATCH_TIMEOUT_SEC={} unless it finishes]",
+               report::verdict_lines(job, view, view.suspected.front()).front(), slot.comm_id, waited_s, slot.rank,
+               rt_.cfg.timeout_sec);
+    append_event(json{{"type", "suspected"},
+                      {"comm_id", report::hex(slot.comm_id)},
+                      {"init", true},
+                      {"stalled_for_s", waited_s},
+                      {"suspect_after_s", verdict::kInitSuspectS},
+                      {"timeout_s", rt_.cfg.timeout_sec},
+                      {"verdicts", std::move(verdicts)}});
 }
 
 void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view,

@@ -26,6 +26,9 @@ public:
     void report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
                           double suspect_after_s, uint64_t gap_p99_ns);
     void report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view, double waited_s);
+    // An init waiting past verdict::kInitSuspectS for a rank never seen (view->suspected holds its verdicts).
+    void report_init_suspected(const disk::CommSlot& slot, const JobResult& job, const CommResult& view,
+                               double waited_s);
     void report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
     // Not a hang: a warning on stderr and a "straggler" event.
     void report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v);

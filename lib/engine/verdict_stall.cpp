@@ -209,7 +209,7 @@ std::optional<Verdict> dead_verdict(const Stall& s) {
         const auto& r = s.view.ranks[i];
         if (r.alive || r.completed >= W) continue;
         dead.push_back(r.comm_rank);
-        std::string how = end_words(r);  // causal.h: "exited with code 3", "crashed with SIGSEGV (signal 11)", ...
+        std::string how = end_words(r);  // causal.h: "exited (exit code 3)", "crashed with SIGSEGV (signal 11)", ...
         dead_clean |= r.exited_clean || (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0);
         if (r.issued < W)
             dead_what += fmt::format("{}rank {} {} after its last op {}: completed #{}, never issued #{}",

@@ -91,7 +91,7 @@ struct Job {
     uint64_t dump_requests = 0;
     double last_analysis_cost_s = 0;
     bool write_failure_logged = false;
-    bool py_stacks_news = false;  // a rank's Python stacks arrived since the last report (protocol 1.3)
+    bool py_stacks_news = false;  // a rank's Python stacks arrived since the last report (protocol 1.4)
 };
 
 struct Conn {

@@ -216,7 +216,7 @@ void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
     job.dirty = true;
 }
 
-// Protocol 1.3: a rank's Python stacks, in the first Digest after each capture, kept in its header as a rank file
+// Protocol 1.4: a rank's Python stacks, in the first Digest after each capture, kept in its header as a rank file
 // holds them (the analysis and the reports read them there), until the next capture.
 void LiveServer::Impl::take_py_stacks(Job& job, HeaderInfo& h, wire::PyStacksBlock& b, int64_t d) {
     h.py_stacks_seq = b.seq;

@@ -272,7 +272,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
                              {"clock_offset_ns", r.clock.offset()},
                              {"clock_offset_exact", r.clock.exact},
                              {"clock_offset_spread_ns", r.clock.spread()}});
-        if (h.py_stacks_status)  // protocol 1.3: its Python stacks, as its latest digest with them carried
+        if (h.py_stacks_status)  // protocol 1.4: its Python stacks, as its latest digest with them carried
             ranks.back()["python"] = report::py_stacks_json(h.py_stacks_status, h.py_stacks_reason, h.py_stacks.get(),
                                                             h.py_stacks.get() ? "" : h.py_stacks_text);
     }

@@ -1,4 +1,4 @@
-// The live protocol's Python stacks block (1.3, read/wire.h PyStacksBlock): a block (u32 length) of seq, capture
+// The live protocol's Python stacks block (1.4, read/wire.h PyStacksBlock): a block (u32 length) of seq, capture
 // time, reason, status and the text (u32 length + bytes, at most kMaxDigestPyStacks), so a newer minor can append
 // fields to it. The text is cut where it is made (py_stacks_block), at the end of a line: a frame is never split.
 #include <algorithm>

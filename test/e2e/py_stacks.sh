@@ -2,7 +2,7 @@
 # Python stacks (format 1.5): a CPython program over the test NCCL (py_stall.py, ctypes) where rank 1 stalls in
 # slow_eval while ranks 0, 2, 3 wait in all_reduce. The function and line of each appear in the shim's stall report
 # (stderr and .report.json), in rank 1's dump JSON, in `analyze` (text and JSON), and in the live collector's report
-# (`ncclwatch-collector serve` on loopback, the stacks carried by the ranks' digests, protocol 1.3). A process without
+# (`ncclwatch-collector serve` on loopback, the stacks carried by the ranks' digests, protocol 1.4). A process without
 # Python (fake_rank) gets no stacks and says so ("not python").
 . "$(dirname "$0")/lib.sh"
 [ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }

@@ -49,8 +49,8 @@ case_ends() {
     echo "ok: $name: DEAD rank 3 ($words), live and offline"
 }
 
-case_ends "_exit(0)" "exit 0" "exited with code 0" --exit-how _exit --exit-code 0
-case_ends "exit(3)" "exit 3" "exited with code 3" --exit-how exit --exit-code 3
+case_ends "_exit(0)" "exit 0" "exited (exit code 0)" --exit-how _exit --exit-code 0
+case_ends "exit(3)" "exit 3" "exited (exit code 3)" --exit-how exit --exit-code 3
 case_ends "SIGSEGV" "fatal signal 11" "crashed with SIGSEGV" --exit-how segv
 
 # The launcher's teardown: SIGTERM to the survivors 0.3 s after rank 3's exit(3), before any timeout. Each survivor
@@ -70,7 +70,7 @@ lead=$(live_lead "$r" final)
 has_files 'rank0-*.dump.json' 1 || fail "teardown: rank 0 wrote no dump at SIGTERM"
 lead=$(offline_lead)
 [ "$lead" = "DEAD [3]" ] || fail "teardown: analyze's lead verdict '$lead', want DEAD [3]"
-offline_summary | grep -q "exited with code 3" || fail "teardown: analyze does not say 'exited with code 3'"
+offline_summary | grep -q "exited (exit code 3)" || fail "teardown: analyze does not say 'exited (exit code 3)'"
 grep -q "terminated by SIGTERM.*a consequence" "$WORK/a.json" || fail "teardown: the survivors are not shown as consequences"
 echo "ok: launcher teardown: final verdict DEAD rank 3 at SIGTERM, survivors shown as consequences"
 

@@ -302,7 +302,10 @@ private:
 
     // The communicator of the step's main collective: the world, the tensor-parallel group with --grid, or the last
     // of --churn-comms / --alive-comms.
-    ncclComm_t main_comm() const { return many_.empty() ? (o_.grid > 0 ? tp_comm_ : world_comm_) : many_.back(); }
+    ncclComm_t main_comm() const {
+        if (many_.empty()) return o_.grid > 0 ? tp_comm_ : world_comm_;
+        return steps_comm_ ? steps_comm_ : many_.back();
+    }
 
     // --churn-comms / --alive-comms: every rank splits in the same order, as frameworks building groups do.
     bool many_comms() {
@@ -312,9 +315,12 @@ private:
             if (!check(ncclCommSplit(world_comm_, 0, rank_, &c, nullptr), "ncclCommSplit(many)") ||
                 !settle(c, "ncclCommSplit(many)"))
                 return false;
-            if (i == n - 1) {  // the steps' communicator: its first all_reduce is the steps' own
+            const int steps_at = o_.steps_comm > 0 && o_.steps_comm <= n ? o_.steps_comm - 1 : n - 1;
+            if (i == steps_at) {  // the steps' communicator: its first all_reduce is the steps' own
                 many_.push_back(c);
-                break;
+                steps_comm_ = c;
+                if (i == n - 1) break;
+                continue;
             }
             if (!all_reduce(c, o_.count, ncclFloat32) || !settle(c, "ncclAllReduce(many)")) return false;
             if (o_.churn_comms > 0) {
@@ -427,7 +433,8 @@ private:
     ncclComm_t sub_comm_ = nullptr;
     ncclComm_t tp_comm_ = nullptr;
     ncclComm_t dp_comm_ = nullptr;
-    std::vector<ncclComm_t> many_;  // --churn-comms (the last one) / --alive-comms
+    ncclComm_t steps_comm_ = nullptr;  // --steps-comm (else the last of many_)
+    std::vector<ncclComm_t> many_;     // --churn-comms (the last one) / --alive-comms
 };
 
 }  // namespace

@@ -59,6 +59,7 @@ const char* usage_text() {
            "  --churn-comms N         split N communicators off the world one after another, one all_reduce on each;\n"
            "                          each is destroyed before the next, the last one carries the steps' all_reduce\n"
            "  --alive-comms N         the same, all N alive at once until the teardown\n"
+           "  --steps-comm K          with either: the K-th of them (1-based) carries the steps' all_reduce instead\n"
            "  --fake-cuda             dlopen the fake libcuda.so.1 (RTLD_GLOBAL, before any NCCL call), give each\n"
            "                          communicator a stream of its own and print the fake's counters at the end:\n"
            "                          \"fake-cuda rank R: name=value ...\"\n"
@@ -104,6 +105,7 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--coll-per-step", &o.coll_per_step, 1},
         {"--churn-comms", &o.churn_comms, 0},
         {"--alive-comms", &o.alive_comms, 0},
+        {"--steps-comm", &o.steps_comm, 0},
         {"--cuda-hold-step", &o.cuda_hold_step, -1},
         {"--capture-step", &o.capture_step, -1},
         {"--capture-count", &o.capture_count, 1},

@@ -42,6 +42,7 @@ struct Options {
     // with one all_reduce; the last of them carries the steps' main collective.
     int churn_comms = 0;  // that many in all, each destroyed after its all_reduce (the last one at the teardown)
     int alive_comms = 0;  // that many, all alive until the teardown
+    int steps_comm = 0;   // with either: the steps run on this one (1-based; 0: the last)
 
     // With the fake libcuda (test/fake_cuda).
     bool fake_cuda = false;

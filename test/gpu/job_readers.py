@@ -81,6 +81,18 @@ def is_diagnosis(e):
     return isinstance(e, dict) and e.get("type") in DIAGNOSES and not is_suspicion(e)
 
 
+def is_final_verdict(e):
+    """The verdict a rank's shim gave as its process was ended (SIGTERM/SIGINT from the launcher: type 'final')."""
+    return isinstance(e, dict) and e.get("type") == "final" and bool(e.get("verdicts"))
+
+
+def live_verdict_events(events):
+    """What the shims said while the job ran: its diagnoses, or, when the launcher ended the job before any timeout
+    (a dying rank: torchrun's SIGTERM to the others 0.3 s later), their final verdicts at that SIGTERM."""
+    diag = [e for e in events if is_diagnosis(e)]
+    return diag or [e for e in events if is_final_verdict(e)]
+
+
 def is_recovery(e):
     if not isinstance(e, dict):
         return False
