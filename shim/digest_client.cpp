@@ -304,7 +304,7 @@ private:
         if (!acked_) return;       // nothing but the Proof goes out before the collector accepted the Hello
         if (send_.busy()) return;  // the collector is behind: this tick's digest would be stale by the time it left
         std::vector<uint8_t> frame;
-        const wire::Digest digest = make_digest(reader_->header(), reader_->comms(), now);
+        const wire::Digest digest = make_digest(reader_->header(), reader_->comms(), now, last_digest_);
         const size_t sent = wire::encode(digest, frame);
         if (sent < digest.comms.size())
             NCW_LOG_ONCE(warn,
@@ -313,10 +313,10 @@ private:
                          digest.comms.size(), sent, digest.comms.size() - sent);
         // A change goes out at most once per digest period; in between (changed or not), a keep-alive each second.
         const bool due = last_digest_.empty() || now - last_digest_at_ >= digest_ns_;
-        if (due && digest_changed(last_digest_, frame)) {
+        if (due && digest_changed(last_digest_.frame, frame)) {
             std::vector<uint8_t> copy = frame;
             if (queue(std::move(frame))) {
-                last_digest_ = std::move(copy);
+                last_digest_.take(std::move(copy));
                 last_digest_at_ = now;
             }
         } else if (now - last_sent_ >= kKeepAliveNs) {
@@ -428,7 +428,7 @@ private:
     std::unique_ptr<SelfReader> reader_;
     wire::FrameReader reader_frames_;
     SendSlot send_;
-    std::vector<uint8_t> last_digest_;
+    LastDigest last_digest_;
     std::vector<uint8_t> hello_payload_;  // what the token proof covers, until the Hello is accepted
     bool acked_ = false;
     const uint64_t digest_ns_ = uint64_t(rt_.cfg.digest_ms) * 1000000ull;

@@ -132,7 +132,9 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
                                                 r.end_kind == uint32_t(disk::EndKind::Terminated));
                 continue;
             }
-            if (in_first) {
+            // A failure just after a first departure (an asynchronous error within a poll of the peer's death:
+            // NCCL's transport saw its connection drop) is that departure's consequence, within the window or not.
+            if (in_first && (first_is_failure || fail <= first)) {
                 // Its call gave up waiting (a timeout inside NCCL, an abort): it was alive and waiting at the first
                 // moment; its own exit afterwards is the error's consequence.
                 r.alive = true;

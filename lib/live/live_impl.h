@@ -90,6 +90,7 @@ struct Job {
     uint64_t dump_requests = 0;
     double last_analysis_cost_s = 0;
     bool write_failure_logged = false;
+    bool py_stacks_news = false;  // a rank's Python stacks arrived since the last report (protocol 1.4)
 };
 
 struct Conn {
@@ -229,6 +230,7 @@ struct LiveServer::Impl {
     // is renamed, for the same reason.
     void put_header_on_our_clock(const RankState& r, HeaderInfo& h);
     void on_digest(Conn& c, wire::Digest& m, uint64_t now);
+    void take_py_stacks(Job& job, HeaderInfo& h, wire::PyStacksBlock& b, int64_t d);
 
     // ---- analysis, reports and /metrics (live_reports.cpp) ----
 
@@ -240,7 +242,8 @@ struct LiveServer::Impl {
     void maybe_analyze(uint64_t now);
     void analyze_job(Job& job, uint64_t now);
     std::string clock_line(const Job& job) const;
-    void report(Job& job, const Analysis& a, uint64_t now);
+    // with_new_stacks: the same verdicts again, now with the ranks' Python stacks (no dump requests).
+    void report(Job& job, const Analysis& a, uint64_t now, bool with_new_stacks = false);
     std::string render_metrics();
 
     // ---- the loop (live_server.cpp) ----

@@ -13,6 +13,7 @@
 #include "report/headline.h"
 #include "report/metrics.h"
 #include "report/report_json.h"
+#include "report/report_text.h"
 
 namespace ncw::live {
 
@@ -145,7 +146,12 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
         job.reported.insert(keys.begin(), keys.end());
         report(job, a, now);
         if (stalled && !job.stall_reported_ns) job.stall_reported_ns = now;
+    } else if (job.py_stacks_news && stalled && job.stall_reported_ns) {
+        // The ranks' Python stacks came after the report (captured at its dump requests): the same report again,
+        // with the frames, and no new requests.
+        report(job, a, now, true);
     }
+    job.py_stacks_news = false;
     if (!stalled && job.stall_reported_ns) {
         log(fmt::format("job {}: recovered: no stall any more ({:.1f} s after the report)", clean(job.id),
                         double(now - job.stall_reported_ns) / 1e9));
@@ -175,7 +181,7 @@ std::string LiveServer::Impl::clock_line(const Job& job) const {
         exact, est, OffsetFilter::kWindow, double(worst) / 1e6);
 }
 
-void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
+void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool with_new_stacks) {
     ++st_reports;
     const auto refs = a.all_verdicts();
     const std::string job_name = job.id.empty() ? "(no job id)" : clean(job.id);
@@ -189,7 +195,13 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
         text += lines.front() + "\n";
         for (size_t i = 1; i < lines.size(); ++i) text += "    " + lines[i] + "\n";
     }
-    text = fmt::format("ncclwatch live report, job {}, {}\n", job_name, report::wall_time(real)) + text;
+    text = fmt::format("ncclwatch live report, job {}, {}{}\n", job_name, report::wall_time(real),
+                       with_new_stacks ? " (again: the ranks' Python stacks came)" : "") +
+           text;
+    if (const auto lead = report::lead_verdict(a); lead.verdict) {
+        const std::string py = report::python_section(*lead.comm, *lead.verdict, report::TextOptions{});
+        if (!py.empty()) text += "Python stacks (the thread that issued NCCL calls; > the user's code)\n" + py;
+    }
     text += clock_line(job) + "\n";
     const uint64_t job_now = a.jobs.empty() ? now : a.jobs.front().now_mono_ns;
     for (const auto& jr : a.jobs) {
@@ -263,6 +275,9 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
                              {"clock_offset_ns", r.clock.offset()},
                              {"clock_offset_exact", r.clock.exact},
                              {"clock_offset_spread_ns", r.clock.spread()}});
+        if (h.py_stacks_status)  // protocol 1.4: its Python stacks, as its latest digest with them carried
+            ranks.back()["python"] = report::py_stacks_json(h.py_stacks_status, h.py_stacks_reason, h.py_stacks.get(),
+                                                            h.py_stacks.get() ? "" : h.py_stacks_text);
     }
     j["ranks"] = std::move(ranks);
     json comms = json::array();
@@ -305,7 +320,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
     const bool only_stragglers = std::all_of(refs.begin(), refs.end(), [](const Analysis::VerdictRef& ref) {
         return ref.verdict->kind == verdict::Kind::Straggler;
     });
-    if (!opt.request_dumps || only_stragglers) return;
+    if (!opt.request_dumps || only_stragglers || with_new_stacks) return;
     wire::DumpRequest dr;
     dr.request_id = ++request_id;
     dr.reason = first_line.substr(0, wire::kMaxString);

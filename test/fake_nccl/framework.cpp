@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -125,6 +126,8 @@ void install_own_handlers(const std::string& file) {
     signal(SIGTERM, own_handler);
 }
 
+std::atomic<bool> g_watchdog_stop{false};  // --async-watchdog-ms: set before the teardown
+
 class Scenario {
 public:
     Scenario(const Options& o, int rank, int world) : o_(o), rank_(rank), world_(world) {}
@@ -175,12 +178,14 @@ public:
             }
         }
         if (!many_comms()) return kNcclError;
+        if (o_.async_watchdog_ms > 0) start_async_watchdog();
         for (step_ = 0; step_ < o_.steps; ++step_) {
             if (!run_step()) return kNcclError;
         }
         step_ = -1;
         if (o_.hold_ms > 0) sleep_ms(o_.hold_ms);
         if (!o_.wait_gone.empty()) wait_gone();
+        g_watchdog_stop.store(true);
         if (!teardown()) return kNcclError;
         if (o_.fake_cuda) print_fake_cuda();
         std::printf("rank %d done steps=%d\n", rank_, o_.steps);
@@ -236,6 +241,25 @@ private:
             (unsigned long long)st.events_created, (unsigned long long)st.enqueued, (unsigned long long)st.captured,
             (unsigned long long)st.streams, (unsigned long long)st.proc_address_found);
         std::fflush(stdout);
+    }
+
+    // --async-watchdog-ms: PyTorch's watchdog thread, which polls each communicator's asynchronous error (a peer
+    // gone, a remote abort) while the main thread may be blocked in a collective, and aborts the communicator on one.
+    // It stops before the teardown (g_watchdog_stop), or with the process.
+    void start_async_watchdog() {
+        std::thread([comm = world_comm_, rank = rank_, ms = o_.async_watchdog_ms] {
+            for (;;) {
+                sleep_ms(ms);
+                if (g_watchdog_stop.load()) return;
+                ncclResult_t e = ncclSuccess;
+                if (ncclCommGetAsyncError(comm, &e) != ncclSuccess) return;  // destroyed meanwhile
+                if (e == ncclSuccess || e == ncclInProgress) continue;
+                std::fprintf(stderr, "fake-framework: rank %d: watchdog: async error %s: aborting the communicator\n",
+                             rank, ncclGetErrorString(e));
+                ncclCommAbort(comm);
+                return;
+            }
+        }).detach();
     }
 
     // --wait-gone: a test lets the job end once it has seen what it waits for.

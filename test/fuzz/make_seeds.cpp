@@ -158,6 +158,14 @@ int main(int argc, char** argv) {
     put("hello");
     wire::encode(digest, f);
     put("digest");
+    // 1.4: a digest that carries the rank's Python stacks (faulthandler's text, the NCCL thread noted first).
+    digest.py_stacks = wire::PyStacksBlock{8, 4'000'000'000ull, 1, 1,
+                                           "# ncclwatch nccl-thread 0x7f0000001000 tid 4242\n"
+                                           "Thread 0x00007f0000001000 (most recent call first):\n"
+                                           "  File \"/job/train.py\", line 14 in slow_eval\n"
+                                           "  File \"/job/train.py\", line 19 in <module>\n"};
+    wire::encode(digest, f);
+    put("digest_py_stacks");
     wire::encode(wire::KeepAlive{6'000'000'000ull}, f);
     put("keepalive");
     wire::encode_bye(f);

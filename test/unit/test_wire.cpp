@@ -167,6 +167,68 @@ TEST_CASE("Digest 1.3: more communicators than a frame holds end at kMaxPayload,
     CHECK(out.comms.size() == sent);
 }
 
+TEST_CASE("Digest 1.4: the Python stacks ride along, after the comms past kMaxComms, cut at a line's end") {
+    Digest in = sample_digest();
+    in.py_stacks = PyStacksBlock{12, 345, 2, 1, "Thread 0x1 (most recent call first):\n  File \"a.py\", line 3 in f\n"};
+    std::vector<uint8_t> frame, payload;
+    encode(in, frame);
+    split(frame, payload);
+    Digest out;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    REQUIRE(out.py_stacks);
+    CHECK(out.py_stacks->seq == 12);
+    CHECK(out.py_stacks->mono_ns == 345);
+    CHECK(out.py_stacks->reason == 2);
+    CHECK(out.py_stacks->status == 1);
+    CHECK(out.py_stacks->text == in.py_stacks->text);
+    REQUIRE(out.comms.size() == in.comms.size());
+
+    // With communicators past kMaxComms: the stacks follow them, and the frame keeps room for them.
+    Digest many = in;
+    for (uint32_t i = 0; i < 5000; ++i) many.comms.push_back(sample_comm(kNoCommSlot, kMaxDigestSigs));
+    frame.clear();
+    const size_t went = encode(many, frame);
+    CHECK(frame.size() <= kHeaderBytes + kMaxPayload);
+    split(frame, payload);
+    Digest both;
+    REQUIRE(decode(payload.data(), payload.size(), both, &err));
+    CHECK(both.comms.size() == went);
+    REQUIRE(both.py_stacks);
+    CHECK(both.py_stacks->text == in.py_stacks->text);
+
+    // Without the block (a 1.3 sender): no stacks.
+    Digest old = sample_digest();
+    frame.clear();
+    encode(old, frame);
+    split(frame, payload);
+    Digest back;
+    REQUIRE(decode(payload.data(), payload.size(), back, &err));
+    CHECK_FALSE(back.py_stacks);
+
+    // A capture bigger than a digest carries: what fits, up to the end of its last whole line.
+    HeaderInfo h;
+    h.py_stacks_seq = 4;
+    h.py_stacks_status = 1;
+    std::string line = "  File \"/a/very/long/path/to/the/user/code/train.py\", line 100 in step\n";
+    while (h.py_stacks_text.size() < 3 * kMaxDigestPyStacks) h.py_stacks_text += line;
+    const PyStacksBlock b = py_stacks_block(h);
+    CHECK(b.text.size() <= kMaxDigestPyStacks);
+    CHECK(b.text.size() > kMaxDigestPyStacks - line.size());
+    CHECK(b.text.back() == '\n');
+    CHECK(b.text.size() % line.size() == 0);
+
+    // A text over the limit is refused by the decoder (an encoder never sends one: it clamps).
+    in.py_stacks->text = std::string(kMaxDigestPyStacks, 'x');
+    frame.clear();
+    encode(in, frame);
+    split(frame, payload);
+    const size_t text_len_at = payload.size() - kMaxDigestPyStacks - 4;
+    put_u32(payload, text_len_at, kMaxDigestPyStacks + 1);
+    Digest bad;
+    CHECK_FALSE(decode(payload.data(), payload.size(), bad, &err));
+}
+
 TEST_CASE("Small frames round trip") {
     std::vector<uint8_t> frame, payload;
     std::string err;
