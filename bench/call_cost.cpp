@@ -182,11 +182,15 @@ int main(int argc, char** argv) {
     int version = 0;
     ncclGetVersion(&version);
     if (multi) {
+        setvbuf(stdout, nullptr, _IOLBF, 0);  // each phase's line as it comes: a pair that hangs says where
+        const auto t_init = Clock::now();
         ncclUniqueId id;
         if (!share_unique_id(id, rank, id_file) || ncclCommInitRank(&comms[0], nranks, id, rank) != ncclSuccess) {
             fprintf(stderr, "call_cost: rank %d of %d: communicator init failed\n", rank, nranks);
             return 2;
         }
+        printf("init rank %d of %d: %.0f ms\n", rank, nranks,
+               std::chrono::duration<double, std::milli>(Clock::now() - t_init).count());
     } else if (group > 0) {
         std::vector<int> devs(static_cast<size_t>(ncomms));
         for (int d = 0; d < ncomms; ++d) devs[size_t(d)] = d;

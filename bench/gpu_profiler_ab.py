@@ -90,7 +90,7 @@ def run_pair(exe, mode, shim, work, timeout):
         env.update({"NCCL_HOSTID": f"abhost{r}", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "INFO",
                     "NCCL_DEBUG_SUBSYS": "INIT", "NCCL_DEBUG_FILE": os.path.join(work, f"nccl-debug.{r}.%p")})
         cmd = [exe, "--cuda", "--nranks", "2", "--rank", str(r), "--id-file", idf, "--device", "0", "--ab",
-               "--rounds", "30", "--iters", "200", "--sweep", f"{SWEEP[0]}:{SWEEP[1]}", "--sweep-iters", "5"]
+               "--rounds", "20", "--iters", "50", "--sweep", f"{SWEEP[0]}:{SWEEP[1]}", "--sweep-iters", "5"]
         f = open(os.path.join(work, f"rank{r}.out"), "w")
         procs.append((subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True), f))
     rcs = []
@@ -300,7 +300,14 @@ def main():
                 d = os.path.join(work, f"r{rnd}-{m}")
                 os.makedirs(d, exist_ok=True)
                 run([a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu.out"), 30)
-                rcs = run_pair(a.call_cost, m, a.shim, d, 40)
+                rcs = run_pair(a.call_cost, m, a.shim, d, 60)
+                if rcs != [0, 0]:  # where it stopped: each rank's last lines (init, the A/B, the sweep)
+                    for r in (0, 1):
+                        try:
+                            tail = open(os.path.join(d, f"rank{r}.out"), errors="replace").read().splitlines()[-4:]
+                        except OSError:
+                            tail = ["(no output file)"]
+                        print(f"round {rnd + 1} {m}: pair rank {r} exit {rcs[r]}: " + " | ".join(tail), flush=True)
                 with open(os.path.join(d, "plugin.txt"), "w") as fh:
                     fh.write(nccl_plugin(d) + ("" if rcs == [0, 0] else f" (exit {rcs})"))
                 with open(os.path.join(d, "source.txt"), "w") as fh:

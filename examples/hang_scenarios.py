@@ -20,6 +20,10 @@ rank_dies:     the last rank calls os._exit(--exit-code, default 1) at --at-step
 rank_exit0:    the same, with os._exit(0): a rank that leaves "successfully" in the middle of the job.
 rank_segv:     the last rank crashes with a real SIGSEGV at --at-step (a read of address 0, as a bad extension would).
 rank_killed:   the last rank is killed with SIGKILL at --at-step (as the kernel's OOM killer would): nothing of it runs.
+drift_skip:    no model: a loop of same-shaped all_reduces of the statistics tensor with a broadcast every 10 steps
+               (test/e2e/drift.sh on GPUs); the last rank skips the all_reduce of --at-step. NCCL pairs the ops by
+               their order, so the ranks drift by one op and disagree only at the next broadcast.
+drift_extra:   the same loop; the last rank adds one all_reduce at --at-step.
 init_hang:     the last rank calls init_process_group --delay-sec late (past the watchdog timeout), then all train.
 validation:    rank 0 runs "validation" (GPU work outside NCCL) for --busy-sec at --at-step while the others wait in
                the next all_reduce; then the job goes on and ends normally.
@@ -54,8 +58,9 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 SCENARIOS = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
-             "clean", "rank_exit0", "rank_segv", "rank_killed"]
+             "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra"]
 DYING = ("rank_dies", "rank_exit0", "rank_segv", "rank_killed")  # the last rank ends itself at --at-step
+DRIFTS = ("drift_skip", "drift_extra")
 
 
 def die(rank, how, exit_code):
@@ -170,6 +175,7 @@ def main():
     if s == "uneven" and rank == odd:
         steps = args.steps - args.short_by
     t0 = time.time()
+    loss = torch.zeros(())  # the drift loops train nothing
     truth.mark("t_loop_start")
     step = 0
     while True:
@@ -183,6 +189,19 @@ def main():
                     break
         elif step >= steps:
             break
+        if s in DRIFTS:
+            time.sleep(pace)
+            n = 1
+            if rank == odd and step == args.at_step:
+                n = 0 if s == "drift_skip" else 2
+                log(rank, f"{'skipping' if n == 0 else 'adding'} one all_reduce at step {step}")
+                truth.mark("t_depart", step=step)
+            for _ in range(n):
+                dist.all_reduce(stats)
+            if step % 10 == 0:
+                dist.broadcast(stats, src=0)
+            step += 1
+            continue
         if s in DYING and rank == odd and step == args.at_step:
             log(rank, f"dying at step {step} ({s}; rank_dies: os._exit({args.exit_code}))")
             truth.mark("t_depart", step=step)
@@ -235,7 +254,7 @@ def main():
     truth.mark("t_done")
     elapsed = time.time() - t0
     log(rank, f"done {step} steps in {elapsed:.1f} s, loss {loss.item():.4f}, stats[0] {stats[0].item():.0f}")
-    if s in ("skip", "grad_accum") and rank == odd:
+    if (s in ("skip", "grad_accum") and rank == odd) or s in DRIFTS:
         log(rank, f"staying alive {args.linger_sec:.0f} s outside NCCL")
         time.sleep(args.linger_sec)
     if args.fr_dump_at_end:

@@ -1,6 +1,12 @@
 // The collector's address and the reconnect backoff (see collector_endpoint.h).
 #include "collector_endpoint.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -68,6 +74,56 @@ bool resolve_endpoint(const Config& cfg, const char* master_addr, Endpoint& out,
     return true;
 }
 
+bool auto_loopback_only(const Config& cfg) { return cfg.collector == "auto" && cfg.token.empty(); }
+
+bool is_this_host(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    addrinfo* res = nullptr;
+    if (host.empty() || getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
+    bool local = false;
+    for (addrinfo* a = res; a && !local; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            auto* in = reinterpret_cast<sockaddr_in*>(a->ai_addr);
+            in->sin_port = 0;
+            local = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+        } else if (a->ai_family == AF_INET6) {
+            auto* in6 = reinterpret_cast<sockaddr_in6*>(a->ai_addr);
+            in6->sin6_port = 0;
+            local = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+        } else {
+            continue;
+        }
+        // Only an address of this machine can be bound (port 0: any; nothing is sent).
+        if (!local) {
+            const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+            if (fd >= 0) {
+                local = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+                close(fd);
+            }
+        }
+    }
+    freeaddrinfo(res);
+    return local;
+}
+
+bool apply_loopback_rule(const Config& cfg, bool runs_server, Endpoint& ep, std::string* why) {
+    if (!auto_loopback_only(cfg)) return true;
+    if (!runs_server && !is_this_host(ep.host)) {
+        if (why)
+            *why =
+                "NCCLWATCH_COLLECTOR=auto without NCCLWATCH_TOKEN listens on loopback only, on rank 0's host "
+                "(MASTER_ADDR " +
+                text::echo(ep.host) +
+                "), and this rank is on another host; set NCCLWATCH_TOKEN (the same on every rank) to watch every "
+                "host live";
+        return false;
+    }
+    ep.host = "127.0.0.1";
+    return true;
+}
+
 double Backoff::next_delay_s() {
     const double d = std::min(max_s_, initial_s_ * double(1ull << std::min(attempts_, 30)));
     if (attempts_ < 64) ++attempts_;
@@ -78,10 +134,11 @@ double Backoff::next_delay_s() {
 #ifdef NCW_HAVE_LIVE_SERVER
 live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& ep) {
     live::ServerOptions opt;
-    // Bound to MASTER_ADDR, the address the job already uses to reach rank 0's host: every rank can reach it, and
-    // nothing is exposed on interfaces the job does not use.
-    opt.listen =
-        (ep.host.find(':') != std::string::npos ? "[" + ep.host + "]" : ep.host) + ":" + std::to_string(ep.port);
+    // With a token, bound to MASTER_ADDR, the address the job already uses to reach rank 0's host: every rank can
+    // reach it, and nothing is exposed on interfaces the job does not use.
+    // Without a token, loopback only, as `serve` (auto_loopback_only).
+    const std::string host = auto_loopback_only(cfg) ? "127.0.0.1" : ep.host;
+    opt.listen = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(ep.port);
     opt.token = cfg.token;
     opt.timeout_s = cfg.timeout_sec;
     opt.dead_after_s = cfg.dead_after_sec;

@@ -7,11 +7,13 @@
 
 namespace ncw {
 
-void SlotTable::bind(disk::CommSlot* table, uint32_t capacity, std::atomic<uint32_t>* num_comms) {
+void SlotTable::bind(disk::CommSlot* table, uint32_t capacity, std::atomic<uint32_t>* num_comms,
+                     std::atomic<uint64_t>* unslotted) {
     std::lock_guard<std::mutex> lock(mu_);
     table_ = table;
     capacity_ = capacity < disk::kMaxComms ? capacity : disk::kMaxComms;
     num_comms_ = num_comms;
+    unslotted_ = unslotted;
 }
 
 bool SlotTable::quiet_since(const Entry& e) const {
@@ -61,6 +63,8 @@ disk::CommSlot* SlotTable::acquire(CommRuntime* owner, uint16_t& index) {
     }
     if (pick >= capacity_) {
         overflowed_.fetch_add(1, std::memory_order_relaxed);
+        // In the file, so that a reader after the job knows how many communicators it cannot show from the table.
+        if (unslotted_) unslotted_->fetch_add(1, std::memory_order_relaxed);
         return nullptr;
     }
     entries_[pick].owner = owner;
@@ -94,6 +98,25 @@ void SlotTable::release(CommRuntime& cr) {
     e.released = &cr;
     e.released_order = ++order_;
     e.owner = nullptr;
+}
+
+bool SlotTable::add_unslotted(CommRuntime* cr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint32_t n = unslotted_n_.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < n; ++i) {
+        CommRuntime* old = unslotted_list_[i].load(std::memory_order_relaxed);
+        const disk::CommSlot* s = old ? old->slot.load() : nullptr;
+        // A reader that still holds the old pointer reads a destroyed communicator (never freed) and skips it.
+        if (!old || old->destroyed.load(std::memory_order_acquire) ||
+            (s && s->state.load(std::memory_order_relaxed) == uint32_t(disk::CommState::InitFailed))) {
+            unslotted_list_[i].store(cr, std::memory_order_release);
+            return true;
+        }
+    }
+    if (n >= kMaxUnslotted) return false;
+    unslotted_list_[n].store(cr, std::memory_order_release);
+    unslotted_n_.store(n + 1, std::memory_order_release);
+    return true;
 }
 
 }  // namespace ncw

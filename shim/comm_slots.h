@@ -32,8 +32,10 @@ class SlotTable {
 public:
     static constexpr int kPassCounters = 2;  // the completion poller's and the watchdog's
 
-    // table: the file's comm table of `capacity` slots; num_comms: the header's high-water mark.
-    void bind(disk::CommSlot* table, uint32_t capacity, std::atomic<uint32_t>* num_comms);
+    // table: the file's comm table of `capacity` slots; num_comms: the header's high-water mark; unslotted: the
+    // header's count of communicators that got no slot (format 1.5, FileHeader::comms_unslotted).
+    void bind(disk::CommSlot* table, uint32_t capacity, std::atomic<uint32_t>* num_comms,
+              std::atomic<uint64_t>* unslotted = nullptr);
     void watch_passes(int i, const PassCounter* c) { passes_[i] = c; }
 
     // At init (the host's thread, once per communicator): a slot rewritten empty under its seqlock and left odd
@@ -46,6 +48,20 @@ public:
     void release(CommRuntime& cr);
 
     uint32_t overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
+
+    // Communicators that got no file slot (acquire gave none): their progress blocks are our own memory, which the
+    // live digests carry (shim/self_reader.h). Added at init once the identity is in the block (the host's thread,
+    // under mu_ as acquire); an entry whose communicator was destroyed or failed its init is reused. false: the list
+    // is full of live ones.
+    static constexpr uint32_t kMaxUnslotted = 4096;
+    bool add_unslotted(CommRuntime* cr);
+    // Lock-free, from any thread of ours (the digest client): every entry, live or not; f checks.
+    template <typename F>
+    void for_each_unslotted(F&& f) const {
+        const uint32_t n = unslotted_n_.load(std::memory_order_acquire);
+        for (uint32_t i = 0; i < n && i < kMaxUnslotted; ++i)
+            if (CommRuntime* cr = unslotted_list_[i].load(std::memory_order_acquire)) f(*cr);
+    }
 
 private:
     struct Entry {
@@ -61,11 +77,14 @@ private:
     disk::CommSlot* table_ = nullptr;
     uint32_t capacity_ = 0;
     std::atomic<uint32_t>* num_comms_ = nullptr;
+    std::atomic<uint64_t>* unslotted_ = nullptr;
     uint32_t used_ = 0;  // slots handed out at least once
     uint64_t order_ = 0;
     Entry entries_[disk::kMaxComms];
     const PassCounter* passes_[kPassCounters] = {};
     std::atomic<uint32_t> overflowed_{0};
+    std::atomic<CommRuntime*> unslotted_list_[kMaxUnslotted] = {};
+    std::atomic<uint32_t> unslotted_n_{0};
 };
 
 }  // namespace ncw

@@ -27,30 +27,12 @@
 #include "collector_endpoint.h"
 #include "config.h"
 #include "live/live_auth.h"
-#include "live/live_server.h"
 #include "log.h"
 #include "rank_file_writer.h"
-#include "read/gpu_spans.h"
 #include "runtime.h"
 
 namespace ncw {
 namespace live_client {
-
-// ---- Reading this process's own state ----
-
-SelfReader::SelfReader(const RankFileWriter& w) {
-    if (w.file_backed && !file_.open(w.path)) error_ = file_.error();
-    // The anonymous-memory fallback (or a file that cannot be read back): the same reader over our own mapping.
-    if (!file_.is_open()) file_.open_memory(w.hdr, w.size, "(this process's memory)");
-}
-
-HeaderInfo SelfReader::header() const { return file_.header(); }
-
-std::vector<CommInfo> SelfReader::comms() const {
-    std::vector<CommInfo> c = file_.comms();
-    read_gpu_spans(file_, c, kLiveSpanRecords);  // for the collector's straggler rule (profiler-timed comms only)
-    return c;
-}
 
 // ---- The client thread ----
 
@@ -72,12 +54,17 @@ public:
     void run() noexcept {
         pthread_setname_np(pthread_self(), "ncw-digest");  // visible in top -H, and measurable in /proc
         try {
-            if (run_server_) start_server();
-            reader_ = std::make_unique<SelfReader>(rt_.file);
-            if (!reader_->error().empty())
-                log().warn("live digests read this process's state from memory ({} could not be read back: {})",
-                           rt_.file.path, reader_->error());
-            loop();
+            std::string why;
+            if (apply_loopback_rule(rt_.cfg, run_server_, ep_, &why)) {
+                if (run_server_) start_embedded_collector(rt_.cfg, ep_);  // ep_ is MASTER_ADDR (or 127.0.0.1) here
+                reader_ = std::make_unique<SelfReader>(rt_.file, &rt_.slots);
+                if (!reader_->error().empty())
+                    log().warn("live digests read this process's state from memory ({} could not be read back: {})",
+                               rt_.file.path, reader_->error());
+                loop();
+            } else {
+                log().warn("no live digests: {}", why);
+            }
         } catch (const std::exception& e) {
             try {
                 NCW_LOG_ONCE(error, "the live digest client stopped: {}", e.what());
@@ -125,29 +112,6 @@ private:
     }
 
     std::string where() const { return ep_.host + ":" + std::to_string(ep_.port); }
-
-    void start_server() {
-#ifndef NCW_HAVE_LIVE_SERVER
-        log().error(
-            "NCCLWATCH_COLLECTOR=auto: this build of ncclwatch has no live collector; run "
-            "`ncclwatch-collector serve` and set NCCLWATCH_COLLECTOR=HOST:PORT instead");
-#else
-        live::ServerOptions opt = embedded_server_options(rt_.cfg, ep_);  // ep_ is MASTER_ADDR in auto mode
-        opt.log = [](const std::string& line) { log().info("live collector: {}", line); };
-        auto server = std::make_unique<live::LiveServer>(opt);
-        std::string err;
-        if (!server->start(&err)) {
-            log().error(
-                "NCCLWATCH_COLLECTOR=auto: cannot run the live collector on {} ({}); set MASTER_ADDR to an "
-                "address of this host or NCCLWATCH_COLLECTOR_PORT to a free port",
-                opt.listen, err);
-            return;
-        }
-        log().info("NCCLWATCH_COLLECTOR=auto: live collector listening on {}, reports in {}/<job>", opt.listen,
-                   opt.out_dir);
-        server_ = server.release();  // runs until the process exits: other ranks may still report after we exit
-#endif
-    }
 
     void loop() {
         uint64_t connect_deadline = 0;
@@ -340,13 +304,19 @@ private:
         if (!acked_) return;       // nothing but the Proof goes out before the collector accepted the Hello
         if (send_.busy()) return;  // the collector is behind: this tick's digest would be stale by the time it left
         std::vector<uint8_t> frame;
-        wire::encode(make_digest(reader_->header(), reader_->comms(), now), frame);
+        const wire::Digest digest = make_digest(reader_->header(), reader_->comms(), now, last_digest_);
+        const size_t sent = wire::encode(digest, frame);
+        if (sent < digest.comms.size())
+            NCW_LOG_ONCE(warn,
+                         "{} live communicators: a live digest holds {} of them; the other {} are watched by this "
+                         "process only (not by the live collector)",
+                         digest.comms.size(), sent, digest.comms.size() - sent);
         // A change goes out at most once per digest period; in between (changed or not), a keep-alive each second.
         const bool due = last_digest_.empty() || now - last_digest_at_ >= digest_ns_;
-        if (due && digest_changed(last_digest_, frame)) {
+        if (due && digest_changed(last_digest_.frame, frame)) {
             std::vector<uint8_t> copy = frame;
             if (queue(std::move(frame))) {
-                last_digest_ = std::move(copy);
+                last_digest_.take(std::move(copy));
                 last_digest_at_ = now;
             }
         } else if (now - last_sent_ >= kKeepAliveNs) {
@@ -458,7 +428,7 @@ private:
     std::unique_ptr<SelfReader> reader_;
     wire::FrameReader reader_frames_;
     SendSlot send_;
-    std::vector<uint8_t> last_digest_;
+    LastDigest last_digest_;
     std::vector<uint8_t> hello_payload_;  // what the token proof covers, until the Hello is accepted
     bool acked_ = false;
     const uint64_t digest_ns_ = uint64_t(rt_.cfg.digest_ms) * 1000000ull;
@@ -469,9 +439,6 @@ private:
     uint64_t connected_at_ = 0;
     bool ever_connected_ = false;
     bool failures_logged_ = false;
-#ifdef NCW_HAVE_LIVE_SERVER
-    live::LiveServer* server_ = nullptr;
-#endif
 
     std::atomic<bool> stopping_{false};
     std::atomic<bool> forked_{false};

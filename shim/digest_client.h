@@ -1,8 +1,9 @@
 // The shim's live digest client (NCCLWATCH_COLLECTOR): one TCP connection per process to the live collector
-// (include/ncclwatch/wire.h), on a thread of its own. It sends a Hello (with NCCLWATCH_TOKEN, it answers the collector's
-// Challenge with an HMAC proof, lib/live/live_auth.h: the token never travels) and, once accepted, a Digest of every
-// communicator's progress whenever it changed (at most every NCCLWATCH_DIGEST_MS) and a KeepAlive each second otherwise, and a Bye at clean
-// exit. A DumpRequest from the collector bumps FileHeader::dump_request, so the watchdog writes the dump.
+// (include/ncclwatch/wire.h), on a thread of its own. It sends a Hello (with NCCLWATCH_TOKEN, it answers the
+// collector's Challenge with an HMAC proof, lib/live/live_auth.h: the token never travels) and, once accepted, a Digest
+// of every communicator's progress whenever it changed (at most every NCCLWATCH_DIGEST_MS) and a KeepAlive each second
+// otherwise, and a Bye at clean exit. A DumpRequest from the collector bumps FileHeader::dump_request, so the watchdog
+// writes the dump.
 //
 // The socket is non-blocking and at most one frame is ever pending: when the collector is slow the stale digest is
 // dropped and the latest sent once the socket drains. Training threads never touch any of it; a collector that is
@@ -20,6 +21,7 @@
 #include "collector_endpoint.h"
 #include "digest_frame.h"
 #include "read/rank_file.h"
+#include "self_reader.h"
 
 namespace ncw {
 
@@ -35,23 +37,7 @@ void stop_digest_client();
 // In a forked child: the parent's thread and socket are not ours.
 void digest_client_forget_after_fork();
 
-namespace live_client {
+// Where it connects and when it retries: collector_endpoint.h (the collector of auto: embedded_collector.cpp); the
+// frames it sends: digest_frame.h; what it reads of its own process: self_reader.h.
 
-// Where it connects and when it retries: collector_endpoint.h; the frames it sends: digest_frame.h.
-
-// What the client asks of its own state: a snapshot of this process's rank file, through RankFile when the file is on
-// disk, straight from the mapping when the shim fell back to anonymous memory.
-class SelfReader {
-public:
-    explicit SelfReader(const RankFileWriter& w);
-    HeaderInfo header() const;
-    std::vector<CommInfo> comms() const;
-    const std::string& error() const { return error_; }
-
-private:
-    RankFile file_;
-    std::string error_;
-};
-
-}  // namespace live_client
 }  // namespace ncw

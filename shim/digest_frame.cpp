@@ -8,15 +8,25 @@
 
 namespace ncw::live_client {
 
-wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint64_t now_mono_ns) {
+wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint64_t now_mono_ns, uint64_t py_sent_seq) {
     wire::Digest d;
     d.sent_mono_ns = now_mono_ns;
     d.process_state = h.process_state;
-    if (comms.size() > wire::kMaxComms) comms.resize(wire::kMaxComms);
+    // The file's slots first, then the communicators without one (1.3: past kMaxComms, budgeted by the encoder).
+    if (comms.size() > wire::kMaxComms + wire::kMaxExtraComms) comms.resize(wire::kMaxComms + wire::kMaxExtraComms);
     for (CommInfo& c : comms)
         if (c.recent.size() > wire::kMaxDigestSigs)
             c.recent.erase(c.recent.begin(), c.recent.end() - wire::kMaxDigestSigs);
     d.comms = std::move(comms);
+    // Once per capture: the collector keeps them (a digest goes out on every change, a capture is rare).
+    if (h.py_stacks_seq && h.py_stacks_seq % 2 == 0 && h.py_stacks_seq != py_sent_seq)
+        d.py_stacks = wire::py_stacks_block(h);
+    return d;
+}
+
+wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint64_t now_mono_ns, LastDigest& last) {
+    wire::Digest d = make_digest(h, std::move(comms), now_mono_ns, last.py_seq);
+    last.py_pending = d.py_stacks ? d.py_stacks->seq : 0;
     return d;
 }
 

@@ -12,8 +12,28 @@
 
 namespace ncw::live_client {
 
-// The Digest of a snapshot: every communicator with its most recent kMaxDigestSigs signatures.
-wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint64_t now_mono_ns);
+// The Digest of a snapshot: every communicator (the file's slots, then those without one) with its most recent
+// kMaxDigestSigs signatures, and (protocol 1.4) the Python stacks when their capture is not the one sent last on this
+// connection (py_sent_seq, its py_stacks_seq; 0 on a new connection).
+wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint64_t now_mono_ns,
+                         uint64_t py_sent_seq = 0);
+
+// The last Digest sent on a connection (cleared on a new one): its frame, which the next is compared with, and the
+// capture of the Python stacks sent so far.
+struct LastDigest {
+    std::vector<uint8_t> frame;
+    uint64_t py_seq = 0;      // py_stacks_seq of the stacks the collector has from this connection
+    uint64_t py_pending = 0;  // ... of those in the digest made last (make_digest below), until it is taken
+    bool empty() const { return frame.empty(); }
+    void clear() { *this = LastDigest{}; }
+    // That digest was sent.
+    void take(std::vector<uint8_t>&& f) {
+        frame = std::move(f);
+        if (py_pending) py_seq = py_pending;
+    }
+};
+// make_digest for the next Digest after `last`.
+wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint64_t now_mono_ns, LastDigest& last);
 
 // Whether two encoded Digest frames differ in anything but their send time (the first 8 payload bytes).
 bool digest_changed(const std::vector<uint8_t>& prev_frame, const std::vector<uint8_t>& next_frame);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "backtrace.h"
 #include "clock.h"
 #include "completion_tracker.h"
@@ -53,6 +55,34 @@ const CommResult* initiating_of(const JobResult* job, const CommResult* view) {
     return nullptr;
 }
 
+// A communicator whose own verdict is no cascade but names a process that the job's initiating stall names too (one
+// process busy outside NCCL holds both up, as rank 5 in slow_eval holds its tensor- and data-parallel groups): that
+// stall is the same event, and it leads this report as well.
+const CommResult* same_culprit_initiating(const JobResult* job, const CommResult* view) {
+    if (!job || !view) return nullptr;
+    using Proc = std::pair<std::string, int64_t>;
+    auto procs = [](const CommResult& c, const verdict::Verdict& v) {
+        std::vector<Proc> out;
+        for (int cr : v.culprits)
+            for (const auto& r : c.view.ranks)
+                if (r.comm_rank == cr && r.pid) out.push_back({r.host, r.pid});
+        return out;
+    };
+    std::vector<Proc> mine;
+    for (const verdict::Verdict& v : view->verdicts)
+        if (v.role == verdict::Role::None && v.kind != verdict::Kind::Straggler)
+            for (auto& p : procs(*view, v)) mine.push_back(std::move(p));
+    if (mine.empty()) return nullptr;
+    for (const CommResult& c : job->comms) {
+        if (&c == view) continue;
+        for (const verdict::Verdict& v : c.verdicts)
+            if (v.role == verdict::Role::Initiating)
+                for (const Proc& p : procs(c, v))
+                    if (std::find(mine.begin(), mine.end(), p) != mine.end()) return &c;
+    }
+    return nullptr;
+}
+
 }  // namespace
 
 json DumpWriter::process_json() const {
@@ -70,8 +100,9 @@ void DumpWriter::append_event(json event) {
     event["time"] = now_wall();
     events_.push_back(std::move(event));
     json doc{{"schema", "ncclwatch.report/1"}, {"process", process_json()}, {"events", events_}};
-    std::string err = write_file_atomic(rt_.file.base_path + ".report.json", report::dump_json(doc));
-    if (!err.empty() && !write_failed_logged_) {
+    std::string err;
+    if (!write_file_atomic(rt_.file.base_path + ".report.json", report::dump_json(doc), &err) &&
+        !write_failed_logged_) {
         write_failed_logged_ = true;
         log().error("cannot write the report file ({}); the report is on stderr only", err);
     }
@@ -103,6 +134,35 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
         "STALL on communicator {:#018x} ({} ranks; this process is rank {}): no completion for {:.1f} s "
         "(NCCLWATCH_TIMEOUT_SEC={}); collectives {}",
         cr.comm_id, cr.nranks, cr.rank, stalled_for_s, rt_.cfg.timeout_sec, verdict::progress_words(own));
+    // A cascade: the stall it waits because of leads, in the same words, so that this report names the cause first
+    // (one lead per event); this communicator's own verdict follows as its consequence.
+    const CommResult* cause = initiating_of(job, view);
+    const bool same_culprit = !cause && (cause = same_culprit_initiating(job, view)) != nullptr;
+    json verdicts = json::array();
+    if (cause)
+        for (const verdict::Verdict& v : cause->verdicts)
+            if (v.role == verdict::Role::Initiating)
+                verdicts.push_back(report::verdict_json_with_headline(*job, *cause, v));
+    for (json& v : verdicts_json(job, view)) verdicts.push_back(std::move(v));
+    const bool no_slot = cr.slot_index == 0xffff;
+    const json event{{"type", "stall"},
+                     {"comm_id", report::hex(cr.comm_id)},
+                     {"no_comm_slot", no_slot},
+                     {"waiting_in_seq", waiting_in},
+                     {"stalled_for_s", stalled_for_s},
+                     {"completion_poller_stuck", tracker_stuck},
+                     {"suspected_at_s", suspected_at_s >= 0 ? json(suspected_at_s) : json(nullptr)},
+                     {"missing_ranks", view ? json(view->missing) : json::array()},
+                     {"verdicts", verdicts}};
+    // One full report per node and event: the lowest local rank among this host's ranks that wait in the lead
+    // stall prints it (every rank judges the same files the same way, so no rank has to ask another); the others,
+    // and this process for an event it printed already, print one line that points to it.
+    if (const char* where = full_report_elsewhere(job, cause ? cause : view)) {
+        log().error("  {} [{}]",
+                    report::verdict_lines(*job, cause ? *cause : *view, *lead_of(cause ? cause : view)).front(), where);
+        append_event(event);
+        return;
+    }
     if (tracker_stuck)
         log().error(
             "  the GPU completion poller has not run for over 2 s (a CUDA query blocks?): GPU progress is "
@@ -112,32 +172,54 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
             "  no verdict from the ranks visible in {}: the lagging rank is probably on another node "
             "(run ncclwatch-collector analyze over every node's folder)",
             rt_.file.job_dir);
-    const bool no_slot = cr.slot_index == 0xffff;
     if (no_slot)
         log().error(
             "  this communicator had no comm slot in the rank file (more than {} alive at once): watched here, and "
             "read by other ranks and analyze from the ring records",
             rt_.file.hdr->max_comms);
-    log_verdicts(job, view);
-    // A cascade: the stall it waits because of follows, in the same words, so that this report names the cause too.
-    json verdicts = verdicts_json(job, view);
-    if (const CommResult* cause = initiating_of(job, view)) {
-        log().error("  it waits because of the stall on communicator {}:", report::hex(cause->comm_id));
+    if (cause) {
+        if (same_culprit)
+            log().error("  its culprit also holds up the stall on communicator {}, which stalled first:",
+                        report::hex(cause->comm_id));
+        else
+            log().error("  it waits because of the stall on communicator {}, which stalled first:",
+                        report::hex(cause->comm_id));
         for (const verdict::Verdict& v : cause->verdicts)
-            if (v.role == verdict::Role::Initiating) {
-                log_verdict(*job, *cause, v, "  ");
-                verdicts.push_back(report::verdict_json_with_headline(*job, *cause, v));
-            }
+            if (v.role == verdict::Role::Initiating) log_verdict(*job, *cause, v, "  ");
+        log().error(same_culprit ? "  this communicator:" : "  this communicator, a cascade of it:");
     }
-    append_event(json{{"type", "stall"},
-                      {"comm_id", report::hex(cr.comm_id)},
-                      {"no_comm_slot", no_slot},
-                      {"waiting_in_seq", waiting_in},
-                      {"stalled_for_s", stalled_for_s},
-                      {"completion_poller_stuck", tracker_stuck},
-                      {"suspected_at_s", suspected_at_s >= 0 ? json(suspected_at_s) : json(nullptr)},
-                      {"missing_ranks", view ? json(view->missing) : json::array()},
-                      {"verdicts", std::move(verdicts)}});
+    log_verdicts(job, view);
+    append_event(event);
+}
+
+const verdict::Verdict* DumpWriter::lead_of(const CommResult* c) {
+    if (!c || c->verdicts.empty()) return nullptr;
+    for (const verdict::Verdict& v : c->verdicts)
+        if (v.role == verdict::Role::Initiating) return &v;
+    return &c->verdicts.front();
+}
+
+const char* DumpWriter::full_report_elsewhere(const JobResult* job, const CommResult* lead_comm) {
+    const verdict::Verdict* lead = lead_of(lead_comm);
+    if (!job || !lead) return nullptr;
+    const auto key = std::make_pair(lead_comm->comm_id, lead->seq);
+    if (std::find(printed_leads_.begin(), printed_leads_.end(), key) != printed_leads_.end())
+        return "printed in full above by this process";
+    const verdict::RankCommState* reporter = nullptr;
+    auto order = [](const verdict::RankCommState& r) { return r.local_rank >= 0 ? r.local_rank : r.global_rank; };
+    for (int w : lead->waiting)
+        for (const auto& r : lead_comm->view.ranks)
+            if (r.comm_rank == w && r.host == rt_.id.host && (!reporter || order(r) < order(*reporter))) reporter = &r;
+    if (reporter && reporter->pid != rt_.id.pid) {
+        where_ =
+            fmt::format("the full report: local rank {} (pid {}) on this host, in its stderr and {}", order(*reporter),
+                        reporter->pid,
+                        reporter->file.empty() ? std::string("its .report.json")
+                                               : reporter->file.substr(0, reporter->file.size() - 4) + ".report.json");
+        return where_.c_str();
+    }
+    printed_leads_.push_back(key);  // this process prints it now
+    return nullptr;
 }
 
 void DumpWriter::report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
@@ -169,6 +251,27 @@ void DumpWriter::report_suspected(const CommRuntime& cr, const JobResult* job, c
                       {"completion_gap_p99_s", gap_p99_ns / 1e9},
                       {"timeout_s", rt_.cfg.timeout_sec},
                       {"verdicts", verdicts}});
+}
+
+void DumpWriter::report_init_suspected(const disk::CommSlot& slot, const JobResult& job, const CommResult& view,
+                                       double waited_s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    json verdicts = json::array();
+    for (const verdict::Verdict& v : view.suspected)
+        verdicts.push_back(report::verdict_json_with_headline(job, view, v));
+    // One line, as a stall's suspicion: the verdict as every report words it, then why.
+    log().warn(
+        "{} [communicator {:#018x} initialising for {:.1f} s (this process is rank {}); an INIT_HANG at "
+        "NCCLWATCH_TIMEOUT_SEC={} unless it finishes]",
+        report::verdict_lines(job, view, view.suspected.front()).front(), slot.comm_id, waited_s, slot.rank,
+        rt_.cfg.timeout_sec);
+    append_event(json{{"type", "suspected"},
+                      {"comm_id", report::hex(slot.comm_id)},
+                      {"init", true},
+                      {"stalled_for_s", waited_s},
+                      {"suspect_after_s", verdict::kInitSuspectS},
+                      {"timeout_s", rt_.cfg.timeout_sec},
+                      {"verdicts", std::move(verdicts)}});
 }
 
 void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view,
@@ -320,8 +423,8 @@ void DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, 
         doc["records"] = nullptr;
         doc["records_note"] = "no rank file (memory only): see the earlier error";
     }
-    std::string err = write_file_atomic(rt_.file.base_path + ".dump.json", report::dump_json(doc));
-    if (!err.empty()) {
+    std::string err;
+    if (!write_file_atomic(rt_.file.base_path + ".dump.json", report::dump_json(doc), &err)) {
         if (!write_failed_logged_) {
             write_failed_logged_ = true;
             log().error("cannot write the dump ({})", err);

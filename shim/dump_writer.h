@@ -26,6 +26,9 @@ public:
     void report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
                           double suspect_after_s, uint64_t gap_p99_ns);
     void report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view, double waited_s);
+    // An init waiting past verdict::kInitSuspectS for a rank never seen (view->suspected holds its verdicts).
+    void report_init_suspected(const disk::CommSlot& slot, const JobResult& job, const CommResult& view,
+                               double waited_s);
     void report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
     // Not a hang: a warning on stderr and a "straggler" event.
     void report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
@@ -44,7 +47,14 @@ private:
     nlohmann::json process_json() const;
 
     Runtime& rt_;
+    // The lead verdict of a stall report: the initiating one, or the first.
+    static const verdict::Verdict* lead_of(const CommResult* c);
+    // Where the full report of this lead is printed when not here (a pointer to where_), or null: print it here.
+    const char* full_report_elsewhere(const JobResult* job, const CommResult* lead_comm);
+
     std::mutex mu_;  // the watchdog thread and the exit handler may both write
+    std::vector<std::pair<uint64_t, uint64_t>> printed_leads_;  // (comm id, seq) of the stalls printed in full
+    std::string where_;
     nlohmann::json events_ = nlohmann::json::array();
     bool write_failed_logged_ = false;
 };

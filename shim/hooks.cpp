@@ -462,6 +462,8 @@ ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
 ncclResult_t ncclCommAbort(CallScope& s, ncclComm_t comm) {
     {
         ErrnoKeeper keep;
+        // What NCCL's profiler events proved before the abort (the slot is released with it).
+        if (Runtime* rt = runtime(); CommRuntime* cr = rt ? rt->comms.find(comm) : nullptr) profiler_publish_one(*cr);
         release_slot(end_comm(comm, disk::OpType::CommAbort, disk::CommState::Aborted, ncclSuccess, true));
     }
     errno = s.saved_errno();
@@ -494,8 +496,11 @@ ncclResult_t ncclCommGetAsyncError(CallScope& s, ncclComm_t comm, ncclResult_t* 
     }
     if (cr->slot && e != ncclInProgress) {
         int32_t prev = cr->slot.load()->async_error.exchange(int32_t(e), std::memory_order_relaxed);
-        if (prev != int32_t(e) && e != ncclSuccess)
-            record_event(rt->file, cr, cr->comm_id, disk::OpType::AsyncError, e, cr->rank, now_mono_ns());
+        if (prev != int32_t(e) && e != ncclSuccess) {
+            const uint64_t now = now_mono_ns();
+            record_async_failed(*cr, int32_t(e), now);  // its calls returned success: the error is their failure
+            record_event(rt->file, cr, cr->comm_id, disk::OpType::AsyncError, e, cr->rank, now);
+        }
     }
     return r;
 }

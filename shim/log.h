@@ -10,6 +10,8 @@ namespace ncw {
 
 spdlog::logger& log();
 void set_log_level(const char* level);  // trace|debug|info|warn|error|off
+// Once the process knows its global rank (at the runtime's start, before its threads): the prefix names it.
+void set_log_rank(int global_rank);
 
 // Log a message at most once per call site: our own failures are reported once and then swallowed.
 #define NCW_LOG_ONCE(level, ...)                                                                          \

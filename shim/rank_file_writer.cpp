@@ -11,54 +11,20 @@
 #include "clock.h"
 #include "log.h"
 #include "read/rank_file.h"  // this_boot_id_hash: the readers compare with the same value
+#include "read/safe_write.h"
 
 namespace ncw {
 
-std::string make_dirs(const std::string& path, unsigned mode) {
-    std::string cur;
-    size_t pos = 0;
-    while (pos != std::string::npos) {
-        pos = path.find('/', pos + 1);
-        cur = path.substr(0, pos);
-        if (cur.empty()) continue;
-        if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return cur + ": " + strerror(errno);
+bool write_file_atomic(const std::string& path, const std::string& content, std::string* why) {
+    const size_t name_at = path.rfind('/');
+    const size_t job_at =
+        name_at == std::string::npos || name_at == 0 ? std::string::npos : path.rfind('/', name_at - 1);
+    if (job_at == std::string::npos) {
+        if (why) *why = path + ": not ROOT/JOB/NAME";
+        return false;
     }
-    struct stat st {};
-    if (stat(path.c_str(), &st) != 0) return path + ": " + strerror(errno);
-    if (!S_ISDIR(st.st_mode)) return path + ": not a folder";
-    if (access(path.c_str(), W_OK | X_OK) != 0) return path + ": " + strerror(errno);
-    return "";
-}
-
-std::string write_file_atomic(const std::string& path, const std::string& content) {
-    std::string tmp = path + ".tmp." + std::to_string(getpid());
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-    if (fd < 0) return tmp + ": " + strerror(errno);
-    size_t off = 0;
-    while (off < content.size()) {
-        ssize_t n = write(fd, content.data() + off, content.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            std::string why = tmp + ": " + strerror(n < 0 ? errno : ENOSPC);
-            close(fd);
-            unlink(tmp.c_str());
-            return why;
-        }
-        off += size_t(n);
-    }
-    if (fsync(fd) != 0 && errno != EINVAL) {
-        std::string why = tmp + ": fsync: " + strerror(errno);
-        close(fd);
-        unlink(tmp.c_str());
-        return why;
-    }
-    close(fd);
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-        std::string why = path + ": rename: " + strerror(errno);
-        unlink(tmp.c_str());
-        return why;
-    }
-    return "";
+    return files::write_job_file(path.substr(0, job_at), path.substr(job_at + 1, name_at - job_at - 1),
+                                 path.substr(name_at + 1), content, true, why);
 }
 
 namespace {
@@ -112,9 +78,12 @@ RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdenti
     w.base_path = w.job_dir + "/rank" + rank + "-" + sanitize_component(id.host) + "-" + std::to_string(id.pid);
     w.path = w.base_path + ".ncw";
 
-    std::string why = make_dirs(w.job_dir, 0750);
-    if (why.empty()) {
-        int fd = open(w.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    // The job folder is made 0750 and never followed if a symlink is there (read/safe_write.h); nor is the file.
+    std::string why;
+    const int dir = files::open_job_dir(root_dir, id.job_id, &why);
+    if (dir >= 0) {
+        const std::string name = w.path.substr(w.job_dir.size() + 1);
+        int fd = openat(dir, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
         if (fd < 0) {
             why = w.path + ": " + strerror(errno);
         } else {
@@ -122,9 +91,10 @@ RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdenti
             close(fd);  // the mapping keeps the file
             if (!w.base) {
                 why = w.path + ": " + why;
-                unlink(w.path.c_str());
+                unlinkat(dir, name.c_str(), 0);
             }
         }
+        close(dir);
     }
     if (w.base) {
         w.file_backed = true;

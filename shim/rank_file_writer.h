@@ -38,11 +38,9 @@ RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdenti
 // start_runtime, then the environment probe's thread, never concurrently. Not for the hot path.
 size_t append_env_entries(RankFileWriter& w, const std::vector<std::string>& entries, size_t keep_free = 0);
 
-// mkdir -p with the given mode; returns "" on success, else the reason.
-std::string make_dirs(const std::string& path, unsigned mode);
-
-// Writes `content` to `path` atomically (temporary file in the same folder, fsync, rename), mode 0640.
-// Returns "" on success, else the reason.
-std::string write_file_atomic(const std::string& path, const std::string& content);
+// Writes `content` to `path` (ROOT/JOB/NAME: a file beside the rank file) atomically, through a fresh O_EXCL|O_NOFOLLOW
+// temporary (mode 0640), fsync and rename, in a job folder never followed if a symlink (read/safe_write.h). true on
+// success, else false with *why (path and reason). Not for the hot path.
+bool write_file_atomic(const std::string& path, const std::string& content, std::string* why);
 
 }  // namespace ncw

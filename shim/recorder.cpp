@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "profiler_link.h"
 #include "ring_publish.h"
 
 namespace ncw {
@@ -127,6 +128,24 @@ void record_failed(const RankFileWriter&, const OpRef& ref, int32_t result, uint
         s->first_failed_result.store(result, std::memory_order_relaxed);
     }
     s->ops_failed.fetch_add(1, std::memory_order_release);
+}
+
+bool record_async_failed(CommRuntime& cr, int32_t result, uint64_t now) {
+    disk::CommSlot* s = cr.slot;
+    if (!s) return false;
+    uint64_t none = 0;
+    if (!s->t_first_failed_ns.compare_exchange_strong(none, now ? now : 1, std::memory_order_relaxed)) return false;
+    const uint64_t issued = s->coll_issued.load(std::memory_order_relaxed);
+    // NCCL's profiler events prove completions before the watchdog publishes them into the slot.
+    const ProfilerLink* pl = cr.prof.load(std::memory_order_acquire);
+    const uint64_t completed = std::max(s->coll_completed.load(std::memory_order_relaxed),
+                                        pl ? pl->completed.load(std::memory_order_relaxed) : 0);
+    s->first_failed_seq.store(issued > completed ? completed + 1 : 0, std::memory_order_relaxed);
+    s->first_failed_result.store(result, std::memory_order_relaxed);
+    // One failure for the communicator: its outstanding op will not complete (a stall it ends did not recover).
+    cr.failed_ops.fetch_add(1, std::memory_order_relaxed);
+    s->ops_failed.fetch_add(1, std::memory_order_release);
+    return true;
 }
 
 void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress) {

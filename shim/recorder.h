@@ -57,6 +57,11 @@ void record_return(const RankFileWriter& f, const OpRef& ref, ncclResult_t resul
 // The call returned an error (not success, not in progress): counted failed, never completed (format 1.5); the
 // first failure's seq, result and time are kept. Atomics only: no lock, no syscall.
 void record_failed(const RankFileWriter& f, const OpRef& ref, int32_t result, uint64_t now);
+// ncclCommGetAsyncError reported an error (a peer gone, a remote abort) for ops whose calls returned success: the
+// communicator's first failure, once (nothing if a call failed before), at the oldest collective not known completed
+// (0: none outstanding). Called on the framework's polling thread: atomics only, no lock, no syscall, no allocation.
+// true when this call recorded it.
+bool record_async_failed(CommRuntime& cr, int32_t result, uint64_t now);
 // The GPU completed the operation (or, without GPU tracking, the call returned). (The poller's completions, and its
 // "reached", go through CompletionBatch below.)
 // progress=false: counted as done (nothing left to wait for, e.g. no event could be had) without proving that the

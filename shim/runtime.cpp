@@ -89,6 +89,7 @@ Runtime* start_runtime_locked() {
     auto* rt = new Runtime;  // never freed: see runtime.h
     rt->cfg = cfg;
     rt->id = detect_identity([](const char* n) { return getenv(n); }, cfg.job_id, hostname(), getpid(), getppid());
+    set_log_rank(rt->id.global_rank);
     rt->file = create_rank_file(cfg.dir, rt->id, uint32_t(cfg.ring_size), cfg.backtrace ? cfg.backtrace_depth : 0);
     if (!rt->file.base) {
         log().error("no memory for the flight recorder; the shim passes calls through");
@@ -99,7 +100,7 @@ Runtime* start_runtime_locked() {
     append_env_entries(rt->file, env_probe::env_entries(rt->env), env_probe::kFactsReserve);
     NCW_CALL_REAL(ncclGetVersion, &rt->nccl_version);
     rt->file.hdr->nccl_version = rt->nccl_version;
-    rt->slots.bind(rt->file.comms, rt->file.hdr->max_comms, &rt->file.hdr->num_comms);
+    rt->slots.bind(rt->file.comms, rt->file.hdr->max_comms, &rt->file.hdr->num_comms, &rt->file.hdr->comms_unslotted);
     rt->tracker = CompletionTracker::create(cfg, &rt->file, &rt->comms);
     rt->slots.watch_passes(0, &rt->watchdog_pass);
     if (rt->tracker) rt->slots.watch_passes(1, &rt->tracker->pass_counter());
@@ -233,6 +234,11 @@ CommRuntime* begin_comm(Runtime& rt, const CommInitInfo& info) {
     if (in_file) SlotTable::publish(*s);
     cr->slot.store(s);
     cr->slot_index = idx;
+    // The live digests carry it from here on, its init included (self_reader.cpp).
+    if (!in_file && !rt.slots.add_unslotted(cr))
+        NCW_LOG_ONCE(warn,
+                     "more than {} live communicators without a comm slot: later ones are not in the live digests",
+                     SlotTable::kMaxUnslotted);
     record_event(rt.file, cr, cr->comm_id, info.event, -1, info.rank, now);
     return cr;
 }

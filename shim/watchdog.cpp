@@ -22,6 +22,7 @@
 #include "read/rank_file.h"
 #include "resolver.h"
 #include "sibling_files.h"
+#include "stall_action.h"
 
 namespace ncw {
 namespace {
@@ -296,13 +297,33 @@ private:
             disk::CommSlot& s = rt_.file.comms[i];
             if (s.state.load() != uint32_t(disk::CommState::Initializing)) continue;
             CommWatch& w = watch_[s.comm_id];
-            if (w.init_reported || now < s.t_init_start_ns || now - s.t_init_start_ns < timeout_ns) continue;
+            if (w.init_reported || now < s.t_init_start_ns) continue;
+            if (now - s.t_init_start_ns < timeout_ns) {
+                maybe_suspect_init(s, w, now);
+                continue;
+            }
             w.init_reported = true;
             // With stalls on, the engine adds its INIT_HANG verdict (who entered, who finished, the checklist).
             Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
             const JobResult* j = find_job(a, rt_.id.job_id);
             dumps_.report_init_hang(s, j, find_comm(j, s.comm_id), (now - s.t_init_start_ns) / 1e9);
         }
+    }
+
+    // An init past verdict::kInitSuspectS while a rank of it was never seen: suspected once (engine/suspicion.h);
+    // asked again every 2 s until the engine agrees or the init ends.
+    void maybe_suspect_init(const disk::CommSlot& s, CommWatch& w, uint64_t now) {
+        const uint64_t after_ns = uint64_t(verdict::kInitSuspectS * 1e9);
+        if (!rt_.cfg.suspect || w.suspected || now - s.t_init_start_ns < after_ns || now < w.next_suspect_try_ns)
+            return;
+        w.next_suspect_try_ns = now + 2000000000ull;
+        Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
+        const JobResult* j = find_job(a, rt_.id.job_id);
+        const CommResult* c = find_comm(j, s.comm_id);
+        if (!c || c->suspected.empty()) return;
+        w.suspected = true;
+        w.suspect_since_ns = s.t_init_start_ns;  // a "recovered" once it finishes (check_stalls) says how long
+        dumps_.report_init_suspected(s, *j, *c, (now - s.t_init_start_ns) / 1e9);
     }
 
     void stalled(CommRuntime& cr, CommWatch& w, uint64_t since, uint64_t now) {
@@ -337,7 +358,9 @@ private:
             for (const verdict::RankCommState& r : c->view.ranks)
                 if (r.pid != rt_.id.pid && !asked.count(r.file)) request_dump(r.file);
         dumps_.write_dump("stall", disk::PyStacksReason::Stall, false);
-        act_on_stall(cr, w);
+        // The ops an abort releases fail: that is not the stall recovering.
+        if (rt_.cfg.action == Action::Abort) w.stall_reported = false;
+        act_on_stall(rt_, cr);
     }
 
     // Asks the communicator's other ranks on this node for a dump (each captures its Python stacks first) and waits
@@ -387,36 +410,6 @@ private:
         }
         // Released by an error (an abort here or on a peer, a timeout in NCCL) is an end, not a recovery.
         dumps_.report_recovered(cr, waited, cr.failed_ops.load() > w.failed_at_report, !was_stall);
-    }
-
-    void act_on_stall(CommRuntime& cr, CommWatch& w) {
-        switch (rt_.cfg.action) {
-            case Action::Report: break;
-            case Action::Abort:
-                // The ops the abort releases fail: that is not the stall recovering.
-                w.stall_reported = false;
-                // ncclCommRevoke (NCCL 2.28.7+) makes the stuck operations fail without freeing the communicator,
-                // which the framework still holds and will abort itself; ncclCommAbort from our thread would free
-                // it under the framework's feet. Abort is the fallback for an older NCCL.
-                if (rt_.nccl_version >= 22807 && real_available(real::ncclCommRevoke)) {
-                    log().error("NCCLWATCH_ACTION=abort: revoking communicator {:#018x} so that the framework raises",
-                                cr.comm_id);
-                    cr.slot.load()->state.store(uint32_t(disk::CommState::Revoked));
-                    NCW_CALL_REAL(ncclCommRevoke, cr.comm, NCCL_REVOKE_DEFAULT);
-                } else {
-                    log().error("NCCLWATCH_ACTION=abort: aborting communicator {:#018x} so that the framework raises",
-                                cr.comm_id);
-                    cr.destroyed.store(true);
-                    rt_.comms.remove(cr.comm);
-                    cr.slot.load()->state.store(uint32_t(disk::CommState::Aborted));
-                    NCW_CALL_REAL(ncclCommAbort, cr.comm);
-                }
-                break;
-            case Action::Kill:
-                log().error("NCCLWATCH_ACTION=kill: sending SIGABRT to this process after the dump");
-                kill(getpid(), SIGABRT);
-                break;
-        }
     }
 
     // One analysis of this host's files while nothing is stalled: mismatches and, where this process has a

@@ -59,7 +59,8 @@
     X(log_level, "NCCLWATCH_LOG_LEVEL", Enum, std::string, "info", "trace|debug|info|warn|error|off",                \
       "Verbosity of the shim's own messages on stderr")                                                              \
     X(collector, "NCCLWATCH_COLLECTOR", String, std::string, "", "'' (off), HOST:PORT, [IPv6]:PORT or auto",         \
-      "Live collector each rank streams digests to over TCP; auto: global rank 0 runs it on MASTER_ADDR")            \
+      "Live collector each rank streams digests to over TCP; auto: global rank 0 runs it on MASTER_ADDR "            \
+      "(on 127.0.0.1 only without NCCLWATCH_TOKEN)")                                                                 \
     X(collector_port, "NCCLWATCH_COLLECTOR_PORT", Int, int, "MASTER_PORT+1, or 29610", "1..65535",                   \
       "Port of the live collector with NCCLWATCH_COLLECTOR=auto")                                                    \
     X(token, "NCCLWATCH_TOKEN", String, std::string, "", "any string",                                               \

@@ -169,6 +169,10 @@ struct FileHeader {
     std::atomic<uint64_t> py_stacks_mono_ns;
     std::atomic<uint32_t> py_stacks_reason;  // PyStacksReason
     std::atomic<uint32_t> py_stacks_status;  // PyStacksStatus
+
+    // Format 1.5, appended last (zero: none, or a writer before it): communicators given no comm slot because every
+    // slot was held by a live one (SlotTable::acquire); each counted once, at its init.
+    std::atomic<uint64_t> comms_unslotted;
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
 
@@ -291,7 +295,8 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
                                             NCW_HEADER_LIVE_FIELDS(NCW_HEADER_BYTES) +
                                         sizeof(FileHeader::env_offset) + sizeof(FileHeader::env_capacity) +
                                         sizeof(FileHeader::reserved1) +
-                                        sizeof(FileHeader::env_bytes) NCW_HEADER_PY_STACKS_FIELDS(NCW_HEADER_BYTES),
+                                        sizeof(FileHeader::env_bytes) NCW_HEADER_PY_STACKS_FIELDS(NCW_HEADER_BYTES)
+                                            NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
                                       sizeof(CommSlot::reserved) + sizeof(CommSlot::recent) +

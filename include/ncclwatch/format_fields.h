@@ -134,7 +134,7 @@
     X(i32, global_rank, -1, num, global_rank)                                                                        \
     X(i32, local_rank, -1, num, local_rank)                                                                          \
     X(i32, world_size, -1, num, world_size)                                                                          \
-    X(i32, local_world_size, -1, num, )                                                                              \
+    X(i32, local_world_size, -1, num, local_world_size)                                                              \
     X(str, host, {}, num, host)                                                                                      \
     X(str, job_id, {}, num, )                                                                                        \
     X(u64, start_mono_ns, 0, num, )                                                                                  \
@@ -166,6 +166,11 @@
     X(u64, py_stacks_mono_ns, 0, num)    /* when it was captured (CLOCK_MONOTONIC of the writer) */                  \
     X(u32, py_stacks_reason, 0, pyreason)                                                                            \
     X(u32, py_stacks_status, 0, pystatus)
+
+// FileHeader, part 5 (1.5, appended last; zero: none, or a writer before it): communicators that found no free comm
+// slot (more than max_comms alive at once), watched in the writer's memory only; their progress is in the ring alone.
+#define NCW_HEADER_TAIL_FIELDS(X)                                                                                    \
+    X(u64, comms_unslotted, 0, num)
 
 // CommSlot, every field before the reserved words and the signature window.
 #define NCW_COMM_FIELDS(X)                                                                                           \

@@ -21,15 +21,21 @@ inline constexpr uint32_t kMagic = 0x4C57434Eu;  // "NCWL" as little-endian byte
 inline constexpr uint16_t kMajor = 1;
 // 1.1: a Digest's comm block ends with its newest in-collective GPU times.
 // 1.2: the token is proven, never sent (Challenge / Proof, lib/live/live_auth.h); a Reject may say "retry later".
-inline constexpr uint16_t kMinor = 2;
+// 1.3: a Digest may append, after its kMaxComms comm blocks, the blocks of communicators past them (the shim's
+//      communicators without a comm slot, watched in its memory): older collectors ignore the trailing bytes.
+// 1.4: a Digest may end with the rank's Python stacks, in the first Digest after each capture (after the
+//      1.3 count of comms past kMaxComms, 0 if none).
+inline constexpr uint16_t kMinor = 4;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection
 inline constexpr uint32_t kMaxString = 4096;
-inline constexpr uint32_t kMaxEnv = 1024;        // environment entries in a Hello
-inline constexpr uint32_t kMaxComms = 64;        // = disk::kMaxComms
-inline constexpr uint32_t kMaxDigestSigs = 16;   // most recent signatures per communicator in a Digest
-inline constexpr uint32_t kMaxDigestSpans = 32;  // 1.1: most recent in-collective GPU times per communicator
+inline constexpr uint32_t kMaxEnv = 1024;             // environment entries in a Hello
+inline constexpr uint32_t kMaxComms = 64;             // = disk::kMaxComms
+inline constexpr uint32_t kMaxExtraComms = 4032;      // 1.3: comm blocks past kMaxComms (payload-bounded too)
+inline constexpr uint32_t kMaxDigestSigs = 16;        // most recent signatures per communicator in a Digest
+inline constexpr uint32_t kMaxDigestSpans = 32;       // 1.1: most recent in-collective GPU times per communicator
+inline constexpr uint32_t kMaxDigestPyStacks = 8192;  // 1.4: bytes of Python stacks text in a Digest
 
 enum class FrameType : uint16_t {
     // rank -> collector

@@ -146,7 +146,10 @@ void assign_cascade_roles(const std::vector<CommVerdicts>& comms) {
             s.stuck |= v.kind == Kind::StuckInNccl;
             for (int r : v.waiting)
                 if (std::find(s.held.begin(), s.held.end(), r) == s.held.end()) s.held.push_back(r);
-            if (v.kind == Kind::Unknown) continue;  // its "culprits" are ranks out of sight, if any
+            // UNKNOWN's "culprits" are ranks out of sight, if any; ASYNC_ERROR's are ranks whose NCCL reported an
+            // error (a peer gone, often), not ranks that hold the op up: a dead rank's stall would otherwise read as
+            // a cascade of wherever its erroring peers wait.
+            if (v.kind == Kind::Unknown || v.kind == Kind::AsyncError) continue;
             for (int r : v.culprits)
                 if (std::find(s.culprits.begin(), s.culprits.end(), r) == s.culprits.end()) s.culprits.push_back(r);
         }

@@ -81,8 +81,12 @@ bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout
 }
 
 void revive_ended_together(const std::vector<CommView*>& views) {
+    constexpr int32_t kNcclRemoteError = 6;  // a peer's connection went away
     for (CommView* v : views)
         for (auto& r : v->ranks) {
+            // No rank departed before the signals from outside, so a peer lost (its socket closed) is one of them
+            // going: the teardown's consequence, not part of the hang it ended.
+            if (r.async_error == kNcclRemoteError) r.async_error = 0;
             r.alive = true;
             r.exited_clean = false;
             r.end_kind = uint32_t(disk::EndKind::None);
@@ -113,7 +117,7 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
     // Who was first: departed (the culprits, DEAD) or failed (waiting ranks whose call gave up: the stall is the
     // story, their error its end). Noted once per process.
     std::vector<int64_t> noted;
-    bool all_together = true, from_outside = true;
+    bool all_together = true, from_outside = true, any_first_dep = false;
     for (CommView* v : views) {
         for (auto& r : v->ranks) {
             const uint64_t dep = departed_at(r, now_ns), fail = failed_at(r);
@@ -123,11 +127,14 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
             const bool first_dep = in_first && !fail_first;
             all_together = all_together && first_dep;
             if (first_dep) {
+                any_first_dep = true;
                 from_outside = from_outside && (r.end_kind == uint32_t(disk::EndKind::None) ||
                                                 r.end_kind == uint32_t(disk::EndKind::Terminated));
                 continue;
             }
-            if (in_first) {
+            // A failure just after a first departure (an asynchronous error within a poll of the peer's death:
+            // NCCL's transport saw its connection drop) is that departure's consequence, within the window or not.
+            if (in_first && (first_is_failure || fail <= first)) {
                 // Its call gave up waiting (a timeout inside NCCL, an abort): it was alive and waiting at the first
                 // moment; its own exit afterwards is the error's consequence.
                 r.alive = true;
@@ -158,6 +165,7 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
         }
     }
     out.ended_together = all_together && from_outside;
+    out.first_from_outside = any_first_dep && from_outside && !first_is_failure;
     return out;
 }
 

@@ -18,6 +18,9 @@ struct CausalOrder {
     uint64_t first_ns = 0;           // the first departure or failure, on the views' clock
     bool ended_together = false;     // every rank departed at that moment, none by its own exit, crash or error: the
                                      // job was ended from outside (all killed at once), which is no hang
+    bool first_from_outside = false;  // the first departures were all signals from outside (SIGTERM, SIGINT, or a
+                                      // kill with no end recorded), no rank's own exit, crash or failed call: with a
+                                      // hang before them, a launcher tearing the job down (node by node, maybe)
     std::vector<std::string> notes;  // "rank 2 (pid ...): terminated by SIGTERM 0.31 s after ...: a consequence"
 };
 
@@ -28,7 +31,7 @@ inline constexpr uint64_t kSimultaneousNs = 150'000'000;
 // `now_ns`: the views' "now" (heartbeat ages are measured from it). Changes the views' rank states in place.
 CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns);
 
-// Whether the job was already hung when it ended together: before `t` (the common end), a rank's shim had reported a
+// Whether the job was already hung when it was ended from outside (together, or first by outside signals): before `t` (the common end), a rank's shim had reported a
 // stall, or a rank had waited in an outstanding op for `timeout_s` or more. A hung job that a scheduler or a person
 // then killed at once is still that hang, not "killed together, not a hang".
 bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout_s);

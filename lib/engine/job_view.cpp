@@ -281,11 +281,12 @@ void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt)
         verdict::fold_drifts(r.verdicts);
     }
     r.suspect_after_s = verdict::comm_suspect_after_s(r.view);
-    if (opt.stalls && opt.suspicion && r.suspect_after_s > 0 &&
+    if (opt.stalls && opt.suspicion &&
         std::all_of(r.verdicts.begin(), r.verdicts.end(), [](const verdict::Verdict& v) {
             return v.kind == verdict::Kind::Mismatch || verdict::drift_only(v);
         }))
-        r.suspected = verdict::diagnose_suspicion(r.view, now_mono_ns, opt.timeout_s);
+        r.suspected = r.suspect_after_s > 0 ? verdict::diagnose_suspicion(r.view, now_mono_ns, opt.timeout_s)
+                                            : verdict::diagnose_init_suspicion(r.view, now_mono_ns, opt.timeout_s);
     if (opt.stragglers) {
         const bool exact = std::all_of(r.view.ranks.begin(), r.view.ranks.end(),
                                        [](const auto& x) { return x.clock_uncertainty_s == 0; });
@@ -306,13 +307,17 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     AnalysisOptions copt = opt;
     uint64_t judged_at = jr.now_mono_ns;
     const std::string job_name = "job " + (jr.job_id.empty() ? std::string("(no job id)") : jr.job_id);
-    if (causal.ended_together && verdict::hung_before(views, causal.first_ns, opt.timeout_s)) {
-        // A hang that a scheduler or a person ended (every rank at once): the hang as it stood at that moment.
+    if ((causal.ended_together || causal.first_from_outside) &&
+        verdict::hung_before(views, causal.first_ns, opt.timeout_s)) {
+        // A hang that a scheduler, a launcher or a person ended (every rank at once, or node by node as torchrun
+        // agents go down): the hang as it stood at the first of those signals. Its culprit never departed first.
         verdict::revive_ended_together(views);
         judged_at = causal.first_ns;
-        warnings.push_back(job_name +
-                           ": every rank was ended at the same moment from outside while the job hung: judged as it "
-                           "stood then");
+        warnings.push_back(job_name + (causal.ended_together
+                                           ? ": every rank was ended at the same moment from outside while the job "
+                                             "hung: judged as it stood then"
+                                           : ": the job hung, then its ranks were ended from outside (a launcher's or "
+                                             "a scheduler's signals): judged as it stood at the first of them"));
     } else if (causal.ended_together) {
         copt.stalls = false;
         warnings.push_back(job_name +

@@ -53,4 +53,27 @@ std::vector<Verdict> diagnose_suspicion(const CommView& view, uint64_t now_ns, d
     return out;
 }
 
+std::vector<Verdict> diagnose_init_suspicion(const CommView& view, uint64_t now_ns, double timeout_s) {
+    if (timeout_s > 0 && kInitSuspectS >= timeout_s) return {};
+    // Only where every rank of the job is on one host (and so in view): a rank on another node is never seen by a
+    // shim, and a job of many nodes may take longer than this to bootstrap.
+    const bool one_host = !view.ranks.empty() && std::all_of(view.ranks.begin(), view.ranks.end(), [](const auto& r) {
+        return r.world_size > 0 && r.local_world_size == r.world_size;
+    });
+    if (!one_host) return {};
+    std::vector<Verdict> out = diagnose_init(view, now_ns, kInitSuspectS);
+    out.erase(std::remove_if(out.begin(), out.end(), [](const Verdict& v) { return v.missing.empty(); }), out.end());
+    for (auto& v : out) {
+        v.suspected = true;
+        v.evidence.insert(v.evidence.begin(),
+                          fmt::format("suspected, not yet an init hang: init waiting {} (past {}) for {} never seen{}",
+                                      secs(v.stalled_for_s), secs(kInitSuspectS), ranks_word(v.missing),
+                                      timeout_s > 0 ? fmt::format("; an INIT_HANG at the timeout ({}) unless it "
+                                                                  "finishes",
+                                                                  secs(timeout_s))
+                                                    : std::string()));
+    }
+    return out;
+}
+
 }  // namespace ncw::verdict

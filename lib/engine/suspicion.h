@@ -16,6 +16,12 @@ namespace ncw::verdict {
 inline constexpr double kSuspectFactor = 20.0;  // x the baseline's p99 gap
 inline constexpr double kSuspectFloorS = 5.0;   // never sooner: a scheduler hiccup, a page-cache flush
 
+// A communicator init is suspected this long after its first rank entered it while a rank of it has never appeared
+// (not launched, crashed, or still busy before init): there is no rhythm before the first completion, and a slow
+// bootstrap with every rank present (sockets under load: 11 to 15 s at forty ranks on one GPU) is no suspect. Above
+// the start skew of healthy ranks (4 s at forty ranks on one GPU).
+inline constexpr double kInitSuspectS = 8.0;
+
 // Seconds without completion after which one rank's wait is suspected, from its baseline; 0 when it has none.
 double suspect_after_s(uint64_t gap_p99_ns);
 
@@ -28,5 +34,9 @@ double comm_suspect_after_s(const CommView& view);
 // left out: there is no rhythm before the first completion). Empty without a baseline, or when the threshold is not
 // below the timeout (timeout_s 0: no timeout, any threshold counts).
 std::vector<Verdict> diagnose_suspicion(const CommView& view, uint64_t now_ns, double timeout_s);
+
+// The suspicion of an init that has waited kInitSuspectS for a rank never seen: the INIT_HANG verdict at that
+// threshold, labelled suspected. Empty when every rank entered, or when the threshold is not below the timeout.
+std::vector<Verdict> diagnose_init_suspicion(const CommView& view, uint64_t now_ns, double timeout_s);
 
 }  // namespace ncw::verdict

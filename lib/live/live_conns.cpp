@@ -9,10 +9,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "live/http_request.h"
 #include "live/live_impl.h"
 #include "ncclwatch/format.h"
 #include "report/report_json.h"
@@ -349,17 +351,14 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
 }
 
 void LiveServer::Impl::on_http(Conn& c, const uint8_t* p, size_t n) {
-    if (c.http_in.size() + n > kMaxHttpRequest) {
+    // Held up to one byte past the cap: enough to tell TooLarge, never more.
+    c.http_in.append(reinterpret_cast<const char*>(p), std::min(n, kMaxHttpRequest + 1 - c.http_in.size()));
+    const HttpRequest req = parse_http_request(c.http_in, kMaxHttpRequest);
+    if (req.status == HttpRequest::Status::TooLarge)
         respond(c, "431 Request Header Fields Too Large", "request too large\n");
-        return;
-    }
-    c.http_in.append(reinterpret_cast<const char*>(p), n);
-    if (c.http_in.find("\r\n\r\n") == std::string::npos && c.http_in.find("\n\n") == std::string::npos) return;
-    const auto eol = c.http_in.find_first_of("\r\n");
-    const std::string line = c.http_in.substr(0, eol);
-    if (line.rfind("GET /metrics ", 0) == 0 || line == "GET /metrics")
+    else if (req.route == HttpRequest::Route::Metrics)
         respond(c, "200 OK", metrics_body(mono_ns()));
-    else
+    else if (req.status == HttpRequest::Status::Complete)
         respond(c, "404 Not Found", "not found (try GET /metrics)\n");
 }
 

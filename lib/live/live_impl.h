@@ -4,7 +4,6 @@
 //   live_ranks.cpp    the ranks' Hello and Digest as snapshots on the collector's clock (clock offsets)
 //   live_reports.cpp  analysis as digests change, the report (text, JSON, dump requests), /metrics
 //   live_limits.cpp   the bounds: buffer budgets, deadlines, job eviction, rate-limited logging
-//   live_files.cpp    report files written without following a planted symlink
 //   live_server.cpp   the loop, start and stop
 #pragma once
 
@@ -91,6 +90,7 @@ struct Job {
     uint64_t dump_requests = 0;
     double last_analysis_cost_s = 0;
     bool write_failure_logged = false;
+    bool py_stacks_news = false;  // a rank's Python stacks arrived since the last report (protocol 1.4)
 };
 
 struct Conn {
@@ -161,7 +161,6 @@ struct LiveServer::Impl {
     size_t ranks_known = 0;
     size_t rank_conns = 0;      // conns that are not HTTP
     size_t buffered_total = 0;  // partly received frames, all connections
-    uint64_t tmp_counter = 0;   // report temporary files: a fresh name each
     LogLimiter limiter;
     std::vector<std::weak_ptr<const std::string>> renders;  // /metrics renderings handed out, alive while streamed
     std::weak_ptr<const std::string> fresh_render;
@@ -231,6 +230,7 @@ struct LiveServer::Impl {
     // is renamed, for the same reason.
     void put_header_on_our_clock(const RankState& r, HeaderInfo& h);
     void on_digest(Conn& c, wire::Digest& m, uint64_t now);
+    void take_py_stacks(Job& job, HeaderInfo& h, wire::PyStacksBlock& b, int64_t d);
 
     // ---- analysis, reports and /metrics (live_reports.cpp) ----
 
@@ -242,9 +242,8 @@ struct LiveServer::Impl {
     void maybe_analyze(uint64_t now);
     void analyze_job(Job& job, uint64_t now);
     std::string clock_line(const Job& job) const;
-    void report(Job& job, const Analysis& a, uint64_t now);
-    // live_files.cpp: OUT/<job>/NAME through a fresh temporary file; false with errno set.
-    bool write_report_file(const std::string& job_dir_name, const char* name, const std::string& text);
+    // with_new_stacks: the same verdicts again, now with the ranks' Python stacks (no dump requests).
+    void report(Job& job, const Analysis& a, uint64_t now, bool with_new_stacks = false);
     std::string render_metrics();
 
     // ---- the loop (live_server.cpp) ----

@@ -212,7 +212,28 @@ void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
             }
     }
     s.comms = std::move(m.comms);
+    if (m.py_stacks) take_py_stacks(job, s.header, *m.py_stacks, d);
     job.dirty = true;
+}
+
+// Protocol 1.4: a rank's Python stacks, in the first Digest after each capture, kept in its header as a rank file
+// holds them (the analysis and the reports read them there), until the next capture.
+void LiveServer::Impl::take_py_stacks(Job& job, HeaderInfo& h, wire::PyStacksBlock& b, int64_t d) {
+    h.py_stacks_seq = b.seq;
+    h.py_stacks_mono_ns = b.mono_ns ? time_base::shift(b.mono_ns, d) : 0;
+    h.py_stacks_reason = b.reason;
+    h.py_stacks_status = b.status;
+    h.py_stacks_len = uint32_t(b.text.size());
+    h.py_stacks.reset();
+    try {
+        if (b.status == uint32_t(disk::PyStacksStatus::Captured))
+            h.py_stacks = std::make_shared<const py::Stacks>(py::parse(b.text));
+    } catch (const std::bad_alloc&) {
+    }
+    h.py_stacks_text = std::move(b.text);
+    // A stall already reported is reported again with them (its culprit's frame), once per capture; a process
+    // without Python says so once and changes nothing in a report.
+    if (h.py_stacks) job.py_stacks_news = true;
 }
 
 }  // namespace ncw::live

@@ -9,9 +9,11 @@
 #include "engine/suspicion.h"
 #include "live/live_impl.h"
 #include "ncclwatch/format.h"
+#include "read/safe_write.h"
 #include "report/headline.h"
 #include "report/metrics.h"
 #include "report/report_json.h"
+#include "report/report_text.h"
 
 namespace ncw::live {
 
@@ -144,7 +146,12 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
         job.reported.insert(keys.begin(), keys.end());
         report(job, a, now);
         if (stalled && !job.stall_reported_ns) job.stall_reported_ns = now;
+    } else if (job.py_stacks_news && stalled && job.stall_reported_ns) {
+        // The ranks' Python stacks came after the report (captured at its dump requests): the same report again,
+        // with the frames, and no new requests.
+        report(job, a, now, true);
     }
+    job.py_stacks_news = false;
     if (!stalled && job.stall_reported_ns) {
         log(fmt::format("job {}: recovered: no stall any more ({:.1f} s after the report)", clean(job.id),
                         double(now - job.stall_reported_ns) / 1e9));
@@ -174,7 +181,7 @@ std::string LiveServer::Impl::clock_line(const Job& job) const {
         exact, est, OffsetFilter::kWindow, double(worst) / 1e6);
 }
 
-void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
+void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool with_new_stacks) {
     ++st_reports;
     const auto refs = a.all_verdicts();
     const std::string job_name = job.id.empty() ? "(no job id)" : clean(job.id);
@@ -188,7 +195,13 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
         text += lines.front() + "\n";
         for (size_t i = 1; i < lines.size(); ++i) text += "    " + lines[i] + "\n";
     }
-    text = fmt::format("ncclwatch live report, job {}, {}\n", job_name, report::wall_time(real)) + text;
+    text = fmt::format("ncclwatch live report, job {}, {}{}\n", job_name, report::wall_time(real),
+                       with_new_stacks ? " (again: the ranks' Python stacks came)" : "") +
+           text;
+    if (const auto lead = report::lead_verdict(a); lead.verdict) {
+        const std::string py = report::python_section(*lead.comm, *lead.verdict, report::TextOptions{});
+        if (!py.empty()) text += "Python stacks (the thread that issued NCCL calls; > the user's code)\n" + py;
+    }
     text += clock_line(job) + "\n";
     const uint64_t job_now = a.jobs.empty() ? now : a.jobs.front().now_mono_ns;
     for (const auto& jr : a.jobs) {
@@ -222,12 +235,14 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
     // Text first: it is small (the table is capped) and what a person or a script watches for.
     const std::string comp = safe_component(job.id);
     const std::string dir = opt.out_dir.empty() ? "" : opt.out_dir + "/" + comp;
-    const bool wrote = !dir.empty() && write_report_file(comp, "live-report.txt", text);
+    // Nothing planted in the job folder (its name is the client's) is followed: read/safe_write.h.
+    std::string why;
+    const bool wrote = !dir.empty() && files::write_job_file(opt.out_dir, comp, "live-report.txt", text, false, &why);
     // Once per job (and rate-limited): a folder someone made unwritable must not fill the log.
     auto write_failed = [&](const std::string& what) {
         if (job.write_failure_logged) return;
         job.write_failure_logged = true;
-        log_limited("report write", fmt::format("cannot write {}: {}", what, strerror(errno)));
+        log_limited("report write", fmt::format("cannot write {}: {}", what, why));
     };
     if (!dir.empty() && !wrote) write_failed("the report into " + dir);
     if (!opt.quiet) {
@@ -260,6 +275,9 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
                              {"clock_offset_ns", r.clock.offset()},
                              {"clock_offset_exact", r.clock.exact},
                              {"clock_offset_spread_ns", r.clock.spread()}});
+        if (h.py_stacks_status)  // protocol 1.4: its Python stacks, as its latest digest with them carried
+            ranks.back()["python"] = report::py_stacks_json(h.py_stacks_status, h.py_stacks_reason, h.py_stacks.get(),
+                                                            h.py_stacks.get() ? "" : h.py_stacks_text);
     }
     j["ranks"] = std::move(ranks);
     json comms = json::array();
@@ -289,7 +307,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
                         : json(a.warnings);
 
     if (wrote) {
-        if (write_report_file(comp, "live-report.json", report::dump_json(j) + "\n"))
+        if (files::write_job_file(opt.out_dir, comp, "live-report.json", report::dump_json(j) + "\n", false, &why))
             log(
                 fmt::format("job {}: report written to {}/live-report.txt and .json ({:.3f} s after the analysis "
                             "started)",
@@ -302,7 +320,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now) {
     const bool only_stragglers = std::all_of(refs.begin(), refs.end(), [](const Analysis::VerdictRef& ref) {
         return ref.verdict->kind == verdict::Kind::Straggler;
     });
-    if (!opt.request_dumps || only_stragglers) return;
+    if (!opt.request_dumps || only_stragglers || with_new_stacks) return;
     wire::DumpRequest dr;
     dr.request_id = ++request_id;
     dr.reason = first_line.substr(0, wire::kMaxString);

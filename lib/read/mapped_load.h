@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "ncclwatch/format.h"
@@ -41,6 +42,20 @@ std::string ld_str(const char (&field)[N]) {
         out.push_back(c);
     }
     return out;
+}
+
+// n bytes of memory that our own threads write while we copy (the shim's anonymous mapping, its in-memory comm slots):
+// atomic loads, 8 bytes at a time where both ends are aligned, so the copy is free of data races.
+inline void copy_live(void* dst, const void* src, size_t n) noexcept {
+    auto* d = static_cast<unsigned char*>(dst);
+    const auto* s = static_cast<const unsigned char*>(src);
+    size_t i = 0;
+    if (((reinterpret_cast<uintptr_t>(s) | reinterpret_cast<uintptr_t>(d)) & 7) == 0)
+        for (; i + 8 <= n; i += 8) {
+            const uint64_t v = __atomic_load_n(reinterpret_cast<const uint64_t*>(s + i), __ATOMIC_ACQUIRE);
+            __builtin_memcpy(d + i, &v, 8);
+        }
+    for (; i < n; ++i) d[i] = __atomic_load_n(s + i, __ATOMIC_ACQUIRE);
 }
 
 // One field of a format_fields.h list, copied into the reader's struct. Acquire throughout: the generated copies

@@ -175,16 +175,7 @@ bool RankFile::fetch(uint64_t off, void* dst, size_t n) const noexcept {
         return false;
     }
     if (mem_) {
-        // Our own memory (never shrinks), written by our threads while we copy: atomic loads, 8 bytes where aligned.
-        auto* d = static_cast<unsigned char*>(dst);
-        const unsigned char* s = mem_ + off;
-        size_t i = 0;
-        if (((uintptr_t(s) | uintptr_t(d)) & 7) == 0)
-            for (; i + 8 <= n; i += 8) {
-                const uint64_t v = __atomic_load_n(reinterpret_cast<const uint64_t*>(s + i), __ATOMIC_ACQUIRE);
-                memcpy(d + i, &v, 8);
-            }
-        for (; i < n; ++i) d[i] = __atomic_load_n(s + i, __ATOMIC_ACQUIRE);
+        mapped::copy_live(dst, mem_ + off, n);  // our own memory (never shrinks), written by our threads meanwhile
         return true;
     }
     size_t done = 0;

@@ -21,6 +21,10 @@
 
 namespace ncw {
 
+namespace disk {
+struct CommSlot;  // ncclwatch/format.h
+}
+
 // fnv1a64 of /proc/sys/kernel/random/boot_id without surrounding whitespace (the 36-character UUID); 0 if
 // unreadable. This is the value the shim stores in FileHeader::boot_id_hash. Read once, then cached.
 uint64_t this_boot_id_hash() noexcept;
@@ -50,6 +54,10 @@ struct HeaderInfo {
     NCW_HEADER_PY_STACKS_FIELDS(NCW_READER_MEMBER)
     std::string py_stacks_text;
     std::shared_ptr<const py::Stacks> py_stacks;
+
+    // Communicators the writer watched without a comm slot (format_fields.h NCW_HEADER_TAIL_FIELDS). Not in the live
+    // protocol: a live digest carries those communicators themselves.
+    NCW_HEADER_TAIL_FIELDS(NCW_READER_MEMBER)
 };
 
 // One entry of CommSlot::recent that passed the seqlock check.
@@ -65,6 +73,15 @@ struct CommInfo {
     // carried by a live digest.
     std::vector<verdict::GpuSpan> gpu_spans;
 };
+
+// CommInfo::slot of a communicator that had no comm slot (OpRecord::comm_slot's "none"): watched in its writer's
+// memory.
+inline constexpr uint32_t kNoCommSlot = 0xffff;
+
+// Communicators held in this process's own memory rather than in a file's comm table (the shim's communicators
+// without a slot, shim/comm_slots.h): each slot copied three times with atomic loads and checked as comms() checks
+// the file's table (generation, signature seqs before and after). slot is kNoCommSlot in each.
+std::vector<CommInfo> read_memory_slots(const std::vector<const disk::CommSlot*>& slots) noexcept;
 
 // One ring record (format_fields.h: NCW_RECORD_FIELDS); op is always one this reader knows.
 struct Record {

@@ -67,6 +67,7 @@ HeaderInfo RankFile::header() const noexcept {
         out.actual_size = size_;
         NCW_HEADER_WRITER_FIELDS(NCW_LOAD_FIELD)
         NCW_HEADER_LIVE_FIELDS(NCW_LOAD_FIELD)
+        NCW_HEADER_TAIL_FIELDS(NCW_LOAD_FIELD)
         out.env = env_entries(ld(in->env_bytes));
         load_py_stacks(out);
     } catch (...) {
@@ -119,6 +120,22 @@ const disk::CommSlot* slot_at(const std::unique_ptr<uint64_t[]>& buf, uint32_t i
     return at<disk::CommSlot>(buf, uint64_t(i) * slot_size);
 }
 
+// One slot out of three copies: `first` (the generation and the signatures' seqs before), `in` (the data) and `later`
+// (the same after). false: the slot was being reused for a later communicator (1.3: an odd generation, or one that
+// changed between the copies), left out rather than read as a mix of two communicators.
+bool load_slot(const disk::CommSlot* first, const disk::CommSlot* in, const disk::CommSlot* later, CommInfo& out) {
+    const uint64_t g1 = ld(first->generation);
+    if ((g1 & 1) || ld(in->generation) != g1 || ld(later->generation) != g1) return false;
+    NCW_COMM_FIELDS(NCW_LOAD_FIELD)
+    out.recent.reserve(disk::kRecentSigs);
+    for (uint32_t j = 0; j < disk::kRecentSigs; ++j) {
+        SigInfo g;
+        if (load_sig(in->recent[j], ld(first->recent[j].seq), ld(later->recent[j].seq), j, g)) out.recent.push_back(g);
+    }
+    std::sort(out.recent.begin(), out.recent.end(), [](const SigInfo& a, const SigInfo& b) { return a.seq < b.seq; });
+    return true;
+}
+
 }  // namespace
 
 std::vector<CommInfo> RankFile::comms() const noexcept {
@@ -131,17 +148,11 @@ std::vector<CommInfo> RankFile::comms() const noexcept {
         const uint32_t n = std::min({num, max_comms_, usable_comms_});
         if (n == 0) return out_all;
         const size_t bytes = size_t(n) * comm_slot_size_;
+        // Pass 1: the generations and the signatures' seqs before the copy (a buffer of their own).
+        auto first = scratch(bytes);
+        if (!fetch(comm_table_offset_, first.get(), bytes)) return out_all;
+        // Pass 2: the data. Pass 3: the seqs after, into a third buffer.
         auto buf = scratch(bytes);
-        // Pass 1: the signatures' seqs before the copy.
-        if (!fetch(comm_table_offset_, buf.get(), bytes)) return out_all;
-        std::vector<uint64_t> before(size_t(n) * disk::kRecentSigs);
-        std::vector<uint64_t> gen_before(n);
-        for (uint32_t i = 0; i < n; ++i) {
-            gen_before[i] = ld(slot_at(buf, i, comm_slot_size_)->generation);
-            for (uint32_t j = 0; j < disk::kRecentSigs; ++j)
-                before[i * disk::kRecentSigs + j] = ld(slot_at(buf, i, comm_slot_size_)->recent[j].seq);
-        }
-        // Pass 2: the data. Pass 3: the seqs after, into a second buffer (the data stays in the first).
         if (!fetch(comm_table_offset_, buf.get(), bytes)) return out_all;
         auto after_buf = scratch(bytes);
         if (!fetch(comm_table_offset_, after_buf.get(), bytes)) return out_all;
@@ -158,30 +169,39 @@ std::vector<CommInfo> RankFile::comms() const noexcept {
                     memcpy(out + size_t(i) * sizeof(disk::CommSlot), from + size_t(i) * stride, stride);
                 b = std::move(wide);
             };
+            widen(first);
             widen(buf);
             widen(after_buf);
             stride = sizeof(disk::CommSlot);
         }
         out_all.reserve(n);
         for (uint32_t i = 0; i < n; ++i) {
-            const disk::CommSlot* in = slot_at(buf, i, stride);
-            const disk::CommSlot* later = slot_at(after_buf, i, stride);
             CommInfo out;
-            // 1.3: a slot being reused for a later communicator has an odd generation, or its generation changes
-            // between the copies: it is left out of this snapshot rather than read as a mix of two communicators.
-            const uint64_t g1 = gen_before[i];
-            if ((g1 & 1) || ld(in->generation) != g1 || ld(later->generation) != g1) continue;
             out.slot = i;
-            NCW_COMM_FIELDS(NCW_LOAD_FIELD)
-            out.recent.reserve(disk::kRecentSigs);
-            for (uint32_t j = 0; j < disk::kRecentSigs; ++j) {
-                SigInfo g;
-                if (load_sig(in->recent[j], before[i * disk::kRecentSigs + j], ld(later->recent[j].seq), j, g))
-                    out.recent.push_back(g);
-            }
-            std::sort(out.recent.begin(), out.recent.end(),
-                      [](const SigInfo& a, const SigInfo& b) { return a.seq < b.seq; });
-            out_all.push_back(std::move(out));
+            if (load_slot(slot_at(first, i, stride), slot_at(buf, i, stride), slot_at(after_buf, i, stride), out))
+                out_all.push_back(std::move(out));
+        }
+    } catch (...) {
+    }
+    return out_all;
+}
+
+std::vector<CommInfo> read_memory_slots(const std::vector<const disk::CommSlot*>& slots) noexcept {
+    std::vector<CommInfo> out_all;
+    try {
+        out_all.reserve(slots.size());
+        // The same three copies as the file's table, each with atomic loads (the hot path writes these slots).
+        auto first = std::make_unique<disk::CommSlot>();
+        auto in = std::make_unique<disk::CommSlot>();
+        auto later = std::make_unique<disk::CommSlot>();
+        for (const disk::CommSlot* s : slots) {
+            if (!s) continue;
+            mapped::copy_live(first.get(), s, sizeof(disk::CommSlot));
+            mapped::copy_live(in.get(), s, sizeof(disk::CommSlot));
+            mapped::copy_live(later.get(), s, sizeof(disk::CommSlot));
+            CommInfo out;
+            out.slot = kNoCommSlot;
+            if (load_slot(first.get(), in.get(), later.get(), out)) out_all.push_back(std::move(out));
         }
     } catch (...) {
     }

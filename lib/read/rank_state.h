@@ -52,6 +52,7 @@ struct RankCommState {
     int local_rank = -1;      // LOCAL_RANK as the launcher set it (-1: unknown)
     int nranks_declared = 0;  // the communicator size this rank passed to init (0: unknown)
     int world_size = -1;      // WORLD_SIZE of the process (-1: unknown)
+    int local_world_size = -1;  // LOCAL_WORLD_SIZE of the process (-1: unknown): the job's ranks on its host
     std::string master_addr;  // MASTER_ADDR:MASTER_PORT of the process ("" unknown)
 
     // Liveness of the process.

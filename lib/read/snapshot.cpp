@@ -142,12 +142,20 @@ void read_unslotted(const RankFile& file, FileSnapshot& s) {
                 c->recent.erase(c->recent.begin(), c->recent.begin() + disk::kRecentSigs);
         }
     }
+    const uint64_t in_ring = found.size();
     for (auto& c : found) {
         s.warnings.push_back("communicator " + text::hex(c.comm_id) + " had no comm slot (more than " +
                              std::to_string(s.header.max_comms) +
                              " communicators alive at once): its progress is read from the ring only");
         s.comms.push_back(std::move(c));
     }
+    // The writer counts them (FileHeader::comms_unslotted): those whose records the ring no longer holds are named by
+    // their number, never passed over in silence.
+    if (s.header.comms_unslotted > in_ring)
+        s.warnings.push_back(std::to_string(s.header.comms_unslotted) + " communicators had no comm slot (more than " +
+                             std::to_string(s.header.max_comms) + " alive at once); " +
+                             std::to_string(s.header.comms_unslotted - in_ring) +
+                             " of them left no record in the ring: their progress is not in this file");
 }
 
 // Offline, the signature window (the last 64 collectives per communicator) may have rolled past a mismatch that NCCL

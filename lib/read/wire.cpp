@@ -51,7 +51,7 @@ void encode(const Hello& m, std::vector<uint8_t>& out) {
     finish_frame(w, at);
 }
 
-void encode(const Digest& m, std::vector<uint8_t>& out) {
+size_t encode(const Digest& m, std::vector<uint8_t>& out) {
     Writer w(out);
     const size_t at = begin_frame(w, FrameType::Digest);
     w.u64(m.sent_mono_ns);
@@ -60,7 +60,27 @@ void encode(const Digest& m, std::vector<uint8_t>& out) {
     const size_t n = std::min<size_t>(m.comms.size(), kMaxComms);
     w.u32(static_cast<uint32_t>(n));
     for (size_t i = 0; i < n; ++i) put_comm(w, m.comms[i]);
+    // 1.3: the comms past them, as many as the payload holds (older decoders ignore these trailing bytes); 1.4: the
+    // Python stacks after them (then the count is written even when it is 0), their room kept.
+    const size_t py_room = m.py_stacks ? 64 + std::min<size_t>(m.py_stacks->text.size(), kMaxDigestPyStacks) : 0;
+    uint32_t extra = 0;
+    if (m.comms.size() > n || m.py_stacks) {
+        const size_t count_at = w.size();
+        w.u32(0);
+        for (size_t i = n; i < m.comms.size() && extra < kMaxExtraComms; ++i) {
+            const size_t before = w.size();
+            put_comm(w, m.comms[i]);
+            if (w.size() - at - kHeaderBytes + py_room > kMaxPayload) {
+                out.resize(before);  // this block would not fit: the frame ends with the previous one
+                break;
+            }
+            ++extra;
+        }
+        w.put_u32(count_at, extra);
+    }
+    if (m.py_stacks) put_py_stacks(w, *m.py_stacks);  // 1.4, at most kMaxDigestPyStacks of text
     finish_frame(w, at);
+    return n + extra;
 }
 
 void encode(const KeepAlive& m, std::vector<uint8_t>& out) {
@@ -176,6 +196,13 @@ bool decode(const uint8_t* p, size_t n, Digest& m, std::string* err) noexcept {
         const uint32_t c = r.count("comm count", kMaxComms, kMinBlock);
         v.comms.assign(c, CommInfo{});
         for (uint32_t i = 0; i < c && r.ok(); ++i) get_comm(r, v.comms[i]);
+        // 1.3: comms past the first kMaxComms (a 1.2 payload ends here).
+        if (r.ok() && !r.at_end()) {
+            const uint32_t e = r.count("extra comm count", kMaxExtraComms, kMinBlock);
+            v.comms.resize(size_t(c) + e);
+            for (uint32_t i = 0; i < e && r.ok(); ++i) get_comm(r, v.comms[c + i]);
+        }
+        if (r.ok() && !r.at_end()) get_py_stacks(r, v.py_stacks.emplace());  // 1.4
     });
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,26 @@ struct Hello {
     std::string file;   // the rank file's path on its host
 };
 
+// 1.4: the rank's Python stacks (read/py_stacks.h) as its rank file holds them, in the first Digest after a capture
+// (a new py_stacks_seq) or on a new connection; the collector keeps them until the next. The text is faulthandler's
+// (the threads that issued NCCL calls first), at most kMaxDigestPyStacks bytes, cut at the end of a line.
+struct PyStacksBlock {
+    uint64_t seq = 0;      // FileHeader::py_stacks_seq of the capture (even)
+    uint64_t mono_ns = 0;  // when it was captured, on the rank's CLOCK_MONOTONIC
+    uint32_t reason = 0;   // disk::PyStacksReason
+    uint32_t status = 0;   // disk::PyStacksStatus
+    std::string text;
+};
+
 struct Digest {
     uint64_t sent_mono_ns = 0;    // the rank's CLOCK_MONOTONIC when sent (clock offset estimation)
     uint32_t process_state = 0;   // disk::ProcessState
     std::vector<CommInfo> comms;  // each with at most kMaxDigestSigs entries in `recent`, kMaxDigestSpans in gpu_spans
+    std::optional<PyStacksBlock> py_stacks;  // 1.4
 };
+
+// The block of a capture: its fields and text, the text cut to kMaxDigestPyStacks at the end of a line.
+PyStacksBlock py_stacks_block(const HeaderInfo& h);
 
 struct KeepAlive {
     uint64_t sent_mono_ns = 0;
@@ -52,7 +68,8 @@ struct DumpRequest {
 
 // ---- Encoding: appends one whole frame (header + payload) to `out` ----
 void encode(const Hello& m, std::vector<uint8_t>& out);
-void encode(const Digest& m, std::vector<uint8_t>& out);
+// A Digest: returns the comms it holds (1.3: past kMaxComms, as many as fit in kMaxPayload, at most kMaxExtraComms).
+size_t encode(const Digest& m, std::vector<uint8_t>& out);
 void encode(const KeepAlive& m, std::vector<uint8_t>& out);
 void encode_bye(std::vector<uint8_t>& out);
 void encode_hello_ack(std::vector<uint8_t>& out);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ncclwatch/wire.h"
-#include "read/rank_file.h"  // HeaderInfo, CommInfo, SigInfo
+#include "read/wire.h"  // PyStacksBlock; read/rank_file.h: HeaderInfo, CommInfo, SigInfo
 
 namespace ncw::wire {
 
@@ -25,8 +25,8 @@ public:
     void u64(uint64_t v) { le(v, 8); }
     void i32(int32_t v) { u32(static_cast<uint32_t>(v)); }
     void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
-    void str(const std::string& s) {
-        const size_t n = std::min<size_t>(s.size(), kMaxString);
+    void str(const std::string& s, size_t limit = kMaxString) {
+        const size_t n = std::min<size_t>(s.size(), limit);
         u32(static_cast<uint32_t>(n));
         out_.insert(out_.end(), s.data(), s.data() + n);
     }
@@ -68,10 +68,10 @@ public:
     uint64_t u64(const char* what) { return le(8, what); }
     int32_t i32(const char* what) { return static_cast<int32_t>(u32(what)); }
     int64_t i64(const char* what) { return static_cast<int64_t>(u64(what)); }
-    std::string str(const char* what) {
+    std::string str(const char* what, uint32_t limit = kMaxString) {
         const uint32_t len = u32(what);
         if (!ok_) return {};
-        if (len > kMaxString) return fail(what, "string of " + std::to_string(len) + " bytes exceeds the limit"), "";
+        if (len > limit) return fail(what, "string of " + std::to_string(len) + " bytes exceeds the limit"), "";
         if (len > n_ - pos_) return fail(what, "string runs past the end"), "";
         std::string s(reinterpret_cast<const char*>(p_ + pos_), len);
         pos_ += len;
@@ -152,5 +152,8 @@ void put_comm(Writer& w, const CommInfo& c);
 void get_header(Reader& outer, HeaderInfo& h);
 void get_sig(Reader& outer, SigInfo& s);
 void get_comm(Reader& outer, CommInfo& c);
+// 1.4: a Digest's Python stacks block (wire_py_stacks.cpp).
+void put_py_stacks(Writer& w, const PyStacksBlock& b);
+void get_py_stacks(Reader& outer, PyStacksBlock& b);
 
 }  // namespace ncw::wire

@@ -139,6 +139,7 @@ json header_json(const HeaderInfo& in) {
     if (in.minor >= 5) {
         NCW_HEADER_PY_STACKS_FIELDS(NCW_SHOW_FIELD)
         j["py_stacks_ms"] = rel_ms_json(in.py_stacks_mono_ns, in.start_mono_ns);
+        NCW_HEADER_TAIL_FIELDS(NCW_SHOW_FIELD)
     }
     return j;
 }

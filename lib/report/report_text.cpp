@@ -154,8 +154,8 @@ std::vector<std::string> evidence_lines(const CommResult& c, const verdict::Verd
     return out;
 }
 
-// The Python stacks of a verdict's ranks (format 1.5): culprits first, then the waiting ranks; for each, the thread
-// that issued NCCL calls, innermost frame first, the user's frames marked. Nothing when no rank has stacks.
+}  // namespace
+
 std::string python_section(const CommResult& c, const verdict::Verdict& v, const TextOptions& opt) {
     std::vector<int> order = v.culprits;
     for (int r : v.waiting)
@@ -200,8 +200,6 @@ std::string python_section(const CommResult& c, const verdict::Verdict& v, const
     if (left_out) out += fmt::format("  ... {} more ranks with stacks (--all-ranks prints them)\n", left_out);
     return out;
 }
-
-}  // namespace
 
 std::string render_text(const Analysis& a, const TextOptions& opt) {
     const Paint paint{opt.color};

@@ -22,4 +22,9 @@ struct TextOptions {
 // The whole report: verdict line, evidence, per-communicator tables, then "Also noticed".
 std::string render_text(const Analysis& a, const TextOptions& opt);
 
+// The Python stacks of a verdict's ranks (format 1.5): culprits first, then the waiting ranks; for each, the thread
+// that issued NCCL calls, innermost frame first, the user's frames marked. "" when no rank has stacks. The live
+// report shows the same section.
+std::string python_section(const CommResult& c, const verdict::Verdict& v, const TextOptions& opt);
+
 }  // namespace ncw::report

@@ -1,8 +1,9 @@
 #!/bin/bash
 # Python stacks (format 1.5): a CPython program over the test NCCL (py_stall.py, ctypes) where rank 1 stalls in
 # slow_eval while ranks 0, 2, 3 wait in all_reduce. The function and line of each appear in the shim's stall report
-# (stderr and .report.json), in rank 1's dump JSON, and in `analyze` (text and JSON). A process without Python
-# (fake_rank) gets no stacks and says so ("not python").
+# (stderr and .report.json), in rank 1's dump JSON, in `analyze` (text and JSON), and in the live collector's report
+# (`ncclwatch-collector serve` on loopback, the stacks carried by the ranks' digests, protocol 1.4). A process without
+# Python (fake_rank) gets no stacks and says so ("not python").
 . "$(dirname "$0")/lib.sh"
 [ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
 PROG="$(dirname "$0")/py_stall.py"
@@ -12,6 +13,19 @@ STALL=$(line_of STALL_LINE)
 CALLER=$(line_of CALLER_LINE)
 
 export NCCLWATCH_TIMEOUT_SEC=2 NCCLWATCH_SUSPECT=0
+
+# The live collector the ranks stream their digests to.
+SERVE_PID=""
+trap '[ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2>/dev/null; cleanup' EXIT
+mkdir -p "$WORK/live"
+"$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --timeout 2 --dead-after 5 --out "$WORK/live" >"$WORK/serve.out" \
+    2>"$WORK/serve.err" &
+SERVE_PID=$!
+wait_for 10 grep -q "listening on" "$WORK/serve.out" || fail "serve did not start: $(cat "$WORK/serve.err")"
+export NCCLWATCH_COLLECTOR="127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")"
+export NCCLWATCH_DIGEST_MS=50
+live_txt() { ls "$WORK"/live/*/live-report.txt 2>/dev/null | head -1; }
+live_names() { [ -n "$(live_txt)" ] && grep -qF "$1" "$(live_txt)"; }
 export FAKE_NCCL_LIB="$(dirname "$FAKE_RANK")/libnccl.so.2"
 export STALL_RANK=1 STALL_STEP=3 STEPS=6 STOP_FILE="$WORK/stop"
 LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 -- /usr/bin/python3 "$PROG" \
@@ -49,6 +63,18 @@ got=$(json_get "$WORK/analysis.json" "d['verdicts'][0]['culprits'][0]['python_wh
 json_get "$WORK/analysis.json" "d['verdicts'][0]['headline']" | grep -qF "$culprit" ||
     fail "analyze --json: the headline does not name the frame"
 
+# The live collector's report: the same verdict line, naming the frames, and the stacks section.
+wait_for 20 live_names "$culprit" ||
+    fail "the live report does not name '$culprit': $(head -20 "$(live_txt)" 2>/dev/null) $(tail -5 "$WORK/serve.err")"
+lt=$(live_txt)
+grep -q "^NOT_JOINED: .*$culprit" "$lt" || fail "the live report's verdict line does not name the frame: $(head -5 "$lt")"
+grep -qF "$waiters" "$lt" || fail "the live report does not say '$waiters'"
+grep -q "File \".*py_stall.py\", line $STALL in slow_eval" "$lt" || fail "the live report shows no slow_eval frame"
+lj=$(dirname "$lt")/live-report.json
+json_get "$lj" "d['verdicts'][0]['headline']" | grep -qF "$culprit" || fail "live-report.json's headline does not name the frame"
+got=$(json_get "$lj" "[r['python']['where']['function'] for r in d['ranks'] if r['global_rank'] == 1 and 'python' in r]")
+[ "$got" = "['slow_eval']" ] || fail "live-report.json: rank 1's python.where.function is $got, want slow_eval"
+
 # The culprit moves on: the job ends cleanly.
 touch "$STOP_FILE"
 wait "$LAUNCH_PID"
@@ -57,6 +83,7 @@ LAUNCH_PID=""
 [ "$rc" = 0 ] || fail "the Python job failed (rc $rc)"
 
 # A process without Python: nothing of CPython is called; its dump says so.
+unset NCCLWATCH_COLLECTOR
 rm -rf "$NCCLWATCH_DIR"
 NCCLWATCH_DUMP_AT_EXIT=1 run_job 2 --steps 3
 [ "$JOB_RC" = 0 ] || fail "fake_rank job failed (rc $JOB_RC)"

@@ -10,6 +10,9 @@
 # live-report.txt and live-report.json left in the folder are regular files (not symlinks) holding the report.
 # (A fix: open the temporary file with O_CREAT|O_EXCL|O_NOFOLLOW under a unique name - mkstemp - in a folder opened
 # with O_DIRECTORY|O_NOFOLLOW, then rename it.)
+# The shim's side: its job folder NCCLWATCH_DIR/symjob is planted as a symlink to another folder. RIGHT ANSWER: nothing
+# is written there (no rank file, report or dump: the ranks record in memory and say so), and the hang is still
+# reported live. (Its temporary names are covered by the unit test safe_write: they hold the pid.)
 #
 # Environment: NCW_SHIM NCW_COLLECTOR FAKE_LAUNCH FAKE_RANK. Bounded: ~40 s.
 . "$(dirname "$0")/lib.sh"
@@ -31,6 +34,8 @@ cp "$WORK/victim.txt" "$WORK/victim.txt.orig"
 cp "$WORK/victim.json" "$WORK/victim.json.orig"
 ln -s "$WORK/victim.txt" "$OUT/$JOB/live-report.txt.tmp"
 ln -s "$WORK/victim.json" "$OUT/$JOB/live-report.json.tmp"
+mkdir -p "$NCCLWATCH_DIR" "$WORK/elsewhere"
+ln -s "$WORK/elsewhere" "$NCCLWATCH_DIR/$JOB"
 
 "$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --timeout 2 --dead-after 3 --out "$OUT" \
     >"$WORK/serve.out" 2>"$WORK/serve.err" &
@@ -65,9 +70,18 @@ if [ -f "$OUT/$JOB/live-report.json" ] && [ ! -L "$OUT/$JOB/live-report.json" ];
     [ "$c" = "[2]" ] || check_fail "live-report.json culprits $c, not [2]"
 fi
 
+if [ -n "$(ls -A "$WORK/elsewhere")" ]; then
+    check_fail "the shim wrote through its symlinked job folder: $(ls "$WORK/elsewhere" | head -5 | tr '\n' ' ')"
+else
+    echo "the shim's symlinked job folder: nothing written through it"
+fi
+grep -q "not a folder (a symlink or a file is refused)" "$WORK/launch.err" ||
+    check_fail "no rank said why it keeps no rank file: $(grep -m1 'rank file' "$WORK/launch.err")"
+
 if [ ${#FAILS[@]} -gt 0 ]; then
     echo "FAILED ${#FAILS[@]} check(s):" >&2
     printf '  - %s\n' "${FAILS[@]}" >&2
     exit 1
 fi
 echo "ok: the planted symlinks were not followed; the live report was written as regular files"
+echo "ok: nothing was written through the shim's symlinked job folder"

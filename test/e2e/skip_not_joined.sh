@@ -1,6 +1,7 @@
 #!/bin/bash
 # Rank 2 of 4 skips one all_reduce and stays alive outside NCCL: the others wait in the last all_reduce. Every
-# rank's file exists, and the report names rank 2 and the sequence number within the timeout plus one second.
+# rank's file exists, and the report names rank 2 and the sequence number within the timeout plus one second, in
+# full once on the node's stderr (issue 16: one report per node).
 . "$(dirname "$0")/lib.sh"
 export NCCLWATCH_TIMEOUT_SEC=2
 launch_job 4 --steps 10 --skip-rank 2 --skip-step 5 --hold-ms 60000
@@ -22,6 +23,12 @@ grep -q "NOT_JOINED: rank 2 (.*) never issued AllReduce #10 on communicator" "$W
     fail "the stderr report's verdict line does not name rank 2 as analyze does"
 grep -q "rank 2 is behind: completed #9, never issued #10" "$WORK/launch.err" ||
     fail "the stderr report does not name rank 2 in plain words"
+# One full report per node: rank 0, the lowest local rank of the three that wait, prints it; ranks 1 and 3 print
+# one line that points to it.
+full=$(grep -c "rank 2 is behind: completed #9, never issued #10" "$WORK/launch.err")
+[ "$full" = 1 ] || fail "$full full stall reports on stderr, want 1 (one per node)"
+[ "$(grep -c "NOT_JOINED: rank 2 .*\[the full report: local rank 0 (pid [0-9]*) on this host, in its stderr and .*rank0-.*\.report\.json\]" "$WORK/launch.err")" = 2 ] ||
+    fail "ranks 1 and 3 do not point to rank 0's report: $(grep "the full report" "$WORK/launch.err")"
 # The lagging rank is not stalled itself; a sibling asks it for its dump.
 wait_for 10 has_files 'rank2-*.dump.json' 1 || fail "rank 2 wrote no dump"
 

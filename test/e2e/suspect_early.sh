@@ -8,6 +8,8 @@
 #      `analyze` gives the stall, and the live collector shows it; the job is killed then.
 #   B. 2 ranks, a slow but steady loop (300 ms per all_reduce): one 5.5 s wait, past the 5 s floor but short of
 #      20 x its p99, is not suspected.
+#   C. 4 ranks, rank 3 never enters the init: with no rhythm yet, the others' init is suspected INIT_HANG rank 3 at
+#      8 s (kInitSuspectS; a rank never seen, the whole job on this host), long before the 60 s timeout.
 . "$(dirname "$0")/lib.sh"
 SERVE_PID=""
 trap '[ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2>/dev/null; cleanup' EXIT
@@ -110,3 +112,25 @@ grep -q SUSPECTED "$WORK/launch.err" && fail "the slow but steady job was suspec
 json_get "$WORK/slow.json" "all(r['completion_gap_p99_ns'] >= 300000000 for c in d['comms'] for r in c['ranks'])" |
     grep -q True || fail "the slow job's baselines: $(json_get "$WORK/slow.json" "[r.get('completion_gap_p99_ns') for c in d['comms'] for r in c['ranks']]")"
 echo "ok: a 5.5 s wait in a loop of 300 ms gaps (threshold 20 x p99 > 6 s) was not suspected"
+
+# ---- C ----
+rm -rf "$NCCLWATCH_DIR"
+unset FAKE_NCCL_OP_DELAY_US
+is_init_suspicion="e['type'] == 'suspected' and e.get('init') and e['verdicts']"
+launch_job 4 --steps 2 --no-init-rank 3 --hold-ms 20000
+wait_for 30 has_files 'rank0-*.report.json' 1 || fail "init: no report from rank 0 within 30 s"
+f=$(ls "$(job_dir)"/rank0-*.report.json)
+wait_for 10 has_event "$f" "$is_init_suspicion" || fail "init: rank 0's init was not suspected: $(events "$f")"
+kind=$(event_get "$f" "$is_init_suspicion" "['verdicts'][0]['kind']")
+culprits=$(event_get "$f" "$is_init_suspicion" "['verdicts'][0]['culprits']")
+waited=$(event_get "$f" "$is_init_suspicion" "['stalled_for_s']")
+[ "$kind $culprits" = "INIT_HANG [3]" ] || fail "init: suspected $kind $culprits, want INIT_HANG [3]"
+[ "$(event_get "$f" "$is_init_suspicion" "['verdicts'][0]['suspected']")" = True ] ||
+    fail "init: the suspected verdict is not labelled suspected"
+"$PY" -c "import sys; sys.exit(0 if 8.0 <= $waited < 12.0 else 1)" || fail "init: suspected after $waited s, want 8 to 12 s"
+has_event "$f" "e['type'] == 'init_hang'" && fail "init: an init_hang report before the 60 s timeout"
+grep -q "SUSPECTED INIT_HANG: .*NCCLWATCH_TIMEOUT_SEC=60" "$WORK/launch.err" || fail "init: no one-line suspicion on stderr"
+kill -KILL -- "-$LAUNCH_PID" 2>/dev/null
+wait "$LAUNCH_PID" 2>/dev/null
+LAUNCH_PID=""
+echo "ok: an init that rank 3 never entered was suspected INIT_HANG rank 3 after $waited s (timeout 60 s)"

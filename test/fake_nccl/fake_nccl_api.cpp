@@ -152,6 +152,7 @@ NCW_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* as
     Comm* c = from_handle(comm, "CommGetAsyncError");
     if (c == nullptr) return ncclInvalidArgument;
     if (asyncError == nullptr) return invalid("CommGetAsyncError: asyncError is NULL");
+    check_peers(c);
     *asyncError = c->aborted.load() ? ncclSystemError : static_cast<ncclResult_t>(c->async_error.load());
     return ncclSuccess;
 }

@@ -3,8 +3,10 @@
 #include "fake_nccl_profiler.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -217,6 +219,7 @@ bool config_nonblocking(const ncclConfig_t* config, bool fallback) {
 // Drops this rank from the segment's attach count; the last one out unlinks the segment (when the join never
 // completed: otherwise the name is gone already).
 void leave(Comm* c) {
+    c->seg->ranks[c->rank].left.store(1, std::memory_order_release);
     if (!c->counted) return;
     c->counted = false;
     if (c->seg->attached.fetch_sub(1, std::memory_order_acq_rel) == 1) unlink_segment(c->shm_name);
@@ -303,6 +306,8 @@ ncclResult_t create_comm(const ncclUniqueId& id, int nranks, int rank, int devic
         return report(ncclInvalidUsage, "CommInit: rank " + std::to_string(rank) + " joined " + name + " twice");
     }
     seg->attached.fetch_add(1, std::memory_order_acq_rel);
+    seg->ranks[rank].left.store(0, std::memory_order_relaxed);
+    seg->ranks[rank].pid.store(getpid(), std::memory_order_release);
     auto* c = new Comm;
     c->seg = seg;
     c->shm_name = std::move(name);
@@ -497,6 +502,21 @@ ncclResult_t shrink(Comm* parent, const int* exclude, int exclude_count, const n
     if (r != ncclSuccess) return r;
     ncclUniqueId child = derive_id(parent->id, round, 0x5348524b00000000ull);  // "SHRK": apart from split colors
     return create_child(parent, child, static_cast<int>(survivors.size()), new_rank, config, newcomm);
+}
+
+void check_peers(Comm* c) {
+    if (c->aborted.load() || c->async_error.load() != ncclSuccess || c->seg == nullptr) return;
+    for (int i = 0; i < c->nranks; ++i) {
+        const RankSlot& peer = c->seg->ranks[i];
+        const pid_t pid = peer.pid.load(std::memory_order_acquire);
+        if (i == c->rank || pid <= 0 || pid == getpid() || peer.left.load(std::memory_order_acquire) != 0) continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+        int fine = ncclSuccess;
+        if (c->async_error.compare_exchange_strong(fine, ncclRemoteError))
+            report(ncclRemoteError, comm_label(c) + ": rank " + std::to_string(i) + " (pid " + std::to_string(pid) +
+                                        ") is gone without leaving the communicator: remote error");
+        return;
+    }
 }
 
 ncclResult_t abort_comm(Comm* c) {

@@ -97,6 +97,12 @@ ncclResult_t split(Comm* parent, int color, int key, const ncclConfig_t* config,
 ncclResult_t shrink(Comm* parent, const int* exclude, int exclude_count, const ncclConfig_t* config,
                     ncclComm_t* newcomm);
 
+// A peer whose process is gone without destroying or aborting its communicator (killed, crashed, exited mid-job):
+// the communicator goes into ncclRemoteError, which ncclCommGetAsyncError reports, as NCCL's socket transport does
+// once the peer's connection drops. Operations already blocked stay blocked (a kernel waiting for data that never
+// comes) until the communicator is aborted; new ones are refused.
+void check_peers(Comm* c);
+
 ncclResult_t abort_comm(Comm* c);
 ncclResult_t revoke_comm(Comm* c);
 ncclResult_t destroy_comm(Comm* c);

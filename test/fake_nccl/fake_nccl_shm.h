@@ -22,6 +22,8 @@ struct alignas(64) RankSlot {
     std::atomic<int32_t> xchg_key;
     std::atomic<uint64_t> xchg_posted;  // split/shrink rounds whose data this rank has published
     std::atomic<uint64_t> xchg_read;    // split rounds whose data this rank has finished reading
+    std::atomic<int32_t> pid;           // the rank's process (set at attach): a peer gone without leaving is an error
+    std::atomic<uint32_t> left;         // 1 once the rank destroyed or aborted its communicator
 };
 
 // Point-to-point counters of one ordered pair. pairs[a][b].sends is written by a only, .recvs by b only.

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -125,6 +126,8 @@ void install_own_handlers(const std::string& file) {
     signal(SIGTERM, own_handler);
 }
 
+std::atomic<bool> g_watchdog_stop{false};  // --async-watchdog-ms: set before the teardown
+
 class Scenario {
 public:
     Scenario(const Options& o, int rank, int world) : o_(o), rank_(rank), world_(world) {}
@@ -175,12 +178,14 @@ public:
             }
         }
         if (!many_comms()) return kNcclError;
+        if (o_.async_watchdog_ms > 0) start_async_watchdog();
         for (step_ = 0; step_ < o_.steps; ++step_) {
             if (!run_step()) return kNcclError;
         }
         step_ = -1;
         if (o_.hold_ms > 0) sleep_ms(o_.hold_ms);
         if (!o_.wait_gone.empty()) wait_gone();
+        g_watchdog_stop.store(true);
         if (!teardown()) return kNcclError;
         if (o_.fake_cuda) print_fake_cuda();
         std::printf("rank %d done steps=%d\n", rank_, o_.steps);
@@ -238,6 +243,25 @@ private:
         std::fflush(stdout);
     }
 
+    // --async-watchdog-ms: PyTorch's watchdog thread, which polls each communicator's asynchronous error (a peer
+    // gone, a remote abort) while the main thread may be blocked in a collective, and aborts the communicator on one.
+    // It stops before the teardown (g_watchdog_stop), or with the process.
+    void start_async_watchdog() {
+        std::thread([comm = world_comm_, rank = rank_, ms = o_.async_watchdog_ms] {
+            for (;;) {
+                sleep_ms(ms);
+                if (g_watchdog_stop.load()) return;
+                ncclResult_t e = ncclSuccess;
+                if (ncclCommGetAsyncError(comm, &e) != ncclSuccess) return;  // destroyed meanwhile
+                if (e == ncclSuccess || e == ncclInProgress) continue;
+                std::fprintf(stderr, "fake-framework: rank %d: watchdog: async error %s: aborting the communicator\n",
+                             rank, ncclGetErrorString(e));
+                ncclCommAbort(comm);
+                return;
+            }
+        }).detach();
+    }
+
     // --wait-gone: a test lets the job end once it has seen what it waits for.
     void wait_gone() {
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -278,7 +302,10 @@ private:
 
     // The communicator of the step's main collective: the world, the tensor-parallel group with --grid, or the last
     // of --churn-comms / --alive-comms.
-    ncclComm_t main_comm() const { return many_.empty() ? (o_.grid > 0 ? tp_comm_ : world_comm_) : many_.back(); }
+    ncclComm_t main_comm() const {
+        if (many_.empty()) return o_.grid > 0 ? tp_comm_ : world_comm_;
+        return steps_comm_ ? steps_comm_ : many_.back();
+    }
 
     // --churn-comms / --alive-comms: every rank splits in the same order, as frameworks building groups do.
     bool many_comms() {
@@ -288,9 +315,12 @@ private:
             if (!check(ncclCommSplit(world_comm_, 0, rank_, &c, nullptr), "ncclCommSplit(many)") ||
                 !settle(c, "ncclCommSplit(many)"))
                 return false;
-            if (i == n - 1) {  // the steps' communicator: its first all_reduce is the steps' own
+            const int steps_at = o_.steps_comm > 0 && o_.steps_comm <= n ? o_.steps_comm - 1 : n - 1;
+            if (i == steps_at) {  // the steps' communicator: its first all_reduce is the steps' own
                 many_.push_back(c);
-                break;
+                steps_comm_ = c;
+                if (i == n - 1) break;
+                continue;
             }
             if (!all_reduce(c, o_.count, ncclFloat32) || !settle(c, "ncclAllReduce(many)")) return false;
             if (o_.churn_comms > 0) {
@@ -403,7 +433,8 @@ private:
     ncclComm_t sub_comm_ = nullptr;
     ncclComm_t tp_comm_ = nullptr;
     ncclComm_t dp_comm_ = nullptr;
-    std::vector<ncclComm_t> many_;  // --churn-comms (the last one) / --alive-comms
+    ncclComm_t steps_comm_ = nullptr;  // --steps-comm (else the last of many_)
+    std::vector<ncclComm_t> many_;     // --churn-comms (the last one) / --alive-comms
 };
 
 }  // namespace

@@ -47,6 +47,9 @@ const char* usage_text() {
            "                          one on the DP group\n"
            "  --group                 each step's all_reduce(s) and a ring send/recv in one group\n"
            "  --nonblocking           init with config.blocking = 0; poll ncclCommGetAsyncError after each op\n"
+           "  --async-watchdog-ms M   a thread polls ncclCommGetAsyncError on the world communicator every M ms, as\n"
+           "                          PyTorch's watchdog; on an error it aborts the communicator (the blocked call\n"
+           "                          then fails)\n"
            "  --hold-ms M             sleep M ms after the last step, before the teardown\n"
            "  --wait-gone PATH        then wait (at most 120 s) until the file PATH does not exist\n"
            "  --teardown destroy|finalize|abort|none   how the comms end (default destroy; finalize = finalize\n"
@@ -56,6 +59,7 @@ const char* usage_text() {
            "  --churn-comms N         split N communicators off the world one after another, one all_reduce on each;\n"
            "                          each is destroyed before the next, the last one carries the steps' all_reduce\n"
            "  --alive-comms N         the same, all N alive at once until the teardown\n"
+           "  --steps-comm K          with either: the K-th of them (1-based) carries the steps' all_reduce instead\n"
            "  --fake-cuda             dlopen the fake libcuda.so.1 (RTLD_GLOBAL, before any NCCL call), give each\n"
            "                          communicator a stream of its own and print the fake's counters at the end:\n"
            "                          \"fake-cuda rank R: name=value ...\"\n"
@@ -96,10 +100,12 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--late-rank", &o.late_rank, -1},
         {"--late-ms", &o.late_ms, 0},
         {"--hold-ms", &o.hold_ms, 0},
+        {"--async-watchdog-ms", &o.async_watchdog_ms, 0},
         {"--grid", &o.grid, 0},
         {"--coll-per-step", &o.coll_per_step, 1},
         {"--churn-comms", &o.churn_comms, 0},
         {"--alive-comms", &o.alive_comms, 0},
+        {"--steps-comm", &o.steps_comm, 0},
         {"--cuda-hold-step", &o.cuda_hold_step, -1},
         {"--capture-step", &o.capture_step, -1},
         {"--capture-count", &o.capture_count, 1},

@@ -1,6 +1,7 @@
 // Writes the seed corpora for the fuzz targets: valid frames of every type (test/fuzz/fuzz_wire.cpp) and a small,
-// valid rank file with two communicators, records and backtraces (fuzz_rank_file.cpp).
-//   make_seeds WIRE_DIR RANK_FILE_DIR
+// valid rank file with two communicators, records and backtraces (fuzz_rank_file.cpp); with HTTP_DIR, the requests a
+// scraper sends and a few it should not (fuzz_http.cpp).
+//   make_seeds WIRE_DIR RANK_FILE_DIR [HTTP_DIR]
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -92,11 +93,43 @@ std::vector<uint8_t> rank_file() {
     return std::vector<uint8_t>(b, b + l.file_size);
 }
 
+// fuzz_http's input: a cap byte (0: the collector's 8 KiB), a byte that cuts the rest into reads, the request.
+bool http_seeds(const std::string& dir) {
+    struct Seed {
+        const char* name;
+        uint8_t cap, cut;
+        std::string text;
+    };
+    const Seed seeds[] = {
+        {"prometheus", 0, 0,
+         "GET /metrics HTTP/1.1\r\nHost: node0:9400\r\nUser-Agent: Prometheus/2.45.0\r\nAccept: "
+         "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\nX-Prometheus-Scrape-Timeout-"
+         "Seconds: 10\r\n\r\n"},
+        {"curl_cut", 0, 5,
+         "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n"},
+        {"query", 0, 1, "GET /metrics?name[]=up HTTP/1.0\r\n\r\n"},
+        {"lf_only", 0, 2, "GET /metrics HTTP/1.0\n\n"},
+        {"http09", 0, 0, "GET /metrics\r\n\r\n"},
+        {"not_found", 0, 3, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"},
+        {"post", 0, 0, "POST /metrics HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd"},
+        {"partial", 0, 0, "GET /metr"},
+        {"too_large", 4, 7, "GET /metrics HTTP/1.1\r\nX-Long: " + std::string(40, 'a') + "\r\n\r\n"},
+        {"wire_on_http", 0, 0, std::string("NCWL\x01\x02\x00\x00\n\n", 10)},
+    };
+    bool ok = true;
+    for (const auto& s : seeds) {
+        std::vector<uint8_t> bytes{s.cut};
+        bytes.insert(bytes.end(), s.text.begin(), s.text.end());
+        ok = write(dir + "/" + s.name, bytes, s.cap) && ok;
+    }
+    return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: make_seeds WIRE_DIR RANK_FILE_DIR\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: make_seeds WIRE_DIR RANK_FILE_DIR [HTTP_DIR]\n");
         return 2;
     }
     const std::string wd = argv[1], rd = argv[2];
@@ -125,6 +158,14 @@ int main(int argc, char** argv) {
     put("hello");
     wire::encode(digest, f);
     put("digest");
+    // 1.4: a digest that carries the rank's Python stacks (faulthandler's text, the NCCL thread noted first).
+    digest.py_stacks = wire::PyStacksBlock{8, 4'000'000'000ull, 1, 1,
+                                           "# ncclwatch nccl-thread 0x7f0000001000 tid 4242\n"
+                                           "Thread 0x00007f0000001000 (most recent call first):\n"
+                                           "  File \"/job/train.py\", line 14 in slow_eval\n"
+                                           "  File \"/job/train.py\", line 19 in <module>\n"};
+    wire::encode(digest, f);
+    put("digest_py_stacks");
     wire::encode(wire::KeepAlive{6'000'000'000ull}, f);
     put("keepalive");
     wire::encode_bye(f);
@@ -140,6 +181,7 @@ int main(int argc, char** argv) {
     const auto rf = rank_file();
     FILE* out = fopen((rd + "/seed.ncw").c_str(), "wb");
     ok = out && fwrite(rf.data(), 1, rf.size(), out) == rf.size() && fclose(out) == 0 && ok;
+    if (argc == 4) ok = http_seeds(argv[3]) && ok;
     if (!ok) perror("make_seeds");
     return ok ? 0 : 1;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined) and runs each for a short while from
-# the generated seed corpus. Exit 77 (meson: skipped) when no clang with libFuzzer is installed (Debian: clang, which
-# ships libclang_rt.fuzzer).
+# Builds the libFuzzer targets (fuzz_wire, fuzz_rank_file, fuzz_http) with clang (-fsanitize=fuzzer,address,undefined)
+# and runs each for a short while from the generated seed corpus. Exit 77 (meson: skipped) when no clang with
+# libFuzzer is installed (Debian: clang, which ships libclang_rt.fuzzer).
 #   test/fuzz/run.sh [SECONDS_PER_TARGET]     (default 20; FUZZ_WORK=DIR keeps the build and corpora there)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -30,14 +30,18 @@ lib=("$src"/lib/read/*.cpp)
 echo "building with $cxx in $work"
 "$cxx" "${flags[@]}" "${san[@]}" -fsanitize=fuzzer "$src/test/fuzz/fuzz_wire.cpp" "${lib[@]}" -o "$work/fuzz_wire"
 "$cxx" "${flags[@]}" "${san[@]}" -fsanitize=fuzzer "$src/test/fuzz/fuzz_rank_file.cpp" "${lib[@]}" -o "$work/fuzz_rank_file"
+# The HTTP request parse is one pure file of lib/live (the rest of the live collector is sockets).
+"$cxx" "${flags[@]}" "${san[@]}" -fsanitize=fuzzer "$src/test/fuzz/fuzz_http.cpp" "$src/lib/live/http_request.cpp" \
+    -o "$work/fuzz_http"
 "$cxx" "${flags[@]}" "$src/test/fuzz/make_seeds.cpp" "${lib[@]}" -o "$work/make_seeds"
 
-mkdir -p "$work/seeds_wire" "$work/seeds_rank_file" "$work/corpus_wire" "$work/corpus_rank_file" "$work/crashes"
-"$work/make_seeds" "$work/seeds_wire" "$work/seeds_rank_file"
+for t in wire rank_file http; do mkdir -p "$work/seeds_$t" "$work/corpus_$t"; done
+mkdir -p "$work/crashes"
+"$work/make_seeds" "$work/seeds_wire" "$work/seeds_rank_file" "$work/seeds_http"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 status=0
-for t in wire rank_file; do
+for t in wire rank_file http; do
     echo "== fuzz_$t for ${secs}s"
     if ! "$work/fuzz_$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 \
         -artifact_prefix="$work/crashes/$t-" "$work/corpus_$t" "$work/seeds_$t" 2>"$work/fuzz_$t.log"; then

@@ -52,7 +52,7 @@ from grid_readers import (  # noqa: E402 (the readers, in a file of their own)
     CULPRIT, EXIT_TEXT, TP47, DP04, DP26, DP37, RUNS, JudgeError, need, norm_id, desc, named,
     is_lead_notjoined, text_of, comms_of, events_of, event_vs, offline_summary, parse_time, stall_start,
     is_diagnosis, role_of, caused_by, group_of, grid_verdict_faults, stream_order_reached, rank_file_comms)
-from job_readers import all_verdicts  # noqa: E402
+from job_readers import all_verdicts, live_verdict_events  # noqa: E402
 
 def check_stall_live(row, res):
     cm = comms_of(res)
@@ -333,7 +333,7 @@ def check_stall_audit(row, res):
 def check_death(row, res):
     cm = comms_of(res)
     events = events_of(res)
-    diag = [e for e in events if is_diagnosis(e)]
+    diag = live_verdict_events(events)  # torchrun ends the job at the death: the survivors' final verdicts
 
     def judge(v, where):
         if not isinstance(v, dict):

@@ -42,24 +42,29 @@ def parse_time(s):
     return None
 
 
-LOG_LINE = re.compile(r"^\[ncclwatch (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) pid (\d+)\] (\w+): (.*)$")
+# "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ..." (RFC 3339), or the form before it,
+# "[ncclwatch 2026-12-01 18:23:56.609 pid 9179] error: ..." (local time, no zone), in the logs of older runs.
+LOG_LINE = re.compile(r"^\[ncclwatch (?:rank \S+ pid (?P<pid>\d+) (?P<iso>\d{4}-\d\d-\d\dT[\d:.]+[+-]\d\d:?\d\d)|"
+                      r"(?P<local>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) pid (?P<pid0>\d+))\] (?P<level>\w+): (?P<msg>.*)$")
 
 
 def log_lines(text, word):
     """(epoch seconds, pid, message) of the shim's stderr lines whose message holds `word` (case-insensitive). The
-    shim's log stamps local time (spdlog), read back with the local zone of the machine that ran the job."""
+    shim's log stamps RFC 3339 with the zone (the older form: local time, read back with this machine's zone)."""
     out = []
     for ln in (text or "").splitlines():
         m = LOG_LINE.match(ln.strip())
-        if not m or word.lower() not in m.group(4).lower():
+        if not m or word.lower() not in m.group("msg").lower():
             continue
-        stamp = m.group(1)
         try:
-            base, _, frac = stamp.partition(".")
-            t = time.mktime(time.strptime(base, "%Y-%m-%d %H:%M:%S")) + (float("0." + frac) if frac else 0.0)
+            if m.group("iso"):
+                t = datetime.datetime.fromisoformat(m.group("iso")).timestamp()
+            else:
+                base, _, frac = m.group("local").partition(".")
+                t = time.mktime(time.strptime(base, "%Y-%m-%d %H:%M:%S")) + (float("0." + frac) if frac else 0.0)
         except ValueError:
             t = None
-        out.append((t, int(m.group(2)), m.group(4)))
+        out.append((t, int(m.group("pid") or m.group("pid0")), m.group("msg")))
     return out
 
 
@@ -79,6 +84,18 @@ def is_suspicion(e):
 def is_diagnosis(e):
     """A stall, mismatch or init_hang report (not a suspicion, not a straggler note)."""
     return isinstance(e, dict) and e.get("type") in DIAGNOSES and not is_suspicion(e)
+
+
+def is_final_verdict(e):
+    """The verdict a rank's shim gave as its process was ended (SIGTERM/SIGINT from the launcher: type 'final')."""
+    return isinstance(e, dict) and e.get("type") == "final" and bool(e.get("verdicts"))
+
+
+def live_verdict_events(events):
+    """What the shims said while the job ran: its diagnoses, or, when the launcher ended the job before any timeout
+    (a dying rank: torchrun's SIGTERM to the others 0.3 s later), their final verdicts at that SIGTERM."""
+    diag = [e for e in events if is_diagnosis(e)]
+    return diag or [e for e in events if is_final_verdict(e)]
 
 
 def is_recovery(e):

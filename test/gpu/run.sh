@@ -20,7 +20,9 @@
 #   grid at 8 ranks (a tensor-parallel rank stalls in a named function, a rank dies, clean; judged live, by the
 #   embedded live collector and after the end, and against each rank's own ground truth); two "nodes" of 4 ranks
 #   (two torchrun agents, a folder each, the live collector on node 0); FSDP2, FSDP + tensor parallelism on a 2-D
-#   DeviceMesh, and FSDP2 with rank 0 in a 15 s evaluate(); a straggler (examples/straggler.py: one rank 20 ms late
+#   DeviceMesh, and FSDP2 with rank 0 in a 15 s evaluate(); how a rank ends (os._exit(0), a real SIGSEGV, SIGKILL:
+#   DEAD with its end, live at the launcher's SIGTERM and after the end); a drift (one all_reduce skipped or added
+#   in a loop of same-shaped ones: NOT_JOINED / EXTRA_OP where it began); a straggler (examples/straggler.py: one rank 20 ms late
 #   before each step's all_reduce, analyzed live after 50 steps); early suspicion: the hang scenarios at the default
 #   NCCLWATCH_TIMEOUT_SEC=60, each ended at its first suspicion or 20 s after its hang began (the scripts' truth);
 #   2 one GPU: DDP under the shim, a stalled stream, PyTorch features; 3 nccl-tests -g 1 (and -g 2) with and without
@@ -28,7 +30,8 @@
 #   step time alternated; 6 the profiler path, the event fallback and neither side by side (bench/gpu_profiler_ab.sh:
 #   CPU per call, the 8 B in-process A/B at 2 ranks on one GPU, NCCL's profiler activation, bus bandwidth 1..128 MB;
 #   time-boxed to NCW_PROFILER_AB_SEC, 60); 4 the table.
-# Knobs: NCW_GPU_BUDGET_SEC (540), NCW_SCENARIO_TIMEOUT_SEC (10; the FSDP runs too), NCW_ONE_GPU_TIMEOUT_SEC (20:
+# Knobs: NCW_GPU_BUDGET_SEC (540), NCW_FR (1; 0 skips the one-GPU Flight Recorder wave),
+# NCW_SCENARIO_TIMEOUT_SEC (10; the FSDP runs too), NCW_ONE_GPU_TIMEOUT_SEC (20:
 # the other one-GPU runs), NCW_CLEAN_SEC (150), NCW_ONLY (space-separated
 # phase numbers to run; default "0 5 2 6 4" on one GPU, "0 1 2 3 4" on two or more), NCW_RANKS (4: ranks per one-GPU
 # scenario), NCW_SUSPECT (1; 0 skips the suspicion wave), NCW_SUSPECT_SCENARIOS (its scenarios); alternations in the
@@ -217,7 +220,7 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
     grep -h "run_scenario\|run_two_nodes" "$W"/logs/one-grid_*.log "$W/logs/two-nodes.log" \
         "$W"/logs/one-straggler-*.log | grep -v "start:"
 
-    ENDS="rank_exit0 rank_segv rank_killed"
+    ENDS="rank_exit0 rank_segv rank_killed drift_skip drift_extra"
     section "5 one GPU, $RANKS ranks: FSDP2, FSDP + TP on a 2-D DeviceMesh, FSDP2 with a 15 s evaluate() on rank 0;" \
         "a rank's end: $ENDS"
     pids=""
@@ -233,7 +236,8 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
         --script-args "--mode fsdp2 --eval-rank 0 --eval-at-sec 10 --eval-sec 15" --end-after-report -1 \
         --max-sec 130 --timeout "$TIMEOUT" &
     pids="$pids $!"
-    # How a rank ends (issue 14): os._exit(0), a real SIGSEGV, SIGKILL; torchrun then ends the others by SIGTERM.
+    # How a rank ends (issue 14): os._exit(0), a real SIGSEGV, SIGKILL (torchrun then ends the others by SIGTERM);
+    # and a drift: one all_reduce skipped or added in a loop of same-shaped ones.
     for s in $ENDS; do
         sleep 1
         one_job "$s" shim &
@@ -263,7 +267,9 @@ if want 5 && [ "$HAVE_SHIM" = 1 ]; then
         grep -h "run_scenario" "$W"/logs/suspect-*.log | grep -v "start:"
     fi
 
-    if [ "$(left)" -gt 150 ]; then
+    if [ "${NCW_FR:-1}" = 0 ]; then
+        echo "Flight Recorder runs skipped: NCW_FR=0"
+    elif [ "$(left)" -gt 150 ]; then
         section "5 one GPU, $RANKS ranks: the same scenarios under PyTorch's Flight Recorder (timeout ${ONE_TIMEOUT} s)"
         pids=""
         for s in $SCENARIOS clean; do

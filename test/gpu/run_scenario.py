@@ -43,7 +43,7 @@ from job_readers import hang_start, is_diagnosis, is_suspicion, log_lines  # noq
 # How long the harness lets a hung job run after the shim's first report before it ends the job (None: let the job
 # end by itself, within the cap), per scenario: time for the RAS query, and for a mismatch to show whether it hangs.
 END_AFTER_REPORT = {"skip": 8, "uneven": 8, "type_mismatch": 14, "size_mismatch": 14, "rank_dies": None, "rank_exit0": None,
-                    "rank_segv": None, "rank_killed": None,
+                    "rank_segv": None, "rank_killed": None, "drift_skip": 8, "drift_extra": 8,
                     "init_hang": None, "validation": None, "grad_accum": 8, "clean": None}
 
 

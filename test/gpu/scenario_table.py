@@ -25,7 +25,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from job_readers import is_diagnosis  # noqa: E402 (an early suspicion is not the diagnosis)
+from job_readers import is_diagnosis, live_verdict_events  # noqa: E402 (an early suspicion is not the diagnosis)
 
 LAST = "last"  # the last rank (nproc - 1)
 # kinds: what the shim must report while the job runs; rank: the rank it must name; offline: what analyze must still
@@ -46,6 +46,9 @@ EXPECT = {
     "rank_exit0": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="exited (exit code 0)"),
     "rank_segv": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="crashed with SIGSEGV"),
     "rank_killed": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="is gone"),
+    # The drift named where it began (lib/engine/verdict_drift.cpp's words), live and after the end.
+    "drift_skip": dict(kinds={"NOT_JOINED"}, rank=LAST, offline={"NOT_JOINED"}, exit_text="paired silently"),
+    "drift_extra": dict(kinds={"EXTRA_OP"}, rank=LAST, offline={"EXTRA_OP"}, exit_text="paired silently"),
 }
 # The right answers where the two-GPU rows were written before they could be had (kept there, so that the recorded
 # two-GPU runs stay comparable): the harness's 4-rank run states them.
@@ -53,7 +56,7 @@ EXPECT_ONE_GPU = {
     "rank_dies": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="exit code 3"),
 }
 ORDER = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
-         "clean", "rank_exit0", "rank_segv", "rank_killed"]
+         "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra"]
 DIAGNOSES = ("stall", "mismatch", "init_hang")
 
 
@@ -134,7 +137,7 @@ def judge_shim(scn, res, exp, want_rank):
         out["why"].append("no shim result")
         return out
     events = sorted(res.get("events") or [], key=lambda e: parse_time(e.get("time")) or 0)
-    diag = [e for e in events if is_diagnosis(e)]
+    diag = live_verdict_events(events)
     ok = True
     if diag:
         first = diag[0]
@@ -163,7 +166,7 @@ def judge_shim(scn, res, exp, want_rank):
             out["why"].append("no report while the job ran")
         if exp["kinds"] is None:
             out["got"] = "no report (job ended before the timeout)"
-    later = [e for e in events if not is_diagnosis(e)]
+    later = [e for e in events if e not in diag]
     if later:
         out["got"] += "; then " + ", ".join(sorted({e["type"] for e in later}))
     if exp.get("recovered") and not any(e.get("type") == "recovered" for e in events):

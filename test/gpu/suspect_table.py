@@ -8,7 +8,8 @@ SUSPECT_ROOT/<scenario>/shim/result.json (test/gpu/run_scenario.py --timeout 60 
 --cap-after-hang 20), one row per scenario of skip, uneven, type_mismatch, init_hang, grad_accum, validation:
   the hang's start is the scripts' own truth (examples/hang_scenarios.py's phase times, read by
   job_readers.hang_start); the first suspicion is the earliest report event that is one (job_readers.is_suspicion:
-  the event JSON is the record; the shim's stderr line is shown beside it). Right: a suspicion within --within s of
+  the event JSON is the record; the shim's stderr line is shown beside it), or a diagnosis before it (a MISMATCH is
+  confirmed as the op is issued, before any threshold). Right: that first word within --within s of
   the hang's start, none before it (0.5 s of slack: the truth is stamped within a step of the op); validation (a
   real wait of 15 s): suspected, then a "recovered" event after the suspicion, exit code 0.
   Shown, not judged: the suspicion's verdicts and the rank files' completion-gap baseline (completion_gap_p99_ns,
@@ -26,8 +27,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from job_readers import (  # noqa: E402
-    HANG_SCENARIOS, comm_rank_map, culprits_global, event_time, events_of, hang_start, is_recovery, is_suspicion,
-    load)
+    HANG_SCENARIOS, comm_rank_map, culprits_global, event_time, events_of, hang_start, is_diagnosis, is_recovery,
+    is_suspicion, load)
 
 CLEAN_JOBS = ("clean", "grid_clean", "fsdp2_clean", "fsdp_tp_clean", "straggler")
 SLACK = 0.5
@@ -66,7 +67,10 @@ def judge(scn, res, within):
     if res.get("timeout_s") != 60:
         why.append(f"ran with NCCLWATCH_TIMEOUT_SEC={res.get('timeout_s')!r}, want the default 60")
     events = events_of(res)
-    sus = [e for e in events if is_suspicion(e)]
+    # The first word of the hang: a suspicion, or a diagnosis that came before any threshold (a MISMATCH is named
+    # when the mismatched op is issued: a confirmed verdict is more than a suspicion, and the same event's
+    # suspicion after it would be a second lead).
+    sus = sorted([e for e in events if is_suspicion(e) or is_diagnosis(e)], key=lambda e: event_time(e) or 0)
     cmap = comm_rank_map(res)
     logs = [x for x in res.get("log_suspicions") or [] if isinstance(x, list) and x and isinstance(x[0], (int, float))]
     said = f"; stderr: first line {logs[0][0] - t0:+.1f} s" if logs and t0 is not None else \
@@ -81,7 +85,8 @@ def judge(scn, res, within):
         return out, why
     first = sus[0]
     t1 = event_time(first)
-    out["got"] = describe(first, cmap) + f"; {len(sus)} suspicion event(s)" + said
+    n_sus = sum(1 for e in sus if is_suspicion(e))
+    out["got"] = describe(first, cmap) + f"; {n_sus} suspicion event(s)" + said
     named = set()
     for v in first.get("verdicts") or []:
         named.update(culprits_global(v, cmap, first.get("comm_id"))[0])

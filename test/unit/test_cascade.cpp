@@ -110,3 +110,27 @@ TEST_CASE("cascade: unrelated stalls and single stalls keep no role", "[cascade]
         CHECK(vb[0].role == Role::None);
     }
 }
+
+TEST_CASE("cascade: the peers NCCL reported an error on do not make a dead rank's stall a cascade", "[cascade]") {
+    // Global 5 died in TP 1 (globals 4-7): its DEAD verdict; globals 4, 6, 7 wait, and NCCL reported an error on
+    // global 4 (its peer gone). Global 4 is also held in DP 0 (with global 0), which stalled 30 s before: yet TP 1
+    // waits on the dead rank, not on global 4, and is no cascade of DP 0.
+    auto tp1 = comm(0xB1, {member(4, 0, 10, 20), member(5, 1, 10, 0), member(6, 2, 10, 20), member(7, 3, 10, 20)});
+    auto dp0 = comm(0xD0, {member(0, 0, 10, 50), member(4, 1, 10, 50)});
+    Verdict dead;
+    dead.kind = Kind::Dead;
+    dead.comm_id = 0xB1;
+    dead.seq = 11;
+    dead.culprits = {1};
+    dead.waiting = {0, 2, 3};
+    dead.stalled_for_s = 20;
+    Verdict err = dead;
+    err.kind = Kind::AsyncError;
+    err.culprits = {0};
+    std::vector<Verdict> v_tp1{dead, err};
+    std::vector<Verdict> v_dp0 = diagnose_stall(dp0, kNow, 10);
+    REQUIRE(!v_dp0.empty());
+    assign_cascade_roles({{&tp1, &v_tp1}, {&dp0, &v_dp0}});
+    CHECK(v_tp1[0].role != Role::Cascade);
+    CHECK(v_tp1[1].role != Role::Cascade);
+}

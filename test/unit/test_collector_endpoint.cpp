@@ -1,10 +1,14 @@
 // Where the live digest client connects and when it retries: endpoints, the auto port, resolve_endpoint from the
-// config, and the reconnect backoff.
+// config, the reconnect backoff, and auto's loopback rule.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <string>
+#include <vector>
 
+#define NCW_HAVE_LIVE_SERVER 1  // as shim/meson.build defines it for the shim: this tree has lib/live
 #include "collector_endpoint.h"
 #include "config.h"
 
@@ -85,4 +89,55 @@ TEST_CASE("backoff doubles from 0.5 s to 30 s, with jitter in the upper half, an
     bool differ = false;
     for (int i = 0; i < 5; ++i) differ |= x.next_delay_s() != y.next_delay_s();
     CHECK(differ);
+}
+
+// Attack test (issue 15): without NCCLWATCH_TOKEN, `serve` listens only on loopback; the collector that auto embeds in
+// rank 0 held to no such rule and listened on MASTER_ADDR, open to every host that can reach it. The same rule holds
+// now: loopback without a token (there is no insecure option for auto), MASTER_ADDR with one.
+TEST_CASE("auto without a token: rank 0's collector listens on loopback only; with one, on MASTER_ADDR") {
+    Config c;
+    c.collector = "auto";
+    const Endpoint master{"192.0.2.2", 29501};  // a non-loopback MASTER_ADDR
+    CHECK(auto_loopback_only(c));
+    CHECK(embedded_server_options(c, master).listen == "127.0.0.1:29501");
+    CHECK(embedded_server_options(c, Endpoint{"fd00::2", 29501}).listen == "127.0.0.1:29501");
+    c.token = "s3cret";
+    CHECK_FALSE(auto_loopback_only(c));
+    CHECK(embedded_server_options(c, master).listen == "192.0.2.2:29501");
+    CHECK(embedded_server_options(c, Endpoint{"fd00::2", 29501}).listen == "[fd00::2]:29501");
+    // An explicit HOST:PORT is a `serve` elsewhere, which applies the rule itself.
+    Config explicit_ep;
+    explicit_ep.collector = "node0:29610";
+    CHECK_FALSE(auto_loopback_only(explicit_ep));
+}
+
+TEST_CASE("auto without a token: the ranks of rank 0's host connect to loopback, the others send nothing and say why") {
+    Config c;
+    c.collector = "auto";
+    std::string why;
+    // Rank 0 runs the collector: it is on MASTER_ADDR's host by definition.
+    Endpoint ep{"198.51.100.7", 29501};
+    REQUIRE(apply_loopback_rule(c, true, ep, &why));
+    CHECK(ep.host == "127.0.0.1");
+    CHECK(ep.port == 29501);
+    // Another rank whose MASTER_ADDR is this host: by loopback, by name, or by an address of an interface here.
+    char name[256] = {};
+    REQUIRE(gethostname(name, sizeof name - 1) == 0);
+    for (const std::string& host : std::vector<std::string>{"127.0.0.1", "localhost", name}) {
+        INFO(host);
+        Endpoint here{host, 29501};
+        CHECK(is_this_host(host));
+        REQUIRE(apply_loopback_rule(c, false, here, &why));
+        CHECK(here.host == "127.0.0.1");
+    }
+    // A rank on another host (TEST-NET-2: no interface here has it) sends nothing, and the reason says what to set.
+    Endpoint there{"198.51.100.7", 29501};
+    CHECK_FALSE(is_this_host("198.51.100.7"));
+    CHECK_FALSE(apply_loopback_rule(c, false, there, &why));
+    CHECK_THAT(
+        why, Catch::Contains("loopback only") && Catch::Contains("NCCLWATCH_TOKEN") && Catch::Contains("198.51.100.7"));
+    // With a token nothing changes: every rank connects to MASTER_ADDR.
+    c.token = "s3cret";
+    REQUIRE(apply_loopback_rule(c, false, there, &why));
+    CHECK(there.host == "198.51.100.7");
 }

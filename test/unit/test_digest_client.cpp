@@ -4,7 +4,10 @@
 
 #include <catch2/catch.hpp>
 #include <map>
+#include <memory>
 
+#include "comm_registry.h"
+#include "comm_slots.h"
 #include "config.h"
 #include "digest_client.h"
 #include "rank_file_writer.h"
@@ -138,4 +141,74 @@ TEST_CASE("the process's own state reads the same through its file and straight 
     CHECK(a == b);
     CHECK(ha.header.global_rank == 3);
     CHECK(ha.header.host == "hostA");
+}
+
+TEST_CASE("the digest carries the communicators without a comm slot, read from our memory; a destroyed one drops out") {
+    TempDir dir;
+    ProcessIdentity id;
+    id.global_rank = 0;
+    id.world_size = 2;
+    id.pid = getpid();
+    id.job_id = "job2";
+    RankFileWriter w = create_rank_file(dir.path.string(), id, 256, 0);
+    REQUIRE(w.file_backed);
+    w.hdr->num_comms.store(1);
+    w.comms[0].comm_id = 7;
+    w.comms[0].nranks = 2;
+    w.comms[0].state.store(uint32_t(disk::CommState::Active));
+
+    auto slots = std::make_unique<SlotTable>();
+    std::vector<CommRuntime*> own;
+    for (int i = 0; i < 3; ++i) {
+        auto* cr = new CommRuntime;  // leaked, as in the shim
+        auto* s = new disk::CommSlot();
+        s->comm_id = 300 - uint64_t(i);  // out of order: the digest sorts them by id
+        s->rank = 0;
+        s->nranks = 2;
+        s->state.store(uint32_t(disk::CommState::Active));
+        s->coll_issued.store(5);
+        s->coll_completed.store(4);
+        for (uint64_t seq = 1; seq <= 5; ++seq) {
+            disk::OpSignature& g = s->recent[seq % disk::kRecentSigs];
+            g.count = seq;
+            g.op = uint8_t(disk::OpType::AllReduce);
+            g.seq.store(seq);
+        }
+        cr->slot.store(s);
+        cr->slot_index = 0xffff;
+        REQUIRE(slots->add_unslotted(cr));
+        own.push_back(cr);
+    }
+    // One in the middle of a signature's rewrite (seq 0 while it changes): that entry is left out, the rest stay.
+    own[0]->slot.load()->recent[5 % disk::kRecentSigs].seq.store(0);
+
+    SelfReader r(w, slots.get());
+    std::vector<CommInfo> c = r.comms();
+    REQUIRE(c.size() == 4);
+    CHECK(c[0].comm_id == 7);
+    CHECK(c[0].slot == 0);
+    CHECK(c[1].comm_id == 298);
+    CHECK(c[3].comm_id == 300);
+    for (size_t i = 1; i < 4; ++i) {
+        CHECK(c[i].slot == kNoCommSlot);
+        CHECK(c[i].coll_issued == 5);
+        CHECK(c[i].coll_completed == 4);
+    }
+    CHECK(c[3].recent.size() == 4);
+    CHECK(c[2].recent.size() == 5);
+    CHECK(c[2].recent.back().seq == 5);
+
+    own[1]->destroyed.store(true);
+    CHECK(r.comms().size() == 3);
+    // Its entry is taken by the next communicator without a slot.
+    auto* next = new CommRuntime;
+    auto* ns = new disk::CommSlot();
+    ns->comm_id = 400;
+    next->slot.store(ns);
+    REQUIRE(slots->add_unslotted(next));
+    c = r.comms();
+    REQUIRE(c.size() == 4);
+    CHECK(c.back().comm_id == 400);
+    // Without the slot table (the file alone), only the file's slot.
+    CHECK(SelfReader(w).comms().size() == 1);
 }

@@ -40,6 +40,30 @@ TEST_CASE("make_digest keeps the newest signatures; digest_changed ignores only 
     CHECK(digest_changed(b, e));
 }
 
+TEST_CASE("the Python stacks go once per capture and connection, in the digest that is sent") {
+    HeaderInfo h;
+    LastDigest last;
+    CHECK_FALSE(make_digest(h, {}, 1, last).py_stacks);  // never captured
+    h.py_stacks_seq = 4;
+    h.py_stacks_status = 1;
+    h.py_stacks_text = "Thread 0x1 (most recent call first):\n";
+    wire::Digest d = make_digest(h, {}, 2, last);
+    REQUIRE(d.py_stacks);
+    CHECK(d.py_stacks->seq == 4);
+    CHECK(make_digest(h, {}, 3, last).py_stacks);  // not sent (not taken): still due
+    std::vector<uint8_t> f;
+    wire::encode(d, f);
+    last.take(std::move(f));
+    CHECK_FALSE(make_digest(h, {}, 4, last).py_stacks);  // the collector has them
+    h.py_stacks_seq = 5;                                 // being rewritten: not yet
+    CHECK_FALSE(make_digest(h, {}, 5, last).py_stacks);
+    h.py_stacks_seq = 6;  // a new capture
+    CHECK(make_digest(h, {}, 6, last).py_stacks);
+    last.clear();  // a new connection: the collector has none
+    h.py_stacks_seq = 4;
+    CHECK(make_digest(h, {}, 7, last).py_stacks);
+}
+
 TEST_CASE("the send slot holds one frame, drains a non-blocking socket, and reports EPIPE without a signal") {
     int sv[2];
     REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);

@@ -41,6 +41,11 @@ struct RankSpec {
     uint64_t last_progress = 0;
     uint32_t process_state = uint32_t(disk::ProcessState::Running);
     uint64_t odd_count_at = 0;  // seq whose count differs (0 = none)
+    uint64_t stall_since = 0;   // the shim reported a stall since then (0 = none)
+    disk::EndKind end_kind = disk::EndKind::None;
+    int32_t end_status = 0;
+    uint64_t end_mono = 0;
+    int32_t async_error = 0;
     struct P2p {
         OpType op;
         int peer;
@@ -69,6 +74,9 @@ void write_rank(const std::string& path, const RankSpec& s) {
     h->heartbeat_mono_ns = s.heartbeat;
     h->process_state = s.process_state;
     h->num_comms = 1;
+    h->end_status = s.end_status;
+    h->end_mono_ns = s.end_mono;
+    h->end_kind = uint32_t(s.end_kind);
 
     auto* c = new (base + l.comm_table_offset) disk::CommSlot{};
     c->state = uint32_t(disk::CommState::Active);
@@ -84,6 +92,8 @@ void write_rank(const std::string& path, const RankSpec& s) {
     c->ops_completed = s.completed;
     c->t_last_issue_ns = s.last_issue;
     c->t_last_progress_ns = s.last_progress;
+    c->stall_since_ns = s.stall_since;
+    c->async_error = s.async_error;
     for (uint64_t q = 1; q <= s.issued; ++q) {
         auto& e = c->recent[q % disk::kRecentSigs];
         e.count = q == s.odd_count_at ? 999 : 1024;
@@ -420,3 +430,63 @@ TEST_CASE("a rank ahead of the others is EXTRA_OP; roles across communicators", 
     CHECK(n->caused_by_comm == 0xC0);
     CHECK(a.all_verdicts().front().verdict->kind == verdict::Kind::ExtraOp);
 }
+
+TEST_CASE("a job that hung and was then torn down node by node is judged as it stood", "[job_view]") {
+    // Ranks 0-2 wait in #5 since t=1096 s (their shims reported the stall at 1106 s); rank 3 never issued it. The
+    // launcher then ends node 0 (ranks 0, 1) by SIGTERM at t=1110 s and node 1 (ranks 2, 3) 0.8 s later: not one
+    // moment, but every first departure is a signal from outside, after the hang began. Not DEAD ranks 0,1.
+    TempDir dir;
+    std::vector<std::string> paths;
+    for (int r = 0; r < 4; ++r) {
+        RankSpec s;
+        s.rank = s.global_rank = r;
+        s.pid = 100 + r;
+        s.nranks = 4;
+        s.issued = r == 3 ? 4 : 5;
+        s.completed = 4;
+        s.last_issue = (r == 3 ? 1094 : 1096) * kSec;
+        s.last_progress = 1095 * kSec;
+        s.stall_since = r == 3 ? 0 : 1096 * kSec;
+        s.end_kind = disk::EndKind::Terminated;
+        s.end_status = 15;
+        s.end_mono = r < 2 ? 1110 * kSec : 1110 * kSec + 800'000'000;
+        s.heartbeat = s.end_mono;
+        s.async_error = r == 2 ? 6 : 0;  // ncclRemoteError: node 0's ranks went first
+        paths.push_back(dir.file("r" + std::to_string(r) + ".ncw"));
+        write_rank(paths.back(), s);
+    }
+    const Analysis a = analyze_paths(paths, {});
+    REQUIRE(a.jobs.size() == 1);
+    const CommResult& c = a.jobs[0].comms.at(0);
+    CHECK(find_kind(c, verdict::Kind::Dead) == nullptr);
+    CHECK(find_kind(c, verdict::Kind::AsyncError) == nullptr);
+    const verdict::Verdict* v = find_kind(c, verdict::Kind::NotJoined);
+    REQUIRE(v != nullptr);
+    CHECK(v->culprits == std::vector<int>{3});
+    CHECK(a.all_verdicts().front().verdict->kind == verdict::Kind::NotJoined);
+    CHECK(has_warning(a, "judged as it stood at the first of them"));
+}
+
+TEST_CASE("a rank that exits first is still the culprit when the launcher ends the others", "[job_view]") {
+    // Rank 1 exits with code 3 at t=1100 s; the launcher ends rank 0 by SIGTERM 0.3 s later. No hang before.
+    TempDir dir;
+    auto [r0, r1] = two_ranks_one_missing_op();
+    r0.last_issue = 1099 * kSec;
+    r0.last_progress = 1098 * kSec;
+    r1.last_issue = r1.last_progress = 1098 * kSec;
+    r1.end_kind = disk::EndKind::Exit;
+    r1.end_status = 3;
+    r1.end_mono = r1.heartbeat = 1100 * kSec;
+    r0.end_kind = disk::EndKind::Terminated;
+    r0.end_status = 15;
+    r0.end_mono = r0.heartbeat = 1100 * kSec + 300'000'000;
+    write_rank(dir.file("r0.ncw"), r0);
+    write_rank(dir.file("r1.ncw"), r1);
+    const Analysis a = analyze_paths({dir.path.string() + "/r0.ncw", dir.path.string() + "/r1.ncw"}, {});
+    REQUIRE(a.jobs.size() == 1);
+    const verdict::Verdict* v = find_kind(a.jobs[0].comms.at(0), verdict::Kind::Dead);
+    REQUIRE(v != nullptr);
+    CHECK(v->culprits == std::vector<int>{1});
+    CHECK_FALSE(has_warning(a, "judged as it stood"));
+}
+

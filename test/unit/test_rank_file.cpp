@@ -7,7 +7,6 @@ using namespace ncw;
 using disk::OpType;
 namespace fs = std::filesystem;
 
-
 TEST_CASE("fnv1a64 is the standard 64-bit FNV-1a", "[rank_file]") {
     CHECK(fnv1a64("", 0) == 14695981039346656037ull);
     CHECK(fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
@@ -352,4 +351,38 @@ TEST_CASE("backtraces are read from the record's slot", "[rank_file]") {
     CHECK(f.backtrace(10) == std::vector<uint64_t>{0x400000 + 10, 0x500000 + 10});
     CHECK(f.backtrace(2).empty());     // slot reused by ticket 258
     CHECK(f.backtrace(5000).empty());  // never written
+}
+
+TEST_CASE("communicators without a comm slot: rebuilt from the ring, and those it no longer holds are counted",
+          "[rank_file]") {
+    TempDir dir;
+    FileBuilder b(256, 2);
+    b.add_comm(0xAAAA, 0, 2);
+    b.add_comm(0xBBBB, 0, 2);  // the table is full
+    // Three communicators got no slot (FileHeader::comms_unslotted); the ring still holds the records of one.
+    b.hdr().comms_unslotted = 3;
+    for (uint64_t s = 1; s <= 4; ++s) {
+        disk::OpRecord& r = b.add_record(0xCCCC, s);
+        r.comm_slot = 0xffff;
+        r.comm_nranks = 2;
+        r.comm_rank = 0;
+    }
+    b.write(dir.file("unslotted.ncw"));
+    RankFile f;
+    REQUIRE(f.open(dir.file("unslotted.ncw")));
+    CHECK(f.header().comms_unslotted == 3);
+    const FileSnapshot s = snapshot(f, true);
+    REQUIRE(s.comms.size() == 3);
+    CHECK(s.comms[2].comm_id == 0xCCCC);
+    CHECK(s.comms[2].slot == kNoCommSlot);
+    CHECK(s.comms[2].coll_completed == 4);
+    bool named = false, counted = false;
+    for (const auto& w : s.warnings) {
+        named = named || w.find("communicator 0x000000000000cccc had no comm slot") != std::string::npos;
+        counted = counted || w.find(
+                                 "3 communicators had no comm slot (more than 2 alive at once); 2 of them left "
+                                 "no record in the ring") != std::string::npos;
+    }
+    CHECK(named);
+    CHECK(counted);
 }

@@ -76,3 +76,33 @@ TEST_CASE("an idle communicator is never suspected, however long the pause") {
     }
     CHECK(diagnose_suspicion(view(4, ranks), kNow, 60).empty());
 }
+
+TEST_CASE("an init waiting for a rank never seen is suspected at kInitSuspectS, on one host only") {
+    // Ranks 0-2 entered the init `for_s` ago and wait in it; rank 3 never appeared. The whole job on one host.
+    auto init_view = [](double for_s, int local_world_size) {
+        std::vector<RankCommState> ranks;
+        for (int r = 0; r < 3; ++r) {
+            RankCommState s;
+            s.comm_rank = s.global_rank = r;
+            s.pid = 100 + r;
+            s.host = "node-a";
+            s.comm_state = uint32_t(ncw::disk::CommState::Initializing);
+            s.t_init_start_ns = ago(for_s);
+            s.world_size = 4;
+            s.local_world_size = local_world_size;
+            ranks.push_back(s);
+        }
+        return view(4, ranks);
+    };
+    CHECK(diagnose_init_suspicion(init_view(kInitSuspectS - 1, 4), kNow, 60).empty());
+    const auto sus = diagnose_init_suspicion(init_view(kInitSuspectS + 1, 4), kNow, 60);
+    REQUIRE(sus.size() == 1);
+    CHECK(sus[0].kind == Kind::InitHang);
+    CHECK(sus[0].suspected);
+    CHECK(sus[0].culprits == std::vector<int>{3});
+    CHECK(contains(sus[0].evidence.front(), "suspected, not yet an init hang"));
+    // Two nodes (4 ranks, 2 a host): rank 3 may simply be on the other one, out of this view.
+    CHECK(diagnose_init_suspicion(init_view(kInitSuspectS + 1, 2), kNow, 60).empty());
+    // Not below the timeout: the timeout's INIT_HANG says it.
+    CHECK(diagnose_init_suspicion(init_view(kInitSuspectS + 1, 4), kNow, kInitSuspectS).empty());
+}

@@ -118,6 +118,117 @@ TEST_CASE("Digest 1.1: the newest in-collective GPU times ride along; a 1.0 comm
     check_same(back.comms[0], old.comms[0]);
 }
 
+TEST_CASE("Digest 1.3: communicators past kMaxComms follow the first kMaxComms; a 1.2 decoder reads those alone") {
+    Digest in;
+    in.sent_mono_ns = 1;
+    for (uint32_t i = 0; i < 200; ++i) {
+        in.comms.push_back(sample_comm(i < kMaxComms ? i : kNoCommSlot, kMaxDigestSigs));
+        in.comms.back().comm_id = 1000 + i;
+    }
+    std::vector<uint8_t> frame, payload;
+    CHECK(encode(in, frame) == 200);
+    split(frame, payload);
+    Digest out;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    REQUIRE(out.comms.size() == 200);
+    for (size_t i = 0; i < 200; ++i) check_same(out.comms[i], in.comms[i]);
+    CHECK(out.comms[150].slot == kNoCommSlot);
+
+    // A 1.2 collector reads the comm count (64) and that many blocks, and ignores the bytes after them: the same
+    // payload cut after the 64th block is what it sees.
+    size_t at = 8 + 4 + 4;
+    for (uint32_t i = 0; i < kMaxComms; ++i) {
+        uint32_t len = 0;
+        for (int b = 0; b < 4; ++b) len |= uint32_t(payload[at + size_t(b)]) << (8 * b);
+        at += 4 + len;
+    }
+    std::vector<uint8_t> head(payload.begin(), payload.begin() + ptrdiff_t(at));
+    Digest old;
+    REQUIRE(decode(head.data(), head.size(), old, &err));
+    CHECK(old.comms.size() == kMaxComms);
+}
+
+TEST_CASE("Digest 1.3: more communicators than a frame holds end at kMaxPayload, and the encoder says how many went") {
+    Digest in;
+    for (uint32_t i = 0; i < 5000; ++i) {
+        in.comms.push_back(sample_comm(i < kMaxComms ? i : kNoCommSlot, kMaxDigestSigs));
+        for (uint64_t s = 1; s <= kMaxDigestSpans; ++s) in.comms.back().gpu_spans.push_back({s, s, s});
+    }
+    std::vector<uint8_t> frame, payload;
+    const size_t sent = encode(in, frame);
+    CHECK(sent > kMaxComms);
+    CHECK(sent < 5000);
+    CHECK(frame.size() <= kHeaderBytes + kMaxPayload);
+    split(frame, payload);
+    Digest out;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    CHECK(out.comms.size() == sent);
+}
+
+TEST_CASE("Digest 1.4: the Python stacks ride along, after the comms past kMaxComms, cut at a line's end") {
+    Digest in = sample_digest();
+    in.py_stacks = PyStacksBlock{12, 345, 2, 1, "Thread 0x1 (most recent call first):\n  File \"a.py\", line 3 in f\n"};
+    std::vector<uint8_t> frame, payload;
+    encode(in, frame);
+    split(frame, payload);
+    Digest out;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    REQUIRE(out.py_stacks);
+    CHECK(out.py_stacks->seq == 12);
+    CHECK(out.py_stacks->mono_ns == 345);
+    CHECK(out.py_stacks->reason == 2);
+    CHECK(out.py_stacks->status == 1);
+    CHECK(out.py_stacks->text == in.py_stacks->text);
+    REQUIRE(out.comms.size() == in.comms.size());
+
+    // With communicators past kMaxComms: the stacks follow them, and the frame keeps room for them.
+    Digest many = in;
+    for (uint32_t i = 0; i < 5000; ++i) many.comms.push_back(sample_comm(kNoCommSlot, kMaxDigestSigs));
+    frame.clear();
+    const size_t went = encode(many, frame);
+    CHECK(frame.size() <= kHeaderBytes + kMaxPayload);
+    split(frame, payload);
+    Digest both;
+    REQUIRE(decode(payload.data(), payload.size(), both, &err));
+    CHECK(both.comms.size() == went);
+    REQUIRE(both.py_stacks);
+    CHECK(both.py_stacks->text == in.py_stacks->text);
+
+    // Without the block (a 1.3 sender): no stacks.
+    Digest old = sample_digest();
+    frame.clear();
+    encode(old, frame);
+    split(frame, payload);
+    Digest back;
+    REQUIRE(decode(payload.data(), payload.size(), back, &err));
+    CHECK_FALSE(back.py_stacks);
+
+    // A capture bigger than a digest carries: what fits, up to the end of its last whole line.
+    HeaderInfo h;
+    h.py_stacks_seq = 4;
+    h.py_stacks_status = 1;
+    std::string line = "  File \"/a/very/long/path/to/the/user/code/train.py\", line 100 in step\n";
+    while (h.py_stacks_text.size() < 3 * kMaxDigestPyStacks) h.py_stacks_text += line;
+    const PyStacksBlock b = py_stacks_block(h);
+    CHECK(b.text.size() <= kMaxDigestPyStacks);
+    CHECK(b.text.size() > kMaxDigestPyStacks - line.size());
+    CHECK(b.text.back() == '\n');
+    CHECK(b.text.size() % line.size() == 0);
+
+    // A text over the limit is refused by the decoder (an encoder never sends one: it clamps).
+    in.py_stacks->text = std::string(kMaxDigestPyStacks, 'x');
+    frame.clear();
+    encode(in, frame);
+    split(frame, payload);
+    const size_t text_len_at = payload.size() - kMaxDigestPyStacks - 4;
+    put_u32(payload, text_len_at, kMaxDigestPyStacks + 1);
+    Digest bad;
+    CHECK_FALSE(decode(payload.data(), payload.size(), bad, &err));
+}
+
 TEST_CASE("Small frames round trip") {
     std::vector<uint8_t> frame, payload;
     std::string err;
@@ -241,6 +352,18 @@ TEST_CASE("Oversized lengths and counts are refused before anything is allocated
         // Within the limit, but there are no bytes for the comms it announces.
         put_u32(payload, 12, 3);
         CHECK_FALSE(decode(payload.data(), payload.size(), m, &err));
+    }
+    SECTION("1.3: extra comm count above kMaxExtraComms or past the end") {
+        std::vector<uint8_t> payload(8 + 4 + 4 + 4, 0);  // no comms, then the extra count
+        put_u32(payload, 16, kMaxExtraComms + 1);
+        Digest m;
+        CHECK_FALSE(decode(payload.data(), payload.size(), m, &err));
+        CHECK(err.find("extra comm count") != std::string::npos);
+        put_u32(payload, 16, 2);
+        CHECK_FALSE(decode(payload.data(), payload.size(), m, &err));
+        put_u32(payload, 16, 0);
+        REQUIRE(decode(payload.data(), payload.size(), m, &err));
+        CHECK(m.comms.empty());
     }
     SECTION("signature count above kMaxDigestSigs") {
         Digest d;

@@ -1,0 +1,36 @@
+// What the live digest client reads of its own process: a snapshot of this process's rank file (through RankFile when
+// the file is on disk, straight from the mapping when the shim fell back to anonymous memory), plus the communicators
+// that hold no slot of the file's comm table (more than max_comms alive at once, comm_slots.h): their progress blocks
+// live in our memory only, so the digest is the one way the live collector sees them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "read/rank_file.h"
+
+namespace ncw {
+
+struct RankFileWriter;
+class SlotTable;
+
+namespace live_client {
+
+class SelfReader {
+public:
+    // slots: the process's slot table, for the communicators without a comm slot (nullptr: the file's table only).
+    explicit SelfReader(const RankFileWriter& w, const SlotTable* slots = nullptr);
+    HeaderInfo header() const;
+    // The file's comm slots, then the communicators without one (slot kNoCommSlot, ordered by id), each with its
+    // newest in-collective GPU times.
+    std::vector<CommInfo> comms() const;
+    const std::string& error() const { return error_; }
+
+private:
+    RankFile file_;
+    const SlotTable* slots_ = nullptr;
+    std::string error_;
+};
+
+}  // namespace live_client
+}  // namespace ncw
