@@ -125,8 +125,7 @@ Command add_analyze(CLI::App& sub) {
                  "one JSON object instead of the report (schema ncclwatch.analysis/2,\n"
                  "docs/schemas/analysis.schema.json)");
     add_value(
-        sub, "--timeout", "SEC",
-        "seconds without progress before an outstanding op counts as\nstalled (default 0)",
+        sub, "--timeout", "SEC", "seconds without progress before an outstanding op counts as\nstalled (default 0)",
         [o](const std::string& v) { return parse_seconds(v, o->timeout_s); }, "a number of seconds >= 0");
     add_value(
         sub, "--trace", "FILE",
@@ -145,8 +144,9 @@ Command add_analyze(CLI::App& sub) {
             return false;
         },
         "auto, always or never");
-    sub.add_flag("--all-ranks", o->all_ranks, "one table row per rank (big communicators group identical rows by\n"
-                                              "default)");
+    sub.add_flag("--all-ranks", o->all_ranks,
+                 "one table row per rank (big communicators group identical rows by\n"
+                 "default)");
     sub.add_option("DIR_OR_FILE", o->inputs, "rank files, or folders searched recursively for *.ncw")->type_name("");
     sub.footer(R"(Reads every rank file (folders are searched recursively: give one folder per node, or one shared
 folder) and names what holds up each communicator of each job: DEAD, EXTRA_OP, NOT_JOINED, MISMATCH, INIT_HANG,

@@ -159,8 +159,9 @@ Command add_dump(CLI::App& sub) {
     auto a = std::make_shared<Args>();
     sub.add_flag("--json", a->as_json, "one JSON object (schema ncclwatch.dump/1) instead of the text");
     sub.add_option("FILE", a->path, "the rank file (*.ncw)")->type_name("");
-    sub.footer("Records are listed in ticket order, times in milliseconds since the file's start. Exit status: 0 "
-               "decoded,\n2 usage error or unreadable file.");
+    sub.footer(
+        "Records are listed in ticket order, times in milliseconds since the file's start. Exit status: 0 "
+        "decoded,\n2 usage error or unreadable file.");
     return [a] {
         if (a->path.empty()) throw UsageError("give a rank file");
         return run_dump(a->as_json, a->path);

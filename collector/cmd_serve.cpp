@@ -105,7 +105,8 @@ Command add_serve(CLI::App& sub) {
     auto a = std::make_shared<ServeArgs>();
     live::ServerOptions& o = a->opt;
     auto text = [&](const char* name, const char* type, std::string& out, const char* desc) {
-        add_value(sub, name, type, desc, [&out](const std::string& v) { return out = v, true; }, "");
+        add_value(
+            sub, name, type, desc, [&out](const std::string& v) { return out = v, true; }, "");
     };
     auto seconds = [&](const char* name, double& out, const char* desc) {
         return add_value(
@@ -161,11 +162,12 @@ Command add_serve(CLI::App& sub) {
           "already held (default 64M)");
     seconds("--scrape-timeout", o.scrape_timeout_s,
             "a scraper that reads nothing of its response this long is closed\n(default 10)");
-    for (const char* n : {"--max-connections", "--max-ranks", "--max-jobs", "--retention", "--hello-timeout",
-                          "--frame-timeout", "--max-conn-buffer", "--buffer-budget", "--metrics-max-bytes",
-                          "--metrics-budget", "--scrape-timeout"})
+    for (const char* n :
+         {"--max-connections", "--max-ranks", "--max-jobs", "--retention", "--hello-timeout", "--frame-timeout",
+          "--max-conn-buffer", "--buffer-budget", "--metrics-max-bytes", "--metrics-budget", "--scrape-timeout"})
         sub.get_option(n)->group(limits);
-    sub.footer(R"(Ranks whose shim has NCCLWATCH_COLLECTOR=HOST:PORT connect and send digests; a stall past the timeout, a mismatch
+    sub.footer(
+        R"(Ranks whose shim has NCCLWATCH_COLLECTOR=HOST:PORT connect and send digests; a stall past the timeout, a mismatch
 or a dead rank is reported once (text on stdout, and OUT/<job>/live-report.txt and .json), and every rank of that
 job is asked to write its dump. "recovered" is logged when it clears.
 Limits keep any client, hostile or broken, from growing the collector without bound; the defaults hold 16,384 ranks;

@@ -20,7 +20,8 @@ const char* const kAbout =
     "ncclwatch: names the rank, the communicator and the operation that hold up a hung NCCL job, from the rank "
     "files\nthat libncclwatch.so writes (offline) or from the digests its ranks stream (live).";
 
-const char* const kFooter = R"(Run 'ncclwatch-collector COMMAND --help' for the options of a command; `ncclwatch-collector env` lists
+const char* const kFooter =
+    R"(Run 'ncclwatch-collector COMMAND --help' for the options of a command; `ncclwatch-collector env` lists
 the NCCLWATCH_* variables that configure the shim (LD_PRELOAD=libncclwatch.so).)";
 
 std::string version_text() { return fmt::format("ncclwatch {}", kVersionLine); }
@@ -86,8 +87,7 @@ int run(int argc, char** argv) {
     if (argc >= 2 && std::string(argv[1]) == "help" && argc <= 3) {
         bool known = argc == 2;
         for (const auto& [s, cmd] : commands) known = known || s->get_name() == argv[2];
-        if (!known)
-            return usage_error(nullptr, fmt::format("unknown command '{}'", clean(argv[2])));
+        if (!known) return usage_error(nullptr, fmt::format("unknown command '{}'", clean(argv[2])));
         std::string help_flag = "--help";
         char* again[] = {argv[0], argc == 3 ? argv[2] : help_flag.data(), help_flag.data(), nullptr};
         return run(argc == 3 ? 3 : 2, again);
