@@ -1,9 +1,13 @@
-// The collector's commands, one file each (cmd_*.cpp), and the small helpers they share.
+// The collector's commands, one file each (cmd_*.cpp), and the small helpers they share. main.cpp builds the command
+// line (CLI11): each command adds its options to its subcommand and returns what runs it once the line has parsed.
 #pragma once
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,12 +16,26 @@
 namespace ncw::cli {
 
 inline constexpr const char* kProg = "ncclwatch-collector";
-extern const char* const kUsage;
 
-int cmd_env();
-int cmd_analyze(const std::vector<std::string>& args);
-int cmd_dump(const std::vector<std::string>& args);
-int cmd_serve(const std::vector<std::string>& args);
+// A usage error found after parsing (no input given, ...): main prints it as one line plus "see --help", exit 2.
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+using Command = std::function<int()>;
+Command add_env(CLI::App& sub);
+Command add_analyze(CLI::App& sub);
+Command add_dump(CLI::App& sub);
+Command add_serve(CLI::App& sub);
+
+// An option that takes a value: `parse` turns the text into the value and says false when it cannot, which is the
+// usage error "--NAME: 'TEXT' is not WHAT" (cli_options.cpp).
+CLI::Option* add_value(CLI::App& app, const std::string& name, const std::string& type_name, const std::string& desc,
+                       std::function<bool(const std::string&)> parse, const std::string& what);
+// Seconds: a finite number >= 0 (and <= max).
+bool parse_seconds(const std::string& s, double& out, double max = 1e300);
+// A count or a size: digits, optionally K, M or G (binary multiples) when `suffixes`.
+bool parse_count(const std::string& s, size_t& out, bool suffixes);
 
 using report::clean;  // text from a file goes to a terminal: no control characters
 

@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cli.h"
 #include "engine/job_view.h"
+#include "ncclwatch/version.h"
 #include "read/rank_file.h"
 #include "report/analysis_json.h"
 #include "report/headline.h"
@@ -37,93 +39,6 @@ struct AnalyzeArgs {
     std::vector<std::string> inputs;
 };
 
-// 0: parsed; otherwise the exit code (help: 0 after printing it, usage error: 2).
-int parse(const std::vector<std::string>& args, AnalyzeArgs& out, bool& done) {
-    done = false;
-    bool opts_done = false;
-    for (size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        // "--name VALUE" or "--name=VALUE"; false (after printing why) when the value is missing.
-        auto value = [&](const char* name, std::string& v) {
-            const std::string n(name);
-            if (a == n) {
-                if (i + 1 >= args.size()) {
-                    fmt::print(stderr, "{}: analyze: {} needs a value\n", kProg, n);
-                    return false;
-                }
-                v = args[++i];
-                return true;
-            }
-            v = a.substr(n.size() + 1);
-            return true;
-        };
-        auto is_opt = [&](const char* name) {
-            const std::string n(name);
-            return a == n || a.rfind(n + "=", 0) == 0;
-        };
-        std::string v;
-        if (opts_done || a.size() < 2 || a[0] != '-') {
-            out.inputs.push_back(a);
-        } else if (a == "--") {
-            opts_done = true;
-        } else if (a == "--help" || a == "-h") {
-            fmt::print("{}", kUsage);
-            done = true;
-            return 0;
-        } else if (a == "--json") {
-            out.as_json = true;
-        } else if (a == "--all-ranks") {
-            out.all_ranks = true;
-        } else if (is_opt("--color") || is_opt("--colour")) {
-            if (!value(a.rfind("--colour", 0) == 0 ? "--colour" : "--color", v)) return 2;
-            if (v == "auto")
-                out.color = Color::Auto;
-            else if (v == "always")
-                out.color = Color::Always;
-            else if (v == "never")
-                out.color = Color::Never;
-            else {
-                fmt::print(stderr, "{}: analyze: --color takes auto, always or never, not '{}'\n", kProg, clean(v));
-                return 2;
-            }
-        } else if (is_opt("--trace")) {
-            if (!value("--trace", v)) return 2;
-            if (v.empty()) {
-                fmt::print(stderr, "{}: analyze: --trace needs a file name\n", kProg);
-                return 2;
-            }
-            out.trace_path = v;
-        } else if (is_opt("--trace-ops")) {
-            if (!value("--trace-ops", v)) return 2;
-            char* end = nullptr;
-            errno = 0;
-            const long long n = strtoll(v.c_str(), &end, 10);
-            if (v.empty() || *end || errno || n < 0) {
-                fmt::print(stderr, "{}: analyze: --trace-ops: '{}' is not a count >= 0\n", kProg, clean(v));
-                return 2;
-            }
-            out.trace_ops = size_t(n);
-        } else if (is_opt("--timeout")) {
-            if (!value("--timeout", v)) return 2;
-            char* end = nullptr;
-            errno = 0;
-            out.timeout_s = strtod(v.c_str(), &end);
-            if (v.empty() || *end || errno || !std::isfinite(out.timeout_s) || out.timeout_s < 0) {
-                fmt::print(stderr, "{}: analyze: --timeout: '{}' is not a number of seconds >= 0\n", kProg, clean(v));
-                return 2;
-            }
-        } else {
-            fmt::print(stderr, "{}: analyze: unknown option '{}'\n{}", kProg, clean(a), kUsage);
-            return 2;
-        }
-    }
-    if (out.inputs.empty()) {
-        fmt::print(stderr, "{}: analyze: give at least one folder or rank file\n{}", kProg, kUsage);
-        return 2;
-    }
-    return 0;
-}
-
 bool use_color(Color c) {
     if (c != Color::Auto) return c == Color::Always;
     const char* no_color = getenv("NO_COLOR");
@@ -131,17 +46,18 @@ bool use_color(Color c) {
     return isatty(STDOUT_FILENO) == 1;
 }
 
+// The analysis document (schema ncclwatch.analysis/2) with the version of the collector that wrote it.
+nlohmann::json analysis_doc(const Analysis& a, double timeout_s) {
+    nlohmann::json doc = report::analysis_json(a, timeout_s);
+    doc["ncclwatch_version"] = kVersionLine;
+    return doc;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-}  // namespace
-
-int cmd_analyze(const std::vector<std::string>& args) {
-    AnalyzeArgs opt;
-    bool done = false;
-    if (int rc = parse(args, opt, done); rc != 0 || done) return rc;
-
+int run_analyze(const AnalyzeArgs& opt) {
     // Folders are searched recursively (one per node, or one shared); files are taken as given.
     std::vector<std::string> paths, problems;
     for (const auto& in : opt.inputs) {
@@ -164,7 +80,7 @@ int cmd_analyze(const std::vector<std::string>& args) {
     a.warnings.insert(a.warnings.begin(), problems.begin(), problems.end());
 
     if (a.files_read == 0) {
-        if (opt.as_json) fmt::print("{}\n", report::dump_json(report::analysis_json(a, opt.timeout_s)));
+        if (opt.as_json) fmt::print("{}\n", report::dump_json(analysis_doc(a, opt.timeout_s)));
         fmt::print(stderr, "{}: analyze: no readable rank file\n", kProg);
         for (const auto& w : a.warnings) fmt::print(stderr, "  {}\n", clean(w));
         return 2;
@@ -173,7 +89,7 @@ int cmd_analyze(const std::vector<std::string>& args) {
     if (opt.trace_path == "-") {
         // The trace takes stdout.
     } else if (opt.as_json) {
-        fmt::print("{}\n", report::dump_json(report::analysis_json(a, opt.timeout_s)));
+        fmt::print("{}\n", report::dump_json(analysis_doc(a, opt.timeout_s)));
     } else {
         report::TextOptions topt;
         topt.color = use_color(opt.color);
@@ -199,6 +115,50 @@ int cmd_analyze(const std::vector<std::string>& args) {
                        seconds_since(t0));
     }
     return report::hang_or_mismatch(a) ? 1 : 0;
+}
+
+}  // namespace
+
+Command add_analyze(CLI::App& sub) {
+    auto o = std::make_shared<AnalyzeArgs>();
+    sub.add_flag("--json", o->as_json,
+                 "one JSON object instead of the report (schema ncclwatch.analysis/2,\n"
+                 "docs/schemas/analysis.schema.json)");
+    add_value(
+        sub, "--timeout", "SEC", "seconds without progress before an outstanding op counts as\nstalled (default 0)",
+        [o](const std::string& v) { return parse_seconds(v, o->timeout_s); }, "a number of seconds >= 0");
+    add_value(
+        sub, "--trace", "FILE",
+        "also write the rings as a Chrome/Perfetto trace (one track per\nrank, grouped by host; open in "
+        "ui.perfetto.dev or chrome://tracing);\n\"-\" = stdout instead of the report",
+        [o](const std::string& v) { return !(o->trace_path = v).empty(); }, "a file name");
+    add_value(
+        sub, "--trace-ops", "N", "the newest N operations per rank in the trace (default 500;\n0 = the whole ring)",
+        [o](const std::string& v) { return parse_count(v, o->trace_ops, false); }, "a count >= 0");
+    add_value(
+        sub, "--color,--colour", "WHEN", "colour the report: auto (a terminal and NO_COLOR unset), always,\nnever",
+        [o](const std::string& v) {
+            if (v == "auto") return (o->color = Color::Auto), true;
+            if (v == "always") return (o->color = Color::Always), true;
+            if (v == "never") return (o->color = Color::Never), true;
+            return false;
+        },
+        "auto, always or never");
+    sub.add_flag("--all-ranks", o->all_ranks,
+                 "one table row per rank (big communicators group identical rows by\n"
+                 "default)");
+    sub.add_option("DIR_OR_FILE", o->inputs, "rank files, or folders searched recursively for *.ncw")->type_name("");
+    sub.footer(R"(Reads every rank file (folders are searched recursively: give one folder per node, or one shared
+folder) and names what holds up each communicator of each job: DEAD, EXTRA_OP, NOT_JOINED, MISMATCH, INIT_HANG,
+ASYNC_ERROR, GPU_NOT_REACHED, STUCK_IN_NCCL, STRAGGLER. Files of several jobs are reported per job; missing ranks and
+unreadable or truncated files are named, the rest analysed. "Now" is the newest heartbeat of each job, so files
+copied later still read as of the hang. The report starts with one verdict line naming the culprit (rank, host,
+GPU, pid), then the evidence, the per-communicator table and "Also noticed".
+Exit status: 0 nothing found (or only stragglers), 1 a hang or mismatch found, 2 usage error or no readable file.)");
+    return [o] {
+        if (o->inputs.empty()) throw UsageError("give at least one folder or rank file");
+        return run_analyze(*o);
+    };
 }
 
 }  // namespace ncw::cli

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "cli.h"
 #include "engine/job_view.h"
 #include "ncclwatch/format.h"
+#include "ncclwatch/version.h"
 #include "read/rank_file.h"
 #include "report/report_json.h"
 
@@ -35,31 +37,8 @@ using report::process_state_name;
 using report::record_json;
 using report::verdict_json;
 using report::wall_time;
-}  // namespace
 
-int cmd_dump(const std::vector<std::string>& args) {
-    bool as_json = false;
-    std::string path;
-    for (const auto& a : args) {
-        if (a == "--json") {
-            as_json = true;
-        } else if (a == "--help" || a == "-h") {
-            fmt::print("{}", kUsage);
-            return 0;
-        } else if (a.size() > 1 && a[0] == '-') {
-            fmt::print(stderr, "{}: dump: unknown option '{}'\n{}", kProg, a, kUsage);
-            return 2;
-        } else if (path.empty()) {
-            path = a;
-        } else {
-            fmt::print(stderr, "{}: dump takes one file\n", kProg);
-            return 2;
-        }
-    }
-    if (path.empty()) {
-        fmt::print(stderr, "{}: dump: give a rank file\n{}", kProg, kUsage);
-        return 2;
-    }
+int run_dump(bool as_json, const std::string& path) {
     RankFile f;
     if (!f.open(path)) {
         fmt::print(stderr, "{}: {}: {}\n", kProg, path, f.error());
@@ -79,6 +58,7 @@ int cmd_dump(const std::vector<std::string>& args) {
         json items = json::array();
         for (const auto& r : rs.records) items.push_back(record_json(r, start, frames_of(r)));
         json out{{"schema", "ncclwatch.dump/1"},
+                 {"ncclwatch_version", kVersionLine},
                  {"file", path},
                  {"warnings", f.warnings()},
                  {"header", header_json(h)},
@@ -167,6 +147,25 @@ int cmd_dump(const std::vector<std::string>& args) {
         }
     }
     return 0;
+}
+
+}  // namespace
+
+Command add_dump(CLI::App& sub) {
+    struct Args {
+        bool as_json = false;
+        std::string path;
+    };
+    auto a = std::make_shared<Args>();
+    sub.add_flag("--json", a->as_json, "one JSON object (schema ncclwatch.dump/1) instead of the text");
+    sub.add_option("FILE", a->path, "the rank file (*.ncw)")->type_name("");
+    sub.footer(
+        "Records are listed in ticket order, times in milliseconds since the file's start. Exit status: 0 "
+        "decoded,\n2 usage error or unreadable file.");
+    return [a] {
+        if (a->path.empty()) throw UsageError("give a rank file");
+        return run_dump(a->as_json, a->path);
+    };
 }
 
 }  // namespace ncw::cli

@@ -24,9 +24,7 @@ std::string lower(std::string s) {
     return s;
 }
 
-}  // namespace
-
-int cmd_env() {
+int run_env() {
     struct Row {
         const char *name, *kind, *def, *accepted, *desc;
     };
@@ -48,6 +46,13 @@ int cmd_env() {
         if (const char* v = getenv(r.name)) fmt::print("    currently set: {}\n", clean(v));
     }
     return 0;
+}
+
+}  // namespace
+
+Command add_env(CLI::App& sub) {
+    sub.footer("Each variable with its kind, default and accepted values; \"currently set\" shows this environment's.");
+    return run_env;
 }
 
 }  // namespace ncw::cli

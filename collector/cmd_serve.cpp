@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,33 +19,6 @@
 namespace ncw::cli {
 
 namespace {
-
-bool parse_seconds(const std::string& s, double& out) {
-    char* end = nullptr;
-    errno = 0;
-    const double v = strtod(s.c_str(), &end);
-    if (s.empty() || errno || *end || !std::isfinite(v) || v < 0 || v > 1e7) return false;
-    out = v;
-    return true;
-}
-
-// A count or a size: digits, optionally K, M or G (binary multiples).
-bool parse_count(const std::string& s, size_t& out) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long v = strtoull(s.c_str(), &end, 10);
-    if (s.empty() || !isdigit((unsigned char)s[0]) || errno) return false;
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10, ++end;
-    else if (*end == 'M')
-        shift = 20, ++end;
-    else if (*end == 'G')
-        shift = 30, ++end;
-    if (*end || v > (1ull << 40) >> shift) return false;
-    out = size_t(v << shift);
-    return true;
-}
 
 // One connection per rank: 16,384 ranks need more descriptors than the usual soft limit of 1024.
 void raise_fd_limit() {
@@ -69,71 +43,14 @@ bool loopback(const std::string& listen) {
     return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
 }
 
-}  // namespace
-
-int cmd_serve(const std::vector<std::string>& args) {
+struct ServeArgs {
     live::ServerOptions opt;
     bool once = false, insecure = false;
-    for (size_t i = 0; i < args.size(); ++i) {
-        const std::string& a = args[i];
-        auto value = [&](const char* what) -> const std::string* {
-            if (i + 1 >= args.size()) {
-                fmt::print(stderr, "{}: serve: {} needs {}\n", kProg, a, what);
-                return nullptr;
-            }
-            return &args[++i];
-        };
-        if (a == "--listen" || a == "--metrics" || a == "--out") {
-            const std::string* v = value(a == "--out" ? "DIR" : "HOST:PORT");
-            if (!v) return 2;
-            (a == "--listen" ? opt.listen : a == "--metrics" ? opt.metrics_listen : opt.out_dir) = *v;
-        } else if (double* sec = a == "--timeout"          ? &opt.timeout_s
-                                 : a == "--dead-after"     ? &opt.dead_after_s
-                                 : a == "--analyze-period" ? &opt.analyze_period_s
-                                 : a == "--retention"      ? &opt.retention_s
-                                 : a == "--hello-timeout"  ? &opt.hello_timeout_s
-                                 : a == "--frame-timeout"  ? &opt.frame_timeout_s
-                                 : a == "--scrape-timeout" ? &opt.scrape_timeout_s
-                                                           : nullptr) {
-            const std::string* v = value("SEC");
-            if (!v) return 2;
-            if (!parse_seconds(*v, *sec)) {
-                fmt::print(stderr, "{}: serve: {} '{}' is not a number of seconds\n", kProg, a, clean(*v));
-                return 2;
-            }
-        } else if (size_t* n = a == "--max-connections"     ? &opt.max_connections
-                               : a == "--max-ranks"         ? &opt.max_ranks
-                               : a == "--max-jobs"          ? &opt.max_jobs
-                               : a == "--max-conn-buffer"   ? &opt.max_conn_buffer
-                               : a == "--buffer-budget"     ? &opt.max_buffered_total
-                               : a == "--metrics-max-bytes" ? &opt.metrics_max_bytes
-                               : a == "--metrics-budget"    ? &opt.metrics_queue_max
-                                                            : nullptr) {
-            const std::string* v = value("N");
-            if (!v) return 2;
-            if (!parse_count(*v, *n)) {
-                fmt::print(stderr, "{}: serve: {} '{}' is not a count (digits, optionally K, M or G)\n", kProg, a,
-                           clean(*v));
-                return 2;
-            }
-        } else if (a == "--help" || a == "-h") {
-            fmt::print("{}", kUsage);
-            return 0;
-        } else if (a == "--once") {
-            once = true;
-        } else if (a == "--quiet") {
-            opt.quiet = true;
-        } else if (a == "--no-dumps") {
-            opt.request_dumps = false;
-        } else if (a == "--insecure") {
-            insecure = true;
-        } else if (a == "--metrics-ids") {
-            opt.metrics_ids = true;
-        } else {
-            fmt::print(stderr, "{}: serve: unknown argument '{}'\n\n{}", kProg, clean(a), kUsage);
-            return 2;
-        }
-    }
+};
+
+int run_serve(ServeArgs& args) {
+    live::ServerOptions& opt = args.opt;
+    const bool once = args.once, insecure = args.insecure;
     if (const char* t = getenv("NCCLWATCH_TOKEN")) opt.token = t;
     // Without a token anyone who can reach the port can claim to be a rank: only this machine, unless told.
     if (opt.token.empty() && !insecure && !loopback(opt.listen)) {
@@ -180,6 +97,90 @@ int cmd_serve(const std::vector<std::string>& args) {
     }
     server.stop();
     return server.stats().reports > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+Command add_serve(CLI::App& sub) {
+    auto a = std::make_shared<ServeArgs>();
+    live::ServerOptions& o = a->opt;
+    auto text = [&](const char* name, const char* type, std::string& out, const char* desc) {
+        add_value(
+            sub, name, type, desc, [&out](const std::string& v) { return out = v, true; }, "");
+    };
+    auto seconds = [&](const char* name, double& out, const char* desc) {
+        return add_value(
+            sub, name, "SEC", desc, [&out](const std::string& v) { return parse_seconds(v, out, 1e7); },
+            "a number of seconds (0 to 1e7)");
+    };
+    auto count = [&](const char* name, size_t& out, const char* desc) {
+        add_value(
+            sub, name, "N", desc, [&out](const std::string& v) { return parse_count(v, out, true); },
+            "a count (digits, optionally K, M or G)");
+    };
+    text("--listen", "HOST:PORT", o.listen,
+         "where ranks connect (default 127.0.0.1:29610, loopback; 0.0.0.0:PORT\nfor all interfaces; port 0 picks a "
+         "free one, printed at start)");
+    text("--metrics", "HOST:PORT", o.metrics_listen, "serve Prometheus text at http://HOST:PORT/metrics (default off)");
+    seconds("--timeout", o.timeout_s, "seconds without progress before a stall is reported (default 60)");
+    seconds("--dead-after", o.dead_after_s,
+            "grace after a rank's connection drops and its frames stop before it\nis DEAD (default 10)");
+    text("--out", "DIR", o.out_dir, "also write the reports under DIR/<job>/");
+    sub.add_flag("--once", a->once, "exit after the first report (status 1; 0 when stopped with nothing\nfound)");
+    sub.add_flag("--quiet", o.quiet, "no report on stdout (log lines on stderr only)");
+    sub.add_flag("--insecure", a->insecure,
+                 "listen on a non-loopback --listen address without NCCLWATCH_TOKEN\n(refused otherwise: anyone "
+                 "who reaches the port could speak for a rank)");
+    sub.add_flag("--metrics-ids", o.metrics_ids,
+                 "with a token, /metrics still shows job ids, communicator ids and pids\n(by default they are "
+                 "replaced by keyed hashes, and pids by 0, so a scrape\ntells no impostor whom to claim)");
+    // For the tests: how often the analysis runs, and no DumpRequest to the ranks.
+    seconds("--analyze-period", o.analyze_period_s, "")->group("");
+    sub.add_flag_callback("--no-dumps", [&o] { o.request_dumps = false; })->group("");
+    const char* limits = "Limits";
+    count("--max-connections", o.max_connections, "connections open at once; more are closed at once (default 65536)");
+    count("--max-ranks", o.max_ranks, "ranks (job, global rank) kept (default 65536)");
+    count("--max-jobs", o.max_jobs,
+          "jobs kept (default 4096); past either, the idle job (no rank\nconnected) heard from least recently is "
+          "forgotten, and only when none\nis idle is a rank refused (\"collector full\")");
+    seconds("--retention", o.retention_s,
+            "a job with no rank connected and silent this long is forgotten with\nits series (default 600); a job "
+            "whose ranks all said Bye goes at once");
+    seconds("--hello-timeout", o.hello_timeout_s,
+            "a connection that sends no Hello (or /metrics request) within this\nis closed (default 10)");
+    seconds("--frame-timeout", o.frame_timeout_s,
+            "a frame not complete this long after its first byte closes its\nconnection (default 10)");
+    count("--max-conn-buffer", o.max_conn_buffer,
+          "bytes of a partly received frame per connection (default 1M+16,\nthe wire maximum)");
+    count("--buffer-budget", o.max_buffered_total,
+          "the same, all connections together; the connection that goes over\nis closed (default 64M)");
+    count("--metrics-max-bytes", o.metrics_max_bytes,
+          "one /metrics response; series past it are left out, the ranks a\nverdict names first, and counted in "
+          "ncclwatch_collector_metrics_series_dropped\n(default 16000000)");
+    count("--metrics-budget", o.metrics_queue_max,
+          "/metrics renderings held for scrapers, all together; past it a\nscraper gets the newest rendering "
+          "already held (default 64M)");
+    seconds("--scrape-timeout", o.scrape_timeout_s,
+            "a scraper that reads nothing of its response this long is closed\n(default 10)");
+    for (const char* n :
+         {"--max-connections", "--max-ranks", "--max-jobs", "--retention", "--hello-timeout", "--frame-timeout",
+          "--max-conn-buffer", "--buffer-budget", "--metrics-max-bytes", "--metrics-budget", "--scrape-timeout"})
+        sub.get_option(n)->group(limits);
+    sub.footer(
+        R"(Ranks whose shim has NCCLWATCH_COLLECTOR=HOST:PORT connect and send digests; a stall past the timeout, a mismatch
+or a dead rank is reported once (text on stdout, and OUT/<job>/live-report.txt and .json), and every rank of that
+job is asked to write its dump. "recovered" is logged when it clears.
+Limits keep any client, hostile or broken, from growing the collector without bound; the defaults hold 16,384 ranks;
+N takes K, M or G for binary multiples. Refused and bad clients are logged rate-limited per cause (bad magic,
+oversize, timeout, wrong token, full, ...), with a summary of what was left out every minute; a wrong token always
+has its own budget.
+With NCCLWATCH_TOKEN set in its environment, a rank must prove it holds the same token: it answers a fresh nonce
+with an HMAC-SHA256 over the nonce and its Hello (live protocol 1.2); the token never travels. A rank older than
+1.2 is refused with a message saying so. Whatever the token, a rank's identity is bound to its connection: a second
+Hello for a (job, rank) whose connection is alive is refused and logged.
+SIGINT or SIGTERM stops it. Exit status: 0 stopped with nothing found, 1 a report was made, 2 usage error or the
+listener could not start.)");
+    return [a] { return run_serve(*a); };
 }
 
 }  // namespace ncw::cli

@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(meson ninja-build g++ pkg-config catch2 libspdlog-dev libfmt-dev libconcurrentqueue-dev libunwind-dev
-          nlohmann-json3-dev python3 procps util-linux binutils clang libclang-rt-14-dev prometheus)
+          nlohmann-json3-dev libcli11-dev python3 procps util-linux binutils clang libclang-rt-14-dev prometheus)
+# libcli11-dev: the collector's command line (CLI11, header-only).
 # clang and libclang-rt-14-dev: the libFuzzer targets in test/fuzz (Debian 12 names; skipped when absent).
 # prometheus: its promtool checks the /metrics output (test/e2e/metrics_utf8.sh; skipped when absent).
 missing=()

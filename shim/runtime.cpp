@@ -17,6 +17,7 @@
 #include "env_probe.h"
 #include "log.h"
 #include "ncclwatch/hash.h"
+#include "ncclwatch/version.h"
 #include "process_end.h"
 #include "profiler_plugin.h"
 #include "resolver.h"
@@ -132,9 +133,9 @@ Runtime* start_runtime_locked() {
     }
     pthread_sigmask(SIG_SETMASK, &mask, nullptr);
     install_end_paths(*rt);  // exit, _exit, fatal signals, SIGTERM / SIGINT (format 1.5's end fields)
-    log().info("recording to {} (rank {}, timeout {} s, GPU completion {}, NCCL {} from {})", rt->file.path,
-               rt->id.global_rank, cfg.timeout_sec, rt->tracker ? "tracked with CUDA events" : "on return",
-               rt->nccl_version, real_nccl_path());
+    log().info("recording to {} (ncclwatch {}, rank {}, timeout {} s, GPU completion {}, NCCL {} from {})",
+               rt->file.path, kVersionLine, rt->id.global_rank, cfg.timeout_sec,
+               rt->tracker ? "tracked with CUDA events" : "on return", rt->nccl_version, real_nccl_path());
     g_runtime.store(rt, std::memory_order_release);
     return rt;
 }
