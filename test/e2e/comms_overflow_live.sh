@@ -5,14 +5,6 @@
 # too (from the ring) and says the communicator had no comm slot.
 . "$(dirname "$0")/lib.sh"
 SERVE_PID=""
-stop_serve() {
-    [ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
-    SERVE_PID=""
-}
-stop_job() {
-    [ -n "$LAUNCH_PID" ] && kill -KILL -- "-$LAUNCH_PID" 2>/dev/null && wait "$LAUNCH_PID" 2>/dev/null
-    LAUNCH_PID=""
-}
 trap 'stop_serve; cleanup' EXIT
 now_s() { date +%s.%N; }
 since() { "$PY" -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$1" "$(now_s)"; }

@@ -30,14 +30,6 @@ SERVE_PID=""
 BG_PIDS=""
 FAILS=()
 check_fail() { FAILS+=("$*"); echo "FAIL: $*" >&2; }
-stop_serve() {
-    [ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
-    SERVE_PID=""
-}
-stop_job() {
-    [ -n "$LAUNCH_PID" ] && kill -KILL -- "-$LAUNCH_PID" 2>/dev/null && wait "$LAUNCH_PID" 2>/dev/null
-    LAUNCH_PID=""
-}
 stop_bg() {
     local p
     for p in $BG_PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done

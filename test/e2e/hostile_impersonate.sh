@@ -24,14 +24,6 @@ HC="$(cd "$(dirname "$0")" && pwd)/hostile_client.py"
 SERVE_PID=""
 FAILS=()
 check_fail() { FAILS+=("$*"); echo "FAIL: $*" >&2; }
-stop_serve() {
-    [ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
-    SERVE_PID=""
-}
-stop_job() {
-    [ -n "$LAUNCH_PID" ] && kill -KILL -- "-$LAUNCH_PID" 2>/dev/null && wait "$LAUNCH_PID" 2>/dev/null
-    LAUNCH_PID=""
-}
 trap 'stop_job; stop_serve; cleanup' EXIT
 
 start_serve() {

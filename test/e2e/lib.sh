@@ -14,6 +14,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# A live collector a test started (its pid in SERVE_PID), and the job, each ended at once.
+stop_serve() {
+    [ -n "${SERVE_PID:-}" ] && kill -KILL "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
+    SERVE_PID=""
+}
+stop_job() {
+    [ -n "$LAUNCH_PID" ] && kill -KILL -- "-$LAUNCH_PID" 2>/dev/null && wait "$LAUNCH_PID" 2>/dev/null
+    LAUNCH_PID=""
+}
+
 fail() {
     echo "FAIL: $*" >&2
     for f in "$WORK"/launch.out "$WORK"/launch.err; do [ -f "$f" ] && { echo "--- $f" >&2; tail -40 "$f" >&2; }; done

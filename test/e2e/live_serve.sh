@@ -7,14 +7,6 @@
 #   4. a client that sends garbage loses its connection; the ranks' connections stay.
 . "$(dirname "$0")/lib.sh"
 SERVE_PID=""
-stop_serve() {
-    [ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
-    SERVE_PID=""
-}
-stop_job() {
-    [ -n "$LAUNCH_PID" ] && kill -KILL -- "-$LAUNCH_PID" 2>/dev/null && wait "$LAUNCH_PID" 2>/dev/null
-    LAUNCH_PID=""
-}
 trap 'stop_serve; cleanup' EXIT
 
 # start_serve NAME [PORT]: a collector writing into $WORK/NAME; sets PORT and MPORT.
