@@ -121,7 +121,8 @@ Command add_serve(CLI::App& sub) {
     text("--listen", "HOST:PORT", o.listen,
          "where ranks connect (default 127.0.0.1:29610, loopback; 0.0.0.0:PORT\nfor all interfaces; port 0 picks a "
          "free one, printed at start)");
-    text("--metrics", "HOST:PORT", o.metrics_listen, "serve Prometheus text at http://HOST:PORT/metrics (default off)");
+    text("--metrics", "HOST:PORT", o.metrics_listen,
+         "serve Prometheus text (OpenMetrics when asked for) at\nhttp://HOST:PORT/metrics (default off)");
     seconds("--timeout", o.timeout_s, "seconds without progress before a stall is reported (default 60)");
     seconds("--dead-after", o.dead_after_s,
             "grace after a rank's connection drops and its frames stop before it\nis DEAD (default 10)");
@@ -132,8 +133,8 @@ Command add_serve(CLI::App& sub) {
                  "listen on a non-loopback --listen address without NCCLWATCH_TOKEN\n(refused otherwise: anyone "
                  "who reaches the port could speak for a rank)");
     sub.add_flag("--metrics-ids", o.metrics_ids,
-                 "with a token, /metrics still shows job ids, communicator ids and pids\n(by default they are "
-                 "replaced by keyed hashes, and pids by 0, so a scrape\ntells no impostor whom to claim)");
+                 "with a token, /metrics still shows job ids and communicator ids\n(by default they are replaced "
+                 "by keyed hashes, so a scrape tells no\nimpostor whom to claim)");
     // For the tests: how often the analysis runs, and no DumpRequest to the ranks.
     seconds("--analyze-period", o.analyze_period_s, "")->group("");
     sub.add_flag_callback("--no-dumps", [&o] { o.request_dumps = false; })->group("");

@@ -24,7 +24,14 @@ struct HttpRequest {
     std::string_view method;  // Complete: views into the bytes given
     std::string_view target;
     size_t head_bytes = 0;  // Complete: bytes up to and including the blank line
+    // Complete: the Accept headers prefer OpenMetrics 1.0.0 (application/openmetrics-text, version 1.0.0 or none,
+    // with a q at least that of text/plain): the scraper gets it; otherwise Prometheus text.
+    bool openmetrics = false;
 };
+
+// Whether an Accept header's value (several headers joined by ',') prefers OpenMetrics 1.0.0 text to Prometheus
+// text, by q-value; a tie goes to OpenMetrics, */* and text/* count for Prometheus text only.
+bool accepts_openmetrics(std::string_view accept);
 
 // `bytes`: everything received on the connection so far. A head (request line, headers, blank line: CRLF CRLF or
 // LF LF) longer than `max_head` is TooLarge. Never reads past bytes.size().

@@ -356,9 +356,10 @@ void LiveServer::Impl::on_http(Conn& c, const uint8_t* p, size_t n) {
     const HttpRequest req = parse_http_request(c.http_in, kMaxHttpRequest);
     if (req.status == HttpRequest::Status::TooLarge)
         respond(c, "431 Request Header Fields Too Large", "request too large\n");
-    else if (req.route == HttpRequest::Route::Metrics)
-        respond(c, "200 OK", metrics_body(mono_ns()));
-    else if (req.status == HttpRequest::Status::Complete)
+    else if (req.route == HttpRequest::Route::Metrics) {
+        const auto f = req.openmetrics ? metrics::Format::OpenMetrics : metrics::Format::Prometheus;
+        respond(c, "200 OK", metrics_body(mono_ns(), f), metrics::content_type(f));
+    } else if (req.status == HttpRequest::Status::Complete)
         respond(c, "404 Not Found", "not found (try GET /metrics)\n");
 }
 
@@ -366,11 +367,11 @@ void LiveServer::Impl::respond(Conn& c, const char* status, const std::string& b
     respond(c, status, std::make_shared<const std::string>(body));
 }
 
-void LiveServer::Impl::respond(Conn& c, const char* status, std::shared_ptr<const std::string> body) {
-    const std::string head = fmt::format(
-        "HTTP/1.0 {}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\n"
-        "Connection: close\r\n\r\n",
-        status, body->size());
+void LiveServer::Impl::respond(Conn& c, const char* status, std::shared_ptr<const std::string> body,
+                               const char* content_type) {
+    const std::string head =
+        fmt::format("HTTP/1.0 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", status,
+                    content_type, body->size());
     c.out.insert(c.out.end(), head.begin(), head.end());
     c.body = std::move(body);
     c.body_pos = 0;

@@ -26,6 +26,7 @@
 #include "live/live_server.h"
 #include "read/time_base.h"
 #include "read/wire.h"
+#include "report/metrics.h"
 
 namespace ncw::live {
 
@@ -85,8 +86,9 @@ struct Job {
     uint64_t stall_reported_ns = 0;  // when the active stall was first reported; 0 = none
     // From the latest analysis: per communicator, the comm ranks named as culprits and as waiting.
     std::map<uint64_t, std::pair<std::set<int>, std::set<int>>> named;
-    std::set<uint64_t> suspected;        // communicators suspected in the latest analysis (engine/suspicion.h)
-    std::set<std::string> suspect_said;  // suspicions already logged (kind, comm, seq, culprits)
+    std::set<uint64_t> suspected;  // communicators suspected in the latest analysis (engine/suspicion.h)
+    std::set<std::pair<uint64_t, std::string>> verdicts;  // (communicator, kind name) of the latest analysis
+    std::set<std::string> suspect_said;                   // suspicions already logged (kind, comm, seq, culprits)
     uint64_t dump_requests = 0;
     double last_analysis_cost_s = 0;
     bool write_failure_logged = false;
@@ -163,8 +165,8 @@ struct LiveServer::Impl {
     size_t buffered_total = 0;  // partly received frames, all connections
     LogLimiter limiter;
     std::vector<std::weak_ptr<const std::string>> renders;  // /metrics renderings handed out, alive while streamed
-    std::weak_ptr<const std::string> fresh_render;
-    uint64_t fresh_render_ns = 0;
+    std::weak_ptr<const std::string> fresh_render[2];       // per metrics::Format
+    uint64_t fresh_render_ns[2] = {0, 0};
     uint64_t boot = 0;
     std::string hostname;
     uint64_t request_id = 0;
@@ -193,7 +195,8 @@ struct LiveServer::Impl {
     bool on_frame(Conn& c, const wire::FrameHeader& h);
     void on_http(Conn& c, const uint8_t* p, size_t n);
     void respond(Conn& c, const char* status, const std::string& body);
-    void respond(Conn& c, const char* status, std::shared_ptr<const std::string> body);
+    void respond(Conn& c, const char* status, std::shared_ptr<const std::string> body,
+                 const char* content_type = "text/plain; charset=utf-8");
 
     // ---- the bounds (live_limits.cpp) ----
 
@@ -212,7 +215,7 @@ struct LiveServer::Impl {
     bool make_room(const Job* keep);
     // The body of one /metrics response: shared with scrapers that asked within a second, and bounded in total
     // (metrics_queue_max) by handing out the newest rendering still held instead of a new one.
-    std::shared_ptr<const std::string> metrics_body(uint64_t now);
+    std::shared_ptr<const std::string> metrics_body(uint64_t now, metrics::Format format);
 
     // ---- the ranks' Hello and Digest, on the collector's clock (live_ranks.cpp) ----
 
@@ -244,7 +247,7 @@ struct LiveServer::Impl {
     std::string clock_line(const Job& job) const;
     // with_new_stacks: the same verdicts again, now with the ranks' Python stacks (no dump requests).
     void report(Job& job, const Analysis& a, uint64_t now, bool with_new_stacks = false);
-    std::string render_metrics();
+    std::string render_metrics(metrics::Format format);
 
     // ---- the loop (live_server.cpp) ----
 

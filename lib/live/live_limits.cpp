@@ -186,24 +186,27 @@ bool LiveServer::Impl::make_room(const Job* keep) {
     return true;
 }
 
-std::shared_ptr<const std::string> LiveServer::Impl::metrics_body(uint64_t now) {
-    if (auto fresh = fresh_render.lock(); fresh && now - fresh_render_ns < 1'000'000'000ull) return fresh;
+std::shared_ptr<const std::string> LiveServer::Impl::metrics_body(uint64_t now, metrics::Format format) {
+    const size_t f = format == metrics::Format::OpenMetrics ? 1 : 0;
+    if (auto fresh = fresh_render[f].lock(); fresh && now - fresh_render_ns[f] < 1'000'000'000ull) return fresh;
     renders.erase(std::remove_if(renders.begin(), renders.end(), [](const auto& w) { return w.expired(); }),
                   renders.end());
     size_t held = 0;
     std::shared_ptr<const std::string> newest;
+    // A rendering's format is in its last line: "# EOF" ends OpenMetrics only.
+    const auto is_om = [](const std::string& b) { return b.size() >= 6 && b.compare(b.size() - 6, 6, "# EOF\n") == 0; };
     for (const auto& w : renders)
         if (auto r = w.lock()) {
             held += r->size();
-            newest = std::move(r);
+            if (is_om(*r) == (f == 1)) newest = std::move(r);
         }
     // Scrapers that do not read keep their renderings alive until the scrape timeout: past the budget, a new one
-    // gets the newest rendering already held (a little stale) rather than one more.
+    // gets the newest rendering of its format already held (a little stale) rather than one more.
     if (newest && held + opt.metrics_max_bytes > opt.metrics_queue_max) return newest;
-    auto body = std::make_shared<const std::string>(render_metrics());
+    auto body = std::make_shared<const std::string>(render_metrics(format));
     renders.push_back(body);
-    fresh_render = body;
-    fresh_render_ns = now;
+    fresh_render[f] = body;
+    fresh_render_ns[f] = now;
     return body;
 }
 

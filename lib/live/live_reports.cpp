@@ -9,6 +9,7 @@
 #include "engine/suspicion.h"
 #include "live/live_impl.h"
 #include "ncclwatch/format.h"
+#include "ncclwatch/version.h"
 #include "read/safe_write.h"
 #include "report/headline.h"
 #include "report/metrics.h"
@@ -108,10 +109,12 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     ++st_analyses;
 
     job.named.clear();
+    job.verdicts.clear();
     bool stalled = false, fresh = false;
     std::set<std::string> keys;
     for (const auto& ref : a.all_verdicts()) {
         const auto& v = *ref.verdict;
+        job.verdicts.emplace(v.comm_id, verdict::kind_name(v.kind));
         if (v.kind == verdict::Kind::Straggler) {  // reported while the job runs, but it holds nothing up
             const std::string k = verdict_key(v);
             keys.insert(k);
@@ -346,32 +349,42 @@ uint64_t pseudonym(const std::string& key, const std::string& what) {
 
 }  // namespace
 
-std::string LiveServer::Impl::render_metrics() {
+std::string LiveServer::Impl::render_metrics(metrics::Format format) {
     const uint64_t now = mono_ns();
+    const double now_unix_s = double(time_base::clock_ns(CLOCK_REALTIME)) / 1e9;
     // With a token, the ids a rank's Hello carries (job, communicator, pid) are not shown to whoever can scrape,
     // unless asked (--metrics-ids): an impostor would need no more than them.
     const bool hide_ids = !opt.token.empty() && !opt.metrics_ids;
     std::vector<metrics::RankCommSample> samples;
+    std::vector<metrics::VerdictSample> verdicts;
     for (const auto& [id, job] : jobs) {
+        const std::string job_label =
+            hide_ids ? fmt::format("job-{:012x}", pseudonym(pseudonym_key, "job " + job->id) >> 16) : job->id;
+        const auto comm_label = [&](uint64_t comm_id) {
+            return hide_ids ? pseudonym(pseudonym_key, fmt::format("comm {} {}", job->id, comm_id)) : comm_id;
+        };
+        for (const auto& [comm_id, kind] : job->verdicts) verdicts.push_back({job_label, comm_label(comm_id), kind});
         for (size_t i = 0; i < job->ranks.size(); ++i) {
             const auto& s = job->snaps[i];
             const auto& r = job->ranks[i];
             for (const auto& ci : s.comms) {
                 if (ci.comm_id == 0) continue;
                 metrics::RankCommSample m;
-                m.job =
-                    hide_ids ? fmt::format("job-{:012x}", pseudonym(pseudonym_key, "job " + job->id) >> 16) : job->id;
+                m.job = job_label;
                 m.global_rank = s.header.global_rank;
                 m.host = s.header.host;
-                m.pid = hide_ids ? 0 : s.header.pid;
-                m.comm_id =
-                    hide_ids ? pseudonym(pseudonym_key, fmt::format("comm {} {}", job->id, ci.comm_id)) : ci.comm_id;
+                m.comm_id = comm_label(ci.comm_id);
                 m.comm_rank = ci.rank;
+                m.pci_bus_id = ci.pci_bus_id;
+                m.ops_issued = ci.ops_issued;
+                m.ops_completed = ci.ops_completed;
                 m.issued = ci.coll_issued;
                 m.reached = ci.coll_reached;
                 m.completed = ci.coll_completed;
+                // On the collector's clock: as old as it is now, from the wall clock's now.
                 if (ci.t_last_progress_ns)
-                    m.since_progress_s = now > ci.t_last_progress_ns ? double(now - ci.t_last_progress_ns) / 1e9 : 0.0;
+                    m.last_progress_unix_s =
+                        now_unix_s - (now > ci.t_last_progress_ns ? double(now - ci.t_last_progress_ns) / 1e9 : 0.0);
                 auto nit = job->named.find(ci.comm_id);
                 if (nit != job->named.end()) {
                     m.culprit = nit->second.first.count(ci.rank) > 0;
@@ -396,7 +409,7 @@ std::string LiveServer::Impl::render_metrics() {
     t.analyses = st_analyses;
     t.last_analysis_s = last_analysis_s;
     t.evicted_jobs = st_evicted;
-    return metrics::render(samples, t, opt.metrics_max_bytes);
+    return metrics::render(samples, verdicts, t, {kVersion, kGitHash}, format, opt.metrics_max_bytes);
 }
 
 }  // namespace ncw::live

@@ -15,7 +15,7 @@ payload codec of lib/read/wire.cpp (u32-length strings, u32-length blocks for th
                [--log FILE ...]
       Scrapes /metrics, takes job id, host, world size, communicator id and comm rank of global rank R from it,
       says Hello as that rank (with pid --pid) and sends Digests claiming a stall. Reports whether the collector took
-      it (HelloAck, rank R's /metrics series showing the fake pid), whether the real rank lost its connection (its
+      it (HelloAck, rank R's /metrics series showing its claim: a collective no rank issued), whether the real rank lost its connection (its
       shim's "lost the live collector" line in --log files), DumpRequests received, and whether a live report naming
       the fake pid appeared under --report-dir.
   slowloris    --port P --count N --announce BYTES [--after-hello] [--fill BYTES] [--wait S]
@@ -106,16 +106,17 @@ def cmd_impersonate(a):
     token = a.token.encode() if a.token else b""
     status, body = http_get(a.metrics_port)
     text = body.decode(errors="replace")
-    issued = parse_series(text, "ncclwatch_coll_issued")
-    mine = [d for d in issued if d.get("rank") == str(a.rank) and (a.job is None or d.get("job") == a.job)]
+    issued = parse_series(text, "ncclwatch_coll_issued_total")
+    mine = [d for d in issued if d.get("rank") == str(a.rank) and (a.job is None or d.get("job_id") == a.job)]
     if not mine:
         emit({"cmd": "impersonate", "error": "rank %d not in /metrics (%s)" % (a.rank, status)})
         return 2
     target = mine[0]
-    job, host, real_pid = target["job"], target["host"], int(target["pid"])
+    # /metrics has no pid label (stable series across restarts): the impostor picks any pid.
+    job, host = target["job_id"], target["Hostname"]
     comm_id, comm_rank = int(target["comm"], 16), int(target["comm_rank"])
-    peers = [d for d in issued if d.get("job") == job and d.get("comm") == target["comm"]]
-    world = max(int(d["rank"]) for d in [x for x in issued if x.get("job") == job]) + 1
+    peers = [d for d in issued if d.get("job_id") == job and d.get("comm") == target["comm"]]
+    world = max(int(d["rank"]) for d in [x for x in issued if x.get("job_id") == job]) + 1
     nranks = max(int(d["comm_rank"]) for d in peers) + 1
     top = int(max(d["_value"] for d in peers))
     # A stall: one collective past what anyone issued, stuck for two minutes.
@@ -127,10 +128,10 @@ def cmd_impersonate(a):
                             t_last_progress=old, stall_since=old, stall_flags=1,
                             recent=[sig(top + 1, t_issue=old)])])
 
-    res = {"cmd": "impersonate", "job": job, "rank": a.rank, "real_pid": real_pid, "fake_pid": a.pid,
+    res = {"cmd": "impersonate", "job": job, "rank": a.rank, "fake_pid": a.pid,
            "host": host, "world": world, "comm": target["comm"], "hello_acked": 0, "rejects": {},
            "dump_requests_received": 0, "connections": 0, "challenges": 0, "closed_by_server": 0, "slot_taken": False,
-           "fake_pid_in_metrics_samples": 0, "metrics_samples": 0}
+           "claim_in_metrics_samples": 0, "metrics_samples": 0}
     deadline = time.monotonic() + a.duration
     c, fr, next_digest, next_scrape, final_reject = None, Frames(), 0.0, 0.0, False
     while time.monotonic() < deadline:
@@ -207,18 +208,19 @@ def cmd_impersonate(a):
             next_scrape = t + 0.5
             try:
                 _, b = http_get(a.metrics_port, timeout=5)
-                for d in parse_series(b.decode(errors="replace"), "ncclwatch_connected"):
-                    if d.get("job") == job and d.get("rank") == str(a.rank):
+                # The slot is the impostor's once rank R's series show its claim: a collective no rank issued.
+                for d in parse_series(b.decode(errors="replace"), "ncclwatch_coll_issued_total"):
+                    if d.get("job_id") == job and d.get("rank") == str(a.rank) and d.get("comm") == target["comm"]:
                         res["metrics_samples"] += 1
-                        if d.get("pid") == str(a.pid):
-                            res["fake_pid_in_metrics_samples"] += 1
+                        if d["_value"] > top:
+                            res["claim_in_metrics_samples"] += 1
                             res["slot_taken"] = True
             except OSError:
                 pass
     if c is not None:
         c.close()
-    # The real rank's shim logs each lost connection with its pid.
-    lost = re.compile(r"pid %d\].*lost the live collector" % real_pid)
+    # The real rank's shim logs each lost connection with its rank ("[ncclwatch rank R pid P ...]").
+    lost = re.compile(r"\[ncclwatch rank %d pid \d+ .*lost the live collector" % a.rank)
     res["real_rank_lost_connection_lines"] = 0
     for f in a.log or []:
         try:

@@ -14,7 +14,8 @@
 # RIGHT ANSWER, in both cases:
 #   - the real rank 1 keeps its connection (its shim never logs "lost the live collector");
 #   - the collector never lets the impostor's Hello take over the (job, rank 1) slot: /metrics never shows rank 1
-#     with pid 31337 (a second Hello for a (job, rank) whose connection is open and alive is refused or kept apart);
+#     with the impostor's claim, a collective no rank issued (a second Hello for a (job, rank) whose connection is
+#     open and alive is refused or kept apart);
 #   - no live report appears (the job is healthy), so none names pid 31337, and no rank is asked for a dump.
 # Control (passes today): with the token required, an impostor without it is refused ("token refused").
 #
@@ -40,7 +41,7 @@ start_serve() {
 }
 metrics() { "$PY" -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:'+sys.argv[1]+'/metrics', timeout=5).read().decode())" "$MPORT" 2>/dev/null; }
 connected_ranks() { metrics | grep -c '^ncclwatch_connected{.*} 1$'; }
-four_connected() { [ "$(connected_ranks)" = 4 ] && metrics | grep -q '^ncclwatch_coll_completed{.*} 5$'; }
+four_connected() { [ "$(connected_ranks)" = 4 ] && metrics | grep -q '^ncclwatch_coll_completed_total{.*} 5$'; }
 field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval(sys.argv[2], {'d': d}))" "$@"; }
 
 export NCCLWATCH_DIGEST_MS=50 NCCLWATCH_TIMEOUT_SEC=30
@@ -62,7 +63,7 @@ attack() {
         [ "$(field "$WORK/$name.json" "d['real_rank_kicked']")" = False ] ||
             check_fail "$name: the real rank 1 lost its connection $(field "$WORK/$name.json" "d['real_rank_lost_connection_lines']") time(s)"
         [ "$(field "$WORK/$name.json" "d['slot_taken']")" = False ] ||
-            check_fail "$name: /metrics showed rank 1 as pid 31337 in $(field "$WORK/$name.json" "d['fake_pid_in_metrics_samples']") of $(field "$WORK/$name.json" "d['metrics_samples']") scrapes"
+            check_fail "$name: /metrics showed the impostor's claim as rank 1's in $(field "$WORK/$name.json" "d['claim_in_metrics_samples']") of $(field "$WORK/$name.json" "d['metrics_samples']") scrapes"
         [ "$(field "$WORK/$name.json" "d['false_report']")" = False ] ||
             check_fail "$name: a live report names the fake pid: $(field "$WORK/$name.json" "d['reports_naming_fake_pid']")"
     fi

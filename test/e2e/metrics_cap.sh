@@ -56,7 +56,7 @@ echo "collector with the fake ranks, no scrape yet: $("$PY" "$HC" rss --pid "$SE
 registered() {
     timeout 20 "$PY" "$HC" --max-seconds 15 scrape --metrics-port "$MPORT" --save "$WORK/m.prom" >"$WORK/scrape.json" 2>&1 &&
         grep -q "^ncclwatch_collector_ranks $RANKS\$" "$WORK/m.prom" &&
-        [ "$(grep -c '^ncclwatch_coll_issued{' "$WORK/m.prom")" -ge $((RANKS * COMMS)) ]
+        [ "$(grep -c '^ncclwatch_coll_issued_total{' "$WORK/m.prom")" -ge $((RANKS * COMMS)) ]
 }
 wait_for 40 registered || check_fail "the fake ranks did not all register: $(grep collector_ranks "$WORK/m.prom")"
 echo "scrape with $RANKS ranks x $COMMS comms: $(cat "$WORK/scrape.json")"

@@ -61,8 +61,8 @@ echo "scrape with the fake ranks: $(cat "$WORK/bad.json")"
 prc=$?
 echo "promtool check metrics: exit $prc $(head -3 "$WORK/bad.promtool")"
 [ "$prc" = 0 ] || check_fail "promtool rejects the scrape: $(head -3 "$WORK/bad.promtool")"
-series=$(grep -c '^ncclwatch_coll_issued{' "$WORK/bad.prom")
-echo "ncclwatch_coll_issued series: $series (8 expected: 2 clean + 6 fake)"
+series=$(grep -c '^ncclwatch_coll_issued_total{' "$WORK/bad.prom")
+echo "ncclwatch_coll_issued_total series: $series (8 expected: 2 clean + 6 fake)"
 [ "$series" = 8 ] || check_fail "$series coll_issued series, not 8: the fake ranks' series were dropped or lost"
 for p in $BG_PIDS; do wait "$p"; done
 BG_PIDS=""

@@ -53,3 +53,32 @@ TEST_CASE("a head past the cap is TooLarge, one byte past it and no sooner") {
     const std::string bin("GET /metrics\0\xff HTTP/1.0\r\n\r\n", 27);
     CHECK(parse_http_request(bin, 8192).route == R::NotFound);
 }
+
+TEST_CASE("Accept: OpenMetrics 1.0.0 when the scraper prefers it, Prometheus text otherwise") {
+    using ncw::live::accepts_openmetrics;
+    // Prometheus 2.x's own header, and 3.x's.
+    CHECK(
+        accepts_openmetrics("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+                            "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"));
+    CHECK(accepts_openmetrics("application/openmetrics-text; version=1.0.0; charset=utf-8"));
+    CHECK(accepts_openmetrics("APPLICATION/OpenMetrics-Text"));
+    CHECK(!accepts_openmetrics(""));
+    CHECK(!accepts_openmetrics("*/*"));
+    CHECK(!accepts_openmetrics("text/plain;version=0.0.4"));
+    CHECK(!accepts_openmetrics("application/openmetrics-text;version=0.0.1"));  // we write 1.0.0 only
+    CHECK(!accepts_openmetrics("application/openmetrics-text;q=0.2,text/plain;q=0.9"));
+    CHECK(!accepts_openmetrics("application/openmetrics-text;q=0"));
+    CHECK(!accepts_openmetrics("application/openmetrics-text;q=x"));
+    CHECK(accepts_openmetrics("text/plain;q=0.5, application/openmetrics-text;version=1.0.0"));
+
+    const auto om = [](const std::string& headers) {
+        return parse_http_request("GET /metrics HTTP/1.1\r\n" + headers + "\r\n", 8192).openmetrics;
+    };
+    CHECK(om("Accept: application/openmetrics-text;version=1.0.0\r\n"));
+    CHECK(om("accept:application/openmetrics-text\r\n"));
+    CHECK(om("Host: x\r\nAccept: text/plain;q=0.1\r\nAccept: application/openmetrics-text\r\n"));
+    CHECK(!om("Host: x\r\nAccept: */*\r\n"));
+    CHECK(!om(""));
+    CHECK(!om("X-Accept: application/openmetrics-text\r\n"));
+    CHECK(parse_http_request("GET /metrics HTTP/1.0\nAccept: application/openmetrics-text\n\n", 8192).openmetrics);
+}

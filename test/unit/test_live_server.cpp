@@ -191,10 +191,11 @@ TEST_CASE("live server with a token rejects a rank without it") {
     std::string body;
     CHECK(wait_until([&] {
         body = http_get(srv.stats().metrics_port, "GET /metrics HTTP/1.0\r\n\r\n");
-        return body.find("ncclwatch_coll_issued{") != std::string::npos;
+        return body.find("ncclwatch_coll_issued_total{") != std::string::npos;
     }));
     CHECK(body.find(header(0, 1).job_id) == std::string::npos);
-    CHECK(body.find("pid=\"0\"") != std::string::npos);
+    CHECK(body.find("job_id=\"job-") != std::string::npos);
+    CHECK(body.find("pid") == std::string::npos);
 }
 
 TEST_CASE("live server binds a rank to its connection: a second Hello is refused and never kicks the first") {
@@ -261,10 +262,30 @@ TEST_CASE("live server serves /metrics and nothing else") {
 
     const std::string ok = http_get(st.metrics_port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     CHECK(ok.rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
-    CHECK(ok.find("ncclwatch_coll_issued{job=\"job-live\",rank=\"0\"") != std::string::npos);
+    CHECK(ok.find("\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n") != std::string::npos);
+    CHECK(ok.find("ncclwatch_coll_issued_total{job_id=\"job-live\",rank=\"0\"") != std::string::npos);
     CHECK(ok.find("comm=\"0x0000000000000077\",comm_rank=\"0\"} 7\n") != std::string::npos);
     CHECK(ok.find("ncclwatch_connected{") != std::string::npos);
     CHECK(ok.find("ncclwatch_collector_frames_total ") != std::string::npos);
+    CHECK(ok.find("ncclwatch_build_info{version=\"") != std::string::npos);
+    CHECK(ok.find("# EOF") == std::string::npos);
+
+    // A scraper that asks for OpenMetrics gets it: its content type, counter families without _total, # EOF last.
+    const std::string om =
+        http_get(st.metrics_port,
+                 "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: application/openmetrics-text;version=1.0.0,"
+                 "application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1\r\n\r\n");
+    CHECK(om.rfind("HTTP/1.0 200 OK\r\n", 0) == 0);
+    CHECK(om.find("\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\n") !=
+          std::string::npos);
+    CHECK(om.find("# TYPE ncclwatch_coll_issued counter\n") != std::string::npos);
+    CHECK(om.find("ncclwatch_coll_issued_total{job_id=\"job-live\",rank=\"0\"") != std::string::npos);
+    CHECK(om.size() > 6);
+    CHECK(om.substr(om.size() - 6) == "# EOF\n");
+    // And Prometheus text again within the same second (the renderings are shared per format).
+    const std::string again = http_get(st.metrics_port, "GET /metrics HTTP/1.0\r\nAccept: */*\r\n\r\n");
+    CHECK(again.find("# TYPE ncclwatch_coll_issued_total counter\n") != std::string::npos);
+    CHECK(again.find("# EOF") == std::string::npos);
 
     CHECK(http_get(st.metrics_port, "GET / HTTP/1.0\r\n\r\n").rfind("HTTP/1.0 404", 0) == 0);
     CHECK(http_get(st.metrics_port, "POST /metrics HTTP/1.0\r\n\r\n").rfind("HTTP/1.0 404", 0) == 0);
@@ -427,7 +448,7 @@ TEST_CASE("live server caps /metrics, the ranks a verdict names first, and says 
     const std::string body = out.substr(body_at + 4);
     CHECK(body.size() <= 12000);
     CHECK(out.find("Content-Length: " + std::to_string(body.size()) + "\r\n") != std::string::npos);
-    CHECK(body.find("ncclwatch_coll_issued{") != std::string::npos);
+    CHECK(body.find("ncclwatch_coll_issued_total{") != std::string::npos);
     CHECK(body.find("ncclwatch_collector_metrics_series_dropped 0\n") == std::string::npos);
     CHECK(body.find("ncclwatch_collector_metrics_series_dropped ") != std::string::npos);
     CHECK(body.find("ncclwatch_collector_frames_total ") != std::string::npos);
