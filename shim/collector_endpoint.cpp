@@ -138,7 +138,10 @@ live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& e
     // reach it, and nothing is exposed on interfaces the job does not use.
     // Without a token, loopback only, as `serve` (auto_loopback_only).
     const std::string host = auto_loopback_only(cfg) ? "127.0.0.1" : ep.host;
-    opt.listen = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(ep.port);
+    const std::string bracketed = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    opt.listen = bracketed + ":" + std::to_string(ep.port);
+    // /metrics on the same address (the same loopback rule), the next port (MASTER_PORT+2 by default).
+    if (ep.port < 65535) opt.metrics_listen = bracketed + ":" + std::to_string(ep.port + 1);
     opt.token = cfg.token;
     opt.timeout_s = cfg.timeout_sec;
     opt.dead_after_s = cfg.dead_after_sec;

@@ -43,6 +43,11 @@ constexpr uint64_t kKeepAliveNs = 1000000000ull;
 // A frame that cannot leave for this long means a collector that stopped reading (or a path that silently died):
 // drop the connection and reconnect rather than stay stuck behind it.
 constexpr uint64_t kSendStallNs = 30000000000ull;
+// NCCLWATCH_COLLECTOR=auto: the collector is rank 0's, and starts with rank 0's shim, so a rank that starts first
+// finds nothing listening yet. Until the first connection, for this long, a refused attempt is expected: it is
+// retried quietly, at least each second; past it, the first failure is a warning as any other.
+constexpr uint64_t kAutoStartGraceNs = 60000000000ull;
+constexpr double kAutoStartRetryS = 1.0;
 
 class Client {
 public:
@@ -53,6 +58,7 @@ public:
 
     void run() noexcept {
         pthread_setname_np(pthread_self(), "ncw-digest");  // visible in top -H, and measurable in /proc
+        started_ns_ = clock_mono_ns();
         try {
             std::string why;
             if (apply_loopback_rule(rt_.cfg, run_server_, ep_, &why)) {
@@ -187,8 +193,17 @@ private:
         }
     }
 
-    // Every way into Idle goes through here: the next attempt waits out the backoff.
-    void schedule_retry() { next_attempt_ = clock_mono_ns() + uint64_t(backoff_.next_delay_s() * 1e9); }
+    // Every way into Idle goes through here: the next attempt waits out the backoff (short while auto starts up).
+    void schedule_retry() {
+        double delay = backoff_.next_delay_s();
+        if (auto_start_up()) delay = std::min(delay, kAutoStartRetryS);
+        next_attempt_ = clock_mono_ns() + uint64_t(delay * 1e9);
+    }
+
+    // Auto mode before the first connection, within the grace: rank 0's collector may not be listening yet.
+    bool auto_start_up() const {
+        return auto_ && !ever_connected_ && clock_mono_ns() - started_ns_ < kAutoStartGraceNs;
+    }
 
     void begin_connect() {
         addrinfo hints{};
@@ -257,11 +272,18 @@ private:
     void connect_failed(const std::string& why) {
         state_ = State::Idle;
         schedule_retry();
+        if (auto_start_up()) {
+            log().debug("rank 0's live collector at {} is not up yet ({}); retrying", where(), why);
+            return;
+        }
         // Once per outage: a collector that is not up yet (or never will be) is not worth a line every retry.
         if (!failures_logged_) {
             failures_logged_ = true;
-            log().warn("cannot reach the live collector at {} ({}); retrying with backoff, training is not affected",
-                       where(), why);
+            log().warn("cannot reach the live collector at {} ({}{}); retrying with backoff, training is not affected",
+                       where(), why,
+                       auto_ && !ever_connected_ ? "; rank 0's collector (NCCLWATCH_COLLECTOR=auto) has not come up "
+                                                   "in 60 s"
+                                                 : "");
         } else {
             log().debug("live collector at {} still unreachable ({})", where(), why);
         }
@@ -421,6 +443,8 @@ private:
     Runtime& rt_;
     Endpoint ep_;
     bool run_server_;
+    const bool auto_ = rt_.cfg.collector == "auto";
+    uint64_t started_ns_ = 0;
     Backoff backoff_;
     int wake_fd_ = -1;
     int fd_ = -1;

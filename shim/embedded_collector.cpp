@@ -22,14 +22,30 @@ bool start_embedded_collector(const Config& cfg, const Endpoint& ep) {
     opt.log = [](const std::string& line) { log().info("live collector: {}", line); };
     auto server = std::make_unique<live::LiveServer>(opt);
     std::string err;
-    if (!server->start(&err)) {
+    bool started = server->start(&err);
+    if (!started && !opt.metrics_listen.empty()) {
+        // The collector matters more than its /metrics: without them, if their port is what failed.
+        const std::string metrics_err = err;
+        opt.metrics_listen.clear();
+        server = std::make_unique<live::LiveServer>(opt);
+        started = server->start(&err);
+        if (started)
+            log().warn("NCCLWATCH_COLLECTOR=auto: no /metrics ({}); the port after NCCLWATCH_COLLECTOR_PORT is taken",
+                       metrics_err);
+    }
+    if (!started) {
         log().error(
             "NCCLWATCH_COLLECTOR=auto: cannot run the live collector on {} ({}); set MASTER_ADDR to an address of "
             "this host or NCCLWATCH_COLLECTOR_PORT to a free port",
             opt.listen, err);
         return false;
     }
-    log().info("NCCLWATCH_COLLECTOR=auto: live collector listening on {}{}, reports in {}/<job>", opt.listen,
+    const std::string metrics = opt.metrics_listen.empty()
+                                    ? std::string()
+                                    : ", /metrics on http://" +
+                                          opt.metrics_listen.substr(0, opt.metrics_listen.rfind(':')) + ":" +
+                                          std::to_string(server->stats().metrics_port) + "/metrics";
+    log().info("NCCLWATCH_COLLECTOR=auto: live collector listening on {}{}{}, reports in {}/<job>", opt.listen, metrics,
                auto_loopback_only(cfg) ? " (loopback only without NCCLWATCH_TOKEN: ranks of other hosts are not "
                                          "watched live)"
                                        : "",

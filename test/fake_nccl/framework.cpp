@@ -144,6 +144,7 @@ public:
             std::fprintf(stderr, "fake-framework: rank %d: %s\n", rank_, error.c_str());
             return kUsageError;
         }
+        if (rank_ == o_.init_late_rank && o_.init_late_ms > 0) sleep_ms(o_.init_late_ms);
         if (o_.nonblocking) {
             ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
             config.blocking = 0;

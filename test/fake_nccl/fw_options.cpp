@@ -40,6 +40,8 @@ const char* usage_text() {
            "  --sleep-rank R --sleep-step S --sleep-ms M    rank R sleeps M ms before step S's collectives\n"
            "  --pause-step S --pause-ms M           every rank sleeps M ms before step S (nothing outstanding)\n"
            "  --late-rank R --late-ms M   rank R sleeps M ms before every step's collectives (a straggler)\n"
+           "  --init-late-rank R --init-late-ms M   rank R sleeps M ms before its communicator init (its shim starts\n"
+           "                          after the others')\n"
            "  --split                 also ncclCommSplit(color = rank % 2); one all_reduce on it every step\n"
            "  --grid T                Megatron layout: split the world into tensor-parallel groups of T ranks (color\n"
            "                          rank / T) and data-parallel groups (color rank % T); each step is one\n"
@@ -99,6 +101,8 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--pause-ms", &o.pause_ms, 0},
         {"--late-rank", &o.late_rank, -1},
         {"--late-ms", &o.late_ms, 0},
+        {"--init-late-rank", &o.init_late_rank, -1},
+        {"--init-late-ms", &o.init_late_ms, 0},
         {"--hold-ms", &o.hold_ms, 0},
         {"--async-watchdog-ms", &o.async_watchdog_ms, 0},
         {"--grid", &o.grid, 0},

@@ -24,8 +24,9 @@ struct Options {
     int die_rank = -1, die_step = -1;
     int no_init_rank = -1;  // this rank never calls NCCL: it sleeps --hold-ms and exits 0 (an init that others wait in)
     int sleep_rank = -1, sleep_step = -1, sleep_ms = 0;
-    int pause_step = -1, pause_ms = 0;  // every rank, with nothing outstanding
-    int late_rank = -1, late_ms = 0;    // a straggler: late_rank sleeps late_ms before every step's collectives
+    int pause_step = -1, pause_ms = 0;          // every rank, with nothing outstanding
+    int late_rank = -1, late_ms = 0;            // a straggler: late_rank sleeps late_ms before every step's collectives
+    int init_late_rank = -1, init_late_ms = 0;  // init_late_rank sleeps init_late_ms before its communicator init
 
     bool split = false;
     int grid = 0;  // tensor-parallel group size: TP groups (color rank / grid) and DP groups (color rank % grid)

@@ -105,6 +105,12 @@ TEST_CASE("auto without a token: rank 0's collector listens on loopback only; wi
     CHECK_FALSE(auto_loopback_only(c));
     CHECK(embedded_server_options(c, master).listen == "192.0.2.2:29501");
     CHECK(embedded_server_options(c, Endpoint{"fd00::2", 29501}).listen == "[fd00::2]:29501");
+    // /metrics on the collector's address (the same rule) and the next port; none past 65535.
+    CHECK(embedded_server_options(c, master).metrics_listen == "192.0.2.2:29502");
+    CHECK(embedded_server_options(c, Endpoint{"fd00::2", 29501}).metrics_listen == "[fd00::2]:29502");
+    CHECK(embedded_server_options(c, Endpoint{"192.0.2.2", 65535}).metrics_listen.empty());
+    c.token.clear();
+    CHECK(embedded_server_options(c, master).metrics_listen == "127.0.0.1:29502");
     // An explicit HOST:PORT is a `serve` elsewhere, which applies the rule itself.
     Config explicit_ep;
     explicit_ep.collector = "node0:29610";
