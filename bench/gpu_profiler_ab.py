@@ -90,7 +90,7 @@ def run_pair(exe, mode, shim, work, timeout):
         env.update({"NCCL_HOSTID": f"abhost{r}", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "INFO",
                     "NCCL_DEBUG_SUBSYS": "INIT", "NCCL_DEBUG_FILE": os.path.join(work, f"nccl-debug.{r}.%p")})
         cmd = [exe, "--cuda", "--nranks", "2", "--rank", str(r), "--id-file", idf, "--device", "0", "--ab",
-               "--rounds", "20", "--iters", "50", "--sweep", f"{SWEEP[0]}:{SWEEP[1]}", "--sweep-iters", "5"]
+               "--rounds", "10", "--iters", "20", "--sweep", f"{SWEEP[0]}:{SWEEP[1]}", "--sweep-iters", "5"]
         f = open(os.path.join(work, f"rank{r}.out"), "w")
         procs.append((subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True), f))
     rcs = []
