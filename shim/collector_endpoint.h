@@ -49,8 +49,8 @@ int derive_auto_port(int configured_port, const char* master_port);
 #ifdef NCW_HAVE_LIVE_SERVER
 // The live collector that NCCLWATCH_COLLECTOR=auto runs inside rank 0's process, bound to `ep` (MASTER_ADDR and the
 // auto port; 127.0.0.1 and the port without a token: auto_loopback_only), /metrics on the same address and the
-// next port (none past 65535; the collector runs without them when that port is taken), with the server's bounds far tighter than `serve`'s (one job's ranks, a
-// scrape now and then). The caller sets the log sink.
+// next port (none past 65535; the collector runs without them when that port is taken), with the server's bounds
+// far tighter than `serve`'s (one job's ranks, a scrape now and then). The caller sets the log sink.
 live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& ep);
 #endif
 
