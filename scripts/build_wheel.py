@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"  # Debian's, with python3-mesonpy, python3-build and python3-wheel (scripts/setup.sh)
@@ -132,6 +133,11 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
         (top,) = os.listdir(os.path.join(tmp, "u"))
         tree = os.path.join(tmp, "u", top)
+        # wheel 0.38's unpack drops the modes (the collector's x bit): back from the zip, for pack to keep them.
+        with zipfile.ZipFile(os.path.join(tmp, built[0])) as z:
+            for zi in z.infolist():
+                if zi.external_attr >> 16 & 0o777:
+                    os.chmod(os.path.join(tree, zi.filename), zi.external_attr >> 16 & 0o777)
         files = {os.path.relpath(os.path.join(d, f), tree) for d, _, fs in os.walk(tree) for f in fs}
         dist_info = top + ".dist-info"
         want = PACKAGE | {dist_info + "/" + f for f in DIST_INFO}

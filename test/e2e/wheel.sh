@@ -12,8 +12,8 @@ if [ -n "${NCW_WHEEL:-}" ]; then
     whl=$NCW_WHEEL
 else
     start=$(date +%s)
-    whl=$(/usr/bin/python3 "$NCW_SOURCE_ROOT/scripts/build_wheel.py" --outdir "$WORK/dist" \
-        --builddir "$NCW_WHEEL_BUILDDIR" 2>"$WORK/build.err") || { tail -30 "$WORK/build.err" >&2; fail "no wheel"; }
+    whl=$(/usr/bin/python3 "$NCW_SOURCE_ROOT/scripts/build_wheel.py" --outdir "$WORK/dist" 2>"$WORK/build.err") ||
+        { tail -30 "$WORK/build.err" >&2; fail "no wheel"; }
     echo "wheel built in $(($(date +%s) - start)) s: $(grep '^build_wheel:' "$WORK/build.err")"
 fi
 case "$(basename "$whl")" in
