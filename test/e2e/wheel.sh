@@ -30,6 +30,9 @@ export PATH="$WORK/venv/bin:$PATH"
 so=$(ncclwatch lib) || fail "ncclwatch lib exited $?"
 case "$so" in "$WORK"/venv/*/site-packages/ncclwatch/libncclwatch.so) ;; *) fail "ncclwatch lib: $so" ;; esac
 [ -f "$so" ] || fail "ncclwatch lib names $so, which does not exist"
+# Stripped, it still exports the NCCL API and nothing else, and needs no libnccl/libcudart/libcuda.
+bash "$(dirname "$0")/check_exports.sh" "$so" "$NCW_SOURCE_ROOT/include/ncclwatch/api_table.h" >"$WORK/exports.txt" ||
+    fail "the wheel's .so: $(cat "$WORK/exports.txt")"
 ncclwatch --version | grep -qx "ncclwatch $NCW_VERSION (.*)" || fail "ncclwatch --version: $(ncclwatch --version)"
 ncclwatch-collector --version | grep -qx "ncclwatch $NCW_VERSION (.*)" || fail "the venv's ncclwatch-collector"
 
