@@ -32,6 +32,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,6 +46,7 @@ MODES = [
     ("neither", {"NCCLWATCH_PROFILER": "off", "NCCLWATCH_GPU_EVENTS": "0"}, "shim, no GPU tracking"),
 ]
 SWEEP = (1 << 20, 128 << 20)
+PIN = ["taskset", "-c", "3"] if shutil.which("taskset") else []
 AB_RE = re.compile(r"^ab nccl \d+ (?:GPU|fake)(?P<what>[^,]*), (?P<who>[^:]+): NCCL's own (?P<own>[-0-9.]+) us/iter \(launch "
                    r"(?P<own_l>[-0-9.]+)\), linked (?P<lnk>[-0-9.]+) us/iter \(launch (?P<lnk_l>[-0-9.]+)\); added: "
                    r"median (?P<add>[-0-9.]+) us, p10 (?P<p10>[-0-9.]+), p90 (?P<p90>[-0-9.]+).*?(?:launch added: "
@@ -299,7 +301,9 @@ def main():
                     break
                 d = os.path.join(work, f"r{rnd}-{m}")
                 os.makedirs(d, exist_ok=True)
-                run([a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu.out"), 30)
+                # Pinned to one core: unpinned, the per-call figure fell into two clusters a factor of three apart
+                # (+64..+116 ns and +240..+290 ns over none) whatever the mode, by where the process ran.
+                run(PIN + [a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu.out"), 30)
                 rcs = run_pair(a.call_cost, m, a.shim, d, 60)
                 if rcs != [0, 0]:  # where it stopped: each rank's last lines (init, the A/B, the sweep)
                     for r in (0, 1):
