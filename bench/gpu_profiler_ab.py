@@ -145,6 +145,11 @@ def parse_dir(d):
     except OSError:
         rec["cpu_ns"] = None
     try:
+        m = CPU_RE.search(open(os.path.join(d, "cpu_unpinned.out"), errors="replace").read())
+        rec["cpu_free_ns"] = float(m.group("ns")) if m else None
+    except OSError:
+        rec["cpu_free_ns"] = None
+    try:
         text = open(os.path.join(d, "rank0.out"), errors="replace").read()
     except OSError:
         text = ""
@@ -247,6 +252,13 @@ def summarize(recs):
                 f"{f(med(paired('events', 'cpu_ns')), 1, True)}, neither {f(med(paired('neither', 'cpu_ns')), 1, True)}"
                 if cpu else "no numbers"),
         "pass": (None if cpu and med(cpu) > 100 and min(cpu) <= 100 else bool(cpu) and med(cpu) <= 100)}))
+    free = {m: [r.get("cpu_free_ns") for r in by[m] if r.get("cpu_free_ns") is not None] for m, _, _ in MODES}
+    if any(free.values()):
+        rows.append(("52-profiler-cpu-unpinned", {
+            "case": "cost: CPU per intercepted call, unpinned (each process as the scheduler placed it)",
+            "expected": "measured",
+            "got": "; ".join(f"{m} " + "/".join(f"{x:.0f}" for x in v) + " ns" for m, v in free.items() if v),
+            "pass": None}))
     bw_why, worst, verdict = [], 0.0, True
     for b in sizes:
         base = [r.get("bw", {}).get(b) for r in by["none"]]
@@ -304,6 +316,7 @@ def main():
                 # Pinned to one core: unpinned, the per-call figure fell into two clusters a factor of three apart
                 # (+64..+116 ns and +240..+290 ns over none) whatever the mode, by where the process ran.
                 run(PIN + [a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu.out"), 30)
+                run([a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu_unpinned.out"), 30)
                 rcs = run_pair(a.call_cost, m, a.shim, d, 60)
                 if rcs != [0, 0]:  # where it stopped: each rank's last lines (init, the A/B, the sweep)
                     for r in (0, 1):
