@@ -10,7 +10,7 @@
 
 #include "completion_tracker.h"
 #include "cuda_driver.h"
-#include "mpmc_queue.h"
+#include "token_queue.h"
 
 namespace ncw {
 
@@ -18,7 +18,7 @@ namespace ncw {
 struct DevicePool {
     int dev = -1;
     CUcontext ctx = nullptr;
-    MpmcQueue<CUevent> free{kEventsPerDevice};
+    TokenQueue<CUevent> free{kEventsPerDevice};
     static constexpr size_t kEventsPerDevice = 1024;
 };
 
@@ -49,7 +49,7 @@ constexpr int kMaxDevices = 64;
 }  // namespace completion
 
 struct CompletionTracker::Impl {
-    MpmcQueue<completion::Pending> queue{completion::kQueueCapacity};
+    TokenQueue<completion::Pending> queue{completion::kQueueCapacity / 8};  // per producer
     std::mutex pools_mu;  // only pool creation, at communicator registration
     DevicePool* pools[completion::kMaxDevices] = {};
 };
