@@ -10,7 +10,7 @@
 
 #include "completion_tracker.h"
 #include "cuda_driver.h"
-#include "token_queue.h"
+#include "mpmc_queue.h"
 
 namespace ncw {
 
@@ -18,7 +18,7 @@ namespace ncw {
 struct DevicePool {
     int dev = -1;
     CUcontext ctx = nullptr;
-    TokenQueue<CUevent> free{kEventsPerDevice};
+    MpmcQueue<CUevent> free{kEventsPerDevice};
     static constexpr size_t kEventsPerDevice = 1024;
 };
 
@@ -49,7 +49,7 @@ constexpr int kMaxDevices = 64;
 }  // namespace completion
 
 struct CompletionTracker::Impl {
-    TokenQueue<completion::Pending> queue{completion::kQueueCapacity / 8};  // per producer
+    MpmcQueue<completion::Pending> queue{completion::kQueueCapacity};
     std::mutex pools_mu;  // only pool creation, at communicator registration
     DevicePool* pools[completion::kMaxDevices] = {};
 };
