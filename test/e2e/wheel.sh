@@ -1,0 +1,101 @@
+#!/bin/bash
+# The wheel (issue 16): build it (scripts/build_wheel.py: meson-python offline, the two binaries stripped, tagged for
+# the glibc and libstdc++ they need), pip-install it with --no-index into a fresh venv, and run the test-NCCL hang
+# through `ncclwatch run`: the wheel's .so is the one preloaded, and the shim names rank 2 NOT_JOINED at #10;
+# `ncclwatch lib`, `ncclwatch analyze` and ncclwatch.analyze() work from the venv. With NCW_WHEEL set to a built
+# wheel, that one is tested and nothing is built.
+. "$(dirname "$0")/lib.sh"
+unset LD_PRELOAD NCCLWATCH_TIMEOUT_SEC NCCLWATCH_COLLECTOR
+export -n NCCLWATCH_DIR  # `ncclwatch run --dir` sets it; the helpers of lib.sh still read it here
+
+if [ -n "${NCW_WHEEL:-}" ]; then
+    whl=$NCW_WHEEL
+else
+    start=$(date +%s)
+    whl=$(/usr/bin/python3 "$NCW_SOURCE_ROOT/scripts/build_wheel.py" --outdir "$WORK/dist" 2>"$WORK/build.err") ||
+        { tail -30 "$WORK/build.err" >&2; fail "no wheel"; }
+    echo "wheel built in $(($(date +%s) - start)) s: $(grep '^build_wheel:' "$WORK/build.err")"
+fi
+case "$(basename "$whl")" in
+ncclwatch-"$NCW_VERSION"-py3-none-manylinux_2_[0-9]*_x86_64.whl) ;;
+*) fail "the wheel is $whl, want ncclwatch-$NCW_VERSION-py3-none-manylinux_2_NN_x86_64.whl" ;;
+esac
+
+/usr/bin/python3 -m venv "$WORK/venv" || fail "python3 -m venv failed (python3-venv)"
+"$WORK/venv/bin/python" -m pip install --no-index --disable-pip-version-check "$whl" >"$WORK/pip.out" 2>&1 ||
+    fail "pip install --no-index: $(cat "$WORK/pip.out")"
+export PATH="$WORK/venv/bin:$PATH"
+[ "$(command -v ncclwatch)" = "$WORK/venv/bin/ncclwatch" ] || fail "no ncclwatch in the venv: $(command -v ncclwatch)"
+
+so=$(ncclwatch lib) || fail "ncclwatch lib exited $?"
+case "$so" in "$WORK"/venv/*/site-packages/ncclwatch/libncclwatch.so) ;; *) fail "ncclwatch lib: $so" ;; esac
+[ -f "$so" ] || fail "ncclwatch lib names $so, which does not exist"
+# Stripped, it still exports the NCCL API and nothing else, and needs no libnccl/libcudart/libcuda.
+bash "$(dirname "$0")/check_exports.sh" "$so" "$NCW_SOURCE_ROOT/include/ncclwatch/api_table.h" >"$WORK/exports.txt" ||
+    fail "the wheel's .so: $(cat "$WORK/exports.txt")"
+ncclwatch --version | grep -qx "ncclwatch $NCW_VERSION (.*)" || fail "ncclwatch --version: $(ncclwatch --version)"
+ncclwatch-collector --version | grep -qx "ncclwatch $NCW_VERSION (.*)" || fail "the venv's ncclwatch-collector"
+
+# `run` sets the shim's variables it is given (each one `ncclwatch env` lists) and appends to LD_PRELOAD.
+ncclwatch env >"$WORK/env.txt" || fail "ncclwatch env exited $?"
+for v in $("$WORK/venv/bin/python" -c 'from ncclwatch._cli import RUN_VARIABLES; print(*RUN_VARIABLES.values())'); do
+    grep -q "^$v " "$WORK/env.txt" || fail "run sets $v, which the shim does not read"
+done
+(cd "$WORK" && LD_PRELOAD=libm.so.6 NCCLWATCH_ENABLE=0 ncclwatch run --timeout 2.5 --dir rel --action abort \
+    --collector 127.0.0.1:9 -- /usr/bin/env) >"$WORK/run_env.txt" || fail "ncclwatch run -- env exited $?"
+for kv in "NCCLWATCH_TIMEOUT_SEC=2.5" "NCCLWATCH_DIR=$WORK/rel" "NCCLWATCH_ACTION=abort" \
+    "NCCLWATCH_COLLECTOR=127.0.0.1:9" "LD_PRELOAD=libm.so.6:$so"; do
+    grep -qxF "$kv" "$WORK/run_env.txt" || fail "ncclwatch run: no $kv in $(grep -E 'NCCLWATCH|PRELOAD' "$WORK/run_env.txt")"
+done
+ncclwatch run -- sh -c 'exit 7'
+[ $? = 7 ] || fail "ncclwatch run does not pass on its command's exit status"
+ncclwatch run --timeout x -- true 2>"$WORK/usage.txt"
+[ $? = 2 ] && [ "$(wc -l <"$WORK/usage.txt")" = 1 ] && grep -q "see 'ncclwatch run --help'" "$WORK/usage.txt" ||
+    fail "a usage error of run is not one line with exit status 2: $(cat "$WORK/usage.txt")"
+
+# The hang: rank 2 of 4 skips one all_reduce, under `ncclwatch run` only (no LD_PRELOAD of ours, no NCCLWATCH_DIR).
+setsid ncclwatch run --timeout 2 --dir "$NCCLWATCH_DIR" -- "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 -- \
+    "$FAKE_RANK" --steps 10 --skip-rank 2 --skip-step 5 --hold-ms 60000 >"$WORK/launch.out" 2>"$WORK/launch.err" &
+LAUNCH_PID=$!
+wait_for 60 has_files '*.report.json' 3 || fail "no report from the three waiting ranks"
+has_files '*.ncw' 4 || fail "not every rank has a rank file"
+for f in "$(job_dir)"/rank*.ncw; do
+    pid=$(echo "$f" | sed -n 's/.*-\([0-9]*\)\.ncw$/\1/p')
+    grep -qF "$so" "/proc/$pid/maps" || fail "rank $f: the wheel's $so is not loaded"
+done
+for r in "$(job_dir)"/rank[013]-*.report.json; do
+    v="[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]"
+    [ "$(json_get "$r" "$v['kind']")" = NOT_JOINED ] || fail "$r: verdict $(json_get "$r" "$v")"
+    [ "$(json_get "$r" "$v['culprits']")" = "[2]" ] || fail "$r: culprits $(json_get "$r" "$v['culprits']")"
+done
+grep -q "NOT_JOINED: rank 2 (.*) never issued AllReduce #10 on communicator" "$WORK/launch.err" ||
+    fail "the stderr report does not name rank 2"
+
+ncclwatch analyze "$(job_dir)" >"$WORK/analysis.txt"
+rc=$?
+[ $rc = 1 ] || fail "ncclwatch analyze exit $rc, want 1 (hang found)"
+grep -q "NOT_JOINED" "$WORK/analysis.txt" || fail "ncclwatch analyze does not say NOT_JOINED"
+"$WORK/venv/bin/python" - "$(job_dir)" <<'PY' || fail "ncclwatch.analyze() from Python"
+import sys
+import ncclwatch
+a = ncclwatch.analyze(sys.argv[1])
+v = a["verdicts"][0]
+culprits = [c["global_rank"] for c in v["culprits"]]
+assert a["problem_found"] and v["kind"] == "NOT_JOINED" and culprits == [2] and v["seq"] == 10, v
+try:
+    ncclwatch.analyze("/nonexistent/ncclwatch-job")
+    sys.exit("no AnalyzeError for a path with no rank file")
+except ncclwatch.AnalyzeError as e:
+    assert "no readable rank file" in str(e) and e.returncode == 2, (str(e), e.returncode)
+print("ncclwatch.analyze:", a["headline"])
+PY
+ncclwatch analyze /nonexistent/ncclwatch-job 2>/dev/null
+[ $? = 2 ] || fail "ncclwatch analyze of nothing readable does not exit 2"
+stop_job
+
+# A clean job through `ncclwatch run`: exit 0, a rank file per rank.
+rm -rf "$NCCLWATCH_DIR"
+ncclwatch run --timeout 5 --dir "$NCCLWATCH_DIR" -- "$FAKE_LAUNCH" --nproc 2 --timeout-sec 60 -- "$FAKE_RANK" \
+    --steps 3 >"$WORK/launch.out" 2>"$WORK/launch.err" || fail "a clean job under ncclwatch run exited $?"
+has_files '*.ncw' 2 || fail "the clean job left no rank files"
+echo "ok: $(basename "$whl") from a fresh venv: ncclwatch run names rank 2 NOT_JOINED at #10"
