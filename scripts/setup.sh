@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(meson ninja-build g++ pkg-config catch2 libspdlog-dev libfmt-dev libconcurrentqueue-dev libunwind-dev
+packages=(meson ninja-build g++ pkg-config catch2 libspdlog-dev libfmt-dev libunwind-dev
           nlohmann-json3-dev libcli11-dev python3 procps util-linux binutils clang libclang-rt-14-dev prometheus)
 packages+=(python3-mesonpy python3-build python3-wheel python3-venv)  # the wheel: scripts/build_wheel.py, test/e2e/wheel.sh
 # libcli11-dev: the collector's command line (CLI11, header-only).
