@@ -9,6 +9,7 @@
 #include "engine/suspicion.h"
 #include "live/live_impl.h"
 #include "ncclwatch/format.h"
+#include "ncclwatch/version.h"
 #include "read/safe_write.h"
 #include "report/headline.h"
 #include "report/metrics.h"
@@ -254,6 +255,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
 
     json j;
     j["schema"] = "ncclwatch.live/1";
+    j["ncclwatch_version"] = kVersionLine;
     j["job_id"] = job.id;
     j["time"] = report::wall_time(real);
     j["timeout_s"] = opt.timeout_s;
