@@ -32,6 +32,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,6 +46,7 @@ MODES = [
     ("neither", {"NCCLWATCH_PROFILER": "off", "NCCLWATCH_GPU_EVENTS": "0"}, "shim, no GPU tracking"),
 ]
 SWEEP = (1 << 20, 128 << 20)
+PIN = ["taskset", "-c", "3"] if shutil.which("taskset") else []
 AB_RE = re.compile(r"^ab nccl \d+ (?:GPU|fake)(?P<what>[^,]*), (?P<who>[^:]+): NCCL's own (?P<own>[-0-9.]+) us/iter \(launch "
                    r"(?P<own_l>[-0-9.]+)\), linked (?P<lnk>[-0-9.]+) us/iter \(launch (?P<lnk_l>[-0-9.]+)\); added: "
                    r"median (?P<add>[-0-9.]+) us, p10 (?P<p10>[-0-9.]+), p90 (?P<p90>[-0-9.]+).*?(?:launch added: "
@@ -90,7 +92,7 @@ def run_pair(exe, mode, shim, work, timeout):
         env.update({"NCCL_HOSTID": f"abhost{r}", "NCCL_SOCKET_IFNAME": "lo", "NCCL_DEBUG": "INFO",
                     "NCCL_DEBUG_SUBSYS": "INIT", "NCCL_DEBUG_FILE": os.path.join(work, f"nccl-debug.{r}.%p")})
         cmd = [exe, "--cuda", "--nranks", "2", "--rank", str(r), "--id-file", idf, "--device", "0", "--ab",
-               "--rounds", "20", "--iters", "50", "--sweep", f"{SWEEP[0]}:{SWEEP[1]}", "--sweep-iters", "5"]
+               "--rounds", "10", "--iters", "20", "--sweep", f"{SWEEP[0]}:{SWEEP[1]}", "--sweep-iters", "5"]
         f = open(os.path.join(work, f"rank{r}.out"), "w")
         procs.append((subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True), f))
     rcs = []
@@ -142,6 +144,11 @@ def parse_dir(d):
         rec["cpu_ns"] = float(m.group("ns")) if m else None
     except OSError:
         rec["cpu_ns"] = None
+    try:
+        m = CPU_RE.search(open(os.path.join(d, "cpu_unpinned.out"), errors="replace").read())
+        rec["cpu_free_ns"] = float(m.group("ns")) if m else None
+    except OSError:
+        rec["cpu_free_ns"] = None
     try:
         text = open(os.path.join(d, "rank0.out"), errors="replace").read()
     except OSError:
@@ -245,6 +252,13 @@ def summarize(recs):
                 f"{f(med(paired('events', 'cpu_ns')), 1, True)}, neither {f(med(paired('neither', 'cpu_ns')), 1, True)}"
                 if cpu else "no numbers"),
         "pass": (None if cpu and med(cpu) > 100 and min(cpu) <= 100 else bool(cpu) and med(cpu) <= 100)}))
+    free = {m: [r.get("cpu_free_ns") for r in by[m] if r.get("cpu_free_ns") is not None] for m, _, _ in MODES}
+    if any(free.values()):
+        rows.append(("52-profiler-cpu-unpinned", {
+            "case": "cost: CPU per intercepted call, unpinned (each process as the scheduler placed it)",
+            "expected": "measured",
+            "got": "; ".join(f"{m} " + "/".join(f"{x:.0f}" for x in v) + " ns" for m, v in free.items() if v),
+            "pass": None}))
     bw_why, worst, verdict = [], 0.0, True
     for b in sizes:
         base = [r.get("bw", {}).get(b) for r in by["none"]]
@@ -299,7 +313,10 @@ def main():
                     break
                 d = os.path.join(work, f"r{rnd}-{m}")
                 os.makedirs(d, exist_ok=True)
-                run([a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu.out"), 30)
+                # Pinned to one core: unpinned, the per-call figure fell into two clusters a factor of three apart
+                # (+64..+116 ns and +240..+290 ns over none) whatever the mode, by where the process ran.
+                run(PIN + [a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu.out"), 30)
+                run([a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu_unpinned.out"), 30)
                 rcs = run_pair(a.call_cost, m, a.shim, d, 60)
                 if rcs != [0, 0]:  # where it stopped: each rank's last lines (init, the A/B, the sweep)
                     for r in (0, 1):

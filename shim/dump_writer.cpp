@@ -365,15 +365,18 @@ void DumpWriter::report_final(const char* why, const JobResult* job, const std::
                           {"verdicts", json::array()}});
         return;
     }
+    // One event, as one report: the lead's communicator first (the watchdog orders them), then the others'.
+    json verdicts = json::array();
     for (const CommResult* c : comms) {
         log().error("FINAL ({}) on communicator {}:", why, report::hex(c->comm_id));
         log_verdicts(job, c);
-        append_event(json{{"type", "final"},
-                          {"reason", why},
-                          {"comm_id", report::hex(c->comm_id)},
-                          {"missing_ranks", c->missing},
-                          {"verdicts", verdicts_json(job, c)}});
+        for (json& v : verdicts_json(job, c)) verdicts.push_back(std::move(v));
     }
+    append_event(json{{"type", "final"},
+                      {"reason", why},
+                      {"comm_id", report::hex(comms.front()->comm_id)},
+                      {"missing_ranks", comms.front()->missing},
+                      {"verdicts", std::move(verdicts)}});
 }
 
 void DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, bool capture_py) {

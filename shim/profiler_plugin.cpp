@@ -279,9 +279,10 @@ prof::Result start_any(void* ctx, void** handle, Descr* d, bool has_timer) {
 const ProfilerSetup& profiler_setup() { return g_setup; }
 
 void profiler_log_setup(const Runtime& rt) {
-    (void)rt;
     if (g_setup.mode == ProfilerMode::Off) {
-        log().info("NCCLWATCH_PROFILER=off: GPU progress comes from CUDA events");
+        log().info(rt.cfg.gpu_events ? "NCCLWATCH_PROFILER=off: GPU progress comes from CUDA events"
+                                     : "NCCLWATCH_PROFILER=off and NCCLWATCH_GPU_EVENTS=0: no GPU progress is tracked "
+                                       "(completion means the call returned)");
     } else if (g_setup.user_plugin) {
         log().warn(
             "NCCL_PROFILER_PLUGIN={} is set: ncclwatch keeps that plugin, and GPU progress comes from CUDA "

@@ -11,15 +11,16 @@
 #include <thread>
 
 #include "clock.h"
+#include "comm_watch.h"
 #include "dump_writer.h"
 #include "engine/job_view.h"
 #include "engine/suspicion.h"
-#include "gap_baseline.h"
 #include "log.h"
 #include "process_end.h"
 #include "profiler_plugin.h"
 #include "py_stacks.h"
 #include "read/rank_file.h"
+#include "report/headline.h"
 #include "resolver.h"
 #include "sibling_files.h"
 #include "stall_action.h"
@@ -54,28 +55,6 @@ struct PassScope {
     }
     PassCounter& c_;
     bool in_ = true;
-};
-
-struct CommWatch {
-    CommRuntime* cr = nullptr;
-    bool stall_reported = false;
-    uint64_t stall_since_ns = 0;
-    uint64_t progress_at_report = 0;
-    uint64_t progress_ns_at_report = 0;
-    uint64_t failed_at_report = 0;
-    uint64_t last_mismatch_seq = 0;
-    bool init_reported = false;
-    // Early suspicion (engine/suspicion.h): the baseline of this communicator's gaps, and a wait reported as
-    // suspected that is not (yet) a stall. The progress_* fields above serve it too.
-    GapBaseline gaps;
-    uint64_t published_p99 = 0;
-    bool suspected = false;
-    uint64_t suspect_since_ns = 0;
-    double suspected_wait_s = 0;        // the wait when it was suspected
-    uint64_t next_suspect_try_ns = 0;   // the engine did not agree yet: the next try
-    uint64_t suspect_retry_ns = 0;      // and the backoff before the one after
-    uint64_t suspect_try_since = 0;     // the wait (its last progress) those are about
-    std::set<int> stragglers_reported;  // comm ranks named STRAGGLER by this process
 };
 
 class Watchdog {
@@ -160,6 +139,13 @@ private:
                         for (const auto& r : c.view.ranks)
                             if (r.comm_rank == cr && r.end_kind != uint32_t(disk::EndKind::Terminated)) departed = true;
             if (reported || departed) standing.push_back(&c);
+        }
+        // The job's lead first (report/headline.h: an initiating stall, the first departure's DEAD), as one report
+        // per event leads with it.
+        const Analysis::VerdictRef lead = report::lead_verdict(a);
+        if (lead.job == j && lead.comm) {
+            standing.erase(std::remove(standing.begin(), standing.end(), lead.comm), standing.end());
+            standing.insert(standing.begin(), lead.comm);
         }
         dumps_.report_final(why, j, standing);
         dumps_.write_dump(why, disk::PyStacksReason::FinalVerdict, false);
@@ -423,6 +409,7 @@ private:
             for (const CommResult& c : j.comms) {
                 if (!rt_owns(c.comm_id)) continue;
                 CommWatch& w = watch_[c.comm_id];
+                bool held = false;
                 for (const verdict::Verdict& v : c.verdicts) {
                     if (v.kind == verdict::Kind::Straggler && is_me(c, v) && judged_on_gpu(c) &&
                         w.stragglers_reported.insert(v.culprits.front()).second)
@@ -432,7 +419,9 @@ private:
                     const bool drift = verdict::drift_only(v);
                     if ((v.kind != verdict::Kind::Mismatch || v.consequence) && !drift) continue;
                     const uint64_t upto = drift ? v.drift->last_differ : v.seq;
-                    if (upto <= w.last_mismatch_seq) continue;
+                    if (upto <= w.last_mismatch_seq || held) continue;  // after a held one, its later ones wait
+                    if (!drift && (held = w.hold_mismatch(c.view, v.seq, now_mono_ns()))) continue;
+                    if (drift) w.release();
                     w.last_mismatch_seq = upto;
                     dumps_.report_mismatch(j, c, v);
                 }

@@ -170,27 +170,44 @@ void assign_cascade_roles(const std::vector<CommVerdicts>& comms) {
     };
     // Parents are settled before their children, so the links form a forest: a stall held by nothing settles as a
     // root; then each stall takes the best settled stall that holds it (one whose chain starts at a proven culprit,
-    // nearest that start, stalled longest). Stalls that only hold one another (no proven start) are broken at the one
-    // stalled longest.
+    // at the chain that began first, nearest that start, stalled longest). Stalls that only hold one another (no
+    // proven start) are broken at the one stalled longest. The chain that began first, before the nearest: a stall
+    // held by several chains (the 2x4 grid's TP[0-3], whose ranks wait in four DP groups, three held by TP[4-7] and
+    // one by the same absent rank directly) is a cascade of the first domino, which is the job's lead.
     std::vector<bool> settled(stalls.size(), false);
     for (size_t i = 0; i < stalls.size(); ++i) settled[i] = cands[i].empty();
+    // The best settled candidate of stall i, or null.
+    auto best_of = [&](size_t i) {
+        const Candidate* best = nullptr;
+        std::tuple<bool, double, int, double> best_key;
+        for (const auto& c : cands[i]) {
+            if (!settled[c.a]) continue;
+            const Stall& root = stalls[root_of(c.a)];
+            const std::tuple<bool, double, int, double> key{!root.culprits.empty(), root.stalled_for, -depth(c.a),
+                                                            stalls[c.a].stalled_for};
+            if (!best || key > best_key) best = &c, best_key = key;
+        }
+        return best;
+    };
+    auto settle = [&](size_t i, const Candidate& c) {
+        stalls[i].parent = int(c.a);
+        stalls[i].link = c.line;
+        settled[i] = true;
+    };
     for (;;) {
+        // A stall settles once every stall that holds it has: it chooses among all of them.
         bool progress = false;
         for (size_t i = 0; i < stalls.size(); ++i) {
-            if (settled[i]) continue;
-            const Candidate* best = nullptr;
-            std::tuple<bool, int, double> best_key;
-            for (const auto& c : cands[i]) {
-                if (!settled[c.a]) continue;
-                const std::tuple<bool, int, double> key{!stalls[root_of(c.a)].culprits.empty(), -depth(c.a),
-                                                        stalls[c.a].stalled_for};
-                if (!best || key > best_key) best = &c, best_key = key;
-            }
-            if (!best) continue;
-            stalls[i].parent = int(best->a);
-            stalls[i].link = best->line;
-            settled[i] = progress = true;
+            if (settled[i] ||
+                !std::all_of(cands[i].begin(), cands[i].end(), [&](const Candidate& c) { return settled[c.a]; }))
+                continue;
+            if (const Candidate* best = best_of(i)) settle(i, *best), progress = true;
         }
+        if (progress) continue;
+        // Stalls that hold one another: one with a settled holder settles with the best of those.
+        for (size_t i = 0; i < stalls.size() && !progress; ++i)
+            if (!settled[i])
+                if (const Candidate* best = best_of(i)) settle(i, *best), progress = true;
         if (progress) continue;
         size_t first = stalls.size();
         for (size_t i = 0; i < stalls.size(); ++i)

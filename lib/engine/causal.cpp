@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <utility>
 
 #include "engine/verdict_detail.h"
 #include "ncclwatch/format.h"
@@ -96,10 +98,30 @@ void revive_ended_together(const std::vector<CommView*>& views) {
 
 CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns) {
     CausalOrder out;
+    // A process's first failed call, over all its communicators: a rank whose op failed on one communicator and
+    // which then crashed (torch aborts on the error) departs from every other one as that failure's consequence,
+    // not as a first departure of its own there. Taken before the views change below.
+    struct Failure {
+        uint64_t at = kNever;
+        const RankCommState* where = nullptr;  // its failed call's record (seq, result, signature)
+    };
+    std::map<std::pair<std::string, int64_t>, Failure> proc_failed;
+    for (const CommView* v : views)
+        for (const auto& r : v->ranks) {
+            const uint64_t t = failed_at(r);
+            if (t == kNever) continue;
+            Failure& f = proc_failed[{r.host, r.pid}];
+            if (t < f.at) f = {t, &r};
+        }
+    auto failure_of = [&](const RankCommState& r) {
+        auto it = proc_failed.find({r.host, r.pid});
+        return it == proc_failed.end() ? Failure{} : it->second;
+    };
+    auto process_failed_at = [&](const RankCommState& r) { return failure_of(r).at; };
     // The first departure or failure of the job, over every communicator (a process departs from all at once).
     uint64_t first = kNever;
     for (const CommView* v : views)
-        for (const auto& r : v->ranks) first = std::min({first, departed_at(r, now_ns), failed_at(r)});
+        for (const auto& r : v->ranks) first = std::min({first, departed_at(r, now_ns), process_failed_at(r)});
     if (first == kNever) return out;
     out.any = true;
     out.first_ns = first;
@@ -109,10 +131,11 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
     bool first_is_failure = false;
     for (const CommView* v : views)
         for (const auto& r : v->ranks)
-            if (failed_at(r) <= upto && failed_at(r) <= departed_at(r, now_ns)) first_is_failure = true;
+            if (process_failed_at(r) <= upto && process_failed_at(r) <= departed_at(r, now_ns)) first_is_failure = true;
     for (const CommView* v : views)
         for (const auto& r : v->ranks)
-            if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < failed_at(r)) first_is_failure = false;
+            if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r))
+                first_is_failure = false;
 
     // Who was first: departed (the culprits, DEAD) or failed (waiting ranks whose call gave up: the stall is the
     // story, their error its end). Noted once per process.
@@ -120,7 +143,7 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
     bool all_together = true, from_outside = true, any_first_dep = false;
     for (CommView* v : views) {
         for (auto& r : v->ranks) {
-            const uint64_t dep = departed_at(r, now_ns), fail = failed_at(r);
+            const uint64_t dep = departed_at(r, now_ns), fail = process_failed_at(r);
             // A rank's own first event: a call that failed before its process departed is where it stood.
             const bool fail_first = fail <= dep;
             const bool in_first = std::min(dep, fail) <= upto;
@@ -146,12 +169,13 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
             const bool seen = std::find(noted.begin(), noted.end(), r.pid) != noted.end();
             std::string what;
             if (dep != kNever) what = end_words(r);
-            if (fail != kNever && fail <= dep)
-                what = fmt::format("its {} failed ({} {}){}",
-                                   find_sig(r, r.first_failed_seq) ? sig_short(*find_sig(r, r.first_failed_seq), true)
-                                                                   : fmt::format("#{}", r.first_failed_seq),
-                                   nccl_result_name(r.first_failed_result), r.first_failed_result,
-                                   what.empty() ? "" : ", then it " + what);
+            if (const RankCommState* f = failure_of(r).where; f && fail <= dep)
+                what =
+                    fmt::format("its {} failed ({} {}){}",
+                                find_sig(*f, f->first_failed_seq) ? sig_short(*find_sig(*f, f->first_failed_seq), true)
+                                                                  : fmt::format("#{}", f->first_failed_seq),
+                                nccl_result_name(f->first_failed_result), f->first_failed_result,
+                                what.empty() ? "" : ", then it " + what);
             if (!what.empty() && !seen) {
                 noted.push_back(r.pid);
                 out.notes.push_back(fmt::format("{}: {} {} after the first departure or failure: a consequence",

@@ -61,6 +61,14 @@ std::vector<Verdict> diagnose_init_suspicion(const CommView& view, uint64_t now_
         return r.world_size > 0 && r.local_world_size == r.world_size;
     });
     if (!one_host) return {};
+    uint64_t first = 0, last = 0;
+    for (const auto& r : view.ranks)
+        if (r.t_init_start_ns) {
+            first = first ? std::min(first, r.t_init_start_ns) : r.t_init_start_ns;
+            last = std::max(last, r.t_init_start_ns);
+        }
+    if (!last || now_ns < last || double(now_ns - last) / 1e9 < std::max(kInitSuspectS, double(last - first) / 1e9))
+        return {};
     std::vector<Verdict> out = diagnose_init(view, now_ns, kInitSuspectS);
     out.erase(std::remove_if(out.begin(), out.end(), [](const Verdict& v) { return v.missing.empty(); }), out.end());
     for (auto& v : out) {

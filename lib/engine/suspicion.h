@@ -36,7 +36,9 @@ double comm_suspect_after_s(const CommView& view);
 std::vector<Verdict> diagnose_suspicion(const CommView& view, uint64_t now_ns, double timeout_s);
 
 // The suspicion of an init that has waited kInitSuspectS for a rank never seen: the INIT_HANG verdict at that
-// threshold, labelled suspected. Empty when every rank entered, or when the threshold is not below the timeout.
+// threshold, labelled suspected. Empty when every rank entered, or when the threshold is not below the timeout; and
+// while ranks are still arriving: the last rank seen must have entered kInitSuspectS ago, and at least as long ago as
+// the seen ranks took to arrive (a start spread over 5 s under load, one rank 8.5 s late: late, not missing).
 std::vector<Verdict> diagnose_init_suspicion(const CommView& view, uint64_t now_ns, double timeout_s);
 
 }  // namespace ncw::verdict

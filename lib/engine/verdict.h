@@ -125,6 +125,10 @@ inline constexpr size_t kMinDriftDiffers = 2;
 std::optional<Drift> align_streams(const std::vector<OpSig>& odd, const std::vector<OpSig>& others);
 // Every rank of the view whose stream drifted from the majority's (at least two other ranks agreeing at each seq).
 std::vector<Drift> find_drifts(const CommView& view);
+// Whether every live rank has issued far enough past `seq` (kMaxDriftShift + kMinDriftAligned ops) for a drift that
+// began at or before it to be found: a MISMATCH at `seq` may be the first sign of one, and the drift, not the
+// MISMATCH, is the verdict to lead with.
+bool drift_decidable(const CommView& view, uint64_t seq);
 // The words of a drift, after "skipped" / "added": what, "AllReduce #23" or "one AllReduce between #14 and #23"; and
 // with where: "AllReduce #23: its #23..#32 are the others' #24..#33, which NCCL paired silently".
 std::string drift_what(const Drift& d);

@@ -126,6 +126,14 @@ std::optional<Drift> align_streams(const std::vector<OpSig>& odd_sigs, const std
     return found;
 }
 
+bool drift_decidable(const CommView& view, uint64_t seq) {
+    if (view.ranks.size() < 3) return true;  // no majority of two others to align against (find_drifts)
+    const uint64_t needed = seq + uint64_t(kMaxDriftShift) + kMinDriftAligned;
+    return std::all_of(view.ranks.begin(), view.ranks.end(), [&](const RankCommState& r) {
+        return r.comm_rank < 0 || !r.alive || r.issued >= needed;  // a rank gone or unseen issues no more
+    });
+}
+
 std::vector<Drift> find_drifts(const CommView& view) {
     const auto order = by_comm_rank(view);
     std::vector<Stream> streams;

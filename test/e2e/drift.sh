@@ -88,6 +88,21 @@ grep -q "VERDICT  rank 3 (.*) $words" "$WORK/skip.txt" ||
     fail "skip: analyze does not say it in the same words: $(head -20 "$WORK/skip.txt")"
 echo "ok: skip named as the drift's NOT_JOINED, live and offline"
 
+# ---- The same skip, with every rank pausing 1.5 s after the broadcast where it shows ----
+# The shims' once-a-second mismatch check then sees the MISMATCH at #24 before the ops after it are issued, as on a
+# GPU, where the ranks go on at a step's pace: no shim may report that MISMATCH as its own verdict; it waits until
+# the drift can be told (the ranks issue the ops after it), and the drift leads.
+rm -rf "$NCCLWATCH_DIR"
+launch_job 4 "${LOOP[@]}" --skip-rank 3 --skip-step 15 --pause-step 21 --pause-ms 1500
+wait_for 30 has_files 'rank[012]-*.report.json' 3 || fail "paused skip: no stall report from the three waiting ranks"
+wait_for 10 grep -q "NOT_JOINED: rank 3 (.*) $words" "$WORK/launch.err" || fail "paused skip: no drift reported"
+! grep -q "\] error: MISMATCH: " "$WORK/launch.err" ||
+    fail "paused skip: a MISMATCH reported as its own verdict: $(grep -m1 '\] error: MISMATCH: ' "$WORK/launch.err")"
+kill -KILL -- "-$LAUNCH_PID" 2>/dev/null
+wait "$LAUNCH_PID" 2>/dev/null
+LAUNCH_PID=""
+echo "ok: a skip seen at its first MISMATCH before the ops after it: the drift leads, no MISMATCH of its own"
+
 # ---- Rank 3 adds an all_reduce after step 15's: it waits alone in #34 ----
 rm -rf "$NCCLWATCH_DIR"
 launch_job 4 "${LOOP[@]}" --extra-rank 3 --extra-step 15

@@ -29,6 +29,7 @@ import json
 import shlex
 import os
 import shutil
+import socket
 import signal
 import subprocess
 import sys
@@ -234,6 +235,12 @@ def main():
         env.update({"LD_PRELOAD": a.shim, "NCCLWATCH_DIR": ncw_dir, "NCCLWATCH_TIMEOUT_SEC": str(a.timeout)})
         if a.live:
             env["NCCLWATCH_COLLECTOR"] = a.live
+            if a.live == "auto" and "NCCLWATCH_COLLECTOR_PORT" not in env:
+                # auto listens on MASTER_PORT+1; with thirty jobs' sockets on one machine that port was once taken
+                # ("Address already in use", no live report). A port free now, as torchrun --standalone picks its own.
+                with socket.socket() as so:
+                    so.bind(("127.0.0.1", 0))
+                    env["NCCLWATCH_COLLECTOR_PORT"] = str(so.getsockname()[1])
         args += ["--give-up-sec", str(a.max_sec + 30)]
     else:
         env.pop("LD_PRELOAD", None)

@@ -85,6 +85,29 @@ TEST_CASE("cascade: a TP stall holds a DP group, which holds the other TP group"
     CHECK(v_tp1[0].evidence.front().find("initiating: stalled first (60.0 s ago)") == 0);
 }
 
+TEST_CASE("cascade: a stall held by two chains is a cascade of the one that began first", "[cascade]") {
+    // The GPU grid's shape: global 5 is absent, so TP 1 (4, 6, 7 wait since 60 s) and DP 1 (global 1 waits for it
+    // since 59.9 s: it issued there right after its TP op) both stall on it. TP 0 waits for globals 0 and 1: 0 is
+    // held in DP 0 (by global 4, held in TP 1), 1 in DP 1. TP 0 is a cascade of TP 1, the first domino and the job's
+    // lead, not of DP 1, though DP 1's chain is the shorter.
+    auto tp1 = comm(0xB1, {member(4, 0, 10, 60), member(5, 1, 10, 0), member(6, 2, 10, 60), member(7, 3, 10, 60)});
+    auto dp0 = comm(0xD0, {member(0, 0, 20, 50), member(4, 1, 19, 0)});
+    auto dp1 = comm(0xD1, {member(1, 0, 20, 59.9), member(5, 1, 20, 0)});
+    auto tp0 = comm(0xA0, {member(0, 0, 10, 0), member(1, 1, 10, 0), member(2, 2, 10, 40), member(3, 3, 10, 40)});
+    std::vector<Verdict> v_tp1 = diagnose_stall(tp1, kNow, 10), v_dp0 = diagnose_stall(dp0, kNow, 10),
+                         v_dp1 = diagnose_stall(dp1, kNow, 10), v_tp0 = diagnose_stall(tp0, kNow, 10);
+    REQUIRE(v_tp1.size() == 1);
+    REQUIRE(v_dp0.size() == 1);
+    REQUIRE(v_dp1.size() == 1);
+    REQUIRE(v_tp0.size() == 1);
+    assign_cascade_roles({{&tp0, &v_tp0}, {&dp1, &v_dp1}, {&dp0, &v_dp0}, {&tp1, &v_tp1}});
+    CHECK(v_tp1[0].role == Role::Initiating);
+    CHECK(v_dp0[0].caused_by_comm == 0xB1);
+    CHECK(v_tp0[0].role == Role::Cascade);
+    CHECK(v_tp0[0].caused_by_comm == 0xB1);
+    CHECK(v_tp0[0].evidence.front().find("held in comm 0x00000000000000d0") != std::string::npos);
+}
+
 TEST_CASE("cascade: unrelated stalls and single stalls keep no role", "[cascade]") {
     SECTION("one stall") {
         auto tp1 = comm(0xB1, {member(4, 0, 10, 60), member(5, 1, 10, 0)});

@@ -105,4 +105,16 @@ TEST_CASE("an init waiting for a rank never seen is suspected at kInitSuspectS, 
     CHECK(diagnose_init_suspicion(init_view(kInitSuspectS + 1, 2), kNow, 60).empty());
     // Not below the timeout: the timeout's INIT_HANG says it.
     CHECK(diagnose_init_suspicion(init_view(kInitSuspectS + 1, 4), kNow, kInitSuspectS).empty());
+    // Still arriving (the GPU grid under load: ranks came over 5 s, the last 3 s ago, and rank 3 was 8.5 s late): no
+    // suspicion until arrivals have stopped for kInitSuspectS, and for as long as they took.
+    auto spread = init_view(kInitSuspectS + 1, 4);
+    spread.ranks[1].t_init_start_ns = ago(6);
+    spread.ranks[2].t_init_start_ns = ago(3);
+    CHECK(diagnose_init_suspicion(spread, kNow, 60).empty());
+    spread.ranks[0].t_init_start_ns = ago(22);
+    spread.ranks[1].t_init_start_ns = ago(18);
+    spread.ranks[2].t_init_start_ns = ago(kInitSuspectS + 1);  // arrived over 13 s: wait 13 s after the last
+    CHECK(diagnose_init_suspicion(spread, kNow, 60).empty());
+    spread.ranks[2].t_init_start_ns = ago(14);
+    CHECK(diagnose_init_suspicion(spread, kNow, 60).size() == 1);
 }

@@ -1,0 +1,72 @@
+// Causal order across a job's communicators (engine/causal.h).
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/causal.h"
+#include "ncclwatch/format.h"
+
+using namespace ncw;
+using namespace ncw::verdict;
+
+namespace {
+
+constexpr uint64_t kMs = 1'000'000ull;
+constexpr uint64_t kT = 100'000 * kMs;  // the first departure
+
+RankCommState rank(int comm_rank, int global, uint64_t issued, uint64_t completed) {
+    RankCommState r;
+    r.comm_rank = comm_rank;
+    r.global_rank = global;
+    r.host = "vm";
+    r.pid = 1000 + global;
+    r.issued = r.reached = issued;
+    r.completed = completed;
+    return r;
+}
+
+void ends(RankCommState& r, disk::EndKind kind, int status, uint64_t at) {
+    r.alive = false;
+    r.end_kind = uint32_t(kind);
+    r.end_status = status;
+    r.end_mono_ns = at;
+}
+
+}  // namespace
+
+TEST_CASE("causal: a rank whose op failed on one communicator is a consequence on all of them", "[causal]") {
+    // The GPU grid's death: global 5 exits (code 3) at T. Global 6's AllReduce #20 on TP fails 50 ms later
+    // (ncclRemoteError), and torch aborts it (SIGABRT) 100 ms after T, within the window taken as simultaneous. On
+    // DP, where global 6's op did not fail, it departed "at the first moment" too: it must still be the TP failure's
+    // consequence there, alive and waiting at T, not a first departure (DEAD) of its own.
+    CommView tp;
+    tp.comm_id = 0x47;
+    tp.nranks = 2;
+    tp.ranks = {rank(0, 5, 10, 10), rank(1, 6, 20, 19)};
+    ends(tp.ranks[0], disk::EndKind::Exit, 3, kT);
+    tp.ranks[1].ops_failed = 1;
+    tp.ranks[1].first_failed_seq = 20;
+    tp.ranks[1].first_failed_result = 6;
+    tp.ranks[1].t_first_failed_ns = kT + 50 * kMs;
+    ends(tp.ranks[1], disk::EndKind::FatalSignal, 6, kT + 100 * kMs);
+    CommView dp;
+    dp.comm_id = 0x26;
+    dp.nranks = 2;
+    dp.ranks = {rank(0, 2, 2, 0), rank(1, 6, 19, 0)};
+    ends(dp.ranks[1], disk::EndKind::FatalSignal, 6, kT + 100 * kMs);
+
+    const CausalOrder o = order_causally({&tp, &dp}, kT + 5000 * kMs);
+    REQUIRE(o.any);
+    CHECK(o.first_ns == kT);
+    CHECK_FALSE(o.first_from_outside);
+    CHECK_FALSE(tp.ranks[0].alive);  // the culprit stays departed
+    CHECK(dp.ranks[1].alive);
+    CHECK(dp.ranks[1].end_kind == uint32_t(disk::EndKind::None));
+    CHECK(tp.ranks[1].alive);
+    bool noted = false;
+    for (const auto& n : o.notes)
+        noted = noted ||
+                (n.find("global 6") != std::string::npos && n.find("failed (ncclRemoteError 6)") != std::string::npos &&
+                 n.find("then it crashed with SIGABRT") != std::string::npos);
+    CHECK(noted);
+}
