@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -11,10 +12,12 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli.h"
 #include "engine/job_view.h"
+#include "ncclwatch/config_table.h"
 #include "ncclwatch/version.h"
 #include "read/rank_file.h"
 #include "report/analysis_json.h"
@@ -46,10 +49,58 @@ bool use_color(Color c) {
     return isatty(STDOUT_FILENO) == 1;
 }
 
-// The analysis document (schema ncclwatch.analysis/2) with the version of the collector that wrote it.
+// NCCLWATCH_TIMEOUT_SEC's default (include/ncclwatch/config_table.h), as the variable spells it.
+const char* default_timeout() {
+#define NCW_TIMEOUT_DEFAULT(field, name, kind, type, def, accepted, desc) \
+    if (std::string_view(#field) == "timeout_sec") return def;
+    NCW_CONFIG_TABLE(NCW_TIMEOUT_DEFAULT)
+#undef NCW_TIMEOUT_DEFAULT
+    return "60";
+}
+
+// The stall timeouts the ranks ran with, each once, in increasing order: a rank file's "ncclwatch.timeout_sec" fact
+// (what the shim parsed), else (a shim before it) its NCCLWATCH_TIMEOUT_SEC when that is a number, else the default.
+// A file without an environment region (format 1.0) says nothing. Empty: no file said.
+std::vector<double> ranks_timeouts(const Analysis& a) {
+    std::vector<double> out;
+    for (const auto& f : a.files) {
+        RankFile rf;
+        if (!f.ok || !rf.open(f.path)) continue;
+        const HeaderInfo h = rf.header();
+        if (h.env.empty()) continue;
+        std::string fact, var;
+        for (const auto& e : h.env) {
+            if (e.rfind("ncclwatch.timeout_sec=", 0) == 0) fact = e.substr(22);
+            if (e.rfind("NCCLWATCH_TIMEOUT_SEC=", 0) == 0) var = e.substr(22);
+        }
+        auto number = [](const std::string& v, double& value) {
+            char* end = nullptr;
+            value = strtod(v.c_str(), &end);
+            return !v.empty() && end && *end == '\0' && std::isfinite(value) && value > 0;
+        };
+        double t = 0;
+        if (!number(fact, t) && !number(var, t)) number(default_timeout(), t);
+        if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// "1 s (NCCLWATCH_TIMEOUT_SEC)", "1 s and 60 s (NCCLWATCH_TIMEOUT_SEC; they differ)", "not recorded (...)".
+std::string timeouts_words(const std::vector<double>& t) {
+    if (t.empty()) return "not recorded (format 1.0 files)";
+    std::string out;
+    for (size_t i = 0; i < t.size(); ++i)
+        out += fmt::format("{}{:g} s", i == 0 ? "" : i + 1 == t.size() ? " and " : ", ", t[i]);
+    return out + (t.size() > 1 ? " (NCCLWATCH_TIMEOUT_SEC; they differ)" : " (NCCLWATCH_TIMEOUT_SEC)");
+}
+
+// The analysis document (schema ncclwatch.analysis/2) with the version of the collector that wrote it and the
+// timeouts the ranks ran with.
 nlohmann::json analysis_doc(const Analysis& a, double timeout_s) {
     nlohmann::json doc = report::analysis_json(a, timeout_s);
     doc["ncclwatch_version"] = kVersionLine;
+    doc["ranks_timeout_s"] = ranks_timeouts(a);
     return doc;
 }
 
@@ -95,6 +146,7 @@ int run_analyze(const AnalyzeArgs& opt) {
         topt.color = use_color(opt.color);
         topt.all_ranks = opt.all_ranks;
         topt.timeout_s = opt.timeout_s;
+        topt.ranks_timeout = timeouts_words(ranks_timeouts(a));
         fmt::print("{}", report::render_text(a, topt));
     }
     fflush(stdout);

@@ -57,7 +57,7 @@ int run_dump(bool as_json, const std::string& path) {
         for (const auto& c : comms) cj.push_back(comm_json(c, start));
         json items = json::array();
         for (const auto& r : rs.records) items.push_back(record_json(r, start, frames_of(r)));
-        json out{{"schema", "ncclwatch.dump/1"},
+        json out{{"schema", "ncclwatch.rank_file/1"},
                  {"ncclwatch_version", kVersionLine},
                  {"file", path},
                  {"warnings", f.warnings()},
@@ -157,7 +157,9 @@ Command add_dump(CLI::App& sub) {
         std::string path;
     };
     auto a = std::make_shared<Args>();
-    sub.add_flag("--json", a->as_json, "one JSON object (schema ncclwatch.dump/1) instead of the text");
+    sub.add_flag(
+        "--json", a->as_json,
+        "one JSON object (schema ncclwatch.rank_file/1,\ndocs/schemas/rank_file.schema.json) instead of the text");
     sub.add_option("FILE", a->path, "the rank file (*.ncw)")->type_name("");
     sub.footer(
         "Records are listed in ticket order, times in milliseconds since the file's start. Exit status: 0 "

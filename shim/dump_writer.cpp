@@ -9,6 +9,7 @@
 #include "completion_tracker.h"
 #include "engine/suspicion.h"
 #include "log.h"
+#include "ncclwatch/version.h"
 #include "py_stacks.h"
 #include "rank_file_writer.h"
 #include "read/rank_file.h"
@@ -99,7 +100,10 @@ json DumpWriter::process_json() const {
 void DumpWriter::append_event(json event) {
     event["time"] = now_wall();
     events_.push_back(std::move(event));
-    json doc{{"schema", "ncclwatch.report/1"}, {"process", process_json()}, {"events", events_}};
+    json doc{{"schema", "ncclwatch.report/1"},
+             {"ncclwatch_version", kVersionLine},
+             {"process", process_json()},
+             {"events", events_}};
     std::string err;
     if (!write_file_atomic(rt_.file.base_path + ".report.json", report::dump_json(doc), &err) &&
         !write_failed_logged_) {
@@ -304,7 +308,8 @@ void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* j
                       {"comm_id", report::hex(slot.comm_id)},
                       {"waited_s", waited_s},
                       {"entered", entered},
-                      {"not_seen", view ? json(view->missing) : json(nullptr)}});
+                      {"not_seen", view ? json(view->missing) : json(nullptr)},
+                      {"verdicts", json::array()}});
 }
 
 void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
@@ -353,7 +358,11 @@ void DumpWriter::report_final(const char* why, const JobResult* job, const std::
     std::lock_guard<std::mutex> lock(mu_);
     if (comms.empty()) {
         log().warn("FINAL ({}): no stall and no rank gone before this one", why);
-        append_event(json{{"type", "final"}, {"reason", why}, {"comm_id", nullptr}, {"verdicts", json::array()}});
+        append_event(json{{"type", "final"},
+                          {"reason", why},
+                          {"comm_id", nullptr},
+                          {"missing_ranks", json::array()},
+                          {"verdicts", json::array()}});
         return;
     }
     // One event, as one report: the lead's communicator first (the watchdog orders them), then the others'.
@@ -376,6 +385,7 @@ void DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, 
     json env = json::object();
     for (const auto& [k, v] : rt_.env) env[k] = v;
     json doc{{"schema", "ncclwatch.dump/1"},
+             {"ncclwatch_version", kVersionLine},
              {"reason", reason},
              {"time", now_wall()},
              {"process", process_json()},

@@ -257,6 +257,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
 
     json j;
     j["schema"] = "ncclwatch.live/1";
+    j["ncclwatch_version"] = kVersionLine;
     j["job_id"] = job.id;
     j["time"] = report::wall_time(real);
     j["timeout_s"] = opt.timeout_s;

@@ -1,12 +1,26 @@
 #include "read/text.h"
 
 #include <fmt/format.h>
+#include <time.h>
 
 namespace ncw::text {
 
 std::string hex(uint64_t v) { return fmt::format("0x{:016x}", v); }
 
 std::string hexs(uint64_t v) { return fmt::format("0x{:x}", v); }
+
+std::string rfc3339(uint64_t real_ns) {
+    if (!real_ns) return "unknown time";
+    const time_t s = time_t(real_ns / 1000000000ull);
+    tm t{};
+    localtime_r(&s, &t);
+    char buf[32];
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &t);
+    const long off = t.tm_gmtoff / 60;  // minutes east of UTC
+    const long a = off < 0 ? -off : off;
+    return fmt::format("{}.{:03d}{}{:02d}:{:02d}", buf, int(real_ns / 1000000ull % 1000), off < 0 ? '-' : '+', a / 60,
+                       a % 60);
+}
 
 const char* nccl_result_name(int32_t r, const char* unknown) {
     static const char* const names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",

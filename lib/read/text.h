@@ -21,4 +21,9 @@ std::string nccl_version_str(int32_t code);
 // and bytes >= 0x7f as \n, \t, \\, \xNN; at most max_chars characters of the value, then "... (N bytes)".
 std::string echo(std::string_view value, size_t max_chars = 200);
 
+// A wall-clock instant (ns since the Unix epoch) as RFC 3339 in local time with its zone, to the millisecond:
+// "2026-11-30T04:12:07.123+00:00". The one format of every time a person or a program reads: the reports, the JSON
+// documents, the shim's log prefix. "unknown time" for 0.
+std::string rfc3339(uint64_t real_ns);
+
 }  // namespace ncw::text

@@ -2,7 +2,6 @@
 #include "report/headline.h"
 
 #include <fmt/format.h>
-#include <time.h>
 
 #include <algorithm>
 #include <optional>
@@ -52,15 +51,6 @@ uint64_t stalled_since_real_ns(const JobResult& job, const verdict::Verdict& v) 
 
 namespace {
 
-std::string time_of_day(uint64_t real_ns) {
-    const time_t s = time_t(real_ns / 1000000000ull);
-    tm t{};
-    localtime_r(&s, &t);
-    char buf[16];
-    strftime(buf, sizeof buf, "%H:%M:%S", &t);
-    return buf;
-}
-
 // "rank 317 (host node39, GPU 5, pid 81234)": the global rank where known, the comm rank where it differs.
 std::string where(const CommResult& c, int comm_rank) {
     const RankCommState* r = find_rank(c, comm_rank);
@@ -102,10 +92,11 @@ std::string op_words(const verdict::Verdict& v) {
     return fmt::format("{} #{}", disk::op_name(v.op.op), v.seq);
 }
 
-// "since 02:14:07" from the job's "now" and the stall length; "" when the wall-clock time is unknown.
+// "since 2026-11-30T02:14:07.123+00:00" (RFC 3339) from the job's "now" and the stall length; "" when the wall-clock
+// time is unknown.
 std::string since(const JobResult& job, const verdict::Verdict& v) {
     const uint64_t t = stalled_since_real_ns(job, v);
-    return t ? " since " + time_of_day(t) : "";
+    return t ? " since " + text::rfc3339(t) : "";
 }
 
 std::string waiters(const verdict::Verdict& v) {

@@ -1,7 +1,6 @@
 #include "report/report_json.h"
 
 #include <fmt/format.h>
-#include <time.h>
 
 #include <string>
 #include <string_view>
@@ -18,18 +17,6 @@ std::string clean(const std::string& s) {
     for (auto& c : out)
         if ((unsigned char)c < 0x20 || c == 0x7f) c = '?';
     return out;
-}
-
-std::string wall_time(uint64_t real_ns) {
-    if (!real_ns) return "unknown time";
-    const time_t s = time_t(real_ns / 1000000000ull);
-    tm t{};
-    localtime_r(&s, &t);
-    char buf[64];
-    strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &t);
-    char zone[16];
-    strftime(zone, sizeof zone, "%z", &t);
-    return fmt::format("{}.{:03d} {}", buf, int(real_ns / 1000000ull % 1000), zone);
 }
 
 const char* nccl_result_name(int32_t r) {

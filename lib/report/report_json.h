@@ -19,15 +19,16 @@ using json = nlohmann::json;
 
 using text::hex;                          // 0x%016x (read/text.h)
 std::string clean(const std::string& s);  // text from a file, for a terminal or a log: control characters become '?'
-using text::hexs;                         // 0x%x (read/text.h)
-std::string wall_time(uint64_t real_ns);  // "2026-11-30 04:12:07.123 +0000"
 using disk::process_state_name;           // include/ncclwatch/format.h
+using text::hexs;                         // 0x%x (read/text.h)
 using text::nccl_version_str;             // "2.28.9" (read/text.h)
 const char* nccl_result_name(int32_t r);  // of a record's result: "pending" until its call returned
 std::string flags_str(uint8_t f);         // RecordFlags names, "-" for none
 std::string format_ranks(const std::vector<int>& ranks);  // "0-3,5"
 std::string dump_json(const json& j);                     // pretty, invalid UTF-8 replaced
 json rel_ms_json(uint64_t t, uint64_t start);
+// "2026-11-30T04:12:07.123+00:00": RFC 3339, local time with its zone (read/text.h, the one time format).
+inline std::string wall_time(uint64_t real_ns) { return text::rfc3339(real_ns); }
 
 const char* role_name(verdict::Role r);  // "none", "initiating", "cascade"
 json op_json(const verdict::OpSig& s);

@@ -214,9 +214,12 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
 
     size_t ncomms = 0;
     for (const auto& j : a.jobs) ncomms += j.comms.size();
-    out += fmt::format("         ({} of {} read, {}, {}; stall timeout {} s)\n",
+    // "the ranks' stall timeout 60 s (NCCLWATCH_TIMEOUT_SEC), analyzed with --timeout 0 s"
+    const std::string ranks =
+        opt.ranks_timeout.empty() ? std::string() : "the ranks' stall timeout " + opt.ranks_timeout + ", ";
+    out += fmt::format("         ({} of {} read, {}, {}; {}analyzed with --timeout {:g} s)\n",
                        plural(a.files_read, "rank file", "rank files"), a.files.size(),
-                       plural(a.jobs.size(), "job", "jobs"), plural(ncomms, "communicator", "communicators"),
+                       plural(a.jobs.size(), "job", "jobs"), plural(ncomms, "communicator", "communicators"), ranks,
                        opt.timeout_s);
     const bool many_jobs = a.jobs.size() > 1;
     auto job_name = [](const JobResult& j) { return j.job_id.empty() ? std::string("(no job id)") : clean(j.job_id); };

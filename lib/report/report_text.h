@@ -14,6 +14,8 @@ struct TextOptions {
     bool color = false;      // ANSI colours (the caller decides: terminal, NO_COLOR, --color)
     bool all_ranks = false;  // one table row per rank even for big communicators
     double timeout_s = 0;    // the stall timeout the analysis used, for the heading
+    // The stall timeout the ranks ran with, in words ("60 s"), for the heading; "": not said.
+    std::string ranks_timeout;
     // Communicators with more ranks than this print grouped rows (identical progress and state share one row; the
     // culprits keep their own row) unless all_ranks.
     size_t max_rows = 32;

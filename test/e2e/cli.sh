@@ -101,10 +101,21 @@ got=$(json_get "$WORK/a.json" "d['ncclwatch_version']")
 [ "$got" = "$version" ] || fail "analyze --json: ncclwatch_version '$got', want '$version'"
 "$PY" "$(dirname "$0")/../golden/check_schema.py" "$(dirname "$0")/../../docs/schemas/analysis.schema.json" \
     "$WORK/a.json" || fail "analyze --json does not follow its schema"
+# The timeout the ranks ran with, in the JSON and in the text's header (issue 16); the shim's first line names its
+# version.
+got=$(json_get "$WORK/a.json" "d['ranks_timeout_s']")
+[ "$got" = "[5.0]" ] || fail "analyze --json: ranks_timeout_s $got, want [5.0]"
+"$C" analyze --color=never "$(job_dir)" >"$WORK/a0.txt"
+sed -n 2p "$WORK/a0.txt" | grep -q "the ranks' stall timeout 5 s (NCCLWATCH_TIMEOUT_SEC), analyzed with --timeout 0 s)" ||
+    fail "analyze's header does not state the ranks' timeout: $(sed -n 2p "$WORK/a0.txt")"
+grep -q "recording to .* (ncclwatch $version, rank 0, timeout 5 s" "$WORK/launch.err" ||
+    fail "the shim's first line does not name version $version: $(grep -m1 "recording to" "$WORK/launch.err")"
 f=$(ls "$(job_dir)"/rank0-*.ncw)
 "$C" dump --json "$f" >"$WORK/d.json" || fail "dump --json: exit $?"
 got=$(json_get "$WORK/d.json" "d['ncclwatch_version']")
 [ "$got" = "$version" ] || fail "dump --json: ncclwatch_version '$got', want '$version'"
+got=$(json_get "$WORK/d.json" "d['schema']")
+[ "$got" = "ncclwatch.rank_file/1" ] || fail "dump --json: schema '$got', want ncclwatch.rank_file/1"
 "$C" analyze --colour=never --timeout=5 --trace-ops=10 --all-ranks -- "$(job_dir)" >"$WORK/a.txt" ||
     fail "analyze with --opt=value spellings and --: exit $?"
 grep -q "^OK .*no hang and no mismatch found" "$WORK/a.txt" || fail "analyze of the clean job: $(head -2 "$WORK/a.txt")"

@@ -6,10 +6,20 @@ export NCCLWATCH_DIR="$WORK/dumps"
 export FAKE_NCCL_TIMEOUT_SEC=${FAKE_NCCL_TIMEOUT_SEC:-60}
 unset NCCLWATCH_JOB_ID NCCLWATCH_ENABLE NCCLWATCH_ACTION
 LAUNCH_PID=""
+E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
+# At the end of every test, every JSON document it made (the shim's reports and dumps, the live reports, analyze
+# --json and dump --json outputs: anything under $WORK that names an "ncclwatch.*" schema) must follow its schema in
+# docs/schemas/ (test/schema/validate_json.py): a test that passed fails here if one does not. (The test's own exit
+# status is kept otherwise: traps that call cleanup after other commands leave no way to read it here.)
 cleanup() {
     # The launcher leads its own process group: the ranks go with it.
     if [ -n "$LAUNCH_PID" ]; then kill -KILL -- "-$LAUNCH_PID" 2>/dev/null; wait "$LAUNCH_PID" 2>/dev/null; fi
+    if [ -d "$WORK" ] && ! /usr/bin/python3 "$E2E_DIR/../schema/validate_json.py" --scan "$WORK"; then
+        echo "FAIL: a JSON document this test made does not follow its schema (docs/schemas/; errors above)" >&2
+        rm -rf "$WORK"
+        exit 1
+    fi
     rm -rf "$WORK"
 }
 trap cleanup EXIT

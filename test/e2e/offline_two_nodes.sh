@@ -29,7 +29,7 @@ wait_for 30 reports 3 || fail "no stall reports from the waiting ranks"
 "$NCW_COLLECTOR" analyze "$NODES/node-a" "$NODES/node-b" >"$WORK/both.txt"
 rc=$?
 [ $rc = 1 ] || fail "analyze of both folders: exit $rc, want 1"
-head -1 "$WORK/both.txt" | grep -q "^VERDICT  rank 3 (host .*, pid [0-9]*) never issued AllReduce #8 on communicator 0x[0-9a-f]* (world, 4 ranks); 3 ranks wait in it since [0-9:]*$" ||
+head -1 "$WORK/both.txt" | grep -q "^VERDICT  rank 3 (host .*, pid [0-9]*) never issued AllReduce #8 on communicator 0x[0-9a-f]* (world, 4 ranks); 3 ranks wait in it since [0-9]\{4\}-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\.[0-9]\{3\}[+-][0-9][0-9]:[0-9][0-9]$" ||
     fail "verdict line: $(head -1 "$WORK/both.txt")"
 grep -q "not visible" "$WORK/both.txt" && fail "both folders: no rank should be missing"
 

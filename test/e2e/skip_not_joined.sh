@@ -31,9 +31,23 @@ full=$(grep -c "rank 2 is behind: completed #9, never issued #10" "$WORK/launch.
     fail "ranks 1 and 3 do not point to rank 0's report: $(grep "the full report" "$WORK/launch.err")"
 # The lagging rank is not stalled itself; a sibling asks it for its dump.
 wait_for 10 has_files 'rank2-*.dump.json' 1 || fail "rank 2 wrote no dump"
+# The shim's report and dump carry the version (the collector's, the same build), their times RFC 3339 with the zone
+# (lib.sh validates every JSON against docs/schemas/ at the end).
+version=$("$NCW_COLLECTOR" --version | sed 's/^ncclwatch //')
+for f in "$(job_dir)"/rank0-*.report.json "$(job_dir)"/rank2-*.dump.json; do
+    got=$(json_get "$f" "d['ncclwatch_version']")
+    [ "$got" = "$version" ] || fail "$f: ncclwatch_version '$got', want '$version'"
+done
+json_get "$(job_dir)"/rank0-*.report.json "d['events'][0]['time']" |
+    grep -Eq '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{2}:[0-9]{2}$' ||
+    fail "the report's time is not RFC 3339: $(json_get "$(job_dir)"/rank0-*.report.json "d['events'][0]['time']")"
 
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt"
 rc=$?
 [ $rc = 1 ] || fail "collector analyze exit $rc, want 1 (hang found)"
 grep -q "NOT_JOINED" "$WORK/analysis.txt" || fail "collector analyze does not say NOT_JOINED"
+head -2 "$WORK/analysis.txt" | grep -Eq "since [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{12}[+-][0-9]{2}:[0-9]{2}" ||
+    fail "analyze's verdict line gives no RFC 3339 time: $(head -1 "$WORK/analysis.txt")"
+grep -q "the ranks' stall timeout 2 s (NCCLWATCH_TIMEOUT_SEC)" "$WORK/analysis.txt" ||
+    fail "analyze's header does not state the ranks' timeout: $(sed -n 2p "$WORK/analysis.txt")"
 echo "ok: rank 2 named NOT_JOINED at #10"

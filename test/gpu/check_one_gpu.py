@@ -116,7 +116,7 @@ def check_ddp(ncw_dir, log, collector, rows_dir):
 
 def parse_time(s):
     try:
-        return datetime.datetime.strptime(s, "%Y-%m-%d %H:%M:%S.%f %z").timestamp()
+        return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%f%z" if "T" in s else "%Y-%m-%d %H:%M:%S.%f %z").timestamp()
     except (TypeError, ValueError):
         return None
 

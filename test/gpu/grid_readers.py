@@ -15,7 +15,7 @@ except Exception:  # noqa: BLE001 -- a sibling being edited must not stop this t
 
     def parse_time(s):
         try:
-            return datetime.datetime.strptime(s, "%Y-%m-%d %H:%M:%S.%f %z").timestamp()
+            return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%f%z" if "T" in s else "%Y-%m-%d %H:%M:%S.%f %z").timestamp()
         except (TypeError, ValueError):
             return None
 

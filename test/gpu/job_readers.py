@@ -31,10 +31,10 @@ def load(path):
 
 
 def parse_time(s):
-    """The report's wall time, '2026-11-30 05:51:02.123 +0000', as seconds since the epoch; None if unreadable."""
+    """The report's wall time, RFC 3339 ('2026-11-30T05:51:02.123+00:00'; before: '2026-11-30 05:51:02.123 +0000'), as seconds since the epoch; None if unreadable."""
     if not isinstance(s, str):
         return None
-    for fmt in ("%Y-%m-%d %H:%M:%S.%f %z", "%Y-%m-%d %H:%M:%S %z"):
+    for fmt in ("%Y-%m-%dT%H:%M:%S.%f%z", "%Y-%m-%d %H:%M:%S.%f %z", "%Y-%m-%d %H:%M:%S %z"):
         try:
             return datetime.datetime.strptime(s, fmt).timestamp()
         except ValueError:

@@ -61,9 +61,9 @@ DIAGNOSES = ("stall", "mismatch", "init_hang")
 
 
 def parse_time(s):
-    """The report's wall time, '2026-11-30 05:51:02.123 +0000', as seconds since the epoch."""
+    """The report's wall time, RFC 3339 ('2026-11-30T05:51:02.123+00:00'; before: '2026-11-30 05:51:02.123 +0000'), as seconds since the epoch."""
     try:
-        return datetime.datetime.strptime(s, "%Y-%m-%d %H:%M:%S.%f %z").timestamp()
+        return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%f%z" if "T" in s else "%Y-%m-%d %H:%M:%S.%f %z").timestamp()
     except (TypeError, ValueError):
         return None
 

@@ -1,10 +1,14 @@
 // The analysis report: the verdict line names the culprit with where it runs, big communicators stay readable, the
 // JSON document carries what the schema promises.
+#include <time.h>
+
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <string>
 
 #include "engine/job_view.h"
 #include "ncclwatch/format.h"
+#include "read/text.h"
 #include "report/analysis_json.h"
 #include "report/headline.h"
 #include "report/report_text.h"
@@ -165,4 +169,33 @@ TEST_CASE("stragglers alone are not a hang") {
     CHECK_FALSE(report::hang_or_mismatch(a));
     CHECK(report::analysis_json(a, 0)["problem_found"] == false);
     CHECK(report::headline(a).find("consistently last") != std::string::npos);
+}
+
+TEST_CASE("times are RFC 3339 with the zone, in every report (text::rfc3339)") {
+    const char* old = getenv("TZ");
+    const std::string saved = old ? old : "";
+    const uint64_t t = 1796019544618863997ull;  // 2026-11-30 06:19:04.618 UTC
+    setenv("TZ", "UTC", 1);
+    tzset();
+    CHECK(text::rfc3339(t) == "2026-11-30T06:19:04.618+00:00");
+    setenv("TZ", "IST-5:30", 1);
+    tzset();
+    CHECK(text::rfc3339(t) == "2026-11-30T11:49:04.618+05:30");
+    setenv("TZ", "EST5", 1);
+    tzset();
+    CHECK(text::rfc3339(t) == "2026-11-30T01:19:04.618-05:00");
+    CHECK(text::rfc3339(0) == "unknown time");
+    if (old)
+        setenv("TZ", saved.c_str(), 1);
+    else
+        unsetenv("TZ");
+    tzset();
+}
+
+TEST_CASE("the header states the timeout the ranks ran with and the analysis's") {
+    report::TextOptions opt;
+    opt.ranks_timeout = "60 s (NCCLWATCH_TIMEOUT_SEC)";
+    const std::string text = report::render_text(hung_job(), opt);
+    CHECK(text.find("; the ranks' stall timeout 60 s (NCCLWATCH_TIMEOUT_SEC), analyzed with --timeout 0 s)\n") !=
+          std::string::npos);
 }
