@@ -141,12 +141,10 @@ private:
             if (reported || departed) standing.push_back(&c);
         }
         // The job's lead first (report/headline.h: an initiating stall, the first departure's DEAD), as one report
-        // per event leads with it.
+        // per event leads with it; only where it stands (at timeout 0 any op in flight reads as a stall).
         const Analysis::VerdictRef lead = report::lead_verdict(a);
-        if (lead.job == j && lead.comm) {
-            standing.erase(std::remove(standing.begin(), standing.end(), lead.comm), standing.end());
-            standing.insert(standing.begin(), lead.comm);
-        }
+        if (auto it = std::find(standing.begin(), standing.end(), lead.comm); lead.job == j && it != standing.end())
+            std::rotate(standing.begin(), it, it + 1);
         dumps_.report_final(why, j, standing);
         dumps_.write_dump(why, disk::PyStacksReason::FinalVerdict, false);
         final_verdict_done();
