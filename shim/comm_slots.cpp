@@ -98,6 +98,19 @@ void SlotTable::release(CommRuntime& cr) {
     e.released = &cr;
     e.released_order = ++order_;
     e.owner = nullptr;
+    // Those released longer ago are detached now, ahead of their reuse: long since done writing, and by the time an
+    // init needs one, the passes of ours that were under way here have ended. (Detached only at the reuse, a slot is
+    // never quiet during one long pass: a churn of communicators through one watchdog poll overflowed them all.)
+    uint32_t attached = 0;
+    for (uint32_t i = 0; i < capacity_; ++i) attached += entries_[i].released != nullptr;
+    while (attached-- > kAttachedAfterRelease) {
+        uint32_t oldest = capacity_;
+        for (uint32_t i = 0; i < capacity_; ++i)
+            if (entries_[i].released &&
+                (oldest == capacity_ || entries_[i].released_order < entries_[oldest].released_order))
+                oldest = i;
+        detach(entries_[oldest], oldest);
+    }
 }
 
 bool SlotTable::add_unslotted(CommRuntime* cr) {

@@ -5,7 +5,8 @@
 // Reuse, in order: destroy (the state written, the last followers settled) → the slot keeps receiving that
 // communicator's late writes (the completion poller finishing its last events) while it stays in the file → a later
 // init needs it (never-used slots go first, then the least recently destroyed: a destroyed communicator's final state
-// stays on disk as long as possible) → detach: the old CommRuntime gets a private copy to write into from then on →
+// stays on disk as long as possible), or more than kAttachedAfterRelease were destroyed after it → detach: the old
+// CommRuntime gets a private copy to write into from then on →
 // every thread of ours that may hold slot pointers during a pass (the completion poller, the watchdog) was idle at the
 // detach or has finished that pass (the init never waits: it tries another slot) → the slot is
 // rewritten for the new communicator under its generation seqlock (format.h CommSlot::generation).
@@ -31,6 +32,8 @@ struct PassCounter {
 class SlotTable {
 public:
     static constexpr int kPassCounters = 2;  // the completion poller's and the watchdog's
+    // Released slots that keep taking their communicator's late writes; older ones are detached at the next release.
+    static constexpr uint32_t kAttachedAfterRelease = 8;
 
     // table: the file's comm table of `capacity` slots; num_comms: the header's high-water mark; unslotted: the
     // header's count of communicators that got no slot (format 1.5, FileHeader::comms_unslotted).

@@ -34,8 +34,13 @@ LAUNCH_PID=$!
 
 culprit="rank 1 is in slow_eval (py_stall.py:$STALL), called from train (py_stall.py:$CALLER)"
 waiters="ranks 0,2,3 wait in all_reduce at py_stall.py:$WAIT"
-wait_for 40 grep -qF "$culprit" "$WORK/launch.err" || fail "no stall report naming '$culprit'"
-grep -qF "$waiters" "$WORK/launch.err" || fail "the stall report does not say '$waiters'"
+# The shim's own stall report (its verdict line, "error:   NOT_JOINED: ..."), worded after the ranks on this node
+# published their stacks. (The live collector's verdict quoted in "the live collector asks for a dump" may come
+# first, from the stacks its digests carried so far: it asks for the dumps that capture the rest.)
+stall_line() { grep -F "error:   NOT_JOINED: " "$WORK/launch.err" | grep -F "$culprit" | head -1; }
+stall_seen() { [ -n "$(stall_line)" ]; }
+wait_for 40 stall_seen || fail "no stall report naming '$culprit'"
+stall_line | grep -qF "$waiters" || fail "the stall report does not say '$waiters': $(stall_line)"
 grep -q "NOT_JOINED: .*$culprit" "$WORK/launch.err" || fail "the culprit's frame is not on the NOT_JOINED line"
 grep -q "loader" "$WORK/launch.err" && fail "the report names the loader thread, not the one that issued NCCL calls"
 wait_for 10 has_files '*.report.json' 1 || fail "no .report.json"
@@ -64,11 +69,12 @@ json_get "$WORK/analysis.json" "d['verdicts'][0]['headline']" | grep -qF "$culpr
     fail "analyze --json: the headline does not name the frame"
 
 # The live collector's report: the same verdict line, naming the frames, and the stacks section.
+# The live report is rewritten as digests arrive: wait until it names the culprit's frame and every waiting rank's.
 wait_for 20 live_names "$culprit" ||
     fail "the live report does not name '$culprit': $(head -20 "$(live_txt)" 2>/dev/null) $(tail -5 "$WORK/serve.err")"
+wait_for 20 live_names "$waiters" || fail "the live report does not say '$waiters': $(head -5 "$(live_txt)")"
 lt=$(live_txt)
 grep -q "^NOT_JOINED: .*$culprit" "$lt" || fail "the live report's verdict line does not name the frame: $(head -5 "$lt")"
-grep -qF "$waiters" "$lt" || fail "the live report does not say '$waiters'"
 grep -q "File \".*py_stall.py\", line $STALL in slow_eval" "$lt" || fail "the live report shows no slow_eval frame"
 lj=$(dirname "$lt")/live-report.json
 json_get "$lj" "d['verdicts'][0]['headline']" | grep -qF "$culprit" || fail "live-report.json's headline does not name the frame"

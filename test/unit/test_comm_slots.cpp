@@ -112,6 +112,34 @@ TEST_CASE("comm slots: a slot is reused only once each of our threads left the p
     CHECK(take(tb.t, 72)->slot_index == 1);
 }
 
+// Communicators made and destroyed one after another while a watchdog poll of ours runs long (a mismatch check
+// reading the siblings' files under load): the e2e comms_churn overflowed every init of that poll when slots were
+// detached only at their reuse.
+TEST_CASE("comm slots: a churn of communicators through one long pass of ours still reuses slots") {
+    Table tb;
+    PassCounter poller, watchdog;
+    tb.t.watch_passes(0, &poller);
+    tb.t.watch_passes(1, &watchdog);
+    std::vector<CommRuntime*> live;
+    for (uint64_t i = 0; i < disk::kMaxComms; ++i) live.push_back(take(tb.t, i + 1));
+    for (CommRuntime* cr : live) tb.t.release(*cr);
+    // Detached ahead: all but the last few destroyed; those keep taking their late writes.
+    CHECK(live[0]->slot.load() != &tb.slots[0]);
+    CHECK(live.back()->slot.load() == &tb.slots[disk::kMaxComms - 1]);
+
+    watchdog.enter();  // one long poll: every communicator below is made and destroyed inside it
+    const uint32_t n = disk::kMaxComms - SlotTable::kAttachedAfterRelease;
+    std::vector<uint16_t> got;
+    for (uint64_t i = 0; i < n; ++i) {
+        CommRuntime* c = take(tb.t, 1000 + i);
+        got.push_back(c->slot_index);
+        if (c->slot.load()) tb.t.release(*c);
+    }
+    watchdog.leave();
+    CHECK(tb.t.overflowed() == 0);
+    for (uint64_t i = 0; i < n; ++i) CHECK(got[i] == i);  // the least recently destroyed first
+}
+
 TEST_CASE("comm slots: a reader never sees a reused slot as a mix of two communicators") {
     TempDir dir;
     ProcessIdentity id;

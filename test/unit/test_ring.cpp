@@ -201,3 +201,38 @@ TEST_CASE("an unusable folder falls back to memory without failing") {
     record_done(f, ref, 2);
     CHECK(f.comms[0].coll_completed.load() == 1);
 }
+
+namespace {
+// What a watchdog poll reads of the slot while the issuing thread is between its steps (the backtrace runs after the
+// op is counted issued, before the record is published).
+const disk::CommSlot* g_watched = nullptr;
+uint64_t g_seen_issued = 0, g_seen_since = 0;
+int watch_mid_issue(void**, int) {
+    g_seen_issued = g_watched->ops_issued.load();
+    g_seen_since = g_watched->t_last_progress_ns.load();
+    return 0;
+}
+}  // namespace
+
+// A thread preempted inside record_issue must not leave its op outstanding against the idle communicator's old clock:
+// the watchdog read that as a stall of the whole idle time ("no completion for 60367 s" on a new communicator).
+TEST_CASE("an op issued into an idle communicator starts the stall clock before it counts as outstanding") {
+    TempDir root("ncw_ring");
+    RankFileWriter f = create_rank_file(root.path.string(), test_identity(), 256, 8);
+    REQUIRE(f.frames != nullptr);
+    CommRuntime* cr = make_comm(f, 0x77);
+    g_watched = &f.comms[0];
+    IssueOptions opt;
+    opt.backtrace = watch_mid_issue;
+    OpRef first = record_issue(f, *cr, desc_for(1), opt, 5000);  // a new communicator's first op
+    CHECK(g_seen_issued == 1);
+    CHECK(g_seen_since == 5000);
+    record_done(f, first, 6000);
+    OpRef second = record_issue(f, *cr, desc_for(2), opt, 90000);  // after an idle spell
+    CHECK(g_seen_issued == 2);
+    CHECK(g_seen_since == 90000);
+    // Into a busy communicator: the clock stays at the last progress.
+    record_issue(f, *cr, desc_for(3), opt, 95000);
+    CHECK(g_seen_since == 90000);
+    record_done(f, second, 96000);
+}
