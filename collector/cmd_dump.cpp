@@ -93,8 +93,9 @@ int run_dump(bool as_json, const std::string& path) {
                h.dump_request, h.dumps_written, h.reports_written);
 
     for (const auto& c : comms) {
-        fmt::print("\ncomm slot {}: {}  rank {}/{}  {}  dev {}  pci {}{}{}\n", c.slot, hex(c.comm_id), c.rank, c.nranks,
-                   disk::comm_state_name(c.state), c.cuda_dev, c.pci_bus_id.empty() ? "-" : clean(c.pci_bus_id),
+        fmt::print("\ncomm slot {}: {}  rank {}/{}  {}  dev {}  pci {}{}{}{}\n", c.slot, hex(c.comm_id), c.rank,
+                   c.nranks, disk::comm_state_name(c.state), c.cuda_dev,
+                   c.pci_bus_id.empty() ? "-" : clean(c.pci_bus_id), c.gpu_uuid.empty() ? "" : "  " + c.gpu_uuid,
                    c.name.empty() ? "" : fmt::format("  name \"{}\"", clean(c.name)),
                    c.parent_id
                        ? fmt::format("  parent {} (color {}, key {})", hex(c.parent_id), c.split_color, c.split_key)

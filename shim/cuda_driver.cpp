@@ -48,6 +48,9 @@ CudaDriver load_driver() {
         log().warn("libcuda.so.1 lacks a driver function the shim needs: GPU completion is not tracked");
         return d;
     }
+    // The _v2 entry (CUDA 11.4 on) is the one whose UUID matches nvidia-smi's for MIG instances too.
+    if (!load(lib, gpa, "cuDeviceGetUuid", "cuDeviceGetUuid_v2", d.cuDeviceGetUuid))
+        load(lib, nullptr, "cuDeviceGetUuid", "cuDeviceGetUuid", d.cuDeviceGetUuid);
     d.ok = true;
     return d;
 }

@@ -21,6 +21,8 @@ struct CudaDriver {
     CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
     CUresult (*cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*) = nullptr;
     CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
+    // Optional (nullptr when the driver lacks it; nothing else depends on it): the GPU's UUID for the rank file.
+    CUresult (*cuDeviceGetUuid)(CUuuid*, CUdevice) = nullptr;
 };
 
 // Loads once; `ok` is false when libcuda is not in the process or lacks a function we need.

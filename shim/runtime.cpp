@@ -153,8 +153,12 @@ void fill_device(Runtime& rt, CommRuntime& cr) {
         cr.slot.load()->cuda_dev = dev;
         const CudaDriver& cu = cuda_driver();
         CUdevice d;
-        if (cu.ok && cu.cuDeviceGet(&d, dev) == CUDA_SUCCESS)
+        if (cu.ok && cu.cuDeviceGet(&d, dev) == CUDA_SUCCESS) {
             cu.cuDeviceGetPCIBusId(cr.slot.load()->pci_bus_id, sizeof(cr.slot.load()->pci_bus_id), d);
+            CUuuid uuid{};
+            if (cu.cuDeviceGetUuid && cu.cuDeviceGetUuid(&uuid, d) == CUDA_SUCCESS)
+                memcpy(cr.slot.load()->gpu_uuid, uuid.bytes, sizeof(cr.slot.load()->gpu_uuid));
+        }
     }
     if (rt.tracker) {
         cr.pool.store(rt.tracker->pool_for_device(dev), std::memory_order_release);

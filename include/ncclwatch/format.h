@@ -24,8 +24,8 @@ inline constexpr uint16_t kFormatMajor = 1;
 // 1.1: the environment region; 1.2: kFlagSampledOut; 1.3: slot reuse; 1.4: GPU times from NCCL's profiler interface
 // (kFlagGpuTimed, CommSlot::gpu_source and what follows it); 1.5: how the process ended (FileHeader::end_kind ...),
 // failed calls (CommSlot::ops_failed ..., appended after the signature window: a 1.4 slot is shorter), the Python
-// stacks region.
-inline constexpr uint16_t kFormatMinor = 5;
+// stacks region; 1.6: the GPU's UUID (CommSlot::gpu_uuid, in what were two reserved words).
+inline constexpr uint16_t kFormatMinor = 6;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -238,7 +238,9 @@ struct CommSlot {
     std::atomic<uint64_t> coll_uncompleted;
     std::atomic<uint64_t> gpu_clock_uncertainty_ns;
     std::atomic<uint64_t> completion_gap_p99_ns;
-    uint64_t reserved[2];
+    // Format 1.6 (zero before, and until known): the GPU's UUID as cuDeviceGetUuid gives it, the 16 bytes that
+    // nvidia-smi and dcgm-exporter write as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+    alignas(8) uint8_t gpu_uuid[16];
     OpSignature recent[kRecentSigs];
     // Format 1.5 (absent before: a 1.4 slot ends at kCommSlotBytes14, readers zero the rest): calls that returned an
     // error are failed, never completed. The first failure's fields are written before ops_failed is raised.
@@ -299,8 +301,7 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
                                             NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
-                                      sizeof(CommSlot::reserved) + sizeof(CommSlot::recent) +
-                                      sizeof(CommSlot::reserved_end),
+                                      sizeof(CommSlot::recent) + sizeof(CommSlot::reserved_end),
               "CommSlot and NCW_COMM_FIELDS disagree");
 static_assert(sizeof(OpSignature) == 0 NCW_SIG_FIELDS(NCW_SIG_BYTES) + sizeof(OpSignature::reserved),
               "OpSignature and NCW_SIG_FIELDS disagree");

@@ -172,8 +172,11 @@
 #define NCW_HEADER_TAIL_FIELDS(X)                                                                                    \
     X(u64, comms_unslotted, 0, num)
 
-// CommSlot, every field before the reserved words and the signature window.
-#define NCW_COMM_FIELDS(X)                                                                                           \
+// CommSlot, every field but its seqlock and the signature window: the fields up to 1.5, then those of 1.6 on. The
+// live protocol writes the second list after the signatures and GPU spans of a comm block (wire_fields.cpp), where
+// an older decoder stops reading; every other use expands NCW_COMM_FIELDS, both lists.
+#define NCW_COMM_FIELDS(X) NCW_COMM_FIELDS_1_5(X) NCW_COMM_FIELDS_1_6(X)
+#define NCW_COMM_FIELDS_1_5(X)                                                                                       \
     X(u32, state, 0, cstate, comm_state)                                                                             \
     X(u32, stall_flags, 0, num, )                                                                                    \
     X(i32, rank, -1, num, comm_rank)                                                                                 \
@@ -215,6 +218,9 @@
     X(u64, first_failed_seq, 0, num, first_failed_seq) /* collective seq of the first failed call (0: a p2p op) */ \
     X(i32, first_failed_result, 0, num, first_failed_result) /* its ncclResult_t */                              \
     X(u64, t_first_failed_ns, 0, mono, t_first_failed_ns) /* when it returned */
+// CommSlot, 1.6 on (zero before): the GPU's UUID, read as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" ("" unknown).
+#define NCW_COMM_FIELDS_1_6(X)                                                                                       \
+    X(str, gpu_uuid, {}, num, gpu_uuid)
 
 // OpSignature (one entry of CommSlot::recent), without its reserved byte.
 #define NCW_SIG_FIELDS(X)                                                                                            \

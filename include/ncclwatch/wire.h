@@ -25,7 +25,8 @@ inline constexpr uint16_t kMajor = 1;
 //      communicators without a comm slot, watched in its memory): older collectors ignore the trailing bytes.
 // 1.4: a Digest may end with the rank's Python stacks, in the first Digest after each capture (after the
 //      1.3 count of comms past kMaxComms, 0 if none).
-inline constexpr uint16_t kMinor = 4;
+// 1.5: a comm block ends with the comm fields of format 1.6 on (the GPU's UUID), after its GPU spans.
+inline constexpr uint16_t kMinor = 5;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection

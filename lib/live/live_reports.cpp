@@ -377,6 +377,7 @@ std::string LiveServer::Impl::render_metrics(metrics::Format format) {
                 m.comm_id = comm_label(ci.comm_id);
                 m.comm_rank = ci.rank;
                 m.pci_bus_id = ci.pci_bus_id;
+                m.gpu_uuid = ci.gpu_uuid;
                 m.ops_issued = ci.ops_issued;
                 m.ops_completed = ci.ops_completed;
                 m.issued = ci.coll_issued;

@@ -73,6 +73,22 @@ template <size_t N>
 void load(std::string& dst, const char (&src)[N]) {
     dst = ld_str(src);
 }
+// A GPU UUID (format 1.6): as nvidia-smi and dcgm-exporter write it, "GPU-" and the 16 bytes in groups of 4-2-2-2-6;
+// all zero (not known, or a file before 1.6) reads as "".
+inline void load(std::string& dst, const uint8_t (&src)[16]) {
+    uint8_t b[16];
+    bool any = false;
+    for (size_t i = 0; i < 16; ++i) any |= (b[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED)) != 0;
+    dst.clear();
+    if (!any) return;
+    static const char* const kHex = "0123456789abcdef";
+    dst = "GPU-";
+    for (size_t i = 0; i < 16; ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) dst.push_back('-');
+        dst.push_back(kHex[b[i] >> 4]);
+        dst.push_back(kHex[b[i] & 15]);
+    }
+}
 
 }  // namespace ncw::mapped
 

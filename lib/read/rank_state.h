@@ -48,6 +48,7 @@ struct RankCommState {
     int64_t pid = 0;
     int cuda_dev = -1;        // the GPU this rank's communicator uses
     std::string pci_bus_id;   // of that GPU
+    std::string gpu_uuid;     // and its UUID, "GPU-..." (format 1.6; "" unknown)
     std::string file;         // where this came from, for the evidence
     int local_rank = -1;      // LOCAL_RANK as the launcher set it (-1: unknown)
     int nranks_declared = 0;  // the communicator size this rank passed to init (0: unknown)

@@ -40,7 +40,7 @@ void put_sig(Writer& w, const SigInfo& in) {
 void put_comm(Writer& w, const CommInfo& in) {
     const size_t at = w.begin_block();
     w.u32(in.slot);
-    NCW_COMM_FIELDS(NCW_PUT_FIELD)
+    NCW_COMM_FIELDS_1_5(NCW_PUT_FIELD)
     // The most recent signatures (recent is ordered by seq).
     const size_t n = std::min<size_t>(in.recent.size(), kMaxDigestSigs);
     w.u32(static_cast<uint32_t>(n));
@@ -55,6 +55,8 @@ void put_comm(Writer& w, const CommInfo& in) {
         w.u64(in.gpu_spans[i].t_end_ns);
         w.end_block(b);
     }
+    // Protocol 1.5: the comm fields of format 1.6 on, where a 1.4 decoder stops.
+    NCW_COMM_FIELDS_1_6(NCW_PUT_FIELD)
     w.end_block(at);
 }
 
@@ -83,7 +85,7 @@ void get_comm(Reader& outer, CommInfo& out) {
     Reader r = outer.block("comm");
     if (!outer.ok()) return;
     out.slot = r.u32("slot");
-    NCW_COMM_FIELDS(NCW_GET_FIELD)
+    NCW_COMM_FIELDS_1_5(NCW_GET_FIELD)
     const uint32_t n = r.count("signature count", kMaxDigestSigs, kMinBlock);
     out.recent.assign(n, SigInfo{});
     for (uint32_t i = 0; i < n && r.ok(); ++i) get_sig(r, out.recent[i]);
@@ -100,6 +102,10 @@ void get_comm(Reader& outer, CommInfo& out) {
             out.gpu_spans[i].t_end_ns = b.u64("t_end_ns");
             r.absorb(b);
         }
+    }
+    // Protocol 1.5 (a 1.4 block ends here: the format-1.6 comm fields keep their initial values).
+    if (!r.at_end()) {
+        NCW_COMM_FIELDS_1_6(NCW_GET_FIELD)
     }
     outer.absorb(r);
 }

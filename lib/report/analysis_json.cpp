@@ -26,6 +26,7 @@ json verdict_item(const Analysis::VerdictRef& ref) {
                  {"pid", s ? json(s->pid) : json(nullptr)},
                  {"gpu", s ? json(s->cuda_dev) : json(nullptr)},
                  {"pci_bus_id", s ? json(s->pci_bus_id) : json(nullptr)},
+                 {"gpu_uuid", s ? json(s->gpu_uuid) : json(nullptr)},
                  {"alive", s ? json(s->alive) : json(nullptr)},
                  {"python_where", s && python_where(*s) ? json(py::where_words(*python_where(*s))) : json(nullptr)},
                  {"file", s ? json(s->file) : json(nullptr)}});
@@ -102,6 +103,7 @@ json analysis_json(const Analysis& a, double timeout_s) {
                                      {"pid", r.pid},
                                      {"gpu", r.cuda_dev},
                                      {"pci_bus_id", r.pci_bus_id},
+                                     {"gpu_uuid", r.gpu_uuid},
                                      {"file", r.file},
                                      {"alive", r.alive},
                                      {"exited_clean", r.exited_clean},

@@ -76,12 +76,13 @@ std::string dcgm_pci_bus_id(const std::string& cuda) {
 namespace {
 
 // The labels of one rank's series: stable across restarts of the job (no pid), and dcgm-exporter's names for the
-// host and the GPU (Hostname, pci_bus_id). job_id, not job: Prometheus's own `job` target label would rename it.
+// host and the GPU (Hostname, pci_bus_id, UUID). job_id, not job: Prometheus's own `job` target label would rename it.
 std::string labels(const RankCommSample& s) {
     std::string out = fmt::format(R"(job_id="{}",rank="{}",Hostname="{}",comm="0x{:016x}",comm_rank="{}")",
                                   escape_label(s.job), s.global_rank, escape_label(s.host), s.comm_id, s.comm_rank);
     if (!s.pci_bus_id.empty())
         fmt::format_to(std::back_inserter(out), R"(,pci_bus_id="{}")", escape_label(dcgm_pci_bus_id(s.pci_bus_id)));
+    if (!s.gpu_uuid.empty()) fmt::format_to(std::back_inserter(out), R"(,UUID="{}")", escape_label(s.gpu_uuid));
     return out;
 }
 

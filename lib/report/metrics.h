@@ -5,8 +5,8 @@
 //
 // Conventions (docs/monitoring/README.md): monotonic counts are counters named *_total; times are Unix timestamps
 // (*_timestamp_seconds), never ages; labels are stable across restarts (job_id, rank, Hostname, comm, comm_rank, no
-// pid), and `Hostname` + `pci_bus_id` are dcgm-exporter's own label names and spelling, so the series join its GPU
-// series.
+// pid), and `Hostname`, `pci_bus_id` and `UUID` are dcgm-exporter's own label names and spelling, so the series
+// join its GPU series.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +31,7 @@ struct RankCommSample {
     uint64_t comm_id = 0;
     int comm_rank = -1;
     std::string pci_bus_id;      // as CUDA spells it ("0000:0d:00.0"); written in dcgm-exporter's form; "" = left out
+    std::string gpu_uuid;        // "GPU-..." as dcgm-exporter's UUID label writes it; "" = left out
     uint64_t ops_issued = 0;     // every NCCL operation (collectives, p2p) the rank issued on the communicator
     uint64_t ops_completed = 0;  // and of those, completed
     uint64_t issued = 0;         // collective sequence numbers: issued, reached by the GPU, completed

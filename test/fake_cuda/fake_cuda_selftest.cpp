@@ -46,6 +46,9 @@ void driver_basics() {
     EXPECT(cuDeviceGet(&dev, -1) == CUDA_ERROR_INVALID_DEVICE);
     char bus[32];
     EXPECT(cuDeviceGetPCIBusId(bus, sizeof bus, 3) == CUDA_SUCCESS && std::strcmp(bus, "0000:13:00.0") == 0);
+    CUuuid uuid{};
+    EXPECT(cuDeviceGetUuid(&uuid, 3) == CUDA_SUCCESS && (unsigned char)uuid.bytes[0] == 0xfa && uuid.bytes[15] == 3);
+    EXPECT(cuDeviceGetUuid(&uuid, -1) == CUDA_ERROR_INVALID_DEVICE);
     CUevent ev = nullptr;
     EXPECT(cuEventCreate(&ev, 0) == CUDA_ERROR_INVALID_CONTEXT);  // no current context
 
@@ -62,7 +65,8 @@ void driver_basics() {
     for (const char* name :
          {"cuInit", "cuDriverGetVersion", "cuGetProcAddress_v2", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
           "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuCtxSetCurrent", "cuEventCreate", "cuEventRecord",
-          "cuEventQuery", "cuStreamIsCapturing", "cuThreadExchangeStreamCaptureMode", "cuDeviceGetPCIBusId"}) {
+          "cuEventQuery", "cuStreamIsCapturing", "cuThreadExchangeStreamCaptureMode", "cuDeviceGetPCIBusId",
+          "cuDeviceGetUuid_v2"}) {
         if (dlsym(self, name) == nullptr) {
             std::fprintf(stderr, "libcuda.so.1 lacks %s\n", name);
             ++ncw_test::check_failures();

@@ -44,6 +44,7 @@ RankCommSample sample() {
     s.comm_id = 0xabc;
     s.comm_rank = 1;
     s.pci_bus_id = "0000:0d:00.0";
+    s.gpu_uuid = "GPU-5d3f1a2b-0c4d-4e5f-8a9b-0c1d2e3f4a5b";
     s.ops_issued = 12;
     s.ops_completed = 11;
     s.issued = 10;
@@ -80,13 +81,15 @@ TEST_CASE(
     never.last_progress_unix_s = -1;
     never.stalled = false;
     never.pci_bus_id.clear();
+    never.gpu_uuid.clear();
     CollectorTotals t;
     t.connections = 2;
     t.bad_frames = 1;
     const std::string out = render({s, never}, {{"j\"1", 0xabc, "MISMATCH"}}, t, kBuild);
 
     const std::string lbl =
-        R"(job_id="j\"1",rank="3",Hostname="node-a",comm="0x0000000000000abc",comm_rank="1",pci_bus_id="00000000:0D:00.0")";
+        R"(job_id="j\"1",rank="3",Hostname="node-a",comm="0x0000000000000abc",comm_rank="1",pci_bus_id="00000000:0D:00.0",)"
+        R"(UUID="GPU-5d3f1a2b-0c4d-4e5f-8a9b-0c1d2e3f4a5b")";
     CHECK(out.find(
               "# TYPE ncclwatch_build_info gauge\nncclwatch_build_info{version=\"0.1.0\",revision=\"abc1234\"} 1\n") !=
           std::string::npos);
@@ -107,7 +110,7 @@ TEST_CASE(
     CHECK(out.find("pid=") == std::string::npos);
     CHECK(out.find("since_progress") == std::string::npos);
     CHECK(out.find("# TYPE ncclwatch_coll_issued gauge") == std::string::npos);
-    // No progress yet: the sample is left out rather than made up; no GPU known: no pci_bus_id label.
+    // No progress yet: the sample is left out rather than made up; no GPU known: no pci_bus_id or UUID label.
     CHECK(out.find(R"(ncclwatch_last_progress_timestamp_seconds{job_id="j\"1",rank="4")") == std::string::npos);
     CHECK(
         out.find(
