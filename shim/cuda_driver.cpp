@@ -48,9 +48,11 @@ CudaDriver load_driver() {
         log().warn("libcuda.so.1 lacks a driver function the shim needs: GPU completion is not tracked");
         return d;
     }
-    // The _v2 entry (CUDA 11.4 on) is the one whose UUID matches nvidia-smi's for MIG instances too.
-    if (!load(lib, gpa, "cuDeviceGetUuid", "cuDeviceGetUuid_v2", d.cuDeviceGetUuid))
-        load(lib, nullptr, "cuDeviceGetUuid", "cuDeviceGetUuid", d.cuDeviceGetUuid);
+    // The GPU's UUID: the first entry point (dlsym by its own name; cuGetProcAddress would serve _v2), which names
+    // the whole GPU as dcgm-exporter's UUID label does. _v2 (CUDA 11.4 on), the fallback, gives a MIG instance's own
+    // UUID in MIG mode; outside MIG the two agree.
+    d.cuDeviceGetUuid = reinterpret_cast<decltype(d.cuDeviceGetUuid)>(dlsym(lib, "cuDeviceGetUuid"));
+    if (!d.cuDeviceGetUuid) load(lib, gpa, "cuDeviceGetUuid", "cuDeviceGetUuid_v2", d.cuDeviceGetUuid);
     d.ok = true;
     return d;
 }

@@ -44,14 +44,14 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
     OpRef ref;
     ref.cr = &cr;
     disk::CommSlot* s = cr.slot;
-    // The counters that hand out sequence numbers live in the progress block itself, so "last issued" needs no
-    // second atomic: the allocation is the publication.
     // An operation issued into an idle communicator starts the stall clock now, not at the last completion; stored
     // before the count moves (the fetch_add releases it), so that the watchdog never reads an op outstanding against
     // the old clock: a thread preempted between the two read as a stall of the whole idle time (seen under load: a
     // new communicator's first op, "no completion for 60367 s").
     if (s && s->ops_completed.load(std::memory_order_relaxed) >= s->ops_issued.load(std::memory_order_relaxed))
         s->t_last_progress_ns.store(now, std::memory_order_relaxed);
+    // The counters that hand out sequence numbers live in the progress block itself, so "last issued" needs no
+    // second atomic: the allocation is the publication.
     ref.op_index = (s ? s->ops_issued : cr.op_index).fetch_add(1, std::memory_order_acq_rel) + 1;
     uint64_t seq;
     if (disk::is_p2p(d.op)) {

@@ -128,8 +128,9 @@ CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
     return CUDA_SUCCESS;
 }
 
-// cuda.h names it cuDeviceGetUuid_v2 (the entry point CUDA 11.4 on serves): device d's UUID is
-// GPU-fa4e0000-00dd-4000-8000-0000000000dd, dd = d in hex (fake_cuda_selftest.cpp, the e2e tests).
+// Device d's UUID is GPU-fa4e0000-00dd-4000-8000-0000000000dd, dd = d in hex (fake_cuda_selftest.cpp, the e2e
+// tests), from both entry points: cuda.h names cuDeviceGetUuid_v2 (what cuGetProcAddress serves from CUDA 11.4 on)
+// "cuDeviceGetUuid", and the first one keeps its own name in the library (the fake has no MIG: they agree).
 CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
     if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= kDevices) return CUDA_ERROR_INVALID_DEVICE;
@@ -138,6 +139,8 @@ CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
     std::memcpy(uuid->bytes, b, sizeof b);
     return CUDA_SUCCESS;
 }
+#undef cuDeviceGetUuid
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
     if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -246,7 +249,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int /*cudaV
         {"cuDriverGetVersion", reinterpret_cast<void*>(&cuDriverGetVersion)},
         {"cuDeviceGet", reinterpret_cast<void*>(&cuDeviceGet)},
         {"cuDeviceGetPCIBusId", reinterpret_cast<void*>(&cuDeviceGetPCIBusId)},
-        {"cuDeviceGetUuid", reinterpret_cast<void*>(&cuDeviceGetUuid)},
+        {"cuDeviceGetUuid", reinterpret_cast<void*>(&cuDeviceGetUuid_v2)},
         {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
         {"cuCtxPushCurrent", reinterpret_cast<void*>(&cuCtxPushCurrent_v2)},
         {"cuCtxPopCurrent", reinterpret_cast<void*>(&cuCtxPopCurrent_v2)},

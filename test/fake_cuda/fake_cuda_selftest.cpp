@@ -66,7 +66,7 @@ void driver_basics() {
          {"cuInit", "cuDriverGetVersion", "cuGetProcAddress_v2", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
           "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuCtxSetCurrent", "cuEventCreate", "cuEventRecord",
           "cuEventQuery", "cuStreamIsCapturing", "cuThreadExchangeStreamCaptureMode", "cuDeviceGetPCIBusId",
-          "cuDeviceGetUuid_v2"}) {
+          "cuDeviceGetUuid", "cuDeviceGetUuid_v2"}) {
         if (dlsym(self, name) == nullptr) {
             std::fprintf(stderr, "libcuda.so.1 lacks %s\n", name);
             ++ncw_test::check_failures();

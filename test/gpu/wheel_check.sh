@@ -1,7 +1,7 @@
 #!/bin/bash
 # The wheel on the GPU machine (issue 16): installs a built wheel into torch's environment and runs the DDP example
-# at 2 ranks on one GPU through `ncclwatch run -- torchrun ...`; checks exit 0, a rank file per rank, and a clean
-# `ncclwatch analyze`. Its last line: PASS or FAIL, and why.
+# at 2 ranks on one GPU through `ncclwatch run -- torchrun ...`; checks exit 0, a rank file per rank, a clean
+# `ncclwatch analyze`, and each file's GPU UUID against nvidia-smi's. Its last line: PASS or FAIL, and why.
 #   bash test/gpu/wheel_check.sh [WHEEL]   (default: the newest dist/ncclwatch-*.whl, or .carry/ncclwatch-*.whl)
 #   device tool: run(command="bash test/gpu/wheel_check.sh", carry=["dist"], kind="nvidia-h200", timeout_s=300)
 # The two ranks share GPU 0 as examples/one_gpu.py arranges it (NCCL_HOSTID=fakehost<RANK>, NCCL_SOCKET_IFNAME=lo,
@@ -62,4 +62,11 @@ n=$(ls "$W"/dumps/*/rank[01]-*.ncw 2>/dev/null | wc -l)
 arc=$?
 head -3 "$W/analysis.txt"
 [ $arc = 0 ] || result "FAIL: ncclwatch analyze of the clean job exited $arc: $(head -1 "$W/analysis.txt")"
-result "PASS: $(basename "$whl") in $VENV: ncclwatch run -- torchrun (2 ranks, 1 GPU, 200 steps) exit 0, 2 rank files, analyze clean"
+# The GPU's UUID in the rank files (format 1.6): nvidia-smi's for GPU 0, which both ranks use.
+want=$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 2>/dev/null | tr -d ' ')
+for f in "$W"/dumps/*/rank[01]-*.ncw; do
+    got=$("${NCW[@]}" dump --json "$f" | "$PY" -c "import json,sys; print(json.load(sys.stdin)['comms'][0]['gpu_uuid'])")
+    [ -z "$want" ] || [ "$got" = "$want" ] || result "FAIL: $(basename "$f"): gpu_uuid '$got', nvidia-smi says '$want'"
+done
+echo "== gpu_uuid in the rank files: ${got:-?} (nvidia-smi: ${want:-not available})"
+result "PASS: $(basename "$whl") in $VENV: ncclwatch run -- torchrun (2 ranks, 1 GPU, 200 steps) exit 0, 2 rank files, analyze clean, GPU UUID as nvidia-smi's"

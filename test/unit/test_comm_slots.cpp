@@ -47,6 +47,18 @@ CommRuntime* take(SlotTable& t, uint64_t id) {
     return cr;
 }
 
+// A full table whose reuse our two threads' passes gate: every slot held by a live communicator (ids 1..64).
+struct WatchedTable {
+    Table tb;
+    PassCounter poller, watchdog;
+    std::vector<CommRuntime*> live;
+    WatchedTable() {
+        tb.t.watch_passes(0, &poller);
+        tb.t.watch_passes(1, &watchdog);
+        for (uint64_t i = 0; i < disk::kMaxComms; ++i) live.push_back(take(tb.t, i + 1));
+    }
+};
+
 }  // namespace
 
 TEST_CASE("comm slots: never-used slots first, then the least recently released; none left is overflow") {
@@ -90,12 +102,10 @@ TEST_CASE("comm slots: never-used slots first, then the least recently released;
 }
 
 TEST_CASE("comm slots: a slot is reused only once each of our threads left the pass it was in at the release") {
-    Table tb;
-    PassCounter poller, watchdog;
-    tb.t.watch_passes(0, &poller);
-    tb.t.watch_passes(1, &watchdog);
-    std::vector<CommRuntime*> live;
-    for (uint64_t i = 0; i < disk::kMaxComms; ++i) live.push_back(take(tb.t, i + 1));
+    WatchedTable w;
+    Table& tb = w.tb;
+    PassCounter &poller = w.poller, &watchdog = w.watchdog;
+    std::vector<CommRuntime*>& live = w.live;
 
     tb.t.release(*live[0]);
     poller.enter();  // the poller is mid-pass at the reuse and may hold slot 0's pointer: the init passes it over
@@ -116,12 +126,10 @@ TEST_CASE("comm slots: a slot is reused only once each of our threads left the p
 // reading the siblings' files under load): the e2e comms_churn overflowed every init of that poll when slots were
 // detached only at their reuse.
 TEST_CASE("comm slots: a churn of communicators through one long pass of ours still reuses slots") {
-    Table tb;
-    PassCounter poller, watchdog;
-    tb.t.watch_passes(0, &poller);
-    tb.t.watch_passes(1, &watchdog);
-    std::vector<CommRuntime*> live;
-    for (uint64_t i = 0; i < disk::kMaxComms; ++i) live.push_back(take(tb.t, i + 1));
+    WatchedTable w;
+    Table& tb = w.tb;
+    PassCounter& watchdog = w.watchdog;
+    std::vector<CommRuntime*>& live = w.live;
     for (CommRuntime* cr : live) tb.t.release(*cr);
     // Detached ahead: all but the last few destroyed; those keep taking their late writes.
     CHECK(live[0]->slot.load() != &tb.slots[0]);

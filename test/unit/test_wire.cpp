@@ -104,18 +104,41 @@ TEST_CASE("Digest 1.1: the newest in-collective GPU times ride along; a 1.0 comm
     // no spans.
     Digest old;
     old.comms = {sample_comm(3, 2)};
+    old.comms[0].gpu_uuid.clear();  // a 1.0 sender has none (protocol 1.5)
     frame.clear();
     encode(old, frame);
     split(frame, payload);
-    payload.resize(payload.size() - 4);  // the comm block's last field: its span count (0)
-    const size_t block_at = 8 + 4 + 4;   // sent_mono_ns, process_state, comm count
-    uint32_t len = 0;
-    for (int i = 0; i < 4; ++i) len |= uint32_t(payload[block_at + size_t(i)]) << (8 * i);
-    put_u32(payload, block_at, len - 4);
+    drop_first_comm_tail(payload, 8);  // the comm block's last fields: its span count (0), its GPU UUID ("")
     Digest back;
     REQUIRE(decode(payload.data(), payload.size(), back, &err));
     REQUIRE(back.comms.size() == 1);
     check_same(back.comms[0], old.comms[0]);
+}
+
+TEST_CASE("Digest 1.5: the format-1.6 comm fields (the GPU UUID) follow a comm block's spans; a 1.4 block has none") {
+    Digest in;
+    in.comms = {sample_comm(3, 2)};
+    in.comms[0].gpu_spans = {{1, 2, 3}};
+    std::vector<uint8_t> frame, payload;
+    encode(in, frame);
+    split(frame, payload);
+    Digest out;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    REQUIRE(out.comms.size() == 1);
+    CHECK(out.comms[0].gpu_uuid == "GPU-5d3f1a2b-0c4d-4e5f-8a9b-0c1d2e3f4a5b");
+    check_same(out.comms[0], in.comms[0]);
+
+    // A 1.4 sender's comm block ends after its spans: the UUID is "" and everything before it the same. (A 1.4
+    // decoder, conversely, stops reading at the spans: the fields after them are the bytes it skips.)
+    drop_first_comm_tail(payload, 4 + in.comms[0].gpu_uuid.size());
+    Digest back;
+    REQUIRE(decode(payload.data(), payload.size(), back, &err));
+    REQUIRE(back.comms.size() == 1);
+    CHECK(back.comms[0].gpu_uuid.empty());
+    CHECK(back.comms[0].gpu_spans.size() == 1);
+    in.comms[0].gpu_uuid.clear();
+    check_same(back.comms[0], in.comms[0]);
 }
 
 TEST_CASE("Digest 1.3: communicators past kMaxComms follow the first kMaxComms; a 1.2 decoder reads those alone") {
@@ -372,9 +395,11 @@ TEST_CASE("Oversized lengths and counts are refused before anything is allocated
         encode(d, frame);
         split(frame, payload);
         // The signature count sits right before the one signature block (4 + 8 * 5 + 4 + 1 * 3 + 4 * 4 + 8 bytes),
-        // which the comm block's GPU span count (1.1, here 0) follows.
+        // which the comm block's GPU span count (1.1, here 0) and its format-1.6 fields (protocol 1.5: the GPU
+        // UUID, a string) follow.
         const size_t sig_block = 4 + 8 + 8 + 8 + 3 + 4 + 4 + 4 + 8;
-        const size_t at = payload.size() - 4 - sig_block - 4;
+        const size_t tail_1_6 = 4 + d.comms[0].gpu_uuid.size();
+        const size_t at = payload.size() - tail_1_6 - 4 - sig_block - 4;
         REQUIRE(payload[at] == 1);
         put_u32(payload, at, kMaxDigestSigs + 1);
         Digest m;
@@ -388,7 +413,8 @@ TEST_CASE("Oversized lengths and counts are refused before anything is allocated
         std::vector<uint8_t> frame, payload;
         encode(d, frame);
         split(frame, payload);
-        const size_t at = payload.size() - (4 + 3 * 8) - 4;  // the span count, before its one span block
+        // The span count, before its one span block and the format-1.6 fields (the GPU UUID, a string).
+        const size_t at = payload.size() - (4 + d.comms[0].gpu_uuid.size()) - (4 + 3 * 8) - 4;
         REQUIRE(payload[at] == 1);
         put_u32(payload, at, kMaxDigestSpans + 1);
         Digest m;

@@ -68,6 +68,7 @@ inline CommInfo sample_comm(uint32_t slot, size_t sigs) {
     c.split_key = 9;
     c.comm_ptr = 0x7f0000001000ull;
     c.pci_bus_id = "0000:3b:00.0";
+    c.gpu_uuid = "GPU-5d3f1a2b-0c4d-4e5f-8a9b-0c1d2e3f4a5b";
     c.name = "world";
     c.t_init_start_ns = 10;
     c.t_init_done_ns = 20;
@@ -128,6 +129,7 @@ inline void check_same(const CommInfo& a, const CommInfo& b) {
     CHECK(a.split_key == b.split_key);
     CHECK(a.comm_ptr == b.comm_ptr);
     CHECK(a.pci_bus_id == b.pci_bus_id);
+    CHECK(a.gpu_uuid == b.gpu_uuid);
     CHECK(a.name == b.name);
     CHECK(a.t_init_start_ns == b.t_init_start_ns);
     CHECK(a.t_init_done_ns == b.t_init_done_ns);
@@ -191,6 +193,16 @@ inline FrameHeader split(const std::vector<uint8_t>& frame, std::vector<uint8_t>
 
 inline void put_u32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
     for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// A Digest payload of one comm block as an older sender wrote it: its last `bytes` dropped, from the payload and from
+// the block's length (the fields that minor appended at the block's end).
+inline void drop_first_comm_tail(std::vector<uint8_t>& payload, size_t bytes) {
+    payload.resize(payload.size() - bytes);
+    const size_t block_at = 8 + 4 + 4;  // sent_mono_ns, process_state, comm count
+    uint32_t len = 0;
+    for (int i = 0; i < 4; ++i) len |= uint32_t(payload[block_at + size_t(i)]) << (8 * i);
+    put_u32(payload, block_at, len - uint32_t(bytes));
 }
 
 // Every strict prefix of `payload` fails to decode, with a message.
