@@ -140,8 +140,10 @@ live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& e
     const std::string host = auto_loopback_only(cfg) ? "127.0.0.1" : ep.host;
     const std::string bracketed = host.find(':') != std::string::npos ? "[" + host + "]" : host;
     opt.listen = bracketed + ":" + std::to_string(ep.port);
-    // /metrics on the same address (the same loopback rule), the next port (MASTER_PORT+2 by default).
-    if (ep.port < 65535) opt.metrics_listen = bracketed + ":" + std::to_string(ep.port + 1);
+    // /metrics on the same address (the same loopback rule): NCCLWATCH_METRICS_PORT, else the next port (MASTER_PORT+2
+    // by default; none past 65535).
+    const int metrics_port = cfg.metrics_port > 0 ? cfg.metrics_port : ep.port < 65535 ? ep.port + 1 : 0;
+    if (metrics_port > 0) opt.metrics_listen = bracketed + ":" + std::to_string(metrics_port);
     opt.token = cfg.token;
     opt.timeout_s = cfg.timeout_sec;
     opt.dead_after_s = cfg.dead_after_sec;

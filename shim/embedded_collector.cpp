@@ -25,13 +25,13 @@ bool start_embedded_collector(const Config& cfg, const Endpoint& ep) {
     bool started = server->start(&err);
     if (!started && !opt.metrics_listen.empty()) {
         // The collector matters more than its /metrics: without them, if their port is what failed.
-        const std::string metrics_err = err;
+        const std::string metrics_err = err, metrics_listen = opt.metrics_listen;
         opt.metrics_listen.clear();
         server = std::make_unique<live::LiveServer>(opt);
         started = server->start(&err);
         if (started)
-            log().warn("NCCLWATCH_COLLECTOR=auto: no /metrics ({}); the port after NCCLWATCH_COLLECTOR_PORT is taken",
-                       metrics_err);
+            log().warn("NCCLWATCH_COLLECTOR=auto: no /metrics on {} ({}): set NCCLWATCH_METRICS_PORT to a free port",
+                       metrics_listen, metrics_err);
     }
     if (!started) {
         log().error(

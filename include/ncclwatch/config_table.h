@@ -63,6 +63,8 @@
       "(on 127.0.0.1 only without NCCLWATCH_TOKEN)")                                                                 \
     X(collector_port, "NCCLWATCH_COLLECTOR_PORT", Int, int, "MASTER_PORT+1, or 29610", "1..65535",                   \
       "Port of the live collector with NCCLWATCH_COLLECTOR=auto")                                                    \
+    X(metrics_port, "NCCLWATCH_METRICS_PORT", Int, int, "the collector's port + 1", "1..65535",                     \
+      "Port of /metrics on the live collector that NCCLWATCH_COLLECTOR=auto runs in global rank 0")                 \
     X(token, "NCCLWATCH_TOKEN", String, std::string, "", "any string",                                               \
       "Shared secret a rank proves to the live collector (HMAC over a nonce; never sent, never printed)")           \
     X(digest_ms, "NCCLWATCH_DIGEST_MS", Int, int, "200", "10..10000",                                                \
@@ -71,6 +73,7 @@
       "Live collector: seconds after a rank's connection is lost before it is reported DEAD")
 
 // Fields whose default parse_config derives (Config starts them empty or 0): the folder from TMPDIR, the job id from
-// the launcher's variables, the collector port from MASTER_PORT.
-#define NCW_CONFIG_DERIVED(X) X(dir) X(job_id) X(collector_port)
+// the launcher's variables, the collector port from MASTER_PORT; the metrics port (0) is the collector's port + 1 where
+// the embedded collector starts (shim/collector_endpoint.cpp).
+#define NCW_CONFIG_DERIVED(X) X(dir) X(job_id) X(collector_port) X(metrics_port)
 // clang-format on

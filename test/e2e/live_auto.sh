@@ -65,4 +65,20 @@ if [ -n "$PROMTOOL" ]; then
     "$PROMTOOL" tsdb create-blocks-from openmetrics "$WORK/m.ts.om" "$WORK/om-blocks" >"$WORK/om.out" 2>&1 ||
         fail "Prometheus's OpenMetrics parser rejects the body: $(tail -3 "$WORK/om.out")"
 fi
-echo "ok: the in-shim collector of rank 0 named rank 2, collected every rank's dump, served /metrics; no rank warned at start-up"
+
+# NCCLWATCH_METRICS_PORT: /metrics on that port instead of the one after the collector's.
+stop_job
+rm -rf "$NCCLWATCH_DIR"
+MPORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export NCCLWATCH_METRICS_PORT=$MPORT
+touch "$WORK/go"
+launch_job 2 --steps 3 --wait-gone "$WORK/go"
+wait_for 30 grep -q "/metrics on http://127.0.0.1:$MPORT/metrics" "$WORK/launch.err" ||
+    fail "NCCLWATCH_METRICS_PORT=$MPORT: rank 0's collector says $(grep "live collector listening" "$WORK/launch.err")"
+build_shown() { scrape "$WORK/m2.prom" >/dev/null && grep -q '^ncclwatch_build_info{' "$WORK/m2.prom"; }
+wait_for 10 build_shown || fail "nothing answers /metrics on NCCLWATCH_METRICS_PORT=$MPORT"
+rm -f "$WORK/go"
+wait "$LAUNCH_PID"
+LAUNCH_PID=""
+unset NCCLWATCH_METRICS_PORT
+echo "ok: the in-shim collector of rank 0 named rank 2, collected every rank's dump, served /metrics (and on NCCLWATCH_METRICS_PORT); no rank warned at start-up"

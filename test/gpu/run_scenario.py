@@ -236,11 +236,14 @@ def main():
         if a.live:
             env["NCCLWATCH_COLLECTOR"] = a.live
             if a.live == "auto" and "NCCLWATCH_COLLECTOR_PORT" not in env:
-                # auto listens on MASTER_PORT+1; with thirty jobs' sockets on one machine that port was once taken
-                # ("Address already in use", no live report). A port free now, as torchrun --standalone picks its own.
-                with socket.socket() as so:
+                # auto listens on MASTER_PORT+1 and serves /metrics on the next port; with thirty jobs' sockets on one
+                # machine such a port was once taken ("Address already in use", no live report). Ports free now, as
+                # torchrun --standalone picks its own.
+                with socket.socket() as so, socket.socket() as sm:
                     so.bind(("127.0.0.1", 0))
+                    sm.bind(("127.0.0.1", 0))
                     env["NCCLWATCH_COLLECTOR_PORT"] = str(so.getsockname()[1])
+                    env.setdefault("NCCLWATCH_METRICS_PORT", str(sm.getsockname()[1]))
         args += ["--give-up-sec", str(a.max_sec + 30)]
     else:
         env.pop("LD_PRELOAD", None)

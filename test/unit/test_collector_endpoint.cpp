@@ -111,6 +111,10 @@ TEST_CASE("auto without a token: rank 0's collector listens on loopback only; wi
     CHECK(embedded_server_options(c, Endpoint{"192.0.2.2", 65535}).metrics_listen.empty());
     c.token.clear();
     CHECK(embedded_server_options(c, master).metrics_listen == "127.0.0.1:29502");
+    // NCCLWATCH_METRICS_PORT: that port instead, past 65535's collector too.
+    c.metrics_port = 9400;
+    CHECK(embedded_server_options(c, master).metrics_listen == "127.0.0.1:9400");
+    CHECK(embedded_server_options(c, Endpoint{"192.0.2.2", 65535}).metrics_listen == "127.0.0.1:9400");
     // An explicit HOST:PORT is a `serve` elsewhere, which applies the rule itself.
     Config explicit_ep;
     explicit_ep.collector = "node0:29610";
