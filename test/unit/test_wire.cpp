@@ -116,29 +116,26 @@ TEST_CASE("Digest 1.1: the newest in-collective GPU times ride along; a 1.0 comm
 }
 
 TEST_CASE("Digest 1.5: the format-1.6 comm fields (the GPU UUID) follow a comm block's spans; a 1.4 block has none") {
-    Digest in;
-    in.comms = {sample_comm(3, 2)};
-    in.comms[0].gpu_spans = {{1, 2, 3}};
-    std::vector<uint8_t> frame, payload;
-    encode(in, frame);
-    split(frame, payload);
+    CommInfo sent = sample_comm(3, 2);
+    std::vector<uint8_t> payload = one_comm_payload(sent);
+    sent.gpu_spans = {{1, 2, 3}};
     Digest out;
     std::string err;
     REQUIRE(decode(payload.data(), payload.size(), out, &err));
     REQUIRE(out.comms.size() == 1);
     CHECK(out.comms[0].gpu_uuid == "GPU-5d3f1a2b-0c4d-4e5f-8a9b-0c1d2e3f4a5b");
-    check_same(out.comms[0], in.comms[0]);
+    check_same(out.comms[0], sent);
 
     // A 1.4 sender's comm block ends after its spans: the UUID is "" and everything before it the same. (A 1.4
     // decoder, conversely, stops reading at the spans: the fields after them are the bytes it skips.)
-    drop_first_comm_tail(payload, 4 + in.comms[0].gpu_uuid.size());
+    drop_first_comm_tail(payload, 4 + sent.gpu_uuid.size());
     Digest back;
     REQUIRE(decode(payload.data(), payload.size(), back, &err));
     REQUIRE(back.comms.size() == 1);
     CHECK(back.comms[0].gpu_uuid.empty());
     CHECK(back.comms[0].gpu_spans.size() == 1);
-    in.comms[0].gpu_uuid.clear();
-    check_same(back.comms[0], in.comms[0]);
+    sent.gpu_uuid.clear();
+    check_same(back.comms[0], sent);
 }
 
 TEST_CASE("Digest 1.3: communicators past kMaxComms follow the first kMaxComms; a 1.2 decoder reads those alone") {

@@ -195,6 +195,17 @@ inline void put_u32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
     for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
+// The payload of a Digest with one comm block of `c`, carrying one GPU span.
+inline std::vector<uint8_t> one_comm_payload(CommInfo c) {
+    Digest d;
+    c.gpu_spans = {{1, 2, 3}};
+    d.comms = {c};
+    std::vector<uint8_t> frame, payload;
+    encode(d, frame);
+    split(frame, payload);
+    return payload;
+}
+
 // A Digest payload of one comm block as an older sender wrote it: its last `bytes` dropped, from the payload and from
 // the block's length (the fields that minor appended at the block's end).
 inline void drop_first_comm_tail(std::vector<uint8_t>& payload, size_t bytes) {
