@@ -48,9 +48,9 @@ CudaDriver load_driver() {
         log().warn("libcuda.so.1 lacks a driver function the shim needs: GPU completion is not tracked");
         return d;
     }
-    // The GPU's UUID: the first entry point (dlsym by its own name; cuGetProcAddress would serve _v2), which names
-    // the whole GPU as dcgm-exporter's UUID label does. _v2 (CUDA 11.4 on), the fallback, gives a MIG instance's own
-    // UUID in MIG mode; outside MIG the two agree.
+    // The GPU's UUID: the first entry point first (dlsym by its own name; cuGetProcAddress would serve _v2), since
+    // dcgm-exporter's UUID label names the whole GPU and CUDA documents _v2 (11.4 on) as giving a MIG instance's own
+    // UUID in MIG mode; outside MIG the two agree. (Not checked on MIG hardware.)
     d.cuDeviceGetUuid = reinterpret_cast<decltype(d.cuDeviceGetUuid)>(dlsym(lib, "cuDeviceGetUuid"));
     if (!d.cuDeviceGetUuid) load(lib, gpa, "cuDeviceGetUuid", "cuDeviceGetUuid_v2", d.cuDeviceGetUuid);
     d.ok = true;
