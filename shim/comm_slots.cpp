@@ -47,13 +47,8 @@ disk::CommSlot* SlotTable::acquire(CommRuntime* owner, uint16_t& index) {
         // and the next one tried (a few at most).
         uint64_t after = 0;
         for (int tries = 0; tries < 3 && pick >= capacity_; ++tries) {
-            uint32_t cand = capacity_;
-            for (uint32_t i = 0; i < capacity_; ++i) {
-                const Entry& e = entries_[i];
-                if (!e.owner && e.released_order > after &&
-                    (cand == capacity_ || e.released_order < entries_[cand].released_order))
-                    cand = i;
-            }
+            const uint32_t cand =
+                least_recently_released([&](const Entry& e) { return !e.owner && e.released_order > after; });
             if (cand >= capacity_) break;
             after = entries_[cand].released_order;
             if (entries_[cand].released) detach(entries_[cand], cand);
@@ -104,11 +99,7 @@ void SlotTable::release(CommRuntime& cr) {
     uint32_t attached = 0;
     for (uint32_t i = 0; i < capacity_; ++i) attached += entries_[i].released != nullptr;
     while (attached-- > kAttachedAfterRelease) {
-        uint32_t oldest = capacity_;
-        for (uint32_t i = 0; i < capacity_; ++i)
-            if (entries_[i].released &&
-                (oldest == capacity_ || entries_[i].released_order < entries_[oldest].released_order))
-                oldest = i;
+        const uint32_t oldest = least_recently_released([](const Entry& x) { return x.released != nullptr; });
         detach(entries_[oldest], oldest);
     }
 }

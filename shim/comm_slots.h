@@ -74,6 +74,15 @@ private:
         uint64_t marks[kPassCounters] = {};
     };
     void detach(Entry& e, uint32_t index);
+    // The index of the entry released longest ago among those `pick` accepts; capacity_ when none.
+    template <typename Pick>
+    uint32_t least_recently_released(Pick&& pick) const {
+        uint32_t best = capacity_;
+        for (uint32_t i = 0; i < capacity_; ++i)
+            if (pick(entries_[i]) && (best == capacity_ || entries_[i].released_order < entries_[best].released_order))
+                best = i;
+        return best;
+    }
     bool quiet_since(const Entry& e) const;
 
     std::mutex mu_;  // init and destroy only, never per op

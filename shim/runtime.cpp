@@ -149,15 +149,15 @@ void fill_device(Runtime& rt, CommRuntime& cr) {
     int dev = -1;
     if (NCW_CALL_REAL(ncclCommCuDevice, cr.comm, &dev) != ncclSuccess || dev < 0) return;
     cr.cuda_dev = dev;
-    if (cr.slot) {
-        cr.slot.load()->cuda_dev = dev;
+    if (disk::CommSlot* s = cr.slot.load()) {
+        s->cuda_dev = dev;
         const CudaDriver& cu = cuda_driver();
         CUdevice d;
         if (cu.ok && cu.cuDeviceGet(&d, dev) == CUDA_SUCCESS) {
-            cu.cuDeviceGetPCIBusId(cr.slot.load()->pci_bus_id, sizeof(cr.slot.load()->pci_bus_id), d);
+            cu.cuDeviceGetPCIBusId(s->pci_bus_id, sizeof(s->pci_bus_id), d);
             CUuuid uuid{};
             if (cu.cuDeviceGetUuid && cu.cuDeviceGetUuid(&uuid, d) == CUDA_SUCCESS)
-                memcpy(cr.slot.load()->gpu_uuid, uuid.bytes, sizeof(cr.slot.load()->gpu_uuid));
+                memcpy(s->gpu_uuid, uuid.bytes, sizeof(s->gpu_uuid));
         }
     }
     if (rt.tracker) {
