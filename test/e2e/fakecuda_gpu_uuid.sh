@@ -17,7 +17,6 @@ wait_for 10 grep -q "metrics on" "$WORK/serve.out" || fail "serve did not start:
 export NCCLWATCH_COLLECTOR="127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")"
 MPORT=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")
 export NCCLWATCH_DIGEST_MS=50 NCCLWATCH_TIMEOUT_SEC=30
-metrics() { "$PY" -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:'+sys.argv[1]+'/metrics', timeout=5).read().decode())" "$MPORT" 2>/dev/null; }
 # rank R's series carry its GPU's pci_bus_id and UUID
 labelled() { metrics | grep -q "^ncclwatch_alive{.*rank=\"$1\".*pci_bus_id=\"00000000:$2:00.0\",UUID=\"$3\"} 1$"; }
 

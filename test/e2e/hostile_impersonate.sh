@@ -39,7 +39,6 @@ start_serve() {
     MPORT=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
     export NCCLWATCH_COLLECTOR="127.0.0.1:$PORT"
 }
-metrics() { "$PY" -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:'+sys.argv[1]+'/metrics', timeout=5).read().decode())" "$MPORT" 2>/dev/null; }
 connected_ranks() { metrics | grep -c '^ncclwatch_connected{.*} 1$'; }
 four_connected() { [ "$(connected_ranks)" = 4 ] && metrics | grep -q '^ncclwatch_coll_completed_total{.*} 5$'; }
 field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval(sys.argv[2], {'d': d}))" "$@"; }

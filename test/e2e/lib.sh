@@ -34,6 +34,9 @@ stop_job() {
     LAUNCH_PID=""
 }
 
+# The body of GET /metrics from the collector whose metrics port is in MPORT ("" when it does not answer).
+metrics() { "$PY" -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:'+sys.argv[1]+'/metrics', timeout=5).read().decode())" "$MPORT" 2>/dev/null; }
+
 fail() {
     echo "FAIL: $*" >&2
     for f in "$WORK"/launch.out "$WORK"/launch.err; do [ -f "$f" ] && { echo "--- $f" >&2; tail -40 "$f" >&2; }; done

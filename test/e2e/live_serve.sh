@@ -22,7 +22,6 @@ start_serve() {
     export NCCLWATCH_COLLECTOR="127.0.0.1:$PORT"
 }
 
-metrics() { "$PY" -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:'+sys.argv[1]+'/metrics', timeout=5).read().decode())" "$MPORT" 2>/dev/null; }
 metric_is() { metrics | grep -q "^$1 $2\$"; }
 report_of() { ls "$WORK/$1"/*/live-report.json 2>/dev/null | head -1; }
 has_report() { [ -n "$(report_of "$1")" ]; }

@@ -28,7 +28,6 @@ SERVE_PID=$!
 wait_for 10 grep -q "listening on" "$WORK/serve.out" || fail "serve did not start: $(cat "$WORK/serve.err")"
 PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")
 MPORT=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")
-metrics() { "$PY" -c "import urllib.request,sys; print(urllib.request.urlopen('http://127.0.0.1:'+sys.argv[1]+'/metrics', timeout=5).read().decode())" "$MPORT" 2>/dev/null; }
 
 export NCCLWATCH_COLLECTOR="127.0.0.1:$PORT" FAKE_NCCL_OP_DELAY_US=20000
 launch_job 4 --steps 200 --count 4096 --pause-step 40 --pause-ms 3000 --sleep-rank 1 --sleep-step 80 \
