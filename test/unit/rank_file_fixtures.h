@@ -19,7 +19,7 @@
 #include <vector>
 #include "engine/job_view.h"
 #include "ncclwatch/format.h"
-#include "rank_file_writer.h"
+#include "shim/record/rank_file_writer.h"
 #include "read/rank_file.h"
 #include "temp_dir.h"
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #define NCW_HAVE_LIVE_SERVER 1  // as shim/meson.build defines it for the shim: this tree has lib/live
-#include "collector_endpoint.h"
-#include "config.h"
+#include "shim/live/collector_endpoint.h"
+#include "shim/base/config.h"
 
 using namespace ncw;
 using namespace ncw::live_client;

@@ -2,7 +2,7 @@
 #include <cstring>
 #include <set>
 
-#include "comm_identity.h"
+#include "shim/record/comm_identity.h"
 
 using namespace ncw;
 

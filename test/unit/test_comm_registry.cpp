@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "comm_registry.h"
+#include "shim/record/comm_registry.h"
 
 using namespace ncw;
 

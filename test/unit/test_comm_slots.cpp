@@ -9,10 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include "comm_registry.h"
-#include "comm_slots.h"
+#include "shim/record/comm_registry.h"
+#include "shim/record/comm_slots.h"
 #include "ncclwatch/format.h"
-#include "rank_file_writer.h"
+#include "shim/record/rank_file_writer.h"
 #include "read/rank_file.h"
 #include "temp_dir.h"
 

@@ -4,7 +4,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "config.h"
+#include "shim/base/config.h"
 
 using namespace ncw;
 

@@ -6,11 +6,11 @@
 #include <map>
 #include <memory>
 
-#include "comm_registry.h"
-#include "comm_slots.h"
-#include "config.h"
-#include "digest_client.h"
-#include "rank_file_writer.h"
+#include "shim/record/comm_registry.h"
+#include "shim/record/comm_slots.h"
+#include "shim/base/config.h"
+#include "shim/live/digest_client.h"
+#include "shim/record/rank_file_writer.h"
 #include "temp_dir.h"
 
 using namespace ncw;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "digest_frame.h"
+#include "shim/live/digest_frame.h"
 #include "read/wire.h"
 
 using namespace ncw;

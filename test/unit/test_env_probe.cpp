@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "env_probe.h"
+#include "shim/record/env_probe.h"
 #include "temp_dir.h"
 
 namespace {

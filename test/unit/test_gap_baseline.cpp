@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "gap_baseline.h"
+#include "shim/watch/gap_baseline.h"
 
 using ncw::GapBaseline;
 using ncw::GapHistogram;

@@ -3,7 +3,7 @@
 #include <thread>
 #include <vector>
 
-#include "mpmc_queue.h"
+#include "shim/base/mpmc_queue.h"
 
 using namespace ncw;
 

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "process_identity.h"
+#include "shim/record/process_identity.h"
 
 using namespace ncw;
 

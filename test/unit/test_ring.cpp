@@ -8,10 +8,10 @@
 #include <set>
 #include <thread>
 
-#include "rank_file_writer.h"
+#include "shim/record/rank_file_writer.h"
 #include "read/rank_file.h"
-#include "recorder.h"
-#include "ring_publish.h"
+#include "shim/record/recorder.h"
+#include "shim/record/ring_publish.h"
 #include "temp_dir.h"
 
 using namespace ncw;

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "rank_file_writer.h"
+#include "shim/record/rank_file_writer.h"
 #include "read/safe_write.h"
 #include "temp_dir.h"
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
-#include "completion_tracker.h"
+#include "shim/complete/completion_tracker.h"
 
 using namespace ncw;
 

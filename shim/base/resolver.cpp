@@ -1,0 +1,82 @@
+#include "shim/base/resolver.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "shim/base/config.h"
+#include "shim/base/log.h"
+
+namespace ncw {
+namespace {
+
+const void* own_base() {
+    static const void* base = [] {
+        Dl_info info{};
+        dladdr(reinterpret_cast<const void*>(&own_base), &info);
+        return static_cast<const void*>(info.dli_fbase);
+    }();
+    return base;
+}
+
+bool is_ours(void* p) {
+    Dl_info info{};
+    return dladdr(p, &info) && info.dli_fbase == own_base();
+}
+
+// Looks up pncclX first: it is the PMPI-style name that a wrapper library like ours never defines.
+void* lookup_in(void* handle, const char* name) {
+    std::string pname = std::string("p") + name;
+    void* p = dlsym(handle, pname.c_str());
+    if (!p || is_ours(p)) p = dlsym(handle, name);
+    return p && !is_ours(p) ? p : nullptr;
+}
+
+// Leaked on purpose: the watchdog may ask for the path (in a dump) while static destructors run at exit.
+std::mutex& g_path_mu = *new std::mutex;
+std::string& g_path = *new std::string;
+
+void remember_path(void* p) {
+    Dl_info info{};
+    if (!dladdr(p, &info) || !info.dli_fname) return;
+    std::lock_guard<std::mutex> lock(g_path_mu);
+    if (g_path.empty()) g_path = info.dli_fname;
+}
+
+}  // namespace
+
+void* resolve_slow(RealFn& fn, bool quiet) {
+    void* p = dlsym(RTLD_NEXT, fn.name);
+    if (p && is_ours(p)) p = nullptr;
+    if (!p) {
+        // RTLD_NOLOAD: only ever the libnccl.so.2 the host program already loaded, never a second one from the
+        // system library path.
+        if (void* h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD)) p = lookup_in(h, fn.name);
+    }
+    if (!p) {
+        const std::string lib = parse_nccl_library([](const char* n) { return getenv(n); });
+        if (!lib.empty()) {
+            if (void* h = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL)) p = lookup_in(h, fn.name);
+        }
+    }
+    if (!p) {
+        if (!quiet && !fn.miss_logged.exchange(true))
+            log().error(
+                "the real {} was not found (RTLD_NEXT, loaded libnccl.so.2, NCCLWATCH_NCCL_LIBRARY); the call "
+                "returns ncclSystemError",
+                fn.name);
+        return nullptr;
+    }
+    remember_path(p);
+    fn.ptr.store(p, std::memory_order_release);
+    return p;
+}
+
+std::string real_nccl_path() {
+    std::lock_guard<std::mutex> lock(g_path_mu);
+    return g_path;
+}
+
+}  // namespace ncw

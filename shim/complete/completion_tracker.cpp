@@ -1,0 +1,345 @@
+#include "shim/complete/completion_tracker.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "shim/base/clock.h"
+#include "shim/base/cuda_driver.h"
+#include "shim/base/log.h"
+#include "shim/complete/completion_internal.h"
+#include "shim/complete/progress_proofs.h"
+#include "shim/record/recorder.h"
+
+namespace ncw {
+
+using namespace completion;
+
+CompletionTracker::CompletionTracker(const RankFileWriter* file, const CommRegistry* comms)
+    : impl_(new Impl), file_(file), comms_(comms) {}
+
+CompletionTracker* CompletionTracker::create(const Config& cfg, const RankFileWriter* file, const CommRegistry* comms) {
+    if (!cfg.gpu_events) return nullptr;
+    if (!cuda_driver().ok) return nullptr;
+    return new CompletionTracker(file, comms);  // never freed: its thread may outlive static destruction at exit
+}
+
+DevicePool* CompletionTracker::pool_for_device(int dev) {
+    if (dev < 0 || dev >= kMaxDevices) return nullptr;
+    std::lock_guard<std::mutex> lock(impl_->pools_mu);
+    if (impl_->pools[dev]) return impl_->pools[dev];
+    const CudaDriver& cu = cuda_driver();
+    CUdevice d;
+    CUcontext ctx = nullptr;
+    if (cu.cuDeviceGet(&d, dev) != CUDA_SUCCESS || cu.cuDevicePrimaryCtxRetain(&ctx, d) != CUDA_SUCCESS) {
+        NCW_LOG_ONCE(warn, "cannot retain the primary context of device {}: its completion is not tracked", dev);
+        return nullptr;
+    }
+    auto* pool = new DevicePool;
+    pool->dev = dev;
+    pool->ctx = ctx;
+    if (cu.cuCtxPushCurrent(ctx) != CUDA_SUCCESS) return nullptr;
+    size_t made = 0;
+    for (; made < DevicePool::kEventsPerDevice; ++made) {
+        CUevent ev;
+        if (cu.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) break;
+        pool->free.try_push(ev);
+    }
+    CUcontext popped;
+    cu.cuCtxPopCurrent(&popped);
+    if (made == 0) {
+        NCW_LOG_ONCE(warn, "cannot create CUDA events on device {}: its completion is not tracked", dev);
+        return nullptr;
+    }
+    impl_->pools[dev] = pool;
+    return pool;
+}
+
+bool CompletionTracker::capturing(cudaStream_t stream) const {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cuda_driver().cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &st) != CUDA_SUCCESS) return false;
+    return st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+bool CompletionTracker::record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, EventKind kind,
+                               StreamClaim* claim, uint64_t gen) {
+    if (!pool || n <= 0) return false;
+    const bool mark = kind == EventKind::Mark;
+    // A mark that gets no event only loses precision: it is no op's fallback.
+    auto fail = [&] {
+        if (mark)
+            claim->mark_dropped();
+        else
+            fallbacks_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    };
+    Pending p;
+    if (!pool->free.try_pop(p.ev)) return fail();
+    if (claim) {
+        // Read before the record: every follower counted by now was enqueued before the event.
+        p.followers = claim->followers.load(std::memory_order_acquire);
+        p.follower_seq = claim->follower_seq.load(std::memory_order_relaxed);
+    }
+    p.t_mark = now_mono_ns();
+    if (cuda_driver().cuEventRecord(p.ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
+        pool->free.try_push(p.ev);
+        return fail();
+    }
+    p.pool = pool;
+    p.stream = stream;
+    p.cr = refs[0].cr;
+    p.claim = claim;
+    p.gen = kind == EventKind::Done || kind == EventKind::DoneLate ? gen : 0;
+    p.kind = kind;
+    p.n = n < kMaxRefs ? n : kMaxRefs;
+    for (int i = 0; i < p.n; ++i) p.refs[i] = refs[i];
+    if (!impl_->queue.try_push(p)) {
+        // The event is recorded but nobody will query it: give it back later is impossible without a queue slot,
+        // so it is leaked (bounded by how often the queue is full, which a poller that keeps up never lets happen).
+        return fail();
+    }
+    recorded_.fetch_add(1, std::memory_order_relaxed);
+    if (mark) marks_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+void CompletionTracker::drain_at_exit(int max_wait_ms) {
+    // The pass under way may have begun before the request; the next records the catch-ups, the one after reads them.
+    const uint64_t target = passes_.load(std::memory_order_acquire) + 3;
+    drain_requested_.store(true, std::memory_order_release);
+    for (int i = 0; i < max_wait_ms && passes_.load(std::memory_order_acquire) < target; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+uint64_t CompletionTracker::followers() const {
+    uint64_t n = 0;
+    comms_->for_each([&](const CommRuntime& cr) {
+        for (const auto& c : cr.claims) n += c.followers.load(std::memory_order_relaxed);
+    });
+    return n;
+}
+
+void CompletionTracker::poll_forever() {
+    const CudaDriver& cu = cuda_driver();
+    // PyTorch captures CUDA graphs in global mode, in which a query from another thread would invalidate the
+    // capture; a relaxed thread is allowed to query.
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    cu.cuThreadExchangeStreamCaptureMode(&mode);
+    std::deque<Pending> pending;
+    std::vector<std::pair<DevicePool*, cudaStream_t>> streams;
+    std::vector<uint16_t> stream_of;  // per pending entry: its index in `streams`
+    std::vector<uint8_t> state;       // per pending entry: 0 not known done, 1 complete, 2 failed
+    CompletionBatch batch;
+    ProgressProofs proofs;
+    CUcontext current = nullptr;
+    auto use_ctx = [&](DevicePool* pool) {
+        if (pool->ctx != current && cu.cuCtxSetCurrent(pool->ctx) == CUDA_SUCCESS) current = pool->ctx;
+    };
+    auto query = [&](Pending& p) {
+        use_ctx(p.pool);
+        return cu.cuEventQuery(p.ev);
+    };
+    // Followers covered by a completed event: counted complete in their communicator's progress block.
+    auto credit = [&](CommRuntime& cr, StreamClaim& c, uint64_t followers, uint64_t seq, uint64_t t_mark) {
+        c.covered_ns = std::max(c.covered_ns, t_mark);
+        batch.followers_done(cr.slot, c.credit_upto(followers), seq);
+    };
+    // One catch-up event after the claim's uncovered followers (see record_cover).
+    auto catch_up = [&](CommRuntime& cr, StreamClaim& c, DevicePool* pool, cudaStream_t stream) {
+        use_ctx(pool);
+        Cover cv;
+        const CoverResult r = record_cover(cu, pool, c, stream, cv);
+        if (r == CoverResult::Recorded) {
+            pending.push_back(pending_for(cv, &cr));
+            catch_ups_.fetch_add(1, std::memory_order_relaxed);
+        }
+        return r;
+    };
+    // Followers' ring records, for their completion times: scanned from the ring as they appear.
+    uint64_t ring_cursor = 0;
+    uint64_t ring_head_prev = 0;
+    std::vector<uint64_t> unstamped;  // tickets
+    std::vector<CommRuntime*> by_slot(disk::kMaxComms, nullptr);
+    std::vector<CommRuntime*> unslotted;  // communicators beyond the file's comm table, found by comm_id
+    std::vector<std::pair<StreamClaim*, uint64_t>>
+        claim_pending;  // claim, highest follower count a pending event covers
+
+    for (;;) {
+        pass_.enter();  // from here to the flush, slot pointers may be held (comm_slots.h)
+        last_poll_ns_.store(now_mono_ns(), std::memory_order_relaxed);
+        const bool draining = drain_requested_.load(std::memory_order_acquire);
+        Pending p;
+        while (impl_->queue.try_pop(p)) pending.push_back(p);
+
+        streams.clear();
+        stream_of.assign(pending.size(), 0);
+        for (size_t i = 0; i < pending.size(); ++i) {
+            const std::pair<DevicePool*, cudaStream_t> key{pending[i].pool, pending[i].stream};
+            size_t s = std::find(streams.begin(), streams.end(), key) - streams.begin();
+            if (s == streams.size()) streams.push_back(key);
+            stream_of[i] = uint16_t(s);
+        }
+
+        // Events on one stream complete in order: if a stream's newest event is done, so are all before it, and one
+        // query serves them all. Otherwise walk that stream from its oldest until one is not done yet. This keeps our
+        // driver calls (which share locks with the training thread's launches) to about one per stream.
+        state.assign(pending.size(), 0);
+        for (size_t s = 0; s < streams.size(); ++s) {
+            size_t newest = SIZE_MAX;
+            for (size_t i = pending.size(); i-- > 0;)
+                if (stream_of[i] == s) {
+                    newest = i;
+                    break;
+                }
+            if (newest == SIZE_MAX) continue;
+            const CUresult r = query(pending[newest]);
+            for (size_t j = 0; j <= newest; ++j) {
+                if (stream_of[j] != s) continue;
+                if (r == CUDA_SUCCESS) {
+                    state[j] = 1;
+                    continue;
+                }
+                const CUresult rj = j == newest ? r : query(pending[j]);
+                if (rj == CUDA_ERROR_NOT_READY) break;  // not done: neither is anything later on this stream
+                state[j] = rj == CUDA_SUCCESS ? 1 : 2;
+            }
+        }
+
+        const uint64_t now = now_mono_ns();
+        std::deque<Pending> still;
+        claim_pending.clear();
+        proofs.clear();
+        for (size_t i = 0; i < pending.size(); ++i) {
+            Pending& e = pending[i];
+            // The claim lives in its communicator's runtime, which is never freed.
+            if (state[i] != 0 && e.kind == EventKind::Mark)
+                e.claim->marks_resolved.fetch_add(1, std::memory_order_relaxed);
+            if (state[i] == 1) {
+                for (int k = 0; k < e.n; ++k) {
+                    if (e.done())
+                        batch.done(*file_, e.refs[k], now);
+                    else
+                        batch.reached(*file_, e.refs[k], now, e.kind != EventKind::Mark);
+                }
+                if (e.claim) credit(*e.cr, *e.claim, e.followers, e.follower_seq, e.t_mark);
+                if (e.gen) release(e.claim, e.gen);
+                e.pool->free.try_push(e.ev);
+            } else if (state[i] == 2) {
+                // A dead context or a sticky error: the ops stay incomplete, and the watchdog will say so.
+                NCW_LOG_ONCE(warn, "cuEventQuery failed: GPU completion tracking is unreliable from here on");
+                if (e.gen) release(e.claim, e.gen);
+            } else {
+                // Known not done: this one, or one before it on its stream, answered "not ready" in this pass (the
+                // queue holds a stream's events in their stream order: one thread issues on a stream at a time, as
+                // NCCL requires of a communicator; the completions above rely on it too).
+                if (e.kind == EventKind::Reached || e.kind == EventKind::Mark)
+                    proofs.not_reached(*file_, e.refs, e.n);
+                else if (e.kind == EventKind::Done && e.n == 1)
+                    proofs.not_completed(e.refs[0]);
+                if (e.claim) {
+                    auto it = std::find_if(claim_pending.begin(), claim_pending.end(),
+                                           [&](const auto& cp) { return cp.first == e.claim; });
+                    if (it == claim_pending.end())
+                        claim_pending.push_back({e.claim, e.followers});
+                    else
+                        it->second = std::max(it->second, e.followers);
+                }
+                still.push_back(e);
+            }
+        }
+        pending.swap(still);
+
+        // Streams that fell quiet with followers no pending event covers: one catch-up event after them.
+        std::fill(by_slot.begin(), by_slot.end(), nullptr);
+        unslotted.clear();
+        comms_->for_each([&](CommRuntime& cr) {
+            if (cr.slot_index < by_slot.size())
+                by_slot[cr.slot_index] = &cr;
+            else
+                unslotted.push_back(&cr);
+            DevicePool* pool = cr.pool.load(std::memory_order_relaxed);
+            if (pool) proofs.apply(cr);
+            for (auto& c : cr.claims) {
+                const uintptr_t key = c.key.load(std::memory_order_acquire);
+                if (!key || !pool) continue;
+                const uint64_t followers = c.followers.load(std::memory_order_acquire);
+                if (followers <= c.credited.load(std::memory_order_acquire)) continue;
+                // Torn down (its stream may be gone too): ncclCommDestroy settles its followers itself, and after
+                // ncclCommAbort they never completed.
+                if (cr.destroyed.load(std::memory_order_acquire)) continue;
+                auto it = std::find_if(claim_pending.begin(), claim_pending.end(),
+                                       [&](const auto& cp) { return cp.first == &c; });
+                if (it != claim_pending.end() && it->second >= followers) continue;
+                if (!draining && now - c.t_last_issue_ns.load(std::memory_order_relaxed) < kCatchUpAfterNs) continue;
+                if (catch_up(cr, c, pool, reinterpret_cast<cudaStream_t>(key - 1)) == CoverResult::Refused) {
+                    // The stream takes no event from us (another context's stream?): its followers count as done
+                    // without proving progress, rather than stalling for ever.
+                    NCW_LOG_ONCE(warn,
+                                 "cannot record a catch-up event on a stream: ops without their own events on "
+                                 "it are counted as done without GPU evidence");
+                    batch.followers_done(cr.slot, c.credit_upto(followers), 0, false);
+                    c.covered_ns = now;
+                }
+            }
+        });
+
+        // Completion times of followers' ring records (best effort). Only records claimed before the previous poll
+        // are read: the issuing thread is done writing them, so reading them costs it no cache line.
+        const uint64_t head = ring_head_prev;
+        ring_head_prev = file_->hdr->write_ticket.load(std::memory_order_acquire);
+        const uint64_t capacity = uint64_t(file_->ring_mask) + 1;
+        if (head > ring_cursor + capacity) ring_cursor = head - capacity;
+        for (; ring_cursor < head; ++ring_cursor) {
+            const disk::OpRecord& r = file_->ring[ring_cursor & file_->ring_mask];
+            if (r.stamp.load(std::memory_order_acquire) != 2 * ring_cursor + 2) {
+                if (r.stamp.load(std::memory_order_acquire) < 2 * ring_cursor + 2) break;  // still being written
+                continue;                                                                  // overwritten
+            }
+            if (disk::is_collective(disk::OpType(r.op)) || disk::is_p2p(disk::OpType(r.op)))
+                unstamped.push_back(ring_cursor);
+        }
+        size_t keep = 0;
+        for (uint64_t t : unstamped) {
+            disk::OpRecord& r = file_->ring[t & file_->ring_mask];
+            if (r.stamp.load(std::memory_order_acquire) != 2 * t + 2) continue;  // overwritten
+            if (r.t_done_ns.load(std::memory_order_relaxed)) continue;           // completed by its own event
+            const uint64_t t_return = r.t_return_ns.load(std::memory_order_relaxed);
+            const uint8_t flags = r.flags;
+            if (t_return && !(flags & disk::kFlagSampledOut)) continue;  // its own events (or none) decide
+            // A reused slot's index also names its earlier communicators' records: the comm_id tells them apart.
+            CommRuntime* owner = r.comm_slot < by_slot.size() ? by_slot[r.comm_slot] : nullptr;
+            if (!owner && r.comm_slot == 0xffff)
+                for (CommRuntime* u : unslotted)
+                    if (u->comm_id == r.comm_id) owner = u;
+            if (owner && owner->comm_id != r.comm_id) owner = nullptr;
+            if (t_return && owner) {
+                CommRuntime& cr = *owner;
+                StreamClaim* c = nullptr;
+                for (auto& cl : cr.claims)
+                    if (cl.key.load(std::memory_order_relaxed) == uintptr_t(r.stream) + 1) c = &cl;
+                if (c && t_return < c->covered_ns) {
+                    stamp_done(r, now);
+                    continue;
+                }
+                if (!c) continue;  // no claim: never a follower
+            } else if (t_return) {
+                continue;  // a communicator no longer (or never) in the registry: nothing will cover it
+            }
+            unstamped[keep++] = t;
+        }
+        unstamped.resize(keep);
+
+        batch.flush(now);
+        pass_.leave();
+        passes_.fetch_add(1, std::memory_order_release);
+        // Completion times are kept to a few milliseconds; stalls are judged in seconds.
+        std::this_thread::sleep_for(std::chrono::milliseconds(draining                               ? 1
+                                                              : pending.empty() && unstamped.empty() ? 20
+                                                                                                     : 5));
+    }
+}
+
+}  // namespace ncw

@@ -1,0 +1,90 @@
+#include "shim/complete/op_complete.h"
+
+#include <new>
+
+#include "shim/base/clock.h"
+
+namespace ncw {
+
+void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
+                           StreamClaim* claim, uint64_t gen, ncclResult_t r, uint64_t now, After after) {
+    using Kind = CompletionTracker::EventKind;
+    if (r == ncclInProgress && pool) {
+        // A nonblocking communicator (by config, inherited from a split parent, or NCCL_COMM_BLOCKING=0): nothing
+        // may be on the stream yet, so the event waits until ncclCommGetAsyncError reports success (and carries no
+        // claim: the stream's next op may be sampled meanwhile).
+        CompletionTracker::release(claim, gen);
+        if (cr.deferred.try_push(DeferredOp{ref, stream})) {
+            record_add_flags(rt.file, ref, disk::kFlagDeferred);
+            return;
+        }
+        record_add_flags(rt.file, ref, disk::kFlagUntracked);
+        record_done(rt.file, ref, now, false);
+        return;
+    }
+    if (r != ncclSuccess && r != ncclInProgress) {
+        CompletionTracker::release(claim, gen);
+        cr.failed_ops.fetch_add(1, std::memory_order_relaxed);
+        record_failed(rt.file, ref, int32_t(r), now);  // failed, never completed: it stays outstanding, with its error
+        return;
+    }
+    if (pool) {
+        if (!gen && claim) {
+            CompletionTracker::follow(claim, &ref, 1);
+            return;
+        }
+        if (rt.tracker->record(pool, stream, &ref, 1, after == After::Event ? Kind::Done : Kind::DoneLate, claim, gen))
+            return;
+        CompletionTracker::release(claim, gen);
+        if (claim) {
+            // No event or queue slot to be had: it follows, so that a later event on its stream proves it complete
+            // (counting it complete now would claim what the GPU has not shown).
+            record_add_flags(rt.file, ref, disk::kFlagSampledOut);
+            CompletionTracker::follow(claim, &ref, 1);
+            return;
+        }
+        // Nothing later would cover it: counted, but it proves no GPU progress.
+        record_add_flags(rt.file, ref, disk::kFlagUntracked);
+        record_done(rt.file, ref, now, false);
+        return;
+    }
+    record_done(rt.file, ref, now);
+}
+
+// A nonblocking op whose call said "in progress", now enqueued (ncclCommGetAsyncError said success): its completed
+// event, recorded late (other work may have come after it on the stream since).
+void complete_deferred(Runtime& rt, CommRuntime& cr, const DeferredOp& op, uint64_t now) {
+    DevicePool* pool = cr.pool.load(std::memory_order_relaxed);
+    if (pool && rt.tracker->record(pool, op.stream, &op.ref, 1, CompletionTracker::EventKind::DoneLate)) return;
+    if (pool) record_add_flags(rt.file, op.ref, disk::kFlagUntracked);
+    record_done(rt.file, op.ref, now, !pool);
+}
+
+void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
+               ProfExpect* offered) {
+    if (!ts.group_ops) ts.group_ops = new (std::nothrow) GroupOp[ThreadState::kMaxGroupOps];
+    if (ts.group_ops && ts.group_n < ThreadState::kMaxGroupOps) {
+        ts.group_ops[ts.group_n++] = GroupOp{ref, stream, pool, offered};
+        return;
+    }
+    // No room to decide later: the op is not left to the profiler.
+    if (ProfilerLink* pl = offered ? ref.cr->prof.load(std::memory_order_relaxed) : nullptr)
+        profiler_withdraw(*pl, *offered);
+    // A very large group (an all-to-all over many peers): keep the latest op per communicator and stream, which is
+    // what progress needs; earlier records of that pair then miss their GPU timestamps.
+    for (int i = ts.group_n - 1; ts.group_ops && i >= 0; --i) {
+        GroupOp& g = ts.group_ops[i];
+        if (g.ref.cr == ref.cr && g.stream == stream) {
+            if (ProfilerLink* pl = g.offered ? g.ref.cr->prof.load(std::memory_order_relaxed) : nullptr)
+                profiler_withdraw(*pl, *g.offered);
+            record_add_flags(rt.file, g.ref, disk::kFlagUntracked);
+            record_done(rt.file, g.ref, now_mono_ns(), false);
+            g = GroupOp{ref, stream, pool, offered};
+            return;
+        }
+    }
+    record_add_flags(rt.file, ref, disk::kFlagUntracked);
+    record_done(rt.file, ref, now_mono_ns(), false);
+}
+
+}  // namespace ncw

@@ -1,0 +1,411 @@
+#include "shim/complete/profiler_plugin.h"
+
+#include <strings.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <type_traits>
+
+#include "shim/base/clock.h"
+#include "shim/base/log.h"
+#include "shim/record/call_scope.h"
+#include "shim/record/profiler_link.h"
+#include "shim/record/recorder.h"
+#include "shim/record/runtime.h"
+
+namespace ncw {
+
+namespace {
+
+ProfilerSetup g_setup;
+
+bool is_ours(const char* plugin) {
+    // STATIC_PLUGIN: NCCL searches the loaded objects, where our tables come first (preloaded). A path to our own
+    // library (a launcher that set it for a child of ours) is ours too.
+    return strcasecmp(plugin, "STATIC_PLUGIN") == 0 || strstr(plugin, "ncclwatch") != nullptr;
+}
+
+ProfilerMode mode_from_env() {
+    const char* v = getenv("NCCLWATCH_PROFILER");
+    if (!v) return ProfilerMode::Auto;
+    if (strcmp(v, "off") == 0) return ProfilerMode::Off;
+    if (strcmp(v, "empty") == 0) return ProfilerMode::Empty;
+    return ProfilerMode::Auto;  // a bad value is named once the Config is parsed
+}
+
+// Before main and before any thread of the host: the one safe moment for setenv.
+__attribute__((constructor)) void point_nccl_at_us() {
+    const char* enable = getenv("NCCLWATCH_ENABLE");
+    if (enable && strcmp(enable, "0") == 0) return;
+    g_setup.mode = mode_from_env();
+    if (g_setup.mode == ProfilerMode::Off) return;
+    const char* plugin = getenv("NCCL_PROFILER_PLUGIN");
+    if (!plugin) {
+        g_setup.we_set_env = setenv("NCCL_PROFILER_PLUGIN", "STATIC_PLUGIN", 0) == 0;
+    } else if (!is_ours(plugin)) {
+        g_setup.user_plugin = plugin;  // the environment's own storage: it lives as long as the process
+    }
+}
+
+// Our per-communicator context as NCCL holds it. `link` is nullptr when we do not follow this communicator.
+struct Ctx {
+    ProfilerLink* link = nullptr;
+    bool empty = false;  // NCCLWATCH_PROFILER=empty: every callback returns at once (to measure NCCL's own cost)
+};
+Ctx g_empty_ctx{nullptr, true};
+
+constexpr int kWantedEvents = int(prof::kColl | prof::kKernelCh);
+
+// NCCL's function names (ncclFuncToString) as our op kinds; 0: not a collective we follow.
+uint32_t kind_of(const char* func) {
+    if (!func) return 0;
+    static const struct {
+        const char* name;
+        disk::OpType op;
+    } names[] = {{"AllReduce", disk::OpType::AllReduce},
+                 {"Broadcast", disk::OpType::Broadcast},
+                 {"Reduce", disk::OpType::Reduce},
+                 {"AllGather", disk::OpType::AllGather},
+                 {"ReduceScatter", disk::OpType::ReduceScatter},
+                 {"AlltoAll", disk::OpType::AlltoAll},
+                 {"Gather", disk::OpType::Gather},
+                 {"Scatter", disk::OpType::Scatter}};
+    for (const auto& n : names)
+        if (strcmp(func, n.name) == 0) return uint32_t(n.op);
+    return 0;
+}
+
+// A communicator whose init did not run on a thread of ours in a blocking init (a grouped or nonblocking init, or
+// ncclCommInitAll) is linked at its first collective: NCCL's Coll start for it runs inside our wrapper's call.
+void link(ProfilerLink* pl, CommRuntime* cr) {
+    ProfilerLink* none = nullptr;
+    if (!cr || !cr->prof.compare_exchange_strong(none, pl, std::memory_order_acq_rel)) return;
+    pl->cr = cr;
+}
+bool fits(const ProfilerLink* pl, const CommRuntime* cr) {
+    return cr && !cr->prof.load(std::memory_order_relaxed) &&
+           (pl->nranks <= 0 || (cr->nranks == pl->nranks && cr->rank == pl->rank));
+}
+void link_lazily(ProfilerLink* pl) {
+    ThreadState& ts = thread_state();
+    if (fits(pl, ts.current_op)) return link(pl, ts.current_op);
+    for (int i = 0; ts.group_ops && i < ts.group_n; ++i)
+        if (fits(pl, ts.group_ops[i].ref.cr)) return link(pl, ts.group_ops[i].ref.cr);
+}
+
+// Links of finalized communicators, kept for later ones: a link is about 180 KB, and a job that builds and drops
+// groups (per-stage groups, elastic restarts, a comm per eval) would otherwise keep one for every communicator it
+// ever made. Past kRetired waiting links, a finalized one simply stays allocated.
+constexpr int kRetired = 64;
+std::atomic<ProfilerLink*> g_retired[kRetired];
+
+void retire_link(ProfilerLink* pl) {
+    Runtime* rt = runtime();
+    pl->retired_at_pass = rt ? rt->watchdog_pass.n.load(std::memory_order_acquire) : 0;
+    for (auto& slot : g_retired) {
+        ProfilerLink* none = nullptr;
+        if (slot.compare_exchange_strong(none, pl, std::memory_order_acq_rel)) return;
+    }
+}
+
+// A retired link no thread of ours can still be reading, made new; nullptr when there is none. After NCCL's
+// finalize, NCCL calls nothing more for it and its communicator no longer points at it; only a watchdog pass that
+// began before the retirement (profiler_publish) may still hold it, so such a link waits for that pass to end.
+ProfilerLink* reuse_link() {
+    Runtime* rt = runtime();
+    const uint64_t now = rt ? rt->watchdog_pass.n.load(std::memory_order_acquire) : 0;
+    for (auto& slot : g_retired) {
+        ProfilerLink* pl = slot.load(std::memory_order_acquire);
+        if (!pl || ((pl->retired_at_pass & 1) && now == pl->retired_at_pass)) continue;
+        if (!slot.compare_exchange_strong(pl, nullptr, std::memory_order_acq_rel)) continue;
+        pl->~ProfilerLink();
+        return new (pl) ProfilerLink;
+    }
+    return nullptr;
+}
+
+prof::Result make_ctx(void** ctx, int* mask, uint64_t hash, int nranks, int rank, int version) {
+    *ctx = nullptr;
+    Runtime* rt = runtime();
+    if (g_setup.mode == ProfilerMode::Empty) {
+        *mask = kWantedEvents;
+        *ctx = &g_empty_ctx;
+        return 0;
+    }
+    if (!rt || g_setup.mode == ProfilerMode::Off) {
+        *mask = 0;
+        return 0;
+    }
+    // Once per communicator, on NCCL's init path: not the hot path, so allocation is allowed. The Ctx (16 bytes) is
+    // never freed, in case NCCL ever calls with it after its finalize; the link is reused (retire_link).
+    auto* c = new (std::nothrow) Ctx;
+    ProfilerLink* pl = c ? reuse_link() : nullptr;
+    if (c && !pl) pl = new (std::nothrow) ProfilerLink;
+    if (!pl) {
+        delete c;
+        NCW_LOG_ONCE(warn, "out of memory for NCCL's profiler events: GPU progress comes from CUDA events");
+        *mask = 0;
+        return 0;
+    }
+    pl->version = version;
+    pl->comm_hash = hash;
+    pl->nranks = nranks;
+    pl->rank = rank;
+    for (auto& op : pl->ops) op.link = pl;
+    c->link = pl;
+    CommRuntime* init_cr = thread_state().initializing;
+    if (init_cr && (nranks <= 0 || (init_cr->nranks == nranks && init_cr->rank == rank))) link(pl, init_cr);
+    *mask = kWantedEvents;  // process-wide: NCCL keeps the last init's mask
+    *ctx = c;
+    return 0;
+}
+
+// Our clock for a GPU globaltimer stamp (v4+); v3 stamps are our clock already.
+uint64_t to_mono(const ProfilerLink& pl, uint64_t gpu) {
+    if (pl.version < 4) return gpu;
+    const int64_t off = pl.offset_hi.load(std::memory_order_relaxed);
+    return off == INT64_MAX ? 0 : uint64_t(int64_t(gpu) + off);
+}
+
+void start_coll(Ctx* c, void** handle, uint32_t kind, uint64_t nccl_seq, size_t count, uint8_t nchannels) {
+    *handle = nullptr;
+    ProfilerLink* pl = c ? c->link : nullptr;
+    if (!pl || !kind) return;
+    if (!pl->cr) link_lazily(pl);
+    ProfExpect& e = pl->expect[ProfilerLink::expect_index(kind, nccl_seq)];
+    const uint64_t tag = ProfilerLink::tag_of(kind, nccl_seq);
+    if (e.tag.load(std::memory_order_acquire) != tag)
+        return pl->dropped.fetch_add(1, std::memory_order_relaxed), void();
+    const uint64_t ticket = e.ticket, coll_seq = e.coll_seq, want_count = e.count, t_issue = e.t_issue_ns;
+    // The issuing thread rewrites an entry only kExpect ops later; a changed tag means it did meanwhile.
+    if (e.tag.load(std::memory_order_acquire) != tag || want_count != count)
+        return pl->dropped.fetch_add(1, std::memory_order_relaxed), void();
+    ProfOp* op = nullptr;
+    for (int tries = 0; tries < 4 && !op; ++tries) {
+        ProfOp& cand = pl->ops[pl->next_op.fetch_add(1, std::memory_order_relaxed) & (ProfilerLink::kOps - 1)];
+        uint32_t free_ = 0;
+        if (cand.busy.compare_exchange_strong(free_, 1, std::memory_order_acquire)) op = &cand;
+    }
+    if (!op) return pl->dropped.fetch_add(1, std::memory_order_relaxed), void();
+    uint32_t st = ProfExpect::kOffered;
+    op->owned = e.state.compare_exchange_strong(st, ProfExpect::kTaken, std::memory_order_acq_rel);
+    op->nchannels = nchannels ? nchannels : 1;
+    op->ticket = ticket;
+    op->coll_seq = coll_seq;
+    op->t_issue_ns = t_issue;
+    op->started.store(0, std::memory_order_relaxed);
+    op->stopped.store(0, std::memory_order_relaxed);
+    op->gpu_start.store(~0ull, std::memory_order_relaxed);
+    op->gpu_stop.store(0, std::memory_order_relaxed);
+    op->finished.store(0, std::memory_order_relaxed);
+    op->t_last_event_ns.store(now_mono_ns(), std::memory_order_release);
+    *handle = op;
+}
+
+ProfOp* channel_op(void* handle) {
+    const auto v = reinterpret_cast<uintptr_t>(handle);
+    return (v & 1) ? reinterpret_cast<ProfOp*>(v & ~uintptr_t(1)) : nullptr;
+}
+
+// A KernelCh event (NCCL's proxy thread): one channel of `parent` started on the GPU at `gpu` (globaltimer; our
+// clock for v3).
+void start_channel(void** handle, void* parent, uint64_t gpu) {
+    *handle = nullptr;
+    auto* op = static_cast<ProfOp*>(parent);
+    if (!op || (reinterpret_cast<uintptr_t>(parent) & 1) || !op->busy.load(std::memory_order_acquire)) return;
+    ProfilerLink& pl = *op->link;
+    const uint64_t now = now_mono_ns();
+    if (pl.version >= 4) {
+        atomic_min(pl.offset_hi, int64_t(now) - int64_t(gpu));
+        if (op->t_issue_ns) atomic_max(pl.offset_lo, int64_t(op->t_issue_ns) - int64_t(gpu));
+    }
+    atomic_min(op->gpu_start, gpu);
+    op->t_last_event_ns.store(now, std::memory_order_relaxed);
+    if (op->started.fetch_add(1, std::memory_order_acq_rel) == 0 && op->owned) atomic_max(pl.reached, op->coll_seq);
+    if (!pl.kernel_events.load(std::memory_order_relaxed)) pl.kernel_events.store(true, std::memory_order_release);
+    *handle = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(op) | 1);
+}
+
+// The op's last channel stopped: its record gets the GPU's start and end, its communicator the progress.
+void finish_op(ProfOp& op) {
+    uint32_t not_yet = 0;
+    if (!op.finished.compare_exchange_strong(not_yet, 1, std::memory_order_acq_rel)) return;
+    ProfilerLink& pl = *op.link;
+    Runtime* rt = runtime();
+    if (op.owned && rt) {
+        const uint64_t start = to_mono(pl, op.gpu_start.load(std::memory_order_relaxed));
+        const uint64_t stop = to_mono(pl, op.gpu_stop.load(std::memory_order_relaxed));
+        const uint64_t now = now_mono_ns();
+        disk::OpRecord& rec = rt->file.ring[op.ticket & rt->file.ring_mask];
+        if (rec.stamp.load(std::memory_order_acquire) == 2 * op.ticket + 2) {
+            rec.t_reached_ns.store(start ? start : now, std::memory_order_relaxed);
+            rec.t_done_ns.store(stop ? stop : now, std::memory_order_relaxed);
+            __atomic_fetch_or(&rec.flags, uint8_t(disk::kFlagGpuTimed), __ATOMIC_RELAXED);
+        }
+        atomic_max(pl.completed, op.coll_seq);
+        pl.ops_done.fetch_add(1, std::memory_order_relaxed);
+        atomic_max(pl.t_progress_ns, now);
+    }
+    op.busy.store(0, std::memory_order_release);
+}
+
+void stop_channel(ProfOp& op) {
+    op.t_last_event_ns.store(now_mono_ns(), std::memory_order_relaxed);
+    const uint32_t stopped = op.stopped.fetch_add(1, std::memory_order_acq_rel) + 1;
+    // Every channel NCCL scheduled the op on has a KernelCh event; the op is done when all have stopped.
+    if (stopped >= op.nchannels && stopped == op.started.load(std::memory_order_acquire)) finish_op(op);
+}
+
+template <class Descr>
+prof::Result start_any(void* ctx, void** handle, Descr* d, bool has_timer) {
+    *handle = nullptr;
+    auto* c = static_cast<Ctx*>(ctx);
+    if (!c || c->empty || !d) return 0;
+    if (d->type == prof::kColl) {
+        start_coll(c, handle, kind_of(d->coll.func), d->coll.seq, d->coll.count, d->coll.nchannels);
+    } else if (d->type == prof::kKernelCh) {
+        uint64_t gpu = now_mono_ns();
+        if constexpr (!std::is_same_v<Descr, prof::DescrV3>) {
+            if (has_timer) gpu = d->kernel_ch.gpu_timer;
+        }
+        start_channel(handle, d->parent, gpu);
+    }
+    return 0;
+}
+
+}  // namespace
+
+const ProfilerSetup& profiler_setup() { return g_setup; }
+
+void profiler_log_setup(const Runtime& rt) {
+    if (g_setup.mode == ProfilerMode::Off) {
+        log().info(rt.cfg.gpu_events ? "NCCLWATCH_PROFILER=off: GPU progress comes from CUDA events"
+                                     : "NCCLWATCH_PROFILER=off and NCCLWATCH_GPU_EVENTS=0: no GPU progress is tracked "
+                                       "(completion means the call returned)");
+    } else if (g_setup.user_plugin) {
+        log().warn(
+            "NCCL_PROFILER_PLUGIN={} is set: ncclwatch keeps that plugin, and GPU progress comes from CUDA "
+            "events (sampled: lower bounds) instead of NCCL's profiler events",
+            g_setup.user_plugin);
+    } else if (g_setup.mode == ProfilerMode::Empty) {
+        log().warn("NCCLWATCH_PROFILER=empty: NCCL's profiler events are on but ignored (a cost measurement only)");
+    }
+}
+
+namespace {
+
+// An op whose channels all stopped but fewer than NCCL announced, quiet for this long, is done: NCCL's channel count
+// was an upper bound. Without this, the last op before a quiet period would stay "in flight" and look like a stall.
+constexpr uint64_t kQuietChannelsNs = 500000000;
+
+// Only the ops taken since the oldest one still in flight are looked at (ProfOps are taken in cursor order): the
+// watchdog's pass stays short however many communicators there are, which keeps comm slots reusable (comm_slots.h).
+void finish_quiet_ops(ProfilerLink& pl, uint64_t now) {
+    const uint64_t hi = pl.next_op.load(std::memory_order_acquire);
+    uint64_t lo = pl.scan_from.load(std::memory_order_relaxed);
+    if (hi - lo > ProfilerLink::kOps) lo = hi - ProfilerLink::kOps;
+    uint64_t floor = lo;
+    bool all_done_so_far = true;
+    for (uint64_t i = lo; i < hi; ++i) {
+        ProfOp& op = pl.ops[i & (ProfilerLink::kOps - 1)];
+        if (!op.busy.load(std::memory_order_acquire) || op.finished.load(std::memory_order_relaxed)) {
+            if (all_done_so_far) floor = i + 1;
+            continue;
+        }
+        all_done_so_far = false;
+        const uint32_t started = op.started.load(std::memory_order_acquire);
+        if (started == 0 || op.stopped.load(std::memory_order_acquire) != started) continue;
+        if (now - op.t_last_event_ns.load(std::memory_order_relaxed) > kQuietChannelsNs) finish_op(op);
+    }
+    pl.scan_from.store(floor, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void profiler_publish_one(CommRuntime& cr) {
+    ProfilerLink* pl = cr.prof.load(std::memory_order_acquire);
+    disk::CommSlot* s = cr.slot.load(std::memory_order_acquire);
+    if (!pl || !s || !pl->kernel_events.load(std::memory_order_acquire)) return;
+    finish_quiet_ops(*pl, now_mono_ns());
+    const uint64_t done = pl->ops_done.load(std::memory_order_relaxed);
+    atomic_max(s->coll_reached, pl->reached.load(std::memory_order_relaxed));
+    atomic_max(s->coll_completed, pl->completed.load(std::memory_order_relaxed));
+    uint64_t published = pl->published_ops.load(std::memory_order_relaxed);
+    if (done > published && pl->published_ops.compare_exchange_strong(published, done, std::memory_order_relaxed)) {
+        s->ops_completed.fetch_add(done - published, std::memory_order_relaxed);
+        atomic_max(s->t_last_progress_ns, pl->t_progress_ns.load(std::memory_order_relaxed));
+    }
+    s->gpu_source.store(uint32_t(disk::GpuSource::Profiler), std::memory_order_relaxed);
+    s->gpu_tracking.store(1, std::memory_order_relaxed);
+    // Exact while every collective since the first offered one went through NCCL's events (an offered op NCCL's
+    // Coll start could not follow stays offered, and its wrapper takes it back: `withdrawn`), and the ones before it
+    // (CUDA events, before NCCL's kernel events were known to flow) are complete. Coll events of ops issued before
+    // the communicator was linked (`dropped`) were never offered, so they do not count against it.
+    const uint64_t first = pl->first_offered.load(std::memory_order_relaxed);
+    const uint64_t withdrawn = pl->withdrawn.load(std::memory_order_relaxed);
+    const bool exact = first && withdrawn == 0 && s->coll_completed.load(std::memory_order_relaxed) + 1 >= first;
+    if (withdrawn && !pl->withdrawal_logged.exchange(true, std::memory_order_relaxed))
+        log().info(
+            "communicator {:016x}: a collective offered to NCCL's profiler events got none within its call "
+            "(NCCL launched it later, or its sequence numbers differ from ours): from then on its counts are "
+            "lower bounds (CUDA events)",
+            cr.comm_id);
+    s->progress_exact.store(exact ? 1 : 0, std::memory_order_relaxed);
+    const int64_t hi = pl->offset_hi.load(std::memory_order_relaxed),
+                  lo = pl->offset_lo.load(std::memory_order_relaxed);
+    if (pl->version >= 4 && hi != INT64_MAX && lo != INT64_MIN && hi >= lo)
+        s->gpu_clock_uncertainty_ns.store(uint64_t(hi - lo), std::memory_order_relaxed);
+}
+
+void profiler_publish(Runtime& rt) {
+    rt.comms.for_each([](CommRuntime& cr) { profiler_publish_one(cr); });
+}
+
+namespace prof_cb {
+
+prof::Result init_v3(void** ctx, int* mask) { return make_ctx(ctx, mask, 0, 0, -1, 3); }
+prof::Result init_v4(void** ctx, int* mask, const char*, uint64_t hash, int, int nranks, int rank, prof::Logger) {
+    return make_ctx(ctx, mask, hash, nranks, rank, 4);
+}
+prof::Result init_v5(void** ctx, uint64_t hash, int* mask, const char*, int, int nranks, int rank, prof::Logger) {
+    return make_ctx(ctx, mask, hash, nranks, rank, 5);
+}
+prof::Result start_v3(void* ctx, void** handle, prof::DescrV3* d) { return start_any(ctx, handle, d, false); }
+prof::Result start_v4(void* ctx, void** handle, prof::DescrV4* d) { return start_any(ctx, handle, d, true); }
+prof::Result start_v5(void* ctx, void** handle, prof::DescrV5* d) { return start_any(ctx, handle, d, true); }
+
+prof::Result stop(void* handle) {
+    if (ProfOp* op = channel_op(handle)) stop_channel(*op);
+    return 0;  // a Coll event's stop only means "enqueued"
+}
+
+prof::Result record_v3(void* handle, int state, prof::StateArgsV3*) {
+    if (ProfOp* op = channel_op(handle); op && state == prof::kKernelChStop) atomic_max(op->gpu_stop, now_mono_ns());
+    return 0;
+}
+prof::Result record_v4(void* handle, int state, prof::StateArgsV4* args) {
+    if (ProfOp* op = channel_op(handle); op && state == prof::kKernelChStop && args)
+        atomic_max(op->gpu_stop, args->kernel_ch.gpu_timer);
+    return 0;
+}
+
+prof::Result finalize(void* ctx) {
+    auto* c = static_cast<Ctx*>(ctx);
+    ProfilerLink* pl = c ? c->link : nullptr;
+    if (!pl) return 0;
+    // The last of its progress, then the communicator lets go of it (its teardown's publish finds none) and so does
+    // the Ctx; the link waits for reuse by a later communicator.
+    if (pl->cr) {
+        profiler_publish_one(*pl->cr);
+        ProfilerLink* mine = pl;
+        pl->cr->prof.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel);
+    }
+    c->link = nullptr;
+    retire_link(pl);
+    return 0;
+}
+
+}  // namespace prof_cb
+
+}  // namespace ncw

@@ -1,0 +1,319 @@
+#include "shim/intercept/hooks.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "ncclwatch/hash.h"
+#include "shim/base/clock.h"
+#include "shim/base/log.h"
+#include "shim/base/resolver.h"
+#include "shim/complete/profiler_plugin.h"
+#include "shim/intercept/comm_lifecycle.h"
+#include "shim/intercept/op_hook.h"
+#include "shim/record/comm_identity.h"
+#include "shim/record/profiler_link.h"
+#include "shim/record/runtime.h"
+#include "shim/start/startup.h"
+#include "shim/watch/py_stacks.h"
+
+namespace ncw {
+
+thread_local ThreadState tl_state __attribute__((tls_model("initial-exec")));
+
+uint32_t CallScope::tid() {
+    if (__builtin_expect(ts_.tid == 0, 0)) {
+        ts_.tid = uint32_t(syscall(SYS_gettid));
+        py_note_nccl_thread(ts_.tid);  // once per thread: which Python thread issues NCCL calls (py_stacks.h)
+    }
+    return ts_.tid;
+}
+
+namespace {
+
+void init_bookkeeping_failed() { NCW_LOG_ONCE(error, "could not record a communicator init (out of memory?)"); }
+
+// Our bookkeeping around an init: whatever it throws (out of memory) is logged and swallowed, and the real call
+// runs exactly once either way.
+template <typename Call>
+ncclResult_t run_init(const CommInitInfo& info, ncclComm_t* out, Call&& call) {
+    Runtime* rt = start_runtime();
+    CommRuntime* cr = nullptr;
+    if (rt) {
+        try {
+            cr = begin_comm(*rt, info);
+        } catch (...) {
+            init_bookkeeping_failed();
+        }
+    }
+    ThreadState& ts = thread_state();
+    ts.initializing = cr;  // NCCL's profiler init for it runs inside a blocking init, on this thread
+    ncclResult_t r = call();
+    ts.initializing = nullptr;
+    if (!cr) return r;
+    ErrnoKeeper keep;
+    try {
+        finish_comm(*rt, cr, out && (r == ncclSuccess || r == ncclInProgress) ? *out : nullptr, r);
+    } catch (...) {
+        init_bookkeeping_failed();
+    }
+    return r;
+}
+
+// Returns the communicator's runtime when it was unregistered, for release_slot.
+CommRuntime* end_comm(ncclComm_t comm, disk::OpType event, disk::CommState state, ncclResult_t r, bool unregister) {
+    Runtime* rt = runtime();
+    if (!rt) return nullptr;
+    CommRuntime* cr = rt->comms.find(comm);
+    if (!cr) return nullptr;
+    record_event(rt->file, cr, cr->comm_id, event, r, cr->rank, now_mono_ns());
+    if (cr->slot) cr->slot.load()->state.store(uint32_t(state), std::memory_order_release);
+    if (unregister) {
+        cr->destroyed.store(true, std::memory_order_release);
+        rt->comms.remove(comm);
+        // What its pending events proved goes with it: the poller no longer looks (ProgressProofs::apply), and
+        // after the teardown nothing of it is pending on the GPU.
+        if (disk::CommSlot* slot = cr->slot.load()) {
+            slot->coll_unreached.store(0, std::memory_order_relaxed);
+            slot->coll_uncompleted.store(0, std::memory_order_relaxed);
+        }
+        return cr;
+    }
+    return nullptr;
+}
+
+// After the final state and the settle: the file's slot may go to a later communicator (comm_slots.h).
+void release_slot(CommRuntime* cr) {
+    Runtime* rt = runtime();
+    if (!rt || !cr) return;
+    try {
+        rt->slots.release(*cr);
+    } catch (...) {
+        NCW_LOG_ONCE(warn, "could not release a destroyed communicator's comm slot (out of memory?)");
+    }
+}
+
+// A communicator's last followers at its teardown: see CompletionTracker::Settle. Not after ncclCommAbort, whose ops
+// never completed.
+CompletionTracker::Settle settle_begin(ncclComm_t comm) {
+    Runtime* rt = runtime();
+    CommRuntime* cr = rt && rt->tracker ? rt->comms.find(comm) : nullptr;
+    if (!cr) return {};
+    try {
+        return rt->tracker->settle_begin(*cr);
+    } catch (...) {
+        NCW_LOG_ONCE(warn, "could not settle a communicator's last ops at its teardown");
+    }
+    return {};
+}
+
+void settle_end(CompletionTracker::Settle& settle, ncclComm_t comm) {
+    Runtime* rt = runtime();
+    if (!rt) return;
+    // The teardown call returned once NCCL completed the communicator's work: what its profiler events proved goes
+    // into the progress block now, before the process (often) exits.
+    if (CommRuntime* cr = rt->comms.find(comm)) profiler_publish_one(*cr);
+    if (!rt->tracker) return;
+    try {
+        rt->tracker->settle_end(settle);  // its completion batch may allocate
+    } catch (...) {
+        NCW_LOG_ONCE(warn, "could not settle a communicator's last ops at its teardown");
+    }
+}
+
+}  // namespace
+
+namespace hook {
+
+ncclResult_t ncclGetUniqueId(CallScope& s, ncclUniqueId* uniqueId) {
+    errno = s.saved_errno();
+    return NCW_CALL_REAL(ncclGetUniqueId, uniqueId);
+}
+
+ncclResult_t ncclCommInitRank(CallScope& s, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+    CommInitInfo info;
+    info.comm_id = root_comm_id(commId);
+    info.rank = rank;
+    info.nranks = nranks;
+    return run_init(info, comm, [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommInitRank, comm, nranks, commId, rank);
+    });
+}
+
+ncclResult_t ncclCommInitRankConfig(CallScope& s, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                    ncclConfig_t* config) {
+    CommInitInfo info;
+    info.comm_id = root_comm_id(commId);
+    info.rank = rank;
+    info.nranks = nranks;
+    info.config = config;
+    return run_init(info, comm, [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommInitRankConfig, comm, nranks, commId, rank, config);
+    });
+}
+
+ncclResult_t ncclCommInitRankScalable(CallScope& s, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                      ncclUniqueId* commIds, ncclConfig_t* config) {
+    CommInitInfo info;
+    info.comm_id = nId > 0 && commIds ? root_comm_id(commIds[0]) : 0;
+    info.rank = myrank;
+    info.nranks = nranks;
+    info.config = config;
+    return run_init(info, newcomm, [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
+    });
+}
+
+ncclResult_t ncclCommInitAll(CallScope& s, ncclComm_t* comm, int ndev, const int* devlist) {
+    Runtime* rt = start_runtime();
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommInitAll, comm, ndev, devlist);
+    if (!rt || r != ncclSuccess || !comm) return r;
+    ErrnoKeeper keep;
+    // All ranks live in this process, so a process-local identity is one every rank agrees on.
+    uint64_t parts[3] = {rt->initall_counter.fetch_add(1), uint64_t(getpid()), rt->file.hdr->boot_id_hash};
+    uint64_t id = fnv1a64(parts, sizeof(parts));
+    try {
+        for (int i = 0; i < ndev; ++i) {
+            CommInitInfo info;
+            info.comm_id = id;
+            info.rank = i;
+            info.nranks = ndev;
+            finish_comm(*rt, begin_comm(*rt, info), comm[i], r);
+        }
+    } catch (...) {
+        init_bookkeeping_failed();
+    }
+    return r;
+}
+
+ncclResult_t ncclCommSplit(CallScope& s, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                           ncclConfig_t* config) {
+    Runtime* rt = runtime();
+    CommRuntime* parent = rt ? rt->comms.find(comm) : nullptr;
+    if (!parent) {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommSplit, comm, color, key, newcomm, config);
+    }
+    // Every member calls split on the parent in the same order, so the counter agrees across ranks.
+    uint64_t counter = parent->split_counter.fetch_add(1) + 1;
+    CommInitInfo info;
+    info.comm_id = child_comm_id(parent->comm_id, counter, color);
+    info.parent_id = parent->comm_id;
+    info.color = color;
+    info.key = key;
+    info.config = config;
+    info.event = disk::OpType::CommSplit;
+    auto call = [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommSplit, comm, color, key, newcomm, config);
+    };
+    if (color == NCCL_SPLIT_NOCOLOR) {
+        ncclResult_t r = call();
+        record_event(rt->file, parent, info.comm_id, disk::OpType::CommSplit, r, -1, now_mono_ns());
+        return r;
+    }
+    return run_init(info, newcomm, call);
+}
+
+ncclResult_t ncclCommShrink(CallScope& s, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+    Runtime* rt = runtime();
+    CommRuntime* parent = rt ? rt->comms.find(comm) : nullptr;
+    auto call = [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+    };
+    if (!parent) return call();
+    uint64_t counter = parent->split_counter.fetch_add(1) + 1;
+    CommInitInfo info;
+    info.comm_id = shrink_comm_id(parent->comm_id, counter, excludeRanksList, excludeRanksCount);
+    info.parent_id = parent->comm_id;
+    info.config = config;
+    info.event = disk::OpType::CommShrink;
+    return run_init(info, newcomm, call);
+}
+
+ncclResult_t ncclCommFinalize(CallScope& s, ncclComm_t comm) {
+    CompletionTracker::Settle settle;
+    {
+        ErrnoKeeper keep;
+        settle = settle_begin(comm);
+    }
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommFinalize, comm);
+    ErrnoKeeper keep;
+    settle_end(settle, comm);
+    end_comm(comm, disk::OpType::CommFinalize, disk::CommState::Finalized, r, false);
+    return r;
+}
+
+ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
+    CompletionTracker::Settle settle;
+    CommRuntime* gone = nullptr;
+    {
+        ErrnoKeeper keep;
+        settle = settle_begin(comm);
+        // Before the call: once it returns, NCCL may hand the same pointer to a new communicator.
+        gone = end_comm(comm, disk::OpType::CommDestroy, disk::CommState::Destroyed, ncclSuccess, true);
+    }
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommDestroy, comm);
+    ErrnoKeeper keep;
+    settle_end(settle, comm);
+    release_slot(gone);
+    return r;
+}
+
+ncclResult_t ncclCommAbort(CallScope& s, ncclComm_t comm) {
+    {
+        ErrnoKeeper keep;
+        // What NCCL's profiler events proved before the abort (the slot is released with it).
+        if (Runtime* rt = runtime(); CommRuntime* cr = rt ? rt->comms.find(comm) : nullptr) profiler_publish_one(*cr);
+        release_slot(end_comm(comm, disk::OpType::CommAbort, disk::CommState::Aborted, ncclSuccess, true));
+    }
+    errno = s.saved_errno();
+    return NCW_CALL_REAL(ncclCommAbort, comm);
+}
+
+ncclResult_t ncclCommRevoke(CallScope& s, ncclComm_t comm, int revokeFlags) {
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommRevoke, comm, revokeFlags);
+    ErrnoKeeper keep;
+    end_comm(comm, disk::OpType::CommRevoke, disk::CommState::Revoked, r, false);
+    return r;
+}
+
+ncclResult_t ncclCommGetAsyncError(CallScope& s, ncclComm_t comm, ncclResult_t* asyncError) {
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommGetAsyncError, comm, asyncError);
+    Runtime* rt = runtime();
+    if (!rt || r != ncclSuccess || !asyncError) return r;
+    ErrnoKeeper keep;
+    CommRuntime* cr = rt->comms.find(comm);
+    if (!cr) return r;
+    ncclResult_t e = *asyncError;
+    if (e == ncclSuccess && cr->identity_pending.load(std::memory_order_acquire)) refresh_comm_identity(*rt, *cr);
+    if (e == ncclSuccess) {
+        // A nonblocking communicator has now enqueued what it had in progress: its events can go on the stream.
+        DeferredOp op;
+        uint64_t now = now_mono_ns();
+        while (cr->deferred.try_pop(op)) complete_deferred(*rt, *cr, op, now);
+    }
+    if (cr->slot && e != ncclInProgress) {
+        int32_t prev = cr->slot.load()->async_error.exchange(int32_t(e), std::memory_order_relaxed);
+        if (prev != int32_t(e) && e != ncclSuccess) {
+            const uint64_t now = now_mono_ns();
+            record_async_failed(*cr, int32_t(e), now);  // its calls returned success: the error is their failure
+            record_event(rt->file, cr, cr->comm_id, disk::OpType::AsyncError, e, cr->rank, now);
+        }
+    }
+    return r;
+}
+
+}  // namespace hook
+}  // namespace ncw

@@ -1,0 +1,85 @@
+// The hot path of every collective and p2p wrapper: record, forward exactly once, arrange completion tracking.
+#pragma once
+
+#include "shim/base/clock.h"
+#include "shim/complete/completion_tracker.h"
+#include "shim/complete/op_complete.h"
+#include "shim/intercept/comm_lifecycle.h"
+#include "shim/record/call_scope.h"
+#include "shim/record/profiler_link.h"
+#include "shim/record/recorder.h"
+#include "shim/record/runtime.h"
+
+namespace ncw {
+
+template <typename Call>
+inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
+    Runtime* rt = runtime();
+    if (!rt) return call();
+    CommRuntime* cr = rt->comms.find(d.comm);
+    if (__builtin_expect(!cr, 0)) cr = d.comm ? adopt_unknown_comm(*rt, d.comm) : nullptr;
+    if (!cr) return call();
+    ThreadState& ts = scope.ts();
+    IssueOptions opt;
+    opt.tid = scope.tid();
+    opt.backtrace = rt->backtrace;
+    bool in_group = ts.group_depth > 0;
+    if (in_group) {
+        opt.group_id = ts.group_id;
+        opt.flags |= disk::kFlagInGroup;
+    }
+    DevicePool* pool = rt->tracker ? cr->pool.load(std::memory_order_relaxed) : nullptr;
+    if (pool && !in_group && rt->tracker->capturing(d.stream)) {
+        // Under graph capture nothing runs now; the op is marked and counts as done once captured. (A group's ops
+        // are looked at per stream at ncclGroupEnd, and only where they would carry events: see hooks.cpp.)
+        pool = nullptr;
+        opt.flags |= disk::kFlagCaptured;
+    }
+    const uint64_t t_issue = now_mono_ns();
+    // NCCL's profiler events (profiler_link.h): once they are known to flow for this communicator, a collective is
+    // offered to them and carries no CUDA events.
+    ProfilerLink* pl = nullptr;
+    uint64_t nccl_seq = 0;
+    bool offer = false;
+    if (profiler_covers(d.op)) {
+        std::atomic<uint64_t>& counter = cr->nccl_seq[uint8_t(d.op) & 15];
+        nccl_seq = counter.load(std::memory_order_relaxed);  // one thread per communicator at a time, as in NCCL
+        counter.store(nccl_seq + 1, std::memory_order_relaxed);
+        pl = cr->prof.load(std::memory_order_acquire);
+        offer = pl && pl->kernel_events.load(std::memory_order_relaxed) && !cr->nonblocking &&
+                !(opt.flags & disk::kFlagCaptured);
+    }
+    // Outside a group the op is sampled (or not, with a mark or not) now; a group's ops are sampled per stream at
+    // ncclGroupEnd.
+    StreamClaim* claim = nullptr;
+    CompletionTracker::Sampling smp;
+    if (pool && !in_group && !offer) {
+        claim = cr->claim_for(d.stream);
+        smp = CompletionTracker::sample(claim, t_issue, rt->cfg.gpu_sample == GpuSample::All, d.count);
+        if (!smp.gen) opt.flags |= disk::kFlagSampledOut;
+    }
+    OpRef ref = record_issue(rt->file, *cr, d, opt, t_issue);
+    ProfExpect* offered = pl ? profiler_expect(*pl, ref, d, nccl_seq, t_issue, offer) : nullptr;
+    using Kind = CompletionTracker::EventKind;
+    if (in_group) {
+        group_add(*rt, ts, ref, d.stream, pool, offered);
+    } else if (smp.gen && rt->cfg.gpu_reached) {
+        rt->tracker->record(pool, d.stream, &ref, 1, Kind::Reached, claim);
+    } else if (__builtin_expect(smp.mark, 0)) {
+        rt->tracker->record(pool, d.stream, &ref, 1, Kind::Mark, claim);
+    }
+    errno = scope.saved_errno();
+    ts.current_op = cr;
+    ncclResult_t r = call();
+    ts.current_op = nullptr;
+    ErrnoKeeper keep;
+    uint64_t now = now_mono_ns();
+    record_return(rt->file, ref, r, now);
+    if (in_group) return r;
+    // Taken by NCCL's Coll start inside the call: the profiler completes it. Otherwise it is ours again.
+    if (offered && !profiler_withdraw(*pl, *offered) && r == ncclSuccess) return r;
+    complete_after_return(*rt, *cr, ref, d.stream, pool, claim, smp.gen, r, now, pool ? After::Event : After::Return);
+    return r;
+}
+
+}  // namespace ncw

@@ -1,0 +1,509 @@
+// The live digest client: see digest_client.h. Everything here runs on the client's own thread, except
+// start_digest_client (start_runtime, once) and stop_digest_client (atexit), which only signal it.
+#include "shim/live/digest_client.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "live/live_auth.h"
+#include "shim/base/clock.h"
+#include "shim/base/config.h"
+#include "shim/base/log.h"
+#include "shim/live/collector_endpoint.h"
+#include "shim/record/rank_file_writer.h"
+#include "shim/record/runtime.h"
+
+namespace ncw {
+namespace live_client {
+
+// ---- The client thread ----
+
+namespace {
+
+constexpr double kConnectTimeoutS = 5.0;
+constexpr uint64_t kKeepAliveNs = 1000000000ull;
+// A frame that cannot leave for this long means a collector that stopped reading (or a path that silently died):
+// drop the connection and reconnect rather than stay stuck behind it.
+constexpr uint64_t kSendStallNs = 30000000000ull;
+// NCCLWATCH_COLLECTOR=auto: the collector is rank 0's, and starts with rank 0's shim, so a rank that starts first
+// finds nothing listening yet. Until the first connection, for this long, a refused attempt is expected: it is
+// retried quietly, at least each second; past it, the first failure is a warning as any other.
+constexpr uint64_t kAutoStartGraceNs = 60000000000ull;
+constexpr double kAutoStartRetryS = 1.0;
+
+class Client {
+public:
+    Client(Runtime& rt, Endpoint ep, bool run_server)
+        : rt_(rt), ep_(std::move(ep)), run_server_(run_server), backoff_(0.5, 30.0, seed()) {
+        wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    }
+
+    void run() noexcept {
+        pthread_setname_np(pthread_self(), "ncw-digest");  // visible in top -H, and measurable in /proc
+        started_ns_ = clock_mono_ns();
+        try {
+            std::string why;
+            if (apply_loopback_rule(rt_.cfg, run_server_, ep_, &why)) {
+                if (run_server_) start_embedded_collector(rt_.cfg, ep_);  // ep_ is MASTER_ADDR (or 127.0.0.1) here
+                reader_ = std::make_unique<SelfReader>(rt_.file, &rt_.slots);
+                if (!reader_->error().empty())
+                    log().warn("live digests read this process's state from memory ({} could not be read back: {})",
+                               rt_.file.path, reader_->error());
+                loop();
+            } else {
+                log().warn("no live digests: {}", why);
+            }
+        } catch (const std::exception& e) {
+            try {
+                NCW_LOG_ONCE(error, "the live digest client stopped: {}", e.what());
+            } catch (...) {  // this thread lives in the host's process: nothing may escape it
+            }
+        } catch (...) {
+            try {
+                NCW_LOG_ONCE(error, "the live digest client stopped");
+            } catch (...) {
+            }
+        }
+        close_socket();
+        std::lock_guard<std::mutex> lock(mu_);
+        finished_ = true;
+        cv_.notify_all();
+    }
+
+    // From the exiting thread: ask for a Bye and wait for it briefly.
+    void stop(std::chrono::milliseconds wait) noexcept {
+        stopping_.store(true, std::memory_order_release);
+        wake();
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, wait, [&] { return finished_; });
+    }
+
+    // In a forked child (only the forking thread exists): close our copies of the descriptors, never touch the rest.
+    void forget_after_fork() noexcept {
+        forked_ = true;
+        if (fd_ >= 0) ::close(fd_);
+        if (wake_fd_ >= 0) ::close(wake_fd_);
+        fd_ = wake_fd_ = -1;
+    }
+
+private:
+    enum class State { Idle, Connecting, Open, Rejected };
+
+    static uint64_t seed() { return uint64_t(getpid()) * 0x9e3779b97f4a7c15ull ^ clock_mono_ns(); }
+
+    void wake() noexcept {
+        if (wake_fd_ >= 0) {
+            const uint64_t one = 1;
+            ssize_t r = ::write(wake_fd_, &one, sizeof one);
+            (void)r;
+        }
+    }
+
+    std::string where() const { return ep_.host + ":" + std::to_string(ep_.port); }
+
+    void loop() {
+        uint64_t connect_deadline = 0;
+        uint64_t next_tick = 0;
+        // Ticks come at the digest period, and at least each second for the keep-alive.
+        const uint64_t tick_ns = std::min(digest_ns_, kKeepAliveNs);
+        for (;;) {
+            const uint64_t now = clock_mono_ns();
+            if (stopping_.load(std::memory_order_acquire)) {
+                if (state_ == State::Open) send_bye();
+                return;
+            }
+            if (forked_) return;
+
+            switch (state_) {
+                case State::Idle:
+                    if (now >= next_attempt_) {
+                        begin_connect();
+                        connect_deadline = now + uint64_t(kConnectTimeoutS * 1e9);
+                    }
+                    break;
+                case State::Connecting:
+                    if (now >= connect_deadline) {
+                        close_socket();
+                        connect_failed("timed out");
+                    }
+                    break;
+                case State::Open:
+                    if (now >= next_tick) {
+                        tick(now);
+                        next_tick = now + tick_ns;
+                    }
+                    if (send_.busy() && now - busy_since_ > kSendStallNs) {
+                        lost("the collector has not read for 30 s");
+                    }
+                    break;
+                case State::Rejected: return;  // refused for good: the thread has nothing left to do
+            }
+
+            // Wait for the socket or the next deadline.
+            uint64_t until = now + 1000000000ull;
+            if (state_ == State::Idle) until = std::min(until, next_attempt_);
+            if (state_ == State::Connecting) until = std::min(until, connect_deadline);
+            if (state_ == State::Open) until = std::min(until, next_tick);
+            pollfd fds[2];
+            nfds_t nfds = 0;
+            fds[nfds++] = {wake_fd_, POLLIN, 0};
+            int sock_idx = -1;
+            if (fd_ >= 0) {
+                sock_idx = int(nfds);
+                short ev = POLLIN;
+                if (state_ == State::Connecting || send_.busy()) ev |= POLLOUT;
+                fds[nfds++] = {fd_, ev, 0};
+            }
+            const uint64_t now2 = clock_mono_ns();
+            const int timeout_ms = until > now2 ? int(std::min<uint64_t>((until - now2 + 999999) / 1000000, 1000)) : 0;
+            const int r = ::poll(wake_fd_ >= 0 ? fds : fds + 1, wake_fd_ >= 0 ? nfds : nfds - 1, timeout_ms);
+            if (r <= 0) continue;
+            if (wake_fd_ >= 0 && fds[0].revents) {
+                uint64_t v;
+                ssize_t rd = ::read(wake_fd_, &v, sizeof v);
+                (void)rd;
+            }
+            if (sock_idx < 0 || fd_ < 0) continue;
+            const short rev = fds[sock_idx].revents;
+            if (state_ == State::Connecting && (rev & (POLLOUT | POLLERR | POLLHUP))) {
+                finish_connect();
+                continue;
+            }
+            if (state_ != State::Open) continue;
+            if (rev & (POLLIN | POLLERR | POLLHUP)) receive();
+            if (state_ == State::Open && (rev & POLLOUT)) flush();
+        }
+    }
+
+    // Every way into Idle goes through here: the next attempt waits out the backoff (short while auto starts up).
+    void schedule_retry() {
+        double delay = backoff_.next_delay_s();
+        if (auto_start_up()) delay = std::min(delay, kAutoStartRetryS);
+        next_attempt_ = clock_mono_ns() + uint64_t(delay * 1e9);
+    }
+
+    // Auto mode before the first connection, within the grace: rank 0's collector may not be listening yet.
+    bool auto_start_up() const {
+        return auto_ && !ever_connected_ && clock_mono_ns() - started_ns_ < kAutoStartGraceNs;
+    }
+
+    void begin_connect() {
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* res = nullptr;
+        const std::string port = std::to_string(ep_.port);
+        const int gai = getaddrinfo(ep_.host.c_str(), port.c_str(), &hints, &res);
+        if (gai != 0) return connect_failed(std::string("cannot resolve ") + ep_.host + ": " + gai_strerror(gai));
+        std::string why = "no address";
+        for (addrinfo* a = res; a; a = a->ai_next) {
+            const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+            if (fd < 0) {
+                why = strerror(errno);
+                continue;
+            }
+            if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
+                fd_ = fd;
+                state_ = State::Connecting;
+                break;
+            }
+            why = strerror(errno);
+            ::close(fd);
+        }
+        freeaddrinfo(res);
+        if (fd_ < 0) connect_failed(why);
+    }
+
+    void finish_connect() {
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
+        if (soerr != 0) {
+            close_socket();
+            state_ = State::Idle;
+            return connect_failed(strerror(soerr));
+        }
+        const int one = 1;
+        setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        state_ = State::Open;
+        reader_frames_ = wire::FrameReader();
+        last_digest_.clear();
+        send_.clear();
+        connected_at_ = clock_mono_ns();
+        if (ever_connected_)
+            log().info("reconnected to the live collector at {}", where());
+        else
+            log().info("sending live digests to the collector at {}", where());
+        ever_connected_ = true;
+        failures_logged_ = false;
+
+        wire::Hello hello;  // 1.2: no token in it; a collector that requires one challenges, and we prove it
+        hello.header = reader_->header();
+        // The file's environment region also holds the library scan's facts; without a file, the process's own list.
+        if (hello.header.env.empty())
+            for (const auto& [name, value] : rt_.env) hello.header.env.push_back(name + "=" + value);
+        hello.file = rt_.file.file_backed ? rt_.file.path : std::string();
+        std::vector<uint8_t> frame;
+        wire::encode(hello, frame);
+        hello_payload_.assign(frame.begin() + wire::kHeaderBytes, frame.end());
+        acked_ = false;
+        queue(std::move(frame));
+    }
+
+    void connect_failed(const std::string& why) {
+        state_ = State::Idle;
+        schedule_retry();
+        if (auto_start_up()) {
+            log().debug("rank 0's live collector at {} is not up yet ({}); retrying", where(), why);
+            return;
+        }
+        // Once per outage: a collector that is not up yet (or never will be) is not worth a line every retry.
+        if (!failures_logged_) {
+            failures_logged_ = true;
+            log().warn("cannot reach the live collector at {} ({}{}); retrying with backoff, training is not affected",
+                       where(), why,
+                       auto_ && !ever_connected_ ? "; rank 0's collector (NCCLWATCH_COLLECTOR=auto) has not come up "
+                                                   "in 60 s"
+                                                 : "");
+        } else {
+            log().debug("live collector at {} still unreachable ({})", where(), why);
+        }
+    }
+
+    void lost(const std::string& why) {
+        close_socket();
+        state_ = State::Idle;
+        if (!failures_logged_) {
+            failures_logged_ = true;
+            log().warn("lost the live collector at {} ({}); reconnecting with backoff", where(), why);
+        }
+        // A connection that lasted a while was a good one: start the backoff over.
+        if (clock_mono_ns() - connected_at_ > 10000000000ull) backoff_.reset();
+        schedule_retry();
+    }
+
+    void close_socket() {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+        send_.clear();
+    }
+
+    // Offers a frame; false when an older one is still pending (the caller's frame is dropped: it is rebuilt fresh
+    // next tick).
+    bool queue(std::vector<uint8_t>&& frame) {
+        if (!send_.offer(std::move(frame))) return false;
+        busy_since_ = clock_mono_ns();
+        last_sent_ = busy_since_;
+        flush();
+        return true;
+    }
+
+    void flush() {
+        std::string err;
+        if (!send_.flush(fd_, &err)) lost(err);
+    }
+
+    void tick(uint64_t now) {
+        if (!acked_) return;       // nothing but the Proof goes out before the collector accepted the Hello
+        if (send_.busy()) return;  // the collector is behind: this tick's digest would be stale by the time it left
+        std::vector<uint8_t> frame;
+        const wire::Digest digest = make_digest(reader_->header(), reader_->comms(), now, last_digest_);
+        const size_t sent = wire::encode(digest, frame);
+        if (sent < digest.comms.size())
+            NCW_LOG_ONCE(warn,
+                         "{} live communicators: a live digest holds {} of them; the other {} are watched by this "
+                         "process only (not by the live collector)",
+                         digest.comms.size(), sent, digest.comms.size() - sent);
+        // A change goes out at most once per digest period; in between (changed or not), a keep-alive each second.
+        const bool due = last_digest_.empty() || now - last_digest_at_ >= digest_ns_;
+        if (due && digest_changed(last_digest_.frame, frame)) {
+            std::vector<uint8_t> copy = frame;
+            if (queue(std::move(frame))) {
+                last_digest_.take(std::move(copy));
+                last_digest_at_ = now;
+            }
+        } else if (now - last_sent_ >= kKeepAliveNs) {
+            std::vector<uint8_t> ka;
+            wire::encode(wire::KeepAlive{now}, ka);
+            queue(std::move(ka));
+        }
+    }
+
+    void receive() {
+        uint8_t buf[4096];
+        for (;;) {
+            const ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+            if (n > 0) {
+                reader_frames_.feed(buf, size_t(n));
+                if (size_t(n) < sizeof buf) break;
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+            return lost(n == 0 ? "closed by the collector" : strerror(errno));
+        }
+        wire::FrameHeader h;
+        std::vector<uint8_t> payload;
+        std::string err;
+        for (;;) {
+            const auto st = reader_frames_.next(h, payload, &err);
+            if (st == wire::FrameReader::Status::NeedMore) return;
+            if (st == wire::FrameReader::Status::Error) return lost("malformed frame from the collector: " + err);
+            handle(h, payload);
+            if (state_ != State::Open) return;
+        }
+    }
+
+    void handle(const wire::FrameHeader& h, const std::vector<uint8_t>& payload) {
+        std::string err;
+        switch (wire::FrameType(h.type)) {
+            case wire::FrameType::HelloAck:
+                backoff_.reset();
+                acked_ = true;
+                hello_payload_.clear();
+                break;
+            case wire::FrameType::Challenge: {
+                wire::Challenge m;
+                if (acked_ || hello_payload_.empty() || !wire::decode(payload.data(), payload.size(), m, &err))
+                    return lost("a malformed or unexpected token challenge from the collector" +
+                                (err.empty() ? std::string() : ": " + err));
+                // The token never leaves: only its HMAC over the collector's nonce and our Hello.
+                wire::Proof proof;
+                if (!rt_.cfg.token.empty()) {
+                    const live::Digest32 mac =
+                        live::token_proof(rt_.cfg.token, m.nonce, hello_payload_.data(), hello_payload_.size());
+                    proof.mac.assign(mac.begin(), mac.end());
+                }
+                std::vector<uint8_t> frame;
+                wire::encode(proof, frame);
+                if (!queue(std::move(frame))) return lost("could not answer the token challenge");
+                break;
+            }
+            case wire::FrameType::Reject: {
+                wire::Reject m;
+                if (!wire::decode(payload.data(), payload.size(), m, &err))
+                    m.reason = "(unreadable reason: " + err + ")";
+                if (h.flags & wire::kFlagRetry) return lost("refused for now: " + m.reason);
+                log().error("the live collector at {} refused this rank: {}; no more live digests from this process",
+                            where(), m.reason);
+                close_socket();
+                state_ = State::Rejected;
+                break;
+            }
+            case wire::FrameType::DumpRequest: {
+                wire::DumpRequest m;
+                if (!wire::decode(payload.data(), payload.size(), m, &err)) {
+                    log().warn("ignoring a malformed dump request from the live collector: {}", err);
+                    break;
+                }
+                log().info("the live collector asks for a dump{}{}", m.reason.empty() ? "" : ": ", m.reason);
+                // The watchdog notices the bump at its next poll and writes the dump, as for a sibling's request.
+                rt_.file.hdr->dump_request.fetch_add(1, std::memory_order_relaxed);
+                break;
+            }
+            default: break;  // a frame type of a newer minor, or one meant for the collector: skipped
+        }
+    }
+
+    void send_bye() {
+        // Best effort within the time stop() waits: the pending frame, then Bye.
+        const uint64_t deadline = clock_mono_ns() + 150000000ull;
+        std::vector<uint8_t> bye;
+        wire::encode_bye(bye);
+        bool queued = false;
+        while (fd_ >= 0 && clock_mono_ns() < deadline) {
+            if (!queued && !send_.busy()) queued = send_.offer(std::move(bye));
+            flush();
+            if (queued && !send_.busy()) break;
+            pollfd p{fd_, POLLOUT, 0};
+            ::poll(&p, 1, 10);
+        }
+        if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+    }
+
+    Runtime& rt_;
+    Endpoint ep_;
+    bool run_server_;
+    const bool auto_ = rt_.cfg.collector == "auto";
+    uint64_t started_ns_ = 0;
+    Backoff backoff_;
+    int wake_fd_ = -1;
+    int fd_ = -1;
+    State state_ = State::Idle;
+    std::unique_ptr<SelfReader> reader_;
+    wire::FrameReader reader_frames_;
+    SendSlot send_;
+    LastDigest last_digest_;
+    std::vector<uint8_t> hello_payload_;  // what the token proof covers, until the Hello is accepted
+    bool acked_ = false;
+    const uint64_t digest_ns_ = uint64_t(rt_.cfg.digest_ms) * 1000000ull;
+    uint64_t next_attempt_ = 0;
+    uint64_t last_digest_at_ = 0;
+    uint64_t last_sent_ = 0;
+    uint64_t busy_since_ = 0;
+    uint64_t connected_at_ = 0;
+    bool ever_connected_ = false;
+    bool failures_logged_ = false;
+
+    std::atomic<bool> stopping_{false};
+    std::atomic<bool> forked_{false};
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool finished_ = false;
+};
+
+std::atomic<Client*> g_client{nullptr};
+
+}  // namespace
+}  // namespace live_client
+
+void start_digest_client(Runtime& rt) {
+    using namespace live_client;
+    if (rt.cfg.collector.empty() || g_client.load()) return;
+    try {
+        Endpoint ep;
+        std::string err;
+        if (!resolve_endpoint(rt.cfg, getenv("MASTER_ADDR"), ep, &err)) {
+            log().error("no live digests: {}", err);
+            return;
+        }
+        const bool run_server = rt.cfg.collector == "auto" && rt.id.global_rank == 0;
+        auto* client = new Client(rt, ep, run_server);  // never freed: the thread may outlive every destructor
+        g_client.store(client);
+        std::thread([client] { client->run(); }).detach();
+    } catch (const std::exception& e) {
+        NCW_LOG_ONCE(error, "could not start the live digest client: {}", e.what());
+    } catch (...) {
+        NCW_LOG_ONCE(error, "could not start the live digest client");
+    }
+}
+
+void stop_digest_client() {
+    if (live_client::Client* c = live_client::g_client.load()) c->stop(std::chrono::milliseconds(200));
+}
+
+void digest_client_forget_after_fork() {
+    // The parent's thread does not exist in the child; its object (and socket) stay, unused.
+    if (live_client::Client* c = live_client::g_client.exchange(nullptr)) c->forget_after_fork();
+}
+
+}  // namespace ncw

@@ -1,0 +1,46 @@
+// Who this process is in the job, from the launcher's environment (torchrun, OpenMPI, Slurm, PMI), and which job
+// folder it belongs to, so that ranks of one job share a folder and a later job or restart gets its own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shim/base/config.h"
+
+namespace ncw {
+
+struct ProcessIdentity {
+    int global_rank = -1;
+    int local_rank = -1;
+    int world_size = -1;
+    int local_world_size = -1;
+    std::string launcher;  // "torchrun", "slurm", "openmpi", "pmi", "none"
+    std::string host;
+    int64_t pid = 0;
+    std::string job_id;  // a folder name: letters, digits, '.', '_', '-'
+};
+
+ProcessIdentity detect_identity(const GetEnv& getenv_fn, const std::string& job_id_override, const std::string& host,
+                                int64_t pid, int64_t ppid);
+
+// Keeps letters, digits, '.', '_' and '-'; everything else becomes '_'. Never empty, never "." or "..".
+std::string sanitize_component(const std::string& s);
+
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// The variables a hang investigation needs: launcher (torchrun, Slurm, OpenMPI, PMI), MASTER_ADDR/PORT,
+// CUDA_VISIBLE_DEVICES, NCCL_*, TORCH_NCCL_*, TORCH_DISTRIBUTED_*, NCCLWATCH_*. Sorted by name.
+// Redacted at capture, so that no file, dump or live frame ever holds a secret: the value of a name that is_secret_name
+// accepts becomes "<redacted>", and a password inside a URL (scheme://user:password@host) becomes
+// scheme://user:<redacted>@host.
+EnvList snapshot_env(char** envp);
+
+// Names containing TOKEN, KEY, SECRET, PASSWORD, PASSWD, PASS, AUTH, CREDENTIAL or COOKIE, in any case.
+bool is_secret_name(const std::string& name);
+
+// `value` with the password of every URL in it (scheme://user:password@...) replaced by "<redacted>".
+std::string redact_url_passwords(std::string value);
+
+}  // namespace ncw

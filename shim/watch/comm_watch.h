@@ -1,0 +1,60 @@
+// What the watchdog keeps per communicator between its polls (watchdog.cpp).
+#pragma once
+
+#include <cstdint>
+#include <set>
+
+#include "engine/verdict.h"
+#include "shim/record/comm_registry.h"
+#include "shim/watch/gap_baseline.h"
+
+namespace ncw {
+
+// A MISMATCH that may be the first sign of a drift (engine/verdict.h, drift_decidable) is held back until the ranks
+// have issued enough ops for the drift to be told, or their op streams have stopped growing for kMismatchQuietNs (a
+// hang, or the job's end: nothing more will come), kMismatchHoldMaxNs at most: a skip's own verdict then leads, with
+// the MISMATCHes as its consequences, instead of a MISMATCH 9 ops after where the rank went wrong.
+inline constexpr uint64_t kMismatchQuietNs = 2'000'000'000ull;
+inline constexpr uint64_t kMismatchHoldMaxNs = 10'000'000'000ull;
+
+struct CommWatch {
+    CommRuntime* cr = nullptr;
+    bool stall_reported = false;
+    uint64_t stall_since_ns = 0;
+    uint64_t progress_at_report = 0;
+    uint64_t progress_ns_at_report = 0;
+    uint64_t failed_at_report = 0;
+    uint64_t last_mismatch_seq = 0;
+    uint64_t mismatch_held_ns = 0;  // a MISMATCH held back while a drift could still explain it (0: none)
+    uint64_t held_issued = 0;       // the ranks' ops issued, summed, when last seen growing
+    uint64_t held_quiet_ns = 0;     // since when they have not grown
+    bool init_reported = false;
+    // Early suspicion (engine/suspicion.h): the baseline of this communicator's gaps, and a wait reported as
+    // suspected that is not (yet) a stall. The progress_* fields above serve it too.
+    GapBaseline gaps;
+    uint64_t published_p99 = 0;
+    bool suspected = false;
+    uint64_t suspect_since_ns = 0;
+    double suspected_wait_s = 0;        // the wait when it was suspected
+    uint64_t next_suspect_try_ns = 0;   // the engine did not agree yet: the next try
+    uint64_t suspect_retry_ns = 0;      // and the backoff before the one after
+    uint64_t suspect_try_since = 0;     // the wait (its last progress) those are about
+    std::set<int> stragglers_reported;  // comm ranks named STRAGGLER by this process
+
+    // Whether a MISMATCH at `seq` is still held back (see kMismatchQuietNs); forgets the hold once it is not.
+    bool hold_mismatch(const verdict::CommView& view, uint64_t seq, uint64_t now) {
+        if (verdict::drift_decidable(view, seq)) return release();
+        uint64_t issued = 0;
+        for (const verdict::RankCommState& r : view.ranks) issued += r.issued;
+        if (!mismatch_held_ns) mismatch_held_ns = now;
+        if (issued != held_issued || !held_quiet_ns) held_issued = issued, held_quiet_ns = now;
+        if (now - held_quiet_ns < kMismatchQuietNs && now - mismatch_held_ns < kMismatchHoldMaxNs) return true;
+        return release();
+    }
+    bool release() {
+        mismatch_held_ns = held_issued = held_quiet_ns = 0;
+        return false;
+    }
+};
+
+}  // namespace ncw

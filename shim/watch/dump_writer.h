@@ -1,0 +1,62 @@
+// What the watchdog writes: the report (human text on stderr and <rank file>.report.json beside the rank file) and
+// the dump (<rank file>.dump.json: environment, versions, comm table, decoded records with symbolised stacks).
+// Files are written atomically (temporary file and rename), mode 0640; a full disk is logged once and skipped.
+#pragma once
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/job_view.h"
+#include "shim/record/runtime.h"
+
+namespace ncw {
+
+class DumpWriter {
+public:
+    explicit DumpWriter(Runtime& rt) : rt_(rt) {}
+
+    // job and view: this communicator as the watchdog's analysis saw it (nullptr when it was not found); the verdicts
+    // are worded by report/headline.h, as every report words them.
+    // suspected_at_s: the wait at which this stall was suspected (< 0: it was not).
+    void report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
+                      bool tracker_stuck, double suspected_at_s = -1);
+    // Early suspicion (engine/suspicion.h): one line (the lead suspected verdict, and why) and a "suspected" event.
+    void report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
+                          double suspect_after_s, uint64_t gap_p99_ns);
+    void report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view, double waited_s);
+    // An init waiting past verdict::kInitSuspectS for a rank never seen (view->suspected holds its verdicts).
+    void report_init_suspected(const disk::CommSlot& slot, const JobResult& job, const CommResult& view,
+                               double waited_s);
+    void report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
+    // Not a hang: a warning on stderr and a "straggler" event.
+    void report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
+    // suspicion_only: what ended was a suspicion that never became a stall.
+    void report_recovered(const CommRuntime& cr, double waited_s, bool by_error, bool suspicion_only = false);
+    // The final verdict at a SIGTERM / SIGINT (process_end.h): the communicators whose verdicts stand at the end (a
+    // rank gone before this one, a stall), a "final" event each; none: one line and an empty "final" event.
+    void report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms);
+    // Captures the Python stacks first (py_stacks.h) unless capture_py is false (the caller just did), so that each
+    // dump has them.
+    void write_dump(const char* reason, disk::PyStacksReason py_reason = disk::PyStacksReason::DumpRequest,
+                    bool capture_py = true);
+
+private:
+    void append_event(nlohmann::json event);
+    nlohmann::json process_json() const;
+
+    Runtime& rt_;
+    // The lead verdict of a stall report: the initiating one, or the first.
+    static const verdict::Verdict* lead_of(const CommResult* c);
+    // Where the full report of this lead is printed when not here (a pointer to where_), or null: print it here.
+    const char* full_report_elsewhere(const JobResult* job, const CommResult* lead_comm);
+
+    std::mutex mu_;  // the watchdog thread and the exit handler may both write
+    std::vector<std::pair<uint64_t, uint64_t>> printed_leads_;  // (comm id, seq) of the stalls printed in full
+    std::string where_;
+    nlohmann::json events_ = nlohmann::json::array();
+    bool write_failed_logged_ = false;
+};
+
+}  // namespace ncw

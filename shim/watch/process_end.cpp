@@ -1,0 +1,187 @@
+// How the process ends: see process_end.h.
+#include "shim/watch/process_end.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim/record/runtime.h"
+
+namespace ncw {
+namespace {
+
+std::atomic<disk::FileHeader*> g_hdr{nullptr};
+std::atomic<int64_t> g_owner_pid{0};
+std::atomic<int> g_final{0};
+std::atomic<int> g_final_sig{0};
+sem_t g_wake;
+std::atomic<bool> g_wake_ready{false};
+
+constexpr int kFatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+constexpr int kTerm[] = {SIGTERM, SIGINT};
+struct sigaction g_old[NSIG];  // the dispositions we replaced, by signal
+
+using ExitFn = void (*)(int);
+ExitFn g_real_exit = nullptr;  // _exit
+ExitFn g_real_Exit = nullptr;  // _Exit
+
+uint64_t mono_now() noexcept {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+// The previous disposition of `sig`, as if we had never been there: a handler is called, SIG_DFL restored and the
+// signal raised again (SA_RESETHAND semantics: a core dump, or Python's faulthandler, still happen), SIG_IGN ignored.
+void chain(int sig, siginfo_t* info, void* ctx) noexcept {
+    const struct sigaction& old = g_old[sig];
+    if (old.sa_flags & SA_SIGINFO) {
+        if (old.sa_sigaction) {
+            old.sa_sigaction(sig, info, ctx);
+            return;
+        }
+    } else if (old.sa_handler == SIG_IGN) {
+        return;
+    } else if (old.sa_handler != SIG_DFL) {
+        old.sa_handler(sig);
+        return;
+    }
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
+    // Unblocked, so it is delivered now (a fault returns into the faulting instruction and faults again otherwise).
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    raise(sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+}
+
+void on_fatal(int sig, siginfo_t* info, void* ctx) {
+    const int saved = errno;
+    record_end(disk::EndKind::FatalSignal, sig);
+    errno = saved;
+    chain(sig, info, ctx);
+}
+
+void on_term(int sig, siginfo_t* info, void* ctx) {
+    const int saved = errno;
+    record_end(disk::EndKind::Terminated, sig);
+    int expect = 0;
+    if (getpid() == g_owner_pid.load(std::memory_order_relaxed) && g_final.compare_exchange_strong(expect, 1)) {
+        g_final_sig.store(sig, std::memory_order_relaxed);
+        if (g_wake_ready.load(std::memory_order_acquire)) sem_post(&g_wake);
+        // The watchdog writes the verdict, the report and the dump; waited for here, bounded (nanosleep is
+        // async-signal-safe).
+        const uint64_t until = mono_now() + uint64_t(kFinalWaitMs) * 1000000ull;
+        while (g_final.load(std::memory_order_acquire) != 2 && mono_now() < until) {
+            timespec ts{0, 2000000};
+            nanosleep(&ts, nullptr);
+        }
+    }
+    errno = saved;
+    chain(sig, info, ctx);
+}
+
+// glibc's on_exit: exit() and a return from main, with the status.
+void on_exit_status(int status, void*) { record_end(disk::EndKind::Exit, status); }
+
+void install(int sig, void (*fn)(int, siginfo_t*, void*)) {
+    struct sigaction sa {};
+    sa.sa_sigaction = fn;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) != 0) return;
+    // Ignored by the host (nohup, a launcher's choice): left so.
+    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) return;
+    g_old[sig] = old;
+    sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace
+
+void record_end(disk::EndKind kind, int32_t status) noexcept {
+    disk::FileHeader* h = g_hdr.load(std::memory_order_acquire);
+    if (!h) return;
+    if (getpid() != g_owner_pid.load(std::memory_order_relaxed)) return;  // a forked or vforked child
+    uint64_t none = 0;
+    const uint64_t now = mono_now();
+    if (!h->end_mono_ns.compare_exchange_strong(none, now ? now : 1, std::memory_order_relaxed)) return;
+    h->end_status.store(status, std::memory_order_relaxed);
+    h->end_kind.store(uint32_t(kind), std::memory_order_release);
+}
+
+void install_end_paths(Runtime& rt) {
+    static bool done = false;
+    g_owner_pid.store(getpid(), std::memory_order_relaxed);
+    g_hdr.store(rt.file.hdr, std::memory_order_release);
+    if (done) return;
+    done = true;
+    if (sem_init(&g_wake, 0, 0) == 0) g_wake_ready.store(true, std::memory_order_release);
+    ::on_exit(on_exit_status, nullptr);
+    for (int sig : kFatal) install(sig, on_fatal);
+    for (int sig : kTerm) install(sig, on_term);
+}
+
+bool final_verdict_wanted() noexcept { return g_final.load(std::memory_order_acquire) == 1; }
+void final_verdict_done() noexcept { g_final.store(2, std::memory_order_release); }
+int final_verdict_signal() noexcept { return g_final_sig.load(std::memory_order_relaxed); }
+
+void wait_for_wake(uint64_t ns) noexcept {
+    if (!g_wake_ready.load(std::memory_order_acquire)) {
+        timespec ts{time_t(ns / 1000000000ull), long(ns % 1000000000ull)};
+        nanosleep(&ts, nullptr);
+        return;
+    }
+    timespec until{};
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += time_t(ns / 1000000000ull);
+    until.tv_nsec += long(ns % 1000000000ull);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec += 1;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (sem_timedwait(&g_wake, &until) != 0 && errno == EINTR) {
+    }
+}
+
+void block_end_signals_here() noexcept {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : kTerm) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+}  // namespace ncw
+
+namespace {
+// Resolved at load time: _exit runs in signal handlers and vforked children, where dlsym may not.
+[[gnu::constructor]] void find_real_exits() {
+    ncw::g_real_exit = reinterpret_cast<ncw::ExitFn>(dlsym(RTLD_NEXT, "_exit"));
+    ncw::g_real_Exit = reinterpret_cast<ncw::ExitFn>(dlsym(RTLD_NEXT, "_Exit"));
+}
+
+[[noreturn]] void exit_now(ncw::ExitFn real, int status) {
+    if (real) real(status);
+    for (;;) ::syscall(SYS_exit_group, status);
+}
+}  // namespace
+
+// _exit and _Exit (Python's os._exit, a launcher-style child's fast exit): recorded, then the real one. exit()
+// reaches the kernel through glibc's own _exit, not through these.
+extern "C" __attribute__((visibility("default"), noreturn)) void _exit(int status) {
+    ncw::record_end(ncw::disk::EndKind::Exit, status);
+    exit_now(ncw::g_real_exit, status);
+}
+
+extern "C" __attribute__((visibility("default"), noreturn)) void _Exit(int status) {
+    ncw::record_end(ncw::disk::EndKind::Exit, status);
+    exit_now(ncw::g_real_Exit, status);
+}

@@ -1,0 +1,495 @@
+#include "shim/watch/watchdog.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "engine/job_view.h"
+#include "engine/suspicion.h"
+#include "read/rank_file.h"
+#include "report/headline.h"
+#include "shim/base/clock.h"
+#include "shim/base/log.h"
+#include "shim/base/resolver.h"
+#include "shim/complete/completion_tracker.h"
+#include "shim/complete/profiler_plugin.h"
+#include "shim/watch/comm_watch.h"
+#include "shim/watch/dump_writer.h"
+#include "shim/watch/process_end.h"
+#include "shim/watch/py_stacks.h"
+#include "shim/watch/sibling_files.h"
+#include "shim/watch/stall_action.h"
+
+namespace ncw {
+namespace {
+
+std::atomic<bool> g_sigusr1{false};
+std::atomic<bool> g_started{false};
+
+void on_sigusr1(int) { g_sigusr1.store(true, std::memory_order_relaxed); }
+
+void install_sigusr1() {
+    // Only where nobody else handles SIGUSR1: its default action kills the process, a handler of the host program's
+    // is its own business.
+    struct sigaction old {};
+    if (sigaction(SIGUSR1, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;
+    struct sigaction sa {};
+    sa.sa_handler = on_sigusr1;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, nullptr);
+}
+
+// One watchdog poll holds comm slot pointers (comm_slots.h); left early or at the end of scope.
+struct PassScope {
+    explicit PassScope(PassCounter& c) : c_(c) { c_.enter(); }
+    ~PassScope() { leave(); }
+    void leave() {
+        if (in_) c_.leave();
+        in_ = false;
+    }
+    PassCounter& c_;
+    bool in_ = true;
+};
+
+class Watchdog {
+public:
+    explicit Watchdog(Runtime& rt) : rt_(rt), dumps_(rt), siblings_(rt.id.host) {}
+
+    void run() {
+        const uint64_t poll_ns = uint64_t(rt_.cfg.poll_ms) * 1000000ull;
+        const uint64_t timeout_ns = uint64_t(rt_.cfg.timeout_sec * 1e9);
+        uint64_t last_mismatch_check = 0, last_straggler_check = 0;
+        // From 0, not from the counter's value now: the file is new, so any request already counted (the live
+        // collector's, received by the digest thread before this thread first ran) is one to honour.
+        uint64_t seen_requests = 0;
+        for (;;) {
+            std::unique_lock<std::timed_mutex> lock(mu_);
+            PassScope pass(rt_.watchdog_pass);
+            refresh_tsc_anchor();
+            uint64_t now = now_mono_ns();
+            rt_.file.hdr->heartbeat_mono_ns.store(now, std::memory_order_relaxed);
+
+            // One failed poll (out of memory while reading siblings, say) is logged and the next one runs.
+            try {
+                if (final_verdict_wanted()) final_verdict();
+                profiler_publish(rt_);  // what NCCL's profiler events proved, into the progress blocks read below
+                uint64_t req = rt_.file.hdr->dump_request.load(std::memory_order_relaxed);
+                if (req != seen_requests) {
+                    seen_requests = req;
+                    dumps_.write_dump("requested by a sibling rank", disk::PyStacksReason::DumpRequest);
+                }
+                if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1", disk::PyStacksReason::Sigusr1);
+
+                check_stalls(now, timeout_ns);
+                // Mismatches every second; GPU stragglers twice a second, so that one is named within 50 steps of
+                // 25 ms (16 to judge, then at most half a second).
+                const bool mismatches = rt_.cfg.mismatch_check && now - last_mismatch_check >= 1000000000ull;
+                const bool stragglers = now - last_straggler_check >= 500000000ull && own_profiler_comm();
+                if (mismatches) last_mismatch_check = now;
+                if (stragglers) last_straggler_check = now;
+                if (mismatches || stragglers) check_continuous(mismatches, stragglers);
+            } catch (const std::exception& e) {
+                NCW_LOG_ONCE(error, "a watchdog poll failed: {}", e.what());
+            }
+            if (final_verdict_wanted()) final_verdict_done();  // a poll that failed: the handler waits no longer
+            pass.leave();
+            lock.unlock();
+            wait_for_wake(poll_ns);  // a SIGTERM / SIGINT wakes it for the final verdict (process_end.h)
+        }
+    }
+
+    // At exit, on the exiting thread: a stall that ended since the last poll is recorded as recovered (the last
+    // poll may be up to a poll period old), then the dump if asked. Waits briefly for the watchdog's current poll,
+    // never indefinitely.
+    void on_exit() {
+        std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
+        if (!lock.try_lock_for(std::chrono::milliseconds(500))) return;
+        PassScope pass(rt_.watchdog_pass);
+        profiler_publish(rt_);
+        recover_finished(now_mono_ns(), false);
+        if (rt_.cfg.dump_at_exit) dumps_.write_dump("process exit", disk::PyStacksReason::Exit);
+    }
+
+private:
+    // SIGTERM / SIGINT (process_end.h): this process is ending, its end recorded. The verdict over the siblings'
+    // files at timeout 0, with the first departure as its cause (engine/causal.h); what stands is a stall already
+    // reported, or a rank gone before this one by its own exit, crash or a kill (not by the same teardown).
+    void final_verdict() {
+        const int sig = final_verdict_signal();
+        const char* why = sig == SIGINT ? "SIGINT" : "SIGTERM";
+        // This process's last Python stacks first, so that the verdict and the dump below name its frame.
+        py_stacks_capture(rt_, disk::PyStacksReason::FinalVerdict);
+        Analysis a = analyze_now(0.0, true, true, true);
+        const JobResult* j = find_job(a, rt_.id.job_id);
+        std::vector<const CommResult*> standing;
+        for (size_t i = 0; j && i < j->comms.size(); ++i) {
+            const CommResult& c = j->comms[i];
+            auto w = watch_.find(c.comm_id);
+            const bool reported = w != watch_.end() && (w->second.stall_reported || w->second.suspected);
+            bool departed = false;
+            for (const verdict::Verdict& v : c.verdicts)
+                if (v.kind == verdict::Kind::Dead)
+                    for (int cr : v.culprits)
+                        for (const auto& r : c.view.ranks)
+                            if (r.comm_rank == cr && r.end_kind != uint32_t(disk::EndKind::Terminated)) departed = true;
+            if (reported || departed) standing.push_back(&c);
+        }
+        // The job's lead first (report/headline.h: an initiating stall, the first departure's DEAD), as one report
+        // per event leads with it; only where it stands (at timeout 0 any op in flight reads as a stall).
+        const Analysis::VerdictRef lead = report::lead_verdict(a);
+        if (auto it = std::find(standing.begin(), standing.end(), lead.comm); lead.job == j && it != standing.end())
+            std::rotate(standing.begin(), it, it + 1);
+        dumps_.report_final(why, j, standing);
+        dumps_.write_dump(why, disk::PyStacksReason::FinalVerdict, false);
+        final_verdict_done();
+    }
+
+    // The files of this job's folder, as the other ranks on this node left them (sibling_files.h).
+    std::vector<FileSnapshot> sibling_snapshots(bool with_p2p, bool with_spans = false) {
+        return siblings_.read(rt_.file.file_backed ? rt_.file.job_dir : std::string(), with_p2p, with_spans);
+    }
+
+    // p2p: read the siblings' rings for send/recv counts; only when a stall is being reported (rare), since it
+    // copies every record. stragglers: with the siblings' GPU times read (check_continuous reports the GPU way's
+    // verdicts only).
+    Analysis analyze_now(double timeout_s, bool stalls, bool mismatches, bool p2p = false, bool stragglers = false) {
+        AnalysisOptions opt;
+        opt.live = true;
+        opt.timeout_s = timeout_s;
+        opt.stalls = stalls;
+        opt.mismatches = mismatches;
+        opt.p2p = p2p;
+        opt.stragglers = stragglers;
+        opt.stale_after_s = std::max(5.0, 3 * rt_.cfg.poll_ms / 1000.0);
+        return analyze(sibling_snapshots(p2p, stragglers), opt);
+    }
+
+    static const JobResult* find_job(const Analysis& a, const std::string& job) {
+        for (const JobResult& j : a.jobs)
+            if (j.job_id == job) return &j;
+        return nullptr;
+    }
+
+    static const CommResult* find_comm(const JobResult* j, uint64_t comm_id) {
+        if (j)
+            for (const CommResult& c : j->comms)
+                if (c.comm_id == comm_id) return &c;
+        return nullptr;
+    }
+
+    void check_stalls(uint64_t now, uint64_t timeout_ns) {
+        rt_.comms.for_each([&](CommRuntime& cr) {
+            disk::CommSlot* s = cr.slot;
+            if (!s || cr.destroyed.load()) return;
+            CommWatch& w = watch_[cr.comm_id];
+            w.cr = &cr;
+            uint64_t issued = s->ops_issued.load(std::memory_order_acquire);
+            // A failed call (format 1.5) is never completed, and not outstanding in this process either: it ended.
+            uint64_t done =
+                s->ops_completed.load(std::memory_order_acquire) + s->ops_failed.load(std::memory_order_acquire);
+            uint64_t since = s->t_last_progress_ns.load(std::memory_order_relaxed);
+            bool outstanding = issued > done;
+            if (rt_.cfg.suspect) {
+                // A gap that was reported (suspected or stalled) is no part of the rhythm.
+                w.gaps.observe(now, issued, done, since, w.stall_reported || w.suspected);
+                const uint64_t p99 = w.gaps.p99_ns();
+                if (p99 != w.published_p99) s->completion_gap_p99_ns.store(p99, std::memory_order_relaxed);
+                w.published_p99 = p99;
+            }
+            if (w.stall_reported || w.suspected) {
+                if (!outstanding || progressed(*s, w)) {
+                    recovered(cr, w, now);
+                    return;
+                }
+                if (w.stall_reported) return;
+            }
+            if (outstanding && now > since && now - since >= timeout_ns)
+                stalled(cr, w, since, now);
+            else if (outstanding && !w.suspected)
+                maybe_suspect(cr, w, since, now);
+        });
+        recover_finished(now, true);
+        check_init_hangs(now, timeout_ns);
+    }
+
+    // A wait past this communicator's suspicion threshold (engine/suspicion.h; below the timeout): the engine, over
+    // the ranks this node sees, judges the communicator's threshold and words the verdicts as a stall's, labelled
+    // suspected. Until it agrees (another rank's baseline is wider, the wait began later than the last progress by
+    // its measure) it is asked again, less and less often.
+    void maybe_suspect(CommRuntime& cr, CommWatch& w, uint64_t since, uint64_t now) {
+        const double after_s = verdict::suspect_after_s(w.published_p99);
+        if (since != w.suspect_try_since) w.next_suspect_try_ns = w.suspect_retry_ns = 0;  // a new wait
+        w.suspect_try_since = since;
+        if (after_s <= 0 || after_s >= rt_.cfg.timeout_sec || now < w.next_suspect_try_ns) return;
+        const uint64_t began = wait_began(*cr.slot.load(), since);
+        if (now <= began || now - began < uint64_t(after_s * 1e9)) return;
+        Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
+        const JobResult* j = find_job(a, rt_.id.job_id);
+        const CommResult* c = find_comm(j, cr.comm_id);
+        if (rt_.file.file_backed && (!c || c->suspected.empty())) {
+            w.suspect_retry_ns = std::clamp<uint64_t>(2 * w.suspect_retry_ns, 1000000000ull, 8000000000ull);
+            w.next_suspect_try_ns = now + w.suspect_retry_ns;
+            return;
+        }
+        w.suspected = true;
+        w.suspect_since_ns = since;
+        w.suspected_wait_s = (now - since) / 1e9;
+        w.progress_at_report = cr.slot.load()->ops_completed.load();
+        w.progress_ns_at_report = cr.slot.load()->t_last_progress_ns.load();
+        w.failed_at_report = cr.failed_ops.load();
+        dumps_.report_suspected(cr, j, c, w.suspected_wait_s, after_s, w.published_p99);
+    }
+
+    // When the engine (read/verdict_ranks.cpp) says this rank's wait began: the later of the last progress and the
+    // issue of the oldest incomplete collective, where the signature window still has it.
+    static uint64_t wait_began(const disk::CommSlot& s, uint64_t since) {
+        const uint64_t next = s.coll_completed.load(std::memory_order_acquire) + 1;
+        if (s.coll_issued.load(std::memory_order_acquire) < next) return since;
+        const disk::OpSignature& sig = s.recent[next % disk::kRecentSigs];
+        if (sig.seq.load(std::memory_order_acquire) != next) return since;
+        const uint64_t t = sig.t_issue_ns;
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (sig.seq.load(std::memory_order_relaxed) != next) return since;  // rewritten under us (seqlock)
+        return std::max(since, t);
+    }
+
+    // Reported stalls whose communicator completed work since. Polls check live communicators themselves and pass
+    // destroyed_only (PyTorch tears down right after the last step, before the next poll); the exit handler checks
+    // them all.
+    void recover_finished(uint64_t now, bool destroyed_only) {
+        for (auto& [id, w] : watch_)
+            if ((w.stall_reported || w.suspected) && w.cr && (!destroyed_only || w.cr->destroyed.load()) &&
+                progressed(*w.cr->slot.load(), w))
+                recovered(*w.cr, w, now);
+    }
+
+    // Completions since the report that prove the GPU moved: ops counted done without evidence (no event to be
+    // had while the stream is stuck and the host keeps issuing) advance the count but not the progress time.
+    static bool progressed(const disk::CommSlot& s, const CommWatch& w) {
+        return s.ops_completed.load() > w.progress_at_report && s.t_last_progress_ns.load() > w.progress_ns_at_report;
+    }
+
+    void check_init_hangs(uint64_t now, uint64_t timeout_ns) {
+        uint32_t n = std::min(rt_.file.hdr->num_comms.load(), rt_.file.hdr->max_comms);
+        for (uint32_t i = 0; i < n; ++i) {
+            disk::CommSlot& s = rt_.file.comms[i];
+            if (s.state.load() != uint32_t(disk::CommState::Initializing)) continue;
+            CommWatch& w = watch_[s.comm_id];
+            if (w.init_reported || now < s.t_init_start_ns) continue;
+            if (now - s.t_init_start_ns < timeout_ns) {
+                maybe_suspect_init(s, w, now);
+                continue;
+            }
+            w.init_reported = true;
+            // With stalls on, the engine adds its INIT_HANG verdict (who entered, who finished, the checklist).
+            Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
+            const JobResult* j = find_job(a, rt_.id.job_id);
+            dumps_.report_init_hang(s, j, find_comm(j, s.comm_id), (now - s.t_init_start_ns) / 1e9);
+        }
+    }
+
+    // An init past verdict::kInitSuspectS while a rank of it was never seen: suspected once (engine/suspicion.h);
+    // asked again every 2 s until the engine agrees or the init ends.
+    void maybe_suspect_init(const disk::CommSlot& s, CommWatch& w, uint64_t now) {
+        const uint64_t after_ns = uint64_t(verdict::kInitSuspectS * 1e9);
+        if (!rt_.cfg.suspect || w.suspected || now - s.t_init_start_ns < after_ns || now < w.next_suspect_try_ns)
+            return;
+        w.next_suspect_try_ns = now + 2000000000ull;
+        Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
+        const JobResult* j = find_job(a, rt_.id.job_id);
+        const CommResult* c = find_comm(j, s.comm_id);
+        if (!c || c->suspected.empty()) return;
+        w.suspected = true;
+        w.suspect_since_ns = s.t_init_start_ns;  // a "recovered" once it finishes (check_stalls) says how long
+        dumps_.report_init_suspected(s, *j, *c, (now - s.t_init_start_ns) / 1e9);
+    }
+
+    void stalled(CommRuntime& cr, CommWatch& w, uint64_t since, uint64_t now) {
+        // A suspicion confirmed: from here on it is the stall, recovered (or not) as one.
+        const double suspected_at_s = w.suspected ? w.suspected_wait_s : -1;
+        w.suspected = false;
+        w.stall_reported = true;
+        w.stall_since_ns = since;
+        w.progress_at_report = cr.slot.load()->ops_completed.load();
+        w.progress_ns_at_report = cr.slot.load()->t_last_progress_ns.load();
+        w.failed_at_report = cr.failed_ops.load();
+        cr.slot.load()->stall_since_ns.store(since, std::memory_order_relaxed);
+        cr.slot.load()->stall_flags.fetch_or(disk::kStallActive | disk::kStallReported);
+        // The Python stacks before the report is worded, so that it names frames: ours now, and in a Python process
+        // the siblings' too, which each capture at the dump request (waited for briefly, never for long).
+        const bool python = py_stacks_capture(rt_, disk::PyStacksReason::Stall) == disk::PyStacksStatus::Captured;
+        Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
+        const JobResult* j = find_job(a, rt_.id.job_id);
+        const CommResult* c = find_comm(j, cr.comm_id);
+        std::set<std::string> asked;
+        if (python && c && ask_sibling_stacks(*c, asked)) {
+            a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
+            j = find_job(a, rt_.id.job_id);
+            c = find_comm(j, cr.comm_id);
+        }
+        uint64_t last_poll = rt_.tracker ? rt_.tracker->last_poll_ns() : 0;
+        bool tracker_stuck = rt_.tracker && last_poll < now && now - last_poll > 2000000000ull;
+        dumps_.report_stall(cr, j, c, (now - since) / 1e9, tracker_stuck, suspected_at_s);
+        // Every rank of the communicator that this node can see writes its dump now, so the evidence is
+        // simultaneous; the lagging rank is usually not stalled itself and would not dump on its own.
+        if (c)
+            for (const verdict::RankCommState& r : c->view.ranks)
+                if (r.pid != rt_.id.pid && !asked.count(r.file)) request_dump(r.file);
+        dumps_.write_dump("stall", disk::PyStacksReason::Stall, false);
+        // The ops an abort releases fail: that is not the stall recovering.
+        if (rt_.cfg.action == Action::Abort) w.stall_reported = false;
+        act_on_stall(rt_, cr);
+    }
+
+    // Asks the communicator's other ranks on this node for a dump (each captures its Python stacks first) and waits
+    // until each that may have stacks published a new capture, for at most three of their polls. false: none asked.
+    bool ask_sibling_stacks(const CommResult& c, std::set<std::string>& asked) {
+        std::vector<std::pair<std::string, uint64_t>> waiting;  // file, its py_stacks_seq before the request
+        for (const verdict::RankCommState& r : c.view.ranks) {
+            if (r.pid == rt_.id.pid || asked.count(r.file)) continue;
+            const RankFile* f = siblings_.find(r.file);
+            if (!f) continue;
+            const HeaderInfo h = f->header();
+            if (!request_dump(r.file)) continue;
+            asked.insert(r.file);
+            // Those known to have no stacks to give are not waited for.
+            const auto st = disk::PyStacksStatus(h.py_stacks_status);
+            if (h.py_stacks_capacity && st != disk::PyStacksStatus::NotPython && st != disk::PyStacksStatus::Disabled &&
+                st != disk::PyStacksStatus::Unavailable)
+                waiting.emplace_back(r.file, h.py_stacks_seq);
+        }
+        const auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(std::clamp(3 * rt_.cfg.poll_ms, 300, 2000));
+        while (!waiting.empty() && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            waiting.erase(std::remove_if(waiting.begin(), waiting.end(),
+                                         [&](const auto& w) {
+                                             const RankFile* f = siblings_.find(w.first);
+                                             if (!f) return true;
+                                             const HeaderInfo h = f->header();
+                                             return h.py_stacks_seq != w.second && h.py_stacks_seq % 2 == 0;
+                                         }),
+                          waiting.end());
+        }
+        return !asked.empty();
+    }
+
+    // The end of a reported stall, or of a suspicion that never became one.
+    void recovered(CommRuntime& cr, CommWatch& w, uint64_t now) {
+        const bool was_stall = w.stall_reported;
+        const uint64_t began = was_stall ? w.stall_since_ns : w.suspect_since_ns;
+        double waited = now > began ? (now - began) / 1e9 : 0.0;
+        w.stall_reported = false;
+        w.suspected = false;
+        w.next_suspect_try_ns = w.suspect_retry_ns = 0;
+        if (was_stall) {
+            cr.slot.load()->stall_since_ns.store(0, std::memory_order_relaxed);
+            cr.slot.load()->stall_flags.fetch_and(~uint32_t(disk::kStallActive));
+        }
+        // Released by an error (an abort here or on a peer, a timeout in NCCL) is an end, not a recovery.
+        dumps_.report_recovered(cr, waited, cr.failed_ops.load() > w.failed_at_report, !was_stall);
+    }
+
+    // One analysis of this host's files while nothing is stalled: mismatches and, where this process has a
+    // communicator timed by NCCL's profiler, GPU stragglers. A straggler is named once per communicator by the
+    // straggler's own process (the others would only repeat it), and only where every rank of the communicator is on
+    // this host (the engine's rule; the live collector sees across hosts).
+    void check_continuous(bool mismatches, bool stragglers) {
+        Analysis a = analyze_now(0, false, mismatches, false, stragglers);
+        for (const JobResult& j : a.jobs) {
+            if (j.job_id != rt_.id.job_id) continue;
+            for (const CommResult& c : j.comms) {
+                if (!rt_owns(c.comm_id)) continue;
+                CommWatch& w = watch_[c.comm_id];
+                bool held = false;
+                for (const verdict::Verdict& v : c.verdicts) {
+                    if (v.kind == verdict::Kind::Straggler && is_me(c, v) && judged_on_gpu(c) &&
+                        w.stragglers_reported.insert(v.culprits.front()).second)
+                        dumps_.report_straggler(j, c, v);
+                    // A drift (a skipped or added op, engine/verdict.h) is reported once as its verdict; the
+                    // MISMATCHes that follow from it are in that report, as its consequences.
+                    const bool drift = verdict::drift_only(v);
+                    if ((v.kind != verdict::Kind::Mismatch || v.consequence) && !drift) continue;
+                    const uint64_t upto = drift ? v.drift->last_differ : v.seq;
+                    if (upto <= w.last_mismatch_seq || held) continue;  // after a held one, its later ones wait
+                    if (!drift && (held = w.hold_mismatch(c.view, v.seq, now_mono_ns()))) continue;
+                    if (drift) w.release();
+                    w.last_mismatch_seq = upto;
+                    dumps_.report_mismatch(j, c, v);
+                }
+            }
+        }
+    }
+
+    bool own_profiler_comm() {
+        bool found = false;
+        rt_.comms.for_each([&](CommRuntime& cr) {
+            const disk::CommSlot* s = cr.slot.load();
+            found =
+                found || (s && s->gpu_source.load(std::memory_order_relaxed) == uint32_t(disk::GpuSource::Profiler));
+        });
+        return found;
+    }
+
+    // The verdict's one culprit is this process.
+    bool is_me(const CommResult& c, const verdict::Verdict& v) const {
+        if (v.culprits.size() != 1) return false;
+        for (const verdict::RankCommState& r : c.view.ranks)
+            if (r.comm_rank == v.culprits.front()) return r.pid == rt_.id.pid && r.host == rt_.id.host;
+        return false;
+    }
+
+    static bool judged_on_gpu(const CommResult& c) {
+        return std::any_of(c.view.ranks.begin(), c.view.ranks.end(),
+                           [](const verdict::RankCommState& r) { return !r.gpu_spans.empty(); });
+    }
+
+    bool rt_owns(uint64_t comm_id) {
+        bool found = false;
+        rt_.comms.for_each([&](CommRuntime& cr) { found = found || cr.comm_id == comm_id; });
+        return found;
+    }
+
+    Runtime& rt_;
+    std::timed_mutex mu_;  // the watchdog's state, shared with the exit handler
+    DumpWriter dumps_;
+    SiblingFiles siblings_;
+    std::map<uint64_t, CommWatch> watch_;
+};
+
+Watchdog* g_watchdog = nullptr;
+
+}  // namespace
+
+void start_watchdog(Runtime& rt) {
+    if (g_started.exchange(true)) return;
+    install_sigusr1();
+    g_watchdog = new Watchdog(rt);  // never freed: the thread runs until the process ends
+    std::thread([w = g_watchdog] {
+        try {
+            w->run();
+        } catch (const std::exception& e) {
+            log().error("the watchdog stopped: {}", e.what());
+        } catch (...) {
+            log().error("the watchdog stopped");
+        }
+    }).detach();
+}
+
+void watchdog_forget_after_fork() {
+    g_started.store(false);
+    g_watchdog = nullptr;
+}
+
+void watchdog_on_exit(Runtime&) {
+    if (g_watchdog) g_watchdog->on_exit();
+}
+
+}  // namespace ncw
