@@ -1,5 +1,6 @@
 // What the watchdog writes: the report (human text on stderr and <rank file>.report.json beside the rank file) and
-// the dump (<rank file>.dump.json: environment, versions, comm table, decoded records with symbolised stacks).
+// the dump (<rank file>.dump.json: environment, versions, comm table, decoded records with symbolised stacks). Every
+// word of a report comes from lib/report (report/watch_events.h); this unit prints and writes them.
 // Files are written atomically (temporary file and rename), mode 0640; a full disk is logged once and skipped.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "engine/job_view.h"
+#include "report/watch_events.h"
 #include "shim/record/runtime.h"
 
 namespace ncw {
@@ -43,18 +45,17 @@ public:
                     bool capture_py = true);
 
 private:
+    void emit(report::WatchEvent e);  // its lines on stderr, its event into .report.json
+    report::OwnStall own_stall(const CommRuntime& cr, double stalled_for_s) const;
     void append_event(nlohmann::json event);
     nlohmann::json process_json() const;
 
     Runtime& rt_;
-    // The lead verdict of a stall report: the initiating one, or the first.
-    static const verdict::Verdict* lead_of(const CommResult* c);
-    // Where the full report of this lead is printed when not here (a pointer to where_), or null: print it here.
-    const char* full_report_elsewhere(const JobResult* job, const CommResult* lead_comm);
+    // Where the full report of this lead is printed when not here, or "": print it here.
+    std::string full_report_elsewhere(const JobResult* job, const CommResult* lead_comm);
 
     std::mutex mu_;  // the watchdog thread and the exit handler may both write
     std::vector<std::pair<uint64_t, uint64_t>> printed_leads_;  // (comm id, seq) of the stalls printed in full
-    std::string where_;
     nlohmann::json events_ = nlohmann::json::array();
     bool write_failed_logged_ = false;
 };
