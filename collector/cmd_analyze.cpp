@@ -17,7 +17,6 @@
 
 #include "cli.h"
 #include "engine/job_view.h"
-#include "ncclwatch/config_table.h"
 #include "ncclwatch/version.h"
 #include "read/rank_file.h"
 #include "report/analysis_json.h"
@@ -49,37 +48,13 @@ bool use_color(Color c) {
     return isatty(STDOUT_FILENO) == 1;
 }
 
-// NCCLWATCH_TIMEOUT_SEC's default (include/ncclwatch/config_table.h), as the variable spells it.
-const char* default_timeout() {
-#define NCW_TIMEOUT_DEFAULT(field, name, kind, type, def, accepted, desc) \
-    if (std::string_view(#field) == "timeout_sec") return def;
-    NCW_CONFIG_TABLE(NCW_TIMEOUT_DEFAULT)
-#undef NCW_TIMEOUT_DEFAULT
-    return "60";
-}
-
-// The stall timeouts the ranks ran with, each once, in increasing order: a rank file's "ncclwatch.timeout_sec" fact
-// (what the shim parsed), else (a shim before it) its NCCLWATCH_TIMEOUT_SEC when that is a number, else the default.
-// A file without an environment region (format 1.0) says nothing. Empty: no file said.
+// The stall timeouts the ranks ran with (the reader's timeout_ms), each once, in increasing order. Empty: no file
+// said (format 1.0 files).
 std::vector<double> ranks_timeouts(const Analysis& a) {
     std::vector<double> out;
     for (const auto& f : a.files) {
-        RankFile rf;
-        if (!f.ok || !rf.open(f.path)) continue;
-        const HeaderInfo h = rf.header();
-        if (h.env.empty()) continue;
-        std::string fact, var;
-        for (const auto& e : h.env) {
-            if (e.rfind("ncclwatch.timeout_sec=", 0) == 0) fact = e.substr(22);
-            if (e.rfind("NCCLWATCH_TIMEOUT_SEC=", 0) == 0) var = e.substr(22);
-        }
-        auto number = [](const std::string& v, double& value) {
-            char* end = nullptr;
-            value = strtod(v.c_str(), &end);
-            return !v.empty() && end && *end == '\0' && std::isfinite(value) && value > 0;
-        };
-        double t = 0;
-        if (!number(fact, t) && !number(var, t)) number(default_timeout(), t);
+        if (!f.ok || !f.timeout_ms) continue;
+        const double t = f.timeout_ms / 1000.0;
         if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
     }
     std::sort(out.begin(), out.end());

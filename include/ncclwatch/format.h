@@ -24,8 +24,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 // 1.1: the environment region; 1.2: kFlagSampledOut; 1.3: slot reuse; 1.4: GPU times from NCCL's profiler interface
 // (kFlagGpuTimed, CommSlot::gpu_source and what follows it); 1.5: how the process ended (FileHeader::end_kind ...),
 // failed calls (CommSlot::ops_failed ..., appended after the signature window: a 1.4 slot is shorter), the Python
-// stacks region; 1.6: the GPU's UUID (CommSlot::gpu_uuid, in what were two reserved words).
-inline constexpr uint16_t kFormatMinor = 6;
+// stacks region; 1.6: the GPU's UUID (CommSlot::gpu_uuid, in what were two reserved words); 1.7: the stall timeout
+// the writer ran with (FileHeader::timeout_ms, appended last).
+inline constexpr uint16_t kFormatMinor = 7;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -173,6 +174,11 @@ struct FileHeader {
     // Format 1.5, appended last (zero: none, or a writer before it): communicators given no comm slot because every
     // slot was held by a live one (SlotTable::acquire); each counted once, at its init.
     std::atomic<uint64_t> comms_unslotted;
+
+    // Format 1.7, appended last (zero: a writer before it): the stall timeout this process ran with
+    // (NCCLWATCH_TIMEOUT_SEC, in milliseconds), written once at creation, for whoever judges its files later.
+    uint32_t timeout_ms;
+    uint32_t reserved2;
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
 
@@ -298,7 +304,8 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
                                         sizeof(FileHeader::env_offset) + sizeof(FileHeader::env_capacity) +
                                         sizeof(FileHeader::reserved1) +
                                         sizeof(FileHeader::env_bytes) NCW_HEADER_PY_STACKS_FIELDS(NCW_HEADER_BYTES)
-                                            NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES),
+                                            NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES) +
+                                        sizeof(FileHeader::reserved2),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
                                       sizeof(CommSlot::recent) + sizeof(CommSlot::reserved_end),

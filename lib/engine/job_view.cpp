@@ -374,6 +374,7 @@ Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& 
                 sum.host = f.header.host;
                 sum.pid = f.header.pid;
                 sum.global_rank = f.header.global_rank;
+                sum.timeout_ms = f.header.timeout_ms;
             }
             a.files.push_back(std::move(sum));
             if (!f.ok) {

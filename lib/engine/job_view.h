@@ -63,6 +63,7 @@ struct FileSummary {
     std::string host;
     int64_t pid = 0;
     int32_t global_rank = -1;
+    uint32_t timeout_ms = 0;  // the stall timeout the writer ran with (read/rank_file.h); 0: not recorded
 };
 
 struct Analysis {

@@ -4,11 +4,15 @@
 // the ring are read three times (stamps before, data, stamps after), each pass one syscall per contiguous run.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "ncclwatch/config_table.h"
 #include "ncclwatch/format.h"
 #include "read/mapped_load.h"
 #include "read/rank_file.h"
@@ -32,6 +36,36 @@ std::unique_ptr<uint64_t[]> scratch(size_t n) { return std::unique_ptr<uint64_t[
 template <class T>
 const T* at(const std::unique_ptr<uint64_t[]>& buf, uint64_t off) {
     return reinterpret_cast<const T*>(reinterpret_cast<const unsigned char*>(buf.get()) + off);
+}
+
+// NCCLWATCH_TIMEOUT_SEC's default (include/ncclwatch/config_table.h), as the variable spells it.
+const char* default_timeout() {
+#define NCW_TIMEOUT_DEFAULT(field, name, kind, type, def, accepted, desc) \
+    if (std::string_view(#field) == "timeout_sec") return def;
+    NCW_CONFIG_TABLE(NCW_TIMEOUT_DEFAULT)
+#undef NCW_TIMEOUT_DEFAULT
+    return nullptr;
+}
+
+// A writer before format 1.7 left the timeout in its environment region: the "ncclwatch.timeout_sec" fact (what the
+// shim parsed), else its NCCLWATCH_TIMEOUT_SEC when that is a number, else the default it ran with. 0: a file
+// without an environment region (1.0) says nothing.
+uint32_t timeout_ms_from_env(const std::vector<std::string>& env) {
+    if (env.empty()) return 0;
+    std::string fact, var;
+    for (const auto& e : env) {
+        if (e.rfind("ncclwatch.timeout_sec=", 0) == 0) fact = e.substr(22);
+        if (e.rfind("NCCLWATCH_TIMEOUT_SEC=", 0) == 0) var = e.substr(22);
+    }
+    auto ms = [](const char* v) -> uint32_t {
+        if (!v || !*v) return 0;
+        char* end = nullptr;
+        const double s = strtod(v, &end);
+        return *end == '\0' && std::isfinite(s) && s > 0 && s <= 4e6 ? uint32_t(std::lround(s * 1000)) : 0;
+    };
+    if (uint32_t t = ms(fact.c_str())) return t;
+    if (uint32_t t = ms(var.c_str())) return t;
+    return ms(default_timeout());
 }
 
 }  // namespace
@@ -69,6 +103,7 @@ HeaderInfo RankFile::header() const noexcept {
         NCW_HEADER_LIVE_FIELDS(NCW_LOAD_FIELD)
         NCW_HEADER_TAIL_FIELDS(NCW_LOAD_FIELD)
         out.env = env_entries(ld(in->env_bytes));
+        if (!out.timeout_ms) out.timeout_ms = timeout_ms_from_env(out.env);
         load_py_stacks(out);
     } catch (...) {
     }
