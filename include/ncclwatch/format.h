@@ -25,7 +25,7 @@ inline constexpr uint16_t kFormatMajor = 1;
 // (kFlagGpuTimed, CommSlot::gpu_source and what follows it); 1.5: how the process ended (FileHeader::end_kind ...),
 // failed calls (CommSlot::ops_failed ..., appended after the signature window: a 1.4 slot is shorter), the Python
 // stacks region; 1.6: the GPU's UUID (CommSlot::gpu_uuid, in what were two reserved words); 1.7: the stall timeout
-// the writer ran with (FileHeader::timeout_ms, appended last).
+// and the poll period the writer ran with (FileHeader::timeout_ms, poll_ms, appended last).
 inline constexpr uint16_t kFormatMinor = 7;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
@@ -175,10 +175,11 @@ struct FileHeader {
     // slot was held by a live one (SlotTable::acquire); each counted once, at its init.
     std::atomic<uint64_t> comms_unslotted;
 
-    // Format 1.7, appended last (zero: a writer before it): the stall timeout this process ran with
-    // (NCCLWATCH_TIMEOUT_SEC, in milliseconds), written once at creation, for whoever judges its files later.
+    // Format 1.7, appended last (zero: a writer before it), written once at creation for whoever judges the file later:
+    // the stall timeout this process ran with (NCCLWATCH_TIMEOUT_SEC) and its watchdog's poll period, which sets how
+    // old a heartbeat may grow (NCCLWATCH_POLL_MS), in milliseconds.
     uint32_t timeout_ms;
-    uint32_t reserved2;
+    uint32_t poll_ms;
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
 
@@ -304,8 +305,7 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
                                         sizeof(FileHeader::env_offset) + sizeof(FileHeader::env_capacity) +
                                         sizeof(FileHeader::reserved1) +
                                         sizeof(FileHeader::env_bytes) NCW_HEADER_PY_STACKS_FIELDS(NCW_HEADER_BYTES)
-                                            NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES) +
-                                        sizeof(FileHeader::reserved2),
+                                            NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
                                       sizeof(CommSlot::recent) + sizeof(CommSlot::reserved_end),

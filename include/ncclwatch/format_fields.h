@@ -169,10 +169,12 @@
 
 // FileHeader, part 5, appended last (zero: none, or a writer before it). 1.5: communicators that found no free comm
 // slot (more than max_comms alive at once), watched in the writer's memory only; their progress is in the ring alone.
-// 1.7: the stall timeout the writer ran with, in ms (a reader fills it from an older file's environment region).
+// 1.7: the stall timeout and the watchdog's poll period the writer ran with, in ms (a reader fills them from an older
+// file's environment region).
 #define NCW_HEADER_TAIL_FIELDS(X)                                                                                    \
     X(u64, comms_unslotted, 0, num)                                                                                  \
-    X(u32, timeout_ms, 0, num)
+    X(u32, timeout_ms, 0, num)                                                                                       \
+    X(u32, poll_ms, 0, num)
 
 // CommSlot, every field but its seqlock and the signature window: the fields up to 1.5, then those of 1.6 on. The
 // live protocol writes the second list after the signatures and GPU spans of a comm block (wire_fields.cpp), where

@@ -102,9 +102,7 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
             s.heartbeat_age_s =
                 ctx.now_mono_ns > h.heartbeat_mono_ns ? double(ctx.now_mono_ns - h.heartbeat_mono_ns) / 1e9 : 0.0;
             // Never less than three of this process's heartbeats (its watchdog writes one per poll).
-            double poll_s = 0.1;
-            for (const auto& e : h.env)
-                if (e.rfind("NCCLWATCH_POLL_MS=", 0) == 0) poll_s = std::max(0.01, atof(e.c_str() + 18) / 1000.0);
+            const double poll_s = h.poll_ms ? std::max(0.01, h.poll_ms / 1000.0) : 0.1;
             if (s.heartbeat_age_s > std::max(ctx.stale_after_s, 3 * poll_s)) s.alive = false;
         }
         // pid must be > 0: kill(0, ...) and kill(-1, ...) address process groups. Same host name AND boot, so a

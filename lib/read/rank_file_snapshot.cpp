@@ -38,34 +38,35 @@ const T* at(const std::unique_ptr<uint64_t[]>& buf, uint64_t off) {
     return reinterpret_cast<const T*>(reinterpret_cast<const unsigned char*>(buf.get()) + off);
 }
 
-// NCCLWATCH_TIMEOUT_SEC's default (include/ncclwatch/config_table.h), as the variable spells it.
-const char* default_timeout() {
-#define NCW_TIMEOUT_DEFAULT(field, name, kind, type, def, accepted, desc) \
-    if (std::string_view(#field) == "timeout_sec") return def;
-    NCW_CONFIG_TABLE(NCW_TIMEOUT_DEFAULT)
-#undef NCW_TIMEOUT_DEFAULT
+// A config table row's default (include/ncclwatch/config_table.h), as the variable spells it.
+const char* config_default(std::string_view field) {
+#define NCW_ROW_DEFAULT(row, name, kind, type, def, accepted, desc) \
+    if (std::string_view(#row) == field) return def;
+    NCW_CONFIG_TABLE(NCW_ROW_DEFAULT)
+#undef NCW_ROW_DEFAULT
     return nullptr;
 }
 
-// A writer before format 1.7 left the timeout in its environment region: the "ncclwatch.timeout_sec" fact (what the
-// shim parsed), else its NCCLWATCH_TIMEOUT_SEC when that is a number, else the default it ran with. 0: a file
-// without an environment region (1.0) says nothing.
-uint32_t timeout_ms_from_env(const std::vector<std::string>& env) {
+// A writer before format 1.7 left the values it ran with in its environment region: the "ncclwatch.<field>" fact
+// (what the shim parsed), else its variable when that is a number, else the default it ran with; times `scale`, in
+// ms. 0: a file without an environment region (1.0) says nothing.
+uint32_t ms_from_env(const std::vector<std::string>& env, std::string_view field, const char* var, double scale) {
     if (env.empty()) return 0;
-    std::string fact, var;
+    const std::string fact_prefix = "ncclwatch." + std::string(field) + "=", var_prefix = std::string(var) + "=";
+    std::string fact, value;
     for (const auto& e : env) {
-        if (e.rfind("ncclwatch.timeout_sec=", 0) == 0) fact = e.substr(22);
-        if (e.rfind("NCCLWATCH_TIMEOUT_SEC=", 0) == 0) var = e.substr(22);
+        if (e.rfind(fact_prefix, 0) == 0) fact = e.substr(fact_prefix.size());
+        if (e.rfind(var_prefix, 0) == 0) value = e.substr(var_prefix.size());
     }
-    auto ms = [](const char* v) -> uint32_t {
+    auto ms = [scale](const char* v) -> uint32_t {
         if (!v || !*v) return 0;
         char* end = nullptr;
-        const double s = strtod(v, &end);
-        return *end == '\0' && std::isfinite(s) && s > 0 && s <= 4e6 ? uint32_t(std::lround(s * 1000)) : 0;
+        const double x = strtod(v, &end) * scale;
+        return *end == '\0' && std::isfinite(x) && x >= 1 && x <= 4e9 ? uint32_t(std::lround(x)) : 0;
     };
     if (uint32_t t = ms(fact.c_str())) return t;
-    if (uint32_t t = ms(var.c_str())) return t;
-    return ms(default_timeout());
+    if (uint32_t t = ms(value.c_str())) return t;
+    return ms(config_default(field));
 }
 
 }  // namespace
@@ -103,7 +104,8 @@ HeaderInfo RankFile::header() const noexcept {
         NCW_HEADER_LIVE_FIELDS(NCW_LOAD_FIELD)
         NCW_HEADER_TAIL_FIELDS(NCW_LOAD_FIELD)
         out.env = env_entries(ld(in->env_bytes));
-        if (!out.timeout_ms) out.timeout_ms = timeout_ms_from_env(out.env);
+        if (!out.timeout_ms) out.timeout_ms = ms_from_env(out.env, "timeout_sec", "NCCLWATCH_TIMEOUT_SEC", 1000);
+        if (!out.poll_ms) out.poll_ms = ms_from_env(out.env, "poll_ms", "NCCLWATCH_POLL_MS", 1);
         load_py_stacks(out);
     } catch (...) {
     }

@@ -95,9 +95,11 @@ Runtime* start_runtime_locked() {
     }
     rt->env = snapshot_env(environ);
     // The variables now, the probed facts later (env_probe.h): room is kept for them. The timeout this process runs
-    // with (whatever NCCLWATCH_TIMEOUT_SEC said) goes into the header, for whoever judges the file after the end.
+    // with (whatever NCCLWATCH_TIMEOUT_SEC said) and its poll period go into the header, for whoever judges the file
+    // after the end.
     append_env_entries(rt->file, env_probe::env_entries(rt->env), env_probe::kFactsReserve);
     rt->file.hdr->timeout_ms = uint32_t(cfg.timeout_sec * 1000 + 0.5);
+    rt->file.hdr->poll_ms = uint32_t(cfg.poll_ms);
     NCW_CALL_REAL(ncclGetVersion, &rt->nccl_version);
     rt->file.hdr->nccl_version = rt->nccl_version;
     rt->slots.bind(rt->file.comms, rt->file.hdr->max_comms, &rt->file.hdr->num_comms, &rt->file.hdr->comms_unslotted);
