@@ -306,4 +306,61 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
     return out;
 }
 
+LiveText live_report_text(const Analysis& a, const std::string& job_id, uint64_t real_ns, bool again,
+                          const LiveClocks& clocks) {
+    constexpr size_t kMaxTableRows = 256;  // per communicator (live-report.json has every rank)
+    const std::string job_name = job_id.empty() ? "(no job id)" : clean(job_id);
+    LiveText out;
+    std::string& text = out.text;
+    std::string& first_line = out.first_line;
+    for (const auto& ref : a.all_verdicts()) {
+        if (ref.verdict->kind == verdict::Kind::Straggler && !first_line.empty()) continue;
+        const std::vector<std::string> lines = verdict_lines(*ref.job, *ref.comm, *ref.verdict);
+        if (first_line.empty()) first_line = lines.front();
+        text += lines.front() + "\n";
+        for (size_t i = 1; i < lines.size(); ++i) text += "    " + lines[i] + "\n";
+    }
+    text = fmt::format("ncclwatch live report, job {}, {}{}\n", job_name, wall_time(real_ns),
+                       again ? " (again: the ranks' Python stacks came)" : "") +
+           text;
+    if (const auto lead = lead_verdict(a); lead.verdict) {
+        const std::string py = python_section(*lead.comm, *lead.verdict, TextOptions{});
+        if (!py.empty()) text += "Python stacks (the thread that issued NCCL calls; > the user's code)\n" + py;
+    }
+    text += fmt::format(
+        "clock offsets: {} rank(s) on this host's boot (exact), {} estimated by a one-way minimum filter over "
+        "the last {} frames (each estimate is late by that rank's smallest one-way network delay; the "
+        "widest window spread is {:.3f} ms)\n",
+        clocks.exact, clocks.estimated, clocks.window, double(clocks.widest_spread_ns) / 1e6);
+    for (const auto& jr : a.jobs) {
+        const uint64_t job_now = a.jobs.front().now_mono_ns;
+        for (const auto& cr : jr.comms) {
+            text += fmt::format("\ncomm {}{} ({} ranks{})\n", hex(cr.comm_id),
+                                cr.name.empty() ? "" : " '" + clean(cr.name) + "'", cr.view.nranks,
+                                cr.missing.empty() ? "" : ", missing " + format_ranks(cr.missing));
+            text += fmt::format("  {:>6} {:>6} {:<24} {:>8} {:>10} {:>10} {:>10} {:>10}  {}\n", "rank", "global",
+                                "host", "pid", "issued", "reached", "completed", "idle s", "state");
+            size_t rows = 0;
+            for (const auto& r : cr.view.ranks) {
+                if (++rows > kMaxTableRows) {
+                    text += fmt::format("  ... {} more ranks (see live-report.json)\n",
+                                        cr.view.ranks.size() - kMaxTableRows);
+                    break;
+                }
+                const double idle = r.t_last_progress_ns && job_now > r.t_last_progress_ns
+                                        ? double(job_now - r.t_last_progress_ns) / 1e9
+                                        : 0.0;
+                const char* state = r.exited_clean     ? "exited"
+                                    : !r.alive         ? "GONE"
+                                    : r.stall_since_ns ? "stalled"
+                                                       : "alive";
+                text += fmt::format("  {:>6} {:>6} {:<24} {:>8} {:>10} {:>10} {:>10} {:>10.1f}  {}\n", r.comm_rank,
+                                    r.global_rank, clean(r.host).substr(0, 24), r.pid, r.issued, r.reached, r.completed,
+                                    idle, state);
+            }
+        }
+    }
+    return out;
+}
+
 }  // namespace ncw::report
