@@ -9,6 +9,7 @@
 #include <set>
 
 #include "engine/env_audit.h"
+#include "engine/verdict_ranks.h"
 #include "ncclwatch/format.h"
 #include "report/headline.h"
 #include "report/report_json.h"
@@ -125,6 +126,17 @@ void comm_table(std::string& out, const CommResult& c, const TextOptions& opt, c
     if (!c.missing.empty())
         out += fmt::format("    not visible (no rank file): comm rank{} {} of {}\n", c.missing.size() == 1 ? "" : "s",
                            format_ranks(c.missing), c.view.nranks);
+}
+
+// A rank's state in the live report's table: one wording per state, from the facts the stall verdicts stand on
+// (engine/verdict_ranks.h; rank_state_line words the same states in the evidence), so that ranks waiting in one op
+// read alike whether or not their own watchdog has flagged the stall yet.
+std::string live_rank_state(const RankCommState& r) {
+    if (r.exited_clean) return "exited";
+    if (!r.alive) return "GONE";
+    if (verdict::gpu_behind(r)) return fmt::format("GPU busy before #{}", r.completed + 1);
+    if (r.issued > r.completed) return fmt::format("waiting in #{}", r.completed + 1);
+    return "idle";
 }
 
 // The evidence of a verdict; for big communicators only the culprits' lines, the general ones and a few others (one
@@ -350,13 +362,9 @@ LiveText live_report_text(const Analysis& a, const std::string& job_id, uint64_t
                 const double idle = r.t_last_progress_ns && job_now > r.t_last_progress_ns
                                         ? double(job_now - r.t_last_progress_ns) / 1e9
                                         : 0.0;
-                const char* state = r.exited_clean     ? "exited"
-                                    : !r.alive         ? "GONE"
-                                    : r.stall_since_ns ? "stalled"
-                                                       : "alive";
                 text += fmt::format("  {:>6} {:>6} {:<24} {:>8} {:>10} {:>10} {:>10} {:>10.1f}  {}\n", r.comm_rank,
                                     r.global_rank, clean(r.host).substr(0, 24), r.pid, r.issued, r.reached, r.completed,
-                                    idle, state);
+                                    idle, live_rank_state(r));
             }
         }
     }

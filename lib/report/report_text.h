@@ -46,7 +46,8 @@ struct LiveText {
 // The live collector's report of one job (live-report.txt): a heading with the job and the wall time `real_ns`
 // (`again`: the same verdicts, now that the ranks' Python stacks came), the verdict lines (a straggler only when it
 // leads), the lead verdict's Python stacks, the clock line, then per communicator a table of its ranks (at most 256
-// rows: live-report.json has every rank). Pure, as render_text.
+// rows: live-report.json has every rank), whose state column says where each rank is as the stall verdicts see it:
+// "exited", "GONE", "GPU busy before #N", "waiting in #N" or "idle". Pure, as render_text.
 LiveText live_report_text(const Analysis& a, const std::string& job_id, uint64_t real_ns, bool again,
                           const LiveClocks& clocks);
 
