@@ -9,12 +9,11 @@
 #include <map>
 #include <utility>
 
-#include "engine/verdict_detail.h"
+#include "engine/verdict_ranks.h"
+#include "engine/verdict_text.h"
 #include "ncclwatch/format.h"
 
 namespace ncw::verdict {
-
-using namespace detail;
 
 namespace {
 

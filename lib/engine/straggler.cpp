@@ -1,19 +1,47 @@
-// Stragglers from the arrival-time skew per sequence number, and which way a communicator is judged. Pure: the caller
-// has put the ranks on one clock (or passes each rank's offset) and states how good that clock is.
+// Stragglers (see straggler.h): which way a communicator is judged, then the two rules: from the arrival-time skew
+// per sequence number (no GPU tracking), and from each rank's in-collective GPU time (NCCL's profiler). Pure: for the
+// arrival times the caller has put the ranks on one clock (or passes each rank's offset) and states how good that
+// clock is; the GPU rule compares no clocks.
 #include "engine/straggler.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
-#include "engine/straggler_detail.h"
 #include "ncclwatch/format.h"
 
 namespace ncw::verdict {
 
-using detail::ms;
-using detail::quantile;
+namespace {
+
+// The q-quantile of v, nearest rank (0 for none).
+double quantile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t i = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
+    return v[i];
+}
+
+std::string ms(double s) { return fmt::format("{:.1f} ms", s * 1e3); }
+
+// A STRAGGLER naming rank r of the communicator at collective `seq` (the newest judged), with that op's signature
+// where r's window still holds it; the rule adds the words.
+Verdict straggler_at(const CommView& view, const RankCommState& r, uint64_t seq) {
+    Verdict v;
+    v.kind = Kind::Straggler;
+    v.comm_id = view.comm_id;
+    v.seq = seq;
+    v.culprits = {r.comm_rank};
+    for (const auto& s : r.recent)
+        if (s.seq == seq) v.op = s;
+    return v;
+}
+
+}  // namespace
+
+// ---- From arrival times, and which way a communicator is judged ----
 
 std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOptions& opt) {
     const size_t n = view.ranks.size();
@@ -90,7 +118,7 @@ std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOption
         const double uncertainty = unknown ? -1 : r.clock_uncertainty_s + others_u;
         if (!unknown && median <= uncertainty) continue;
 
-        Verdict v = detail::straggler_at(view, r, common.back().first);
+        Verdict v = straggler_at(view, r, common.back().first);
         v.summary = fmt::format(
             "comm 0x{:016x}: rank {} (global {}, host {}) arrived last at {} of {} collectives (#{} .. #{}), a median "
             "{} (p90 {}) after the next-latest rank: a straggler, not a hang",
@@ -112,6 +140,154 @@ std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOption
             if (j != i && last_count[j])
                 v.evidence.push_back(
                     fmt::format("rank {}: last at {} of {}", view.ranks[j].comm_rank, last_count[j], common.size()));
+        out.push_back(std::move(v));
+    }
+    return out;
+}
+
+// ---- On GPUs ----
+//
+// From the time each rank's GPU spent inside each collective, as NCCL's profiler reported its start and end
+// (RankCommState::gpu_spans). A collective ends on every rank at about the same moment, once the last rank has
+// joined, so the rank that arrives last spends the least time inside it, and each other rank spends the difference
+// waiting for it. Only durations are compared, each measured on one rank's own
+// clock: no clock is compared across ranks or hosts, and no clock offset or its uncertainty enters.
+//
+// The rule's numbers (StragglerOptions::gpu_*), and why:
+//   - at least 16 sequence numbers that every rank has a GPU time for: the live collector keeps the last 64 per rank
+//     (read/gpu_spans.h), so a straggler from the first step on is named after 16 steps, well within 50;
+//   - shortest at >= 75 % of them, and that often with a probability of at most 1e-4 by chance alone (binomial,
+//     p = 1 / ranks): which rank is shortest at one seq is noise in a clean job, and at 2 ranks a coin flip, so
+//     12 of 16 comes by chance in 3.8 % of windows; the bound asks for 16 of 16, 27 of 32 or 48 of 64 there (at 4
+//     ranks 75 % of 16 is already 1e-5), and the live collector judges a new window at every analysis;
+//   - a median lateness of at least 2 ms and 5 % of the step time: real GPU runs jitter by +-15 % per DDP step,
+//     and a clean job's ranks still differ by a little every step (which one launches first, CPU scheduling, ranks
+//     time-sliced on one GPU); a rank consistently late by less than 5 % of the step costs less than that jitter
+//     and is not worth a report, and 2 ms is the floor where steps are short. A rank that waits 20 ms before each
+//     step's collective is late by 20 ms at every seq: far above both.
+//   - the validation pattern (one rank busy for seconds once, the others waiting) is one seq: never 75 % of them.
+// Every rank of the communicator must be visible: among a part of it, the shortest may only be waiting less for a
+// rank that is not seen.
+
+namespace {
+
+// P(X >= k) for X ~ Binomial(n, p): how often a rank is shortest k times of n by chance alone.
+double binomial_tail(size_t n, size_t k, double p) {
+    if (k == 0) return 1;
+    if (p >= 1) return 1;
+    const double lp = std::log(p), lq = std::log1p(-p);
+    double sum = 0;
+    for (size_t x = k; x <= n; ++x)
+        sum += std::exp(std::lgamma(double(n) + 1) - std::lgamma(double(x) + 1) - std::lgamma(double(n - x) + 1) +
+                        double(x) * lp + double(n - x) * lq);
+    return std::min(1.0, sum);
+}
+
+using Row = std::vector<const GpuSpan*>;  // per view rank, its span at one seq
+
+// The median of a row's durations without rank `skip`, seconds, from the row's durations sorted once.
+double median_without(const std::vector<uint64_t>& sorted, uint64_t skip_value) {
+    // Removing one element equal to skip_value from the sorted list, the median of the n - 1 left (nearest rank,
+    // as quantile() takes it) sits at index m of the rest.
+    const size_t left = sorted.size() - 1;
+    const size_t m = std::min(left - 1, size_t(0.5 * double(left - 1) + 0.5));
+    const size_t at = size_t(std::lower_bound(sorted.begin(), sorted.end(), skip_value) - sorted.begin());
+    return double(m < at ? sorted[m] : sorted[m + 1]) / 1e9;
+}
+
+}  // namespace
+
+std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOptions& opt) {
+    const size_t n = view.ranks.size();
+    if (n < 2 || n < size_t(std::max(0, view.nranks))) return {};
+
+    std::map<uint64_t, Row> at;
+    for (size_t i = 0; i < n; ++i)
+        for (const auto& s : view.ranks[i].gpu_spans) {
+            if (!s.seq) continue;
+            auto& row = at[s.seq];
+            if (row.empty()) row.assign(n, nullptr);
+            row[i] = &s;
+        }
+    std::vector<std::pair<uint64_t, const Row*>> common;
+    for (const auto& [seq, row] : at)
+        if (std::all_of(row.begin(), row.end(), [](const GpuSpan* s) { return s != nullptr; }))
+            common.emplace_back(seq, &row);
+    const size_t total = common.size();
+    if (total < std::max<size_t>(opt.gpu_min_common_seqs, 1)) return {};
+
+    std::vector<size_t> shortest(n, 0);
+    for (const auto& [seq, row] : common) {
+        size_t best = 0;
+        for (size_t i = 1; i < n; ++i)
+            if ((*row)[i]->gpu_ns < (*row)[best]->gpu_ns) best = i;
+        ++shortest[best];
+    }
+
+    // The step time: the median, over consecutive common seqs, of the ranks' median gap between their GPU ends (each
+    // gap on one rank's clock).
+    std::vector<double> gaps, per_rank;
+    for (size_t k = 1; k < total; ++k) {
+        if (common[k].first != common[k - 1].first + 1) continue;
+        per_rank.clear();
+        for (size_t i = 0; i < n; ++i) {
+            const uint64_t a = (*common[k - 1].second)[i]->t_end_ns, b = (*common[k].second)[i]->t_end_ns;
+            if (b > a) per_rank.push_back(double(b - a) / 1e9);
+        }
+        if (!per_rank.empty()) gaps.push_back(quantile(per_rank, 0.5));
+    }
+    const double step = quantile(gaps, 0.5);
+    if (step <= 0) return {};
+    const double threshold = std::max(opt.gpu_min_lateness_s, opt.gpu_step_fraction * step);
+
+    std::vector<Verdict> out;
+    const double p = 1.0 / double(n);
+    for (size_t i = 0; i < n; ++i) {
+        const double share = double(shortest[i]) / double(total);
+        if (share < opt.gpu_min_shortest_fraction) continue;
+        const double chance = binomial_tail(total, shortest[i], p);
+        if (chance > opt.gpu_max_chance) continue;
+        std::vector<double> late, mine, theirs;
+        std::vector<uint64_t> sorted;
+        for (const auto& [seq, row] : common) {
+            sorted.clear();
+            for (const GpuSpan* s : *row) sorted.push_back(s->gpu_ns);
+            std::sort(sorted.begin(), sorted.end());
+            const double own = double((*row)[i]->gpu_ns) / 1e9;
+            const double others = median_without(sorted, (*row)[i]->gpu_ns);
+            late.push_back(others - own);
+            mine.push_back(own);
+            theirs.push_back(others);
+        }
+        const double median = quantile(late, 0.5), p90 = quantile(late, 0.9);
+        if (median < threshold) continue;
+        const double lost = median / step;
+
+        const auto& r = view.ranks[i];
+        Verdict v = straggler_at(view, r, common.back().first);
+        v.summary = fmt::format(
+            "comm 0x{:016x}: rank {} (global {}, host {}) spent the least time inside {} of {} collectives (#{} .. "
+            "#{}) on its GPU: it arrives a median {} (p90 {}) after the others, who wait that long inside each one: "
+            "{:.0f}% of the step time ({}, the median gap between collectives) lost to it; a straggler, not a hang",
+            view.comm_id, r.comm_rank, r.global_rank, r.host.empty() ? "?" : r.host, shortest[i], total,
+            common.front().first, common.back().first, ms(median), ms(p90), lost * 100, ms(step));
+        v.evidence.push_back(fmt::format(
+            "in-collective GPU time (NCCL's profiler: each rank's GPU start and end of the op, each on its own clock; "
+            "no clocks compared across ranks): rank {} median {}, the other ranks median {}",
+            r.comm_rank, ms(quantile(mine, 0.5)), ms(quantile(theirs, 0.5))));
+        v.evidence.push_back(
+            fmt::format("lateness of rank {} (the other ranks' median in-collective time minus its own) over {} common "
+                        "sequence numbers: median {}, p90 {}; shortest at {:.0f}% of them (by chance alone, with {} "
+                        "ranks: p = {:.1e})",
+                        r.comm_rank, total, ms(median), ms(p90), share * 100, n, chance));
+        v.evidence.push_back(fmt::format(
+            "median gap between consecutive collectives' GPU ends {}; reported at {} or more (the larger of {} and "
+            "{:.0f}% of the gap)",
+            ms(step), ms(threshold), ms(opt.gpu_min_lateness_s), opt.gpu_step_fraction * 100));
+        for (size_t j = 0; j < n; ++j)
+            if (j != i && shortest[j])
+                v.evidence.push_back(
+                    fmt::format("rank {}: shortest at {} of {}", view.ranks[j].comm_rank, shortest[j], total));
         out.push_back(std::move(v));
     }
     return out;

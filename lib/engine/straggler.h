@@ -3,9 +3,9 @@
 //   on GPUs (NCCL's profiler times every op: RankCommState::gpu_spans): at one sequence number the rank that arrives
 //     last waits least inside the collective, so the rank whose in-collective GPU time is consistently the shortest
 //     is the straggler, and the others' extra time is what it costs them. Durations only, each on its rank's own
-//     clock: no clock is compared across hosts (straggler_gpu.cpp);
+//     clock: no clock is compared across hosts (straggler.cpp, "On GPUs");
 //   without GPU tracking (a call returns once its op is done): from the arrival (issue) time per sequence number
-//     over the window of recent signatures, on a common clock (straggler.cpp).
+//     over the window of recent signatures, on a common clock (straggler.cpp, "From arrival times").
 #pragma once
 
 #include <string>
@@ -22,7 +22,7 @@ struct StragglerOptions {
     double min_lateness_s = 0.005;    // median lateness above this ...
     double step_gap_fraction = 0.10;  // ... and above this share of the median gap between consecutive seqs
 
-    // In-collective GPU times (NCCL's profiler); why these values: straggler_gpu.cpp.
+    // In-collective GPU times (NCCL's profiler); why these values: straggler.cpp, "On GPUs".
     size_t gpu_min_common_seqs = 16;          // sequence numbers every rank has a GPU time for, at least
     double gpu_min_shortest_fraction = 0.75;  // shortest inside the collective at this share of them, at least ...
     double gpu_max_chance = 1e-4;             // ... and that often with this probability at most, by chance alone

@@ -5,11 +5,9 @@
 
 #include <algorithm>
 
-#include "engine/verdict_detail.h"
+#include "engine/verdict_text.h"
 
 namespace ncw::verdict {
-
-using namespace detail;
 
 double suspect_after_s(uint64_t gap_p99_ns) {
     if (gap_p99_ns == 0) return 0;

@@ -1,7 +1,9 @@
 // The verdict engine: pure functions over the per-rank states of one communicator. No I/O, no clocks: the caller
 // passes `now`. The shim's watchdog (ranks of its node), the live collector and the offline analyser all call it.
-// One file per question: verdict_stall.cpp, verdict_mismatch.cpp, verdict_init.cpp, verdict_p2p.cpp (verdict_detail.h
-// has what they share).
+// One file per question: verdict_stall.cpp, verdict_mismatch.cpp, verdict_init.cpp, verdict_p2p.cpp, verdict_drift.cpp;
+// what one part asks of another has the header of the part that answers it (verdict_text.h: the words of the
+// evidence, verdict_ranks.h: where each rank is, verdict_inferred.h, verdict_mismatch.h, verdict_tie.h,
+// verdict_drift.h, verdict_p2p.h).
 #pragma once
 
 #include <cstdint>

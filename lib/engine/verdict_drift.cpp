@@ -2,17 +2,20 @@
 // on the communicator, not by their shape, so after a skip the rank's ops complete silently with the others' next
 // ones, and the ranks disagree only at the first op of another shape, many ops later. Aligning the rank's recent
 // stream against the others' names where it went wrong; the later MISMATCH and the hang it ends in follow from it.
+#include "engine/verdict_drift.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
 
-#include "engine/verdict_detail.h"
+#include "engine/verdict_mismatch.h"
+#include "engine/verdict_ranks.h"
+#include "engine/verdict_text.h"
 #include "ncclwatch/format.h"
 
 namespace ncw::verdict {
 
-using namespace detail;
 using disk::OpType;
 
 namespace {
@@ -326,14 +329,10 @@ void fold_drifts(std::vector<Verdict>& verdicts) {
     }
 }
 
-}  // namespace ncw::verdict
-
-namespace ncw::verdict::detail {
-
 std::vector<Verdict> drift_verdicts(const CommView& view) {
     std::vector<Verdict> out;
     for (const auto& d : find_drifts(view)) out.push_back(drift_verdict(view, d));
     return out;
 }
 
-}  // namespace ncw::verdict::detail
+}  // namespace ncw::verdict

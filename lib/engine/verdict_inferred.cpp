@@ -1,12 +1,15 @@
 // Inferred progress: what a peer's completion of a collective proves about a rank whose counts lag (lower bounds).
+#include "engine/verdict_inferred.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "engine/verdict_detail.h"
+#include "engine/verdict_ranks.h"
+#include "engine/verdict_text.h"
 #include "ncclwatch/format.h"
 
-namespace ncw::verdict::detail {
+namespace ncw::verdict {
 
 using disk::OpType;
 
@@ -93,4 +96,4 @@ std::vector<Raise> inferred_progress(const CommView& view, std::vector<std::stri
     return raises;
 }
 
-}  // namespace ncw::verdict::detail
+}  // namespace ncw::verdict

@@ -3,10 +3,11 @@
 
 #include <algorithm>
 
-#include "engine/verdict_detail.h"
+#include "engine/verdict_ranks.h"
+#include "engine/verdict_text.h"
 #include "ncclwatch/format.h"
 
-namespace ncw::verdict::detail {
+namespace ncw::verdict {
 
 using disk::OpType;
 
@@ -33,12 +34,6 @@ std::string disagreement(const CommView& view, Get get) {
 }
 
 }  // namespace
-
-}  // namespace ncw::verdict::detail
-
-namespace ncw::verdict {
-
-using namespace detail;
 
 std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double timeout_s) {
     const auto order = by_comm_rank(view);

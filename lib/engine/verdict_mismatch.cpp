@@ -1,13 +1,18 @@
 // Mismatches: ranks that disagree on the signature of one sequence number, and the groups they form.
+#include "engine/verdict_mismatch.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
 
-#include "engine/verdict_detail.h"
+#include "engine/verdict_drift.h"
+#include "engine/verdict_p2p.h"
+#include "engine/verdict_ranks.h"
+#include "engine/verdict_text.h"
 #include "ncclwatch/format.h"
 
-namespace ncw::verdict::detail {
+namespace ncw::verdict {
 
 using disk::OpType;
 
@@ -129,12 +134,6 @@ OpSig majority_sig(const CommView& v, const std::vector<size_t>& order, const st
     none.seq = seq;
     return none;
 }
-
-}  // namespace ncw::verdict::detail
-
-namespace ncw::verdict {
-
-using namespace detail;
 
 std::vector<Verdict> find_mismatches(const CommView& view) {
     const auto order = by_comm_rank(view);

@@ -1,12 +1,15 @@
 // Point-to-point: sends and receives paired with what the peer posted.
+#include "engine/verdict_p2p.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "engine/verdict_detail.h"
+#include "engine/verdict_ranks.h"
+#include "engine/verdict_text.h"
 #include "ncclwatch/format.h"
 
-namespace ncw::verdict::detail {
+namespace ncw::verdict {
 
 using disk::OpType;
 
@@ -204,4 +207,4 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
     return out;
 }
 
-}  // namespace ncw::verdict::detail
+}  // namespace ncw::verdict

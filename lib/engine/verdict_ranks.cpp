@@ -1,12 +1,14 @@
 // Where each rank is: its state in a communicator, its wait, whether its GPU got to an op.
+#include "engine/verdict_ranks.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "engine/verdict_detail.h"
+#include "engine/verdict_text.h"
 #include "ncclwatch/format.h"
 
-namespace ncw::verdict::detail {
+namespace ncw::verdict {
 
 using disk::OpType;
 
@@ -120,4 +122,4 @@ std::optional<double> busy_seconds(const RankCommState& r, uint64_t now_ns) {
     return *t < now_ns ? ns_to_s(now_ns - *t) : 0.0;
 }
 
-}  // namespace ncw::verdict::detail
+}  // namespace ncw::verdict

@@ -5,12 +5,16 @@
 #include <algorithm>
 
 #include "engine/causal.h"
-#include "engine/verdict_detail.h"
+#include "engine/verdict_inferred.h"
+#include "engine/verdict_mismatch.h"
+#include "engine/verdict_p2p.h"
+#include "engine/verdict_ranks.h"
+#include "engine/verdict_text.h"
+#include "engine/verdict_tie.h"
 #include "ncclwatch/format.h"
 
 namespace ncw::verdict {
 
-using namespace detail;
 using disk::OpType;
 
 namespace {

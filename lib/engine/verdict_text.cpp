@@ -1,14 +1,16 @@
 // The words of the evidence: ops, ranks and rank states as the verdicts name them.
+#include "engine/verdict_text.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "engine/causal.h"
-#include "engine/verdict_detail.h"
+#include "engine/verdict_ranks.h"
 #include "ncclwatch/format.h"
 #include "read/text.h"
 
-namespace ncw::verdict::detail {
+namespace ncw::verdict {
 
 using disk::OpType;
 
@@ -93,12 +95,6 @@ std::string last_op(const RankCommState& r) {
     if (const OpSig* s = find_sig(r, r.issued)) return sig_short(*s, true);
     return fmt::format("#{} (signature not recorded)", r.issued);
 }
-
-}  // namespace ncw::verdict::detail
-
-namespace ncw::verdict {
-
-using namespace detail;
 
 std::string progress_words(const RankCommState& r) {
     if (!r.gpu_tracking)

@@ -1,13 +1,16 @@
 // Telling an extra op from a skipped one when the counts are symmetric (1 vs 1): the op pattern and the issue-time
 // gaps.
+#include "engine/verdict_tie.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "engine/verdict_detail.h"
+#include "engine/verdict_mismatch.h"
+#include "engine/verdict_ranks.h"
 #include "ncclwatch/format.h"
 
-namespace ncw::verdict::detail {
+namespace ncw::verdict {
 
 using disk::OpType;
 
@@ -151,4 +154,4 @@ Lean tie_break(const RankCommState& ahead, const RankCommState& idle, uint64_t W
     return Lean::Unknown;
 }
 
-}  // namespace ncw::verdict::detail
+}  // namespace ncw::verdict

@@ -1,6 +1,6 @@
 // The live collector's HTTP side reads one request per connection: its request line, up to the blank line that ends
 // the headers, within a byte cap. This is that parse as a pure function over the bytes received so far (no socket),
-// so that it can be fuzzed (test/fuzz/fuzz_http.cpp) and tested alone; live_conns.cpp calls it as bytes arrive.
+// so that it can be fuzzed (test/fuzz/fuzz_http.cpp) and tested alone; live_server.cpp calls it as bytes arrive.
 #pragma once
 
 #include <cstddef>

@@ -1,18 +1,1358 @@
-// The live collector's loop, start and stop (see live_server.h; its parts: live_impl.h).
+// The live collector (see live_server.h): one class, LiveServer::Impl, run by one thread. It is declared first,
+// with what it keeps per job, rank and connection; its methods follow by part:
+//   connections and frames: accept, read, write, the frame dispatch, HTTP /metrics requests
+//   the ranks' Hello and Digest, kept as snapshots on the collector's clock (clock offsets)
+//   analysis as digests change, the report (worded in report/report_text.h), dump requests, /metrics
+//   the bounds: buffer budgets, deadlines, job eviction, rate-limited logging (log_limiter.h)
+//   the loop, start and stop
 #include "live/live_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
 
-#include "live/live_impl.h"
+#include "engine/job_view.h"
+#include "engine/suspicion.h"
+#include "live/http_request.h"
+#include "live/live_auth.h"
+#include "live/log_limiter.h"
+#include "live/offset_filter.h"
+#include "ncclwatch/format.h"
+#include "ncclwatch/version.h"
+#include "read/gpu_spans.h"
+#include "read/safe_write.h"
+#include "read/time_base.h"
+#include "read/wire.h"
+#include "report/headline.h"
+#include "report/metrics.h"
+#include "report/report_json.h"
+#include "report/report_text.h"
 
 namespace ncw::live {
+
+using json = nlohmann::json;
+using report::clean;
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kMaxOutBuffer = 4u << 20;  // a rank that does not read its DumpRequests is dropped past this
+constexpr size_t kMaxHttpRequest = 8 * 1024;
+constexpr uint64_t kTickNs = 100'000'000;
+constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // full analysis (mismatches) at most this often
+
+inline uint64_t mono_ns() { return time_base::clock_ns(CLOCK_MONOTONIC); }
+
+struct RankState {
+    std::string key;
+    uint64_t conn_id = 0;  // 0 = not connected
+    uint64_t last_frame_ns = 0;
+    bool bye = false;
+    OffsetFilter clock;
+    uint64_t rank_start_mono_ns = 0;  // as the rank sent it (its own clock)
+};
+
+struct Job {
+    std::string id;
+    std::vector<FileSnapshot> snaps;  // parallel to ranks; timestamps on the collector's clock
+    std::vector<RankState> ranks;
+    std::unordered_map<std::string, size_t> index;
+    bool dirty = false;
+    uint64_t last_analysis_ns = 0;
+    std::set<std::string> reported;  // verdicts already reported (kind, comm, seq, culprits)
+    uint64_t stall_reported_ns = 0;  // when the active stall was first reported; 0 = none
+    // From the latest analysis: per communicator, the comm ranks named as culprits and as waiting.
+    std::map<uint64_t, std::pair<std::set<int>, std::set<int>>> named;
+    std::set<uint64_t> suspected;  // communicators suspected in the latest analysis (engine/suspicion.h)
+    std::set<std::pair<uint64_t, std::string>> verdicts;  // (communicator, kind name) of the latest analysis
+    std::set<std::string> suspect_said;                   // suspicions already logged (kind, comm, seq, culprits)
+    uint64_t dump_requests = 0;
+    double last_analysis_cost_s = 0;
+    bool write_failure_logged = false;
+    bool py_stacks_news = false;  // a rank's Python stacks arrived since the last report (protocol 1.4)
+};
+
+struct Conn {
+    uint64_t id = 0;
+    int fd = -1;
+    bool http = false;
+    bool hello = false;
+    bool close_after_flush = false;
+    std::string peer;  // "ip:port"
+    std::string ip;
+    uint64_t opened_ns = 0;
+    wire::FrameReader reader;
+    std::vector<uint8_t> out;
+    size_t out_pos = 0;
+    bool want_out = false;
+    std::string http_in;
+    // A /metrics response streams from a rendering shared by the scrapers that asked within the same second.
+    std::shared_ptr<const std::string> body;
+    size_t body_pos = 0;
+    uint64_t out_progress_ns = 0;  // last time the peer took bytes (or the response was queued)
+    size_t buffered = 0;           // bytes of a partly received frame, as counted in Impl::buffered_total
+    uint64_t frame_start_ns = 0;   // first byte of the partly received frame; 0 = none
+    Job* job = nullptr;
+    size_t rank = 0;
+    // A Hello waiting for its Proof (the collector requires a token): the Hello, the proof it must come with, and
+    // its payload's size as counted in Impl::buffered_total.
+    std::unique_ptr<wire::Hello> pending;
+    Digest32 expected{};
+    size_t pending_bytes = 0;
+};
+
+struct LiveServer::Impl {
+    ServerOptions opt;
+    int epfd = -1;
+    int listen_fd = -1;
+    int metrics_fd = -1;
+    int wake_fd = -1;
+    int spare_fd = -1;  // closed to accept-and-drop when out of descriptors
+    std::thread thread;
+    std::atomic<bool> stopping{false};
+    bool started = false;
+
+    std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
+    uint64_t next_conn_id = 16;  // ids below are the listening sockets
+    std::map<std::string, std::unique_ptr<Job>> jobs;
+    size_t ranks_known = 0;
+    size_t rank_conns = 0;      // conns that are not HTTP
+    size_t buffered_total = 0;  // partly received frames, all connections
+    LogLimiter limiter;
+    std::vector<std::weak_ptr<const std::string>> renders;  // /metrics renderings handed out, alive while streamed
+    std::weak_ptr<const std::string> fresh_render[2];       // per metrics::Format
+    uint64_t fresh_render_ns[2] = {0, 0};
+    uint64_t boot = 0;
+    std::string hostname;
+    uint64_t request_id = 0;
+    std::string pseudonym_key;  // /metrics names jobs and communicators by a keyed hash when a token is set
+    double last_analysis_s = 0;
+    std::vector<uint8_t> scratch;
+
+    std::atomic<uint64_t> st_connections{0}, st_ranks{0}, st_frames{0}, st_bad{0}, st_reports{0}, st_analyses{0},
+        st_refused{0}, st_evicted{0}, st_buffered{0}, st_suppressed{0};
+    uint16_t port = 0, metrics_port = 0;
+
+    static constexpr uint64_t kListenId = 1, kMetricsId = 2, kWakeId = 3;
+
+    // ---- connections and frames ----
+
+    void log(const std::string& line);
+    void set_events(Conn& c, bool want_out);
+    void close_conn(uint64_t id);
+    void bad(Conn& c, const char* cause, const std::string& reason);
+    // Returns false when the connection was closed.
+    bool flush(Conn& c);
+    bool queue(Conn& c, const std::vector<uint8_t>& bytes);
+    void accept_all(int lfd, bool http);
+    void on_readable(Conn& c);
+    // false: the connection was closed (or is closing).
+    bool on_frame(Conn& c, const wire::FrameHeader& h);
+    void on_http(Conn& c, const uint8_t* p, size_t n);
+    void respond(Conn& c, const char* status, const std::string& body);
+    void respond(Conn& c, const char* status, std::shared_ptr<const std::string> body,
+                 const char* content_type = "text/plain; charset=utf-8");
+
+    // ---- the ranks' Hello and Digest, on the collector's clock ----
+
+    // A Hello: challenged when a token is required (1.2), refused when it comes from an older peer then, else
+    // admitted. on_proof: the answer to the challenge, checked in constant time. admit: the (job, rank) slot, never
+    // taken from a connection that is open and alive (refused, retry later). false: the connection is closing.
+    bool on_hello(Conn& c, const wire::FrameHeader& h, wire::Hello& m, uint64_t now);
+    bool on_proof(Conn& c, const wire::Proof& m, uint64_t now);
+    bool admit(Conn& c, wire::Hello& m, uint64_t now);
+    bool refuse(Conn& c, const std::string& reason, bool retry = false);
+    void drop_pending(Conn& c);
+    // The analysis runs in live mode on this boot's clock: the header is made to look like a file of this boot
+    // (so nothing is rebased through wall clocks), with the start moved by the measured offset. A rank on another
+    // host keeps its host name, so job_view never probes its pid here; one on another boot of a host with our name
+    // is renamed, for the same reason.
+    void put_header_on_our_clock(const RankState& r, HeaderInfo& h);
+    void on_digest(Conn& c, wire::Digest& m, uint64_t now);
+    void take_py_stacks(Job& job, HeaderInfo& h, wire::PyStacksBlock& b, int64_t d);
+
+    // ---- analysis, reports and /metrics ----
+
+    // Whether something in the job may already be a verdict the analysis would report: an outstanding collective
+    // without progress for the timeout, an init running that long, a flagged stall or error, a connection lost past
+    // the grace. One pass over the snapshots, far cheaper than the analysis, so a stall is caught on the first tick
+    // after it passes the timeout while the full analysis (for mismatches) runs less often.
+    bool something_due(const Job& job, uint64_t now) const;
+    void maybe_analyze(uint64_t now);
+    void analyze_job(Job& job, uint64_t now);
+    // How the ranks' clocks were put on ours (exact, estimated, the widest spread), for the report's clock line.
+    report::LiveClocks clocks(const Job& job) const;
+    // with_new_stacks: the same verdicts again, now with the ranks' Python stacks (no dump requests).
+    void report(Job& job, const Analysis& a, uint64_t now, bool with_new_stacks = false);
+    std::string render_metrics(metrics::Format format);
+
+    // ---- the bounds ----
+
+    // Rate-limited per cause (LogLimiter); `cause` is one of the code's own names.
+    void log_limited(const char* cause, const std::string& line);
+    void log_peer(const Conn& c, const char* cause, const std::string& reason);
+    // After a read: counts the partly received frame against the budgets (false: the connection was closed) and
+    // restarts its deadline when a frame completed.
+    bool account(Conn& c, uint64_t now, bool completed_frame);
+    // Deadlines (Hello, frame, scraper), eviction of finished and silent jobs, the log summary.
+    void sweep(uint64_t now);
+    uint64_t sweep_period_ns() const;
+    void evict_job(const std::string& id);
+    // Room for one more rank (of a new job when keep is null): evicts the idle job heard from least recently,
+    // never `keep`. false: none is idle.
+    bool make_room(const Job* keep);
+    // The body of one /metrics response: shared with scrapers that asked within a second, and bounded in total
+    // (metrics_queue_max) by handing out the newest rendering still held instead of a new one.
+    std::shared_ptr<const std::string> metrics_body(uint64_t now, metrics::Format format);
+
+    // ---- the loop, start and stop ----
+
+    void run() noexcept;
+    void close_all();
+};
+
+// ---- connections and frames: accept, read, write, the frame dispatch, HTTP /metrics requests ----
+
+namespace {
+
+bool split_host_port(const std::string& s, std::string& host, std::string& port) {
+    const auto colon = s.rfind(':');
+    if (colon == std::string::npos || colon + 1 >= s.size()) return false;
+    host = s.substr(0, colon);
+    port = s.substr(colon + 1);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host == "*") host = "0.0.0.0";
+    return !host.empty();
+}
+
+std::string peer_name(const sockaddr_storage& ss, std::string& ip) {
+    char buf[INET6_ADDRSTRLEN] = "?";
+    uint16_t port = 0;
+    if (ss.ss_family == AF_INET) {
+        auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+        inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
+        port = ntohs(a->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+        inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
+        port = ntohs(a->sin6_port);
+    }
+    ip = buf;
+    return ip + ":" + std::to_string(port);
+}
+
+// Binds HOST:PORT ("[v6]:port", "*:port"; port 0 = any) and listens; the bound port in port_out. -1 with *err.
+int listen_on(const std::string& addr, uint16_t& port_out, std::string* err) {
+    std::string host, port;
+    if (!split_host_port(addr, host, port)) {
+        if (err) *err = "'" + addr + "' is not HOST:PORT";
+        return -1;
+    }
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+    if (rc != 0) {
+        if (err) *err = "cannot resolve '" + addr + "': " + gai_strerror(rc);
+        return -1;
+    }
+    int fd = -1;
+    std::string last = "no address";
+    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            last = strerror(errno);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 4096) == 0) break;
+        last = strerror(errno);
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        if (err) *err = "cannot listen on " + addr + ": " + last;
+        return -1;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    port_out = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                        : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    return fd;
+}
+
+}  // namespace
+
+void LiveServer::Impl::log(const std::string& line) {
+    try {
+        if (opt.log)
+            opt.log(line);
+        else
+            fprintf(stderr, "ncclwatch-collector: %s\n", line.c_str());
+    } catch (...) {
+    }
+}
+
+void LiveServer::Impl::set_events(Conn& c, bool want_out) {
+    if (c.want_out == want_out) return;
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want_out ? EPOLLOUT : 0u);
+    ev.data.u64 = c.id;
+    epoll_ctl(epfd, EPOLL_CTL_MOD, c.fd, &ev);
+    c.want_out = want_out;
+}
+
+void LiveServer::Impl::close_conn(uint64_t id) {
+    auto it = conns.find(id);
+    if (it == conns.end()) return;
+    Conn& c = *it->second;
+    if (c.job && c.rank < c.job->ranks.size() && c.job->ranks[c.rank].conn_id == c.id) {
+        c.job->ranks[c.rank].conn_id = 0;
+        c.job->dirty = true;
+    }
+    epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, nullptr);
+    close(c.fd);
+    buffered_total -= std::min(buffered_total, c.buffered + c.pending_bytes);
+    st_buffered = buffered_total;
+    if (!c.http) --rank_conns;
+    conns.erase(it);
+    st_connections = rank_conns;
+}
+
+void LiveServer::Impl::bad(Conn& c, const char* cause, const std::string& reason) {
+    ++st_bad;
+    log_peer(c, cause, reason);
+    close_conn(c.id);
+}
+
+// Returns false when the connection was closed. The queued bytes go first, then the streamed body (/metrics), as
+// much as the socket takes each time it drains.
+bool LiveServer::Impl::flush(Conn& c) {
+    for (;;) {
+        const bool head = c.out_pos < c.out.size();
+        if (!head && (!c.body || c.body_pos >= c.body->size())) break;
+        const uint8_t* p =
+            head ? c.out.data() + c.out_pos : reinterpret_cast<const uint8_t*>(c.body->data()) + c.body_pos;
+        const size_t len = head ? c.out.size() - c.out_pos : c.body->size() - c.body_pos;
+        const ssize_t n = send(c.fd, p, len, MSG_NOSIGNAL);
+        if (n > 0) {
+            (head ? c.out_pos : c.body_pos) += size_t(n);
+            c.out_progress_ns = mono_ns();
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        close_conn(c.id);
+        return false;
+    }
+    if (c.body && c.body_pos >= c.body->size()) c.body.reset();  // the shared rendering is not held past its use
+    if (c.out_pos == c.out.size() && !c.body) {
+        c.out.clear();
+        c.out_pos = 0;
+        if (c.close_after_flush) {
+            close_conn(c.id);
+            return false;
+        }
+        set_events(c, false);
+    } else {
+        if (c.out_pos > (1u << 20)) {
+            c.out.erase(c.out.begin(), c.out.begin() + ptrdiff_t(c.out_pos));
+            c.out_pos = 0;
+        }
+        set_events(c, true);
+    }
+    return true;
+}
+
+bool LiveServer::Impl::queue(Conn& c, const std::vector<uint8_t>& bytes) {
+    if (!c.http && c.out.size() - c.out_pos + bytes.size() > kMaxOutBuffer) {
+        log_peer(c, "not reading", "not reading what the collector sends (output buffer full)");
+        close_conn(c.id);
+        return false;
+    }
+    c.out.insert(c.out.end(), bytes.begin(), bytes.end());
+    return flush(c);
+}
+
+void LiveServer::Impl::accept_all(int lfd, bool http) {
+    for (int i = 0; i < 1024; ++i) {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        const int fd = accept4(lfd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EMFILE || errno == ENFILE) {
+                // Level-triggered epoll would spin on the pending connection: take it with the spare descriptor
+                // and drop it.
+                ++st_refused;
+                if (spare_fd >= 0) {
+                    close(spare_fd);
+                    const int dropped = accept(lfd, nullptr, nullptr);
+                    if (dropped >= 0) close(dropped);
+                    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                }
+                static bool said = false;
+                if (!said) log("out of file descriptors: refusing connections (raise RLIMIT_NOFILE)");
+                said = true;
+            }
+            return;
+        }
+        if (conns.size() >= opt.max_connections) {
+            ++st_refused;
+            close(fd);
+            continue;
+        }
+        auto c = std::make_unique<Conn>();
+        c->id = next_conn_id++;
+        c->fd = fd;
+        c->http = http;
+        c->opened_ns = mono_ns();
+        c->peer = peer_name(ss, c->ip);
+        if (!http) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = c->id;
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            close(fd);
+            continue;
+        }
+        if (!http) ++rank_conns;
+        conns.emplace(c->id, std::move(c));
+        st_connections = rank_conns;
+    }
+}
+
+void LiveServer::Impl::on_readable(Conn& c) {
+    uint8_t buf[kReadChunk];
+    const uint64_t id = c.id;
+    const ssize_t n = recv(c.fd, buf, sizeof buf, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        close_conn(id);
+        return;
+    }
+    if (n < 0) return;
+    if (c.close_after_flush) return;  // refused: what it still sends is ignored
+    if (c.http) {
+        on_http(c, buf, size_t(n));
+        return;
+    }
+    c.reader.feed(buf, size_t(n));
+    wire::FrameHeader h;
+    std::string err;
+    bool completed = false;
+    while (conns.count(id) && !c.close_after_flush) {
+        const auto s = c.reader.next(h, scratch, &err);
+        if (s == wire::FrameReader::Status::NeedMore) break;
+        if (s == wire::FrameReader::Status::Error) {
+            const char* cause = err.rfind("bad magic", 0) == 0                       ? "bad magic"
+                                : err.find("exceeds the limit") != std::string::npos ? "oversize"
+                                                                                     : "malformed";
+            bad(c, cause, err.empty() ? "malformed frame" : err);
+            return;
+        }
+        ++st_frames;
+        completed = true;
+        if (!on_frame(c, h)) return;
+    }
+    if (conns.count(id)) account(c, mono_ns(), completed);
+}
+
+// false: the connection was closed (or is closing).
+bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
+    const uint64_t now = mono_ns();
+    std::string err;
+    const auto type = wire::FrameType(h.type);
+    if (c.pending && type != wire::FrameType::Proof) {
+        bad(c, "protocol", fmt::format("frame type {} before the token proof", h.type));
+        return false;
+    }
+    if (!c.hello && !c.pending && type != wire::FrameType::Hello) {
+        bad(c, "protocol", fmt::format("first frame is type {}, not Hello", h.type));
+        return false;
+    }
+    switch (type) {
+        case wire::FrameType::Hello: {
+            if (c.hello) {
+                bad(c, "protocol", "second Hello on one connection");
+                return false;
+            }
+            wire::Hello m;
+            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
+                bad(c, "malformed", "bad Hello: " + err);
+                return false;
+            }
+            return on_hello(c, h, m, now);
+        }
+        case wire::FrameType::Proof: {
+            if (!c.pending) {
+                bad(c, "protocol", "a Proof without a Challenge");
+                return false;
+            }
+            wire::Proof m;
+            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
+                bad(c, "malformed", "bad Proof: " + err);
+                return false;
+            }
+            return on_proof(c, m, now);
+        }
+        case wire::FrameType::Digest: {
+            wire::Digest m;
+            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
+                bad(c, "malformed", "bad Digest: " + err);
+                return false;
+            }
+            on_digest(c, m, now);
+            return true;
+        }
+        case wire::FrameType::KeepAlive: {
+            wire::KeepAlive m;
+            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
+                bad(c, "malformed", "bad KeepAlive: " + err);
+                return false;
+            }
+            RankState& r = c.job->ranks[c.rank];
+            r.last_frame_ns = now;
+            if (m.sent_mono_ns) r.clock.add(int64_t(now - m.sent_mono_ns));
+            return true;
+        }
+        case wire::FrameType::Bye: {
+            RankState& r = c.job->ranks[c.rank];
+            r.last_frame_ns = now;
+            r.bye = true;
+            c.job->snaps[c.rank].header.process_state = uint32_t(disk::ProcessState::ExitedClean);
+            c.job->dirty = true;
+            return true;
+        }
+        case wire::FrameType::HelloAck:
+        case wire::FrameType::Challenge:
+        case wire::FrameType::Reject:
+        case wire::FrameType::DumpRequest:
+            bad(c, "protocol", fmt::format("frame type {} goes from the collector to ranks, not back", h.type));
+            return false;
+    }
+    return true;  // a type a newer minor added: skipped
+}
+
+void LiveServer::Impl::on_http(Conn& c, const uint8_t* p, size_t n) {
+    // Held up to one byte past the cap: enough to tell TooLarge, never more.
+    c.http_in.append(reinterpret_cast<const char*>(p), std::min(n, kMaxHttpRequest + 1 - c.http_in.size()));
+    const HttpRequest req = parse_http_request(c.http_in, kMaxHttpRequest);
+    if (req.status == HttpRequest::Status::TooLarge)
+        respond(c, "431 Request Header Fields Too Large", "request too large\n");
+    else if (req.route == HttpRequest::Route::Metrics) {
+        const auto f = req.openmetrics ? metrics::Format::OpenMetrics : metrics::Format::Prometheus;
+        respond(c, "200 OK", metrics_body(mono_ns(), f), metrics::content_type(f));
+    } else if (req.status == HttpRequest::Status::Complete)
+        respond(c, "404 Not Found", "not found (try GET /metrics)\n");
+}
+
+void LiveServer::Impl::respond(Conn& c, const char* status, const std::string& body) {
+    respond(c, status, std::make_shared<const std::string>(body));
+}
+
+void LiveServer::Impl::respond(Conn& c, const char* status, std::shared_ptr<const std::string> body,
+                               const char* content_type) {
+    const std::string head =
+        fmt::format("HTTP/1.0 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", status,
+                    content_type, body->size());
+    c.out.insert(c.out.end(), head.begin(), head.end());
+    c.body = std::move(body);
+    c.body_pos = 0;
+    c.close_after_flush = true;
+    c.out_progress_ns = mono_ns();  // the scrape timeout runs from here
+    flush(c);
+}
+
+// ---- the ranks' Hello and Digest, on the collector's clock ----
+//
+// What the ranks say, kept as snapshots on the collector's clock: Hello (job, rank, token, clock anchor) and Digest
+// (progress per communicator, moved by each rank's measured clock offset; its in-collective GPU times kept across
+// digests).
+
+namespace {
+
+// A rank whose connection carried a frame this recently is alive: a second Hello for it is refused. Real ranks send
+// a KeepAlive each second; a connection silent past the window (a peer gone without a FIN) is stale and replaced.
+uint64_t alive_window_ns(double dead_after_s) { return uint64_t(std::max(2.0, dead_after_s) * 1e9); }
+
+}  // namespace
+
+bool LiveServer::Impl::refuse(Conn& c, const std::string& reason, bool retry) {
+    std::vector<uint8_t> f;
+    wire::encode(wire::Reject{reason, retry}, f);
+    c.close_after_flush = true;
+    queue(c, f);
+    return false;
+}
+
+void LiveServer::Impl::drop_pending(Conn& c) {
+    buffered_total -= std::min(buffered_total, c.pending_bytes);
+    st_buffered = buffered_total;
+    c.pending_bytes = 0;
+    c.pending.reset();
+}
+
+bool LiveServer::Impl::on_hello(Conn& c, const wire::FrameHeader& h, wire::Hello& m, uint64_t now) {
+    if (opt.token.empty()) return admit(c, m, now);
+    if (h.minor < wire::kMinorTokenProof) {
+        ++st_bad;
+        // Its own log budget: junk of other kinds can never hide a refused token.
+        if (m.token.empty()) {
+            log_peer(c, "no token", "no token (NCCLWATCH_TOKEN is required)");
+            return refuse(c, "token refused");
+        }
+        const std::string why = fmt::format(
+            "live protocol {}.{} sends the token in clear; this collector needs {}.{} or newer, which proves it "
+            "(upgrade ncclwatch on that rank)",
+            h.major, h.minor, wire::kMajor, wire::kMinorTokenProof);
+        log_peer(c, "old protocol", why);
+        return refuse(c, "token refused: " + why);
+    }
+    std::string nonce;
+    if (!fresh_nonce(nonce)) {
+        log_limited("nonce", "cannot draw a nonce from the kernel (getrandom, /dev/urandom): refusing the rank");
+        return refuse(c, "the collector cannot draw a nonce; retry later", true);
+    }
+    // The proof covers the nonce and every byte of this Hello: the identity it claims is the one the token holder
+    // signed.
+    c.expected = token_proof(opt.token, nonce, scratch.data(), scratch.size());
+    c.pending = std::make_unique<wire::Hello>(std::move(m));
+    c.pending_bytes = scratch.size();
+    buffered_total += c.pending_bytes;
+    st_buffered = buffered_total;
+    std::vector<uint8_t> f;
+    wire::encode(wire::Challenge{nonce}, f);
+    return queue(c, f);
+}
+
+bool LiveServer::Impl::on_proof(Conn& c, const wire::Proof& m, uint64_t now) {
+    std::unique_ptr<wire::Hello> hello = std::move(c.pending);
+    drop_pending(c);
+    if (m.mac.empty() || !equal_ct(c.expected.data(), c.expected.size(), m.mac)) {
+        ++st_bad;
+        // Its own log budget: junk of other kinds can never hide a wrong token.
+        if (m.mac.empty())
+            log_peer(c, "no token", "no token (NCCLWATCH_TOKEN is required)");
+        else
+            log_peer(c, "wrong token", "wrong token (its proof does not match)");
+        return refuse(c, "token refused");
+    }
+    return admit(c, *hello, now);
+}
+
+bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
+    const HeaderInfo& hi = m.header;
+    const std::string key =
+        hi.global_rank >= 0 ? fmt::format("rank {}", hi.global_rank) : fmt::format("pid {}:{}", hi.host, hi.pid);
+    auto jit = jobs.find(hi.job_id);
+    if (jit == jobs.end() || !jit->second->index.count(key)) {
+        // Idle jobs make room (the oldest first); "full" only while every job kept has a rank connected.
+        const bool new_job = jit == jobs.end();
+        if (!make_room(new_job ? nullptr : jit->second.get())) {
+            ++st_bad;
+            log_peer(c, "full", "collector full (too many ranks or jobs)");
+            std::vector<uint8_t> f;
+            wire::encode(wire::Reject{"collector full"}, f);
+            c.close_after_flush = true;
+            queue(c, f);
+            return false;
+        }
+    }
+    jit = jobs.find(hi.job_id);  // make_room may have evicted jobs
+    if (jit == jobs.end()) {
+        auto j = std::make_unique<Job>();
+        j->id = hi.job_id;
+        jit = jobs.emplace(hi.job_id, std::move(j)).first;
+    }
+    Job& job = *jit->second;
+    size_t idx;
+    auto rit = job.index.find(key);
+    if (rit == job.index.end()) {
+        idx = job.ranks.size();
+        job.index.emplace(key, idx);
+        job.ranks.emplace_back();
+        job.ranks.back().key = key;
+        job.snaps.emplace_back();
+        ++ranks_known;
+        st_ranks = ranks_known;
+    } else {
+        idx = rit->second;
+        // A rank's identity is bound to its connection: while that one is open and alive, a second Hello for the
+        // same (job, rank) is refused and never takes the slot (an impostor, or a duplicate launch). One silent past
+        // the window is stale (the peer went without a FIN): a reconnect replaces it.
+        const RankState& held = job.ranks[idx];
+        if (held.conn_id && held.conn_id != c.id) {
+            if (now - held.last_frame_ns <= alive_window_ns(opt.dead_after_s)) {
+                ++st_bad;
+                auto old = conns.find(held.conn_id);
+                log_limited("rank taken", fmt::format("closed connection from {}: job {} {}: a second Hello while "
+                                                      "the rank's connection from {} is alive: refused",
+                                                      c.peer, report::clean(job.id), key,
+                                                      old == conns.end() ? "?" : old->second->peer));
+                return refuse(c, "this rank is already connected to the collector (a second Hello is refused)", true);
+            }
+            close_conn(held.conn_id);
+        }
+    }
+    RankState& r = job.ranks[idx];
+    FileSnapshot& s = job.snaps[idx];
+    const bool restarted = s.ok && s.header.pid != hi.pid;
+    r.conn_id = c.id;
+    r.last_frame_ns = now;
+    r.bye = false;
+    if (restarted || !s.ok) r.clock = OffsetFilter{};
+    r.clock.exact = hi.boot_id_hash != 0 && hi.boot_id_hash == boot;
+    r.rank_start_mono_ns = hi.start_mono_ns;
+    if (!r.clock.exact && hi.heartbeat_mono_ns) r.clock.add(int64_t(now - hi.heartbeat_mono_ns));
+
+    s.ok = true;
+    s.error.clear();
+    s.path = hi.host + ":" + (m.file.empty() ? std::string("(live)") : m.file);
+    s.header = std::move(m.header);
+    if (restarted) s.comms.clear();
+    put_header_on_our_clock(r, s.header);
+    c.hello = true;
+    c.job = &job;
+    c.rank = idx;
+    job.dirty = true;
+
+    std::vector<uint8_t> f;
+    wire::encode_hello_ack(f);
+    return queue(c, f);
+}
+
+// The analysis runs in live mode on this boot's clock: the header is made to look like a file of this boot
+// (so nothing is rebased through wall clocks), with the start moved by the measured offset. A rank on another
+// host keeps its host name, so job_view never probes its pid here; one on another boot of a host with our name
+// is renamed, for the same reason.
+void LiveServer::Impl::put_header_on_our_clock(const RankState& r, HeaderInfo& h) {
+    const bool same_boot = r.clock.exact;
+    if (!same_boot && h.host == hostname) h.host += " (other boot)";
+    h.boot_id_hash = boot;
+    h.start_mono_ns = time_base::shift(r.rank_start_mono_ns, r.clock.offset());
+}
+
+void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
+    Job& job = *c.job;
+    RankState& r = job.ranks[c.rank];
+    FileSnapshot& s = job.snaps[c.rank];
+    r.last_frame_ns = now;
+    if (m.sent_mono_ns && !r.clock.exact) r.clock.add(int64_t(now - m.sent_mono_ns));
+    const int64_t d = r.clock.offset();
+    s.header.start_mono_ns = time_base::shift(r.rank_start_mono_ns, d);
+    s.header.process_state = m.process_state;
+    s.header.num_comms = uint32_t(m.comms.size());
+    for (auto& ci : m.comms) {
+        time_base::rebase(ci, d);
+        // Each digest carries a comm's newest in-collective GPU times; the history of them is the window the
+        // straggler rule judges (read/gpu_spans.h).
+        for (const auto& old : s.comms)
+            if (old.comm_id == ci.comm_id && !old.gpu_spans.empty()) {
+                std::vector<verdict::GpuSpan> spans = old.gpu_spans;
+                merge_gpu_spans(spans, ci.gpu_spans);
+                ci.gpu_spans = std::move(spans);
+                break;
+            }
+        // And its newest signatures (kMaxDigestSigs): kept across digests up to a signature window (kRecentSigs), so
+        // that a drift (engine/verdict.h) is aligned over as many ops as a rank file shows.
+        for (const auto& old : s.comms)
+            if (old.comm_id == ci.comm_id && !old.recent.empty()) {
+                const uint64_t first_new = ci.recent.empty() ? UINT64_MAX : ci.recent.front().seq;
+                std::vector<SigInfo> sigs;
+                for (const auto& g : old.recent)
+                    if (g.seq < first_new) sigs.push_back(g);
+                sigs.insert(sigs.end(), ci.recent.begin(), ci.recent.end());
+                if (sigs.size() > disk::kRecentSigs) sigs.erase(sigs.begin(), sigs.end() - disk::kRecentSigs);
+                ci.recent = std::move(sigs);
+                break;
+            }
+    }
+    s.comms = std::move(m.comms);
+    if (m.py_stacks) take_py_stacks(job, s.header, *m.py_stacks, d);
+    job.dirty = true;
+}
+
+// Protocol 1.4: a rank's Python stacks, in the first Digest after each capture, kept in its header as a rank file
+// holds them (the analysis and the reports read them there), until the next capture.
+void LiveServer::Impl::take_py_stacks(Job& job, HeaderInfo& h, wire::PyStacksBlock& b, int64_t d) {
+    h.py_stacks_seq = b.seq;
+    h.py_stacks_mono_ns = b.mono_ns ? time_base::shift(b.mono_ns, d) : 0;
+    h.py_stacks_reason = b.reason;
+    h.py_stacks_status = b.status;
+    h.py_stacks_len = uint32_t(b.text.size());
+    h.py_stacks.reset();
+    try {
+        if (b.status == uint32_t(disk::PyStacksStatus::Captured))
+            h.py_stacks = std::make_shared<const py::Stacks>(py::parse(b.text));
+    } catch (const std::bad_alloc&) {
+    }
+    h.py_stacks_text = std::move(b.text);
+    // A stall already reported is reported again with them (its culprit's frame), once per capture; a process
+    // without Python says so once and changes nothing in a report.
+    if (h.py_stacks) job.py_stacks_news = true;
+}
+
+// ---- analysis, reports and /metrics ----
+//
+// The analysis as digests change, the report of new verdicts (text and JSON, in the verdicts' one voice:
+// report/headline.h, report/report_text.h), the dump requests, and /metrics.
+
+namespace {
+
+// Job ids come from the network: keep a path component of safe characters only.
+std::string safe_component(const std::string& s) {
+    std::string out;
+    for (char c : s.substr(0, 128)) out += (isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.') ? c : '_';
+    if (out.empty() || out == "." || out == "..") out = "job";
+    return out;
+}
+
+std::string verdict_key(const verdict::Verdict& v) {
+    // A straggler's seq moves on with every step: it is news once per communicator and rank.
+    std::string k = v.kind == verdict::Kind::Straggler
+                        ? fmt::format("{}|{:x}|", verdict::kind_name(v.kind), v.comm_id)
+                        : fmt::format("{}|{:x}|{}|", verdict::kind_name(v.kind), v.comm_id, v.seq);
+    for (int r : v.culprits) k += std::to_string(r) + ",";
+    return k;
+}
+
+// A stall (as opposed to a mismatch, a drift found while nothing waits or a straggler, which hold nothing up).
+bool is_stall(const verdict::Verdict& v) {
+    return v.kind != verdict::Kind::Mismatch && v.kind != verdict::Kind::Straggler && !verdict::drift_only(v);
+}
+
+}  // namespace
+
+// Whether something in the job may already be a verdict the analysis would report: an outstanding collective
+// without progress for the timeout, an init running that long, a flagged stall or error, a connection lost past
+// the grace. One pass over the snapshots, far cheaper than the analysis, so a stall is caught on the first tick
+// after it passes the timeout while the full analysis (for mismatches) runs less often.
+bool LiveServer::Impl::something_due(const Job& job, uint64_t now) const {
+    const uint64_t timeout = uint64_t(opt.timeout_s * 1e9), grace = uint64_t(opt.dead_after_s * 1e9);
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+        const auto& r = job.ranks[i];
+        if (!r.conn_id && !r.bye && now - r.last_frame_ns >= grace) return true;
+        for (const auto& c : job.snaps[i].comms) {
+            if (c.stall_since_ns || c.async_error) return true;
+            if (c.coll_issued > c.coll_completed) {
+                const uint64_t since = std::max(c.t_last_progress_ns, c.t_last_issue_ns);
+                // The timeout, or the rank's own suspicion threshold (the analysis judges the communicator's).
+                const uint64_t suspect = uint64_t(verdict::suspect_after_s(c.completion_gap_p99_ns) * 1e9);
+                if (since && now > since && (now - since >= timeout || (suspect && now - since >= suspect)))
+                    return true;
+            }
+            if (c.state == uint32_t(disk::CommState::Initializing) && c.t_init_start_ns && now > c.t_init_start_ns &&
+                now - c.t_init_start_ns >= timeout)
+                return true;
+        }
+    }
+    return false;
+}
+
+void LiveServer::Impl::maybe_analyze(uint64_t now) {
+    for (auto& [id, job] : jobs) {
+        // Never more than a third of the time in analysis, however large the job.
+        const uint64_t cost = uint64_t(job->last_analysis_cost_s * 3e9);
+        const uint64_t period = std::max(uint64_t(std::max(0.01, opt.analyze_period_s) * 1e9), cost);
+        const uint64_t full_period = std::max(period, kIdleAnalysisNs);
+        const uint64_t since = now - job->last_analysis_ns;
+        if (since < period) continue;
+        const bool run = (job->dirty && since >= full_period) ||
+                         (job->dirty && (job->stall_reported_ns || !job->suspected.empty())) ||
+                         since >= 4 * full_period || something_due(*job, now);
+        if (run) analyze_job(*job, now);
+    }
+}
+
+void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
+    job.dirty = false;
+    job.last_analysis_ns = now;
+    // Connected ranks are alive now; a disconnected one ages from its last frame and is gone after dead_after_s.
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+        const auto& r = job.ranks[i];
+        job.snaps[i].header.heartbeat_mono_ns = r.conn_id ? now : r.last_frame_ns;
+    }
+    AnalysisOptions ao;
+    ao.live = true;
+    ao.now_mono_ns = now;
+    ao.now_real_ns = time_base::clock_ns(CLOCK_REALTIME);
+    ao.timeout_s = opt.timeout_s;
+    ao.stale_after_s = opt.dead_after_s;
+    const Analysis a = analyze(job.snaps, ao);
+    last_analysis_s = double(mono_ns() - now) / 1e9;
+    job.last_analysis_cost_s = last_analysis_s;
+    ++st_analyses;
+
+    job.named.clear();
+    job.verdicts.clear();
+    bool stalled = false, fresh = false;
+    std::set<std::string> keys;
+    for (const auto& ref : a.all_verdicts()) {
+        const auto& v = *ref.verdict;
+        job.verdicts.emplace(v.comm_id, verdict::kind_name(v.kind));
+        if (v.kind == verdict::Kind::Straggler) {  // reported while the job runs, but it holds nothing up
+            const std::string k = verdict_key(v);
+            keys.insert(k);
+            if (!job.reported.count(k)) fresh = true;
+            continue;
+        }
+        auto& named = job.named[v.comm_id];
+        named.first.insert(v.culprits.begin(), v.culprits.end());
+        named.second.insert(v.waiting.begin(), v.waiting.end());
+        stalled = stalled || is_stall(v);
+        const std::string k = verdict_key(v);
+        keys.insert(k);
+        if (!job.reported.count(k)) fresh = true;
+    }
+    // Suspicions: /metrics says so while they last; the log says each once (the report is the stall's).
+    job.suspected.clear();
+    std::set<std::string> suspect_keys;
+    for (const auto& jr : a.jobs)
+        for (const auto& cr : jr.comms) {
+            if (cr.suspected.empty()) continue;
+            job.suspected.insert(cr.comm_id);
+            const auto& v = cr.suspected.front();
+            const std::string k = verdict_key(v);
+            suspect_keys.insert(k);
+            if (job.suspect_said.insert(k).second)
+                log(fmt::format("job {}: {}", clean(job.id), report::verdict_lines(jr, cr, v).front()));
+        }
+    // A suspicion that ended (recovered, or became a stall) is news again if it comes back.
+    for (auto it = job.suspect_said.begin(); it != job.suspect_said.end();)
+        it = suspect_keys.count(*it) ? std::next(it) : job.suspect_said.erase(it);
+    if (fresh) {
+        job.reported.insert(keys.begin(), keys.end());
+        report(job, a, now);
+        if (stalled && !job.stall_reported_ns) job.stall_reported_ns = now;
+    } else if (job.py_stacks_news && stalled && job.stall_reported_ns) {
+        // The ranks' Python stacks came after the report (captured at its dump requests): the same report again,
+        // with the frames, and no new requests.
+        report(job, a, now, true);
+    }
+    job.py_stacks_news = false;
+    if (!stalled && job.stall_reported_ns) {
+        log(fmt::format("job {}: recovered: no stall any more ({:.1f} s after the report)", clean(job.id),
+                        double(now - job.stall_reported_ns) / 1e9));
+        job.stall_reported_ns = 0;
+        // A later stall at the same place is news again; mismatches and stragglers stay reported once.
+        for (auto it = job.reported.begin(); it != job.reported.end();)
+            it = it->rfind("MISMATCH|", 0) == 0 || it->rfind("STRAGGLER|", 0) == 0 ? std::next(it)
+                                                                                   : job.reported.erase(it);
+    }
+}
+
+report::LiveClocks LiveServer::Impl::clocks(const Job& job) const {
+    report::LiveClocks c;
+    c.window = OffsetFilter::kWindow;
+    for (const auto& r : job.ranks) {
+        if (r.clock.exact)
+            ++c.exact;
+        else if (r.clock.count) {
+            ++c.estimated;
+            c.widest_spread_ns = std::max(c.widest_spread_ns, r.clock.spread());
+        }
+    }
+    return c;
+}
+
+void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool with_new_stacks) {
+    ++st_reports;
+    const auto refs = a.all_verdicts();
+    const std::string job_name = job.id.empty() ? "(no job id)" : clean(job.id);
+    const uint64_t real = time_base::clock_ns(CLOCK_REALTIME);
+    const report::LiveText live = report::live_report_text(a, job.id, real, with_new_stacks, clocks(job));
+    const std::string& text = live.text;
+    const std::string& first_line = live.first_line;
+
+    // Text first: it is small (the table is capped) and what a person or a script watches for.
+    const std::string comp = safe_component(job.id);
+    const std::string dir = opt.out_dir.empty() ? "" : opt.out_dir + "/" + comp;
+    // Nothing planted in the job folder (its name is the client's) is followed: read/safe_write.h.
+    std::string why;
+    const bool wrote = !dir.empty() && files::write_job_file(opt.out_dir, comp, "live-report.txt", text, false, &why);
+    // Once per job (and rate-limited): a folder someone made unwritable must not fill the log.
+    auto write_failed = [&](const std::string& what) {
+        if (job.write_failure_logged) return;
+        job.write_failure_logged = true;
+        log_limited("report write", fmt::format("cannot write {}: {}", what, why));
+    };
+    if (!dir.empty() && !wrote) write_failed("the report into " + dir);
+    if (!opt.quiet) {
+        fwrite(text.data(), 1, text.size(), stdout);
+        fflush(stdout);
+    } else {
+        log(fmt::format("job {}: {}", job_name, first_line));
+    }
+
+    json j;
+    j["schema"] = "ncclwatch.live/1";
+    j["ncclwatch_version"] = kVersionLine;
+    j["job_id"] = job.id;
+    j["time"] = report::wall_time(real);
+    j["timeout_s"] = opt.timeout_s;
+    j["dead_after_s"] = opt.dead_after_s;
+    json verdicts = json::array();
+    for (const auto& ref : refs)
+        verdicts.push_back(report::verdict_json_with_headline(*ref.job, *ref.comm, *ref.verdict));
+    j["verdicts"] = std::move(verdicts);
+    json ranks = json::array();
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+        const auto& r = job.ranks[i];
+        const auto& h = job.snaps[i].header;
+        ranks.push_back(json{{"global_rank", h.global_rank},
+                             {"host", h.host},
+                             {"pid", h.pid},
+                             {"connected", r.conn_id != 0},
+                             {"exited_clean", r.bye},
+                             {"seconds_since_last_frame", double(now - r.last_frame_ns) / 1e9},
+                             {"clock_offset_ns", r.clock.offset()},
+                             {"clock_offset_exact", r.clock.exact},
+                             {"clock_offset_spread_ns", r.clock.spread()}});
+        if (h.py_stacks_status)  // protocol 1.4: its Python stacks, as its latest digest with them carried
+            ranks.back()["python"] = report::py_stacks_json(h.py_stacks_status, h.py_stacks_reason, h.py_stacks.get(),
+                                                            h.py_stacks.get() ? "" : h.py_stacks_text);
+    }
+    j["ranks"] = std::move(ranks);
+    json comms = json::array();
+    for (const auto& jr : a.jobs)
+        for (const auto& cr : jr.comms) {
+            json rows = json::array();
+            for (const auto& r : cr.view.ranks) {
+                rows.push_back(json{{"comm_rank", r.comm_rank},
+                                    {"global_rank", r.global_rank},
+                                    {"host", r.host},
+                                    {"pid", r.pid},
+                                    {"alive", r.alive},
+                                    {"issued", r.issued},
+                                    {"reached", r.reached},
+                                    {"completed", r.completed}});
+                report::add_progress_basis(rows.back(), r);
+            }
+            comms.push_back(json{{"comm_id", report::hex(cr.comm_id)},
+                                 {"name", cr.name},
+                                 {"nranks", cr.view.nranks},
+                                 {"missing", cr.missing},
+                                 {"ranks", std::move(rows)}});
+        }
+    j["comms"] = std::move(comms);
+    j["warnings"] = a.warnings.size() > 100
+                        ? json(std::vector<std::string>(a.warnings.begin(), a.warnings.begin() + 100))
+                        : json(a.warnings);
+
+    if (wrote) {
+        if (files::write_job_file(opt.out_dir, comp, "live-report.json", report::dump_json(j) + "\n", false, &why))
+            log(
+                fmt::format("job {}: report written to {}/live-report.txt and .json ({:.3f} s after the analysis "
+                            "started)",
+                            job_name, dir, double(mono_ns() - now) / 1e9));
+        else
+            write_failed(dir + "/live-report.json");
+    }
+
+    // A straggler is not a hang: no rank is asked for a dump for it alone.
+    const bool only_stragglers = std::all_of(refs.begin(), refs.end(), [](const Analysis::VerdictRef& ref) {
+        return ref.verdict->kind == verdict::Kind::Straggler;
+    });
+    if (!opt.request_dumps || only_stragglers || with_new_stacks) return;
+    wire::DumpRequest dr;
+    dr.request_id = ++request_id;
+    dr.reason = first_line.substr(0, wire::kMaxString);
+    std::vector<uint8_t> f;
+    wire::encode(dr, f);
+    for (auto& r : job.ranks) {
+        if (!r.conn_id) continue;
+        auto it = conns.find(r.conn_id);
+        if (it != conns.end()) queue(*it->second, f);
+        ++job.dump_requests;
+    }
+}
+
+namespace {
+
+// A keyed hash of an id, stable for this collector's life, that names nothing outside it.
+uint64_t pseudonym(const std::string& key, const std::string& what) {
+    const Digest32 d = hmac_sha256(key, reinterpret_cast<const uint8_t*>(what.data()), what.size());
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = v << 8 | d[size_t(i)];
+    return v;
+}
+
+}  // namespace
+
+std::string LiveServer::Impl::render_metrics(metrics::Format format) {
+    const uint64_t now = mono_ns();
+    const double now_unix_s = double(time_base::clock_ns(CLOCK_REALTIME)) / 1e9;
+    // With a token, the ids a rank's Hello carries (job, communicator, pid) are not shown to whoever can scrape,
+    // unless asked (--metrics-ids): an impostor would need no more than them.
+    const bool hide_ids = !opt.token.empty() && !opt.metrics_ids;
+    std::vector<metrics::RankCommSample> samples;
+    std::vector<metrics::VerdictSample> verdicts;
+    for (const auto& [id, job] : jobs) {
+        const std::string job_label =
+            hide_ids ? fmt::format("job-{:012x}", pseudonym(pseudonym_key, "job " + job->id) >> 16) : job->id;
+        const auto comm_label = [&](uint64_t comm_id) {
+            return hide_ids ? pseudonym(pseudonym_key, fmt::format("comm {} {}", job->id, comm_id)) : comm_id;
+        };
+        for (const auto& [comm_id, kind] : job->verdicts) verdicts.push_back({job_label, comm_label(comm_id), kind});
+        for (size_t i = 0; i < job->ranks.size(); ++i) {
+            const auto& s = job->snaps[i];
+            const auto& r = job->ranks[i];
+            for (const auto& ci : s.comms) {
+                if (ci.comm_id == 0) continue;
+                metrics::RankCommSample m;
+                m.job = job_label;
+                m.global_rank = s.header.global_rank;
+                m.host = s.header.host;
+                m.comm_id = comm_label(ci.comm_id);
+                m.comm_rank = ci.rank;
+                m.pci_bus_id = ci.pci_bus_id;
+                m.gpu_uuid = ci.gpu_uuid;
+                m.ops_issued = ci.ops_issued;
+                m.ops_completed = ci.ops_completed;
+                m.issued = ci.coll_issued;
+                m.reached = ci.coll_reached;
+                m.completed = ci.coll_completed;
+                // On the collector's clock: as old as it is now, from the wall clock's now.
+                if (ci.t_last_progress_ns)
+                    m.last_progress_unix_s =
+                        now_unix_s - (now > ci.t_last_progress_ns ? double(now - ci.t_last_progress_ns) / 1e9 : 0.0);
+                auto nit = job->named.find(ci.comm_id);
+                if (nit != job->named.end()) {
+                    m.culprit = nit->second.first.count(ci.rank) > 0;
+                    m.stalled = m.culprit || nit->second.second.count(ci.rank) > 0;
+                }
+                m.stalled = m.stalled || ci.stall_since_ns != 0;
+                m.suspected = job->suspected.count(ci.comm_id) > 0;
+                if (ci.completion_gap_p99_ns) m.gap_p99_s = double(ci.completion_gap_p99_ns) / 1e9;
+                m.connected = r.conn_id != 0;
+                m.alive = !r.bye && (r.conn_id != 0 || double(now - r.last_frame_ns) / 1e9 <= opt.dead_after_s);
+                samples.push_back(std::move(m));
+            }
+        }
+    }
+    metrics::CollectorTotals t;
+    t.connections = st_connections;
+    t.ranks_known = ranks_known;
+    t.jobs = jobs.size();
+    t.frames = st_frames;
+    t.bad_frames = st_bad;
+    t.reports = st_reports;
+    t.analyses = st_analyses;
+    t.last_analysis_s = last_analysis_s;
+    t.evicted_jobs = st_evicted;
+    return metrics::render(samples, verdicts, t, {kVersion, kGitHash}, format, opt.metrics_max_bytes);
+}
+
+// ---- the bounds ----
+//
+// What a partly received frame may hold (per connection and in all), how long a frame, a Hello or a scraper may take,
+// when a job is forgotten, and log lines rate-limited per cause. A client, hostile or broken, can cost the collector a
+// bounded amount of memory, time and log, and never lock real ranks out for good.
+
+namespace {
+
+uint64_t to_ns(double s) { return s <= 0 ? 0 : s >= 1e7 ? uint64_t(1e16) : uint64_t(s * 1e9); }
+
+}  // namespace
+
+void LiveServer::Impl::log_limited(const char* cause, const std::string& line) {
+    if (limiter.allow(cause, mono_ns()))
+        log(line);
+    else
+        ++st_suppressed;
+}
+
+void LiveServer::Impl::log_peer(const Conn& c, const char* cause, const std::string& reason) {
+    log_limited(cause, fmt::format("closed connection from {}: {}", c.peer, report::clean(reason)));
+}
+
+bool LiveServer::Impl::account(Conn& c, uint64_t now, bool completed_frame) {
+    const size_t b = c.reader.buffered();
+    buffered_total = buffered_total - c.buffered + b;
+    c.buffered = b;
+    st_buffered = buffered_total;
+    if (b == 0) {
+        c.reader = wire::FrameReader{};  // gives back the capacity a large frame left behind
+        c.frame_start_ns = 0;
+        return true;
+    }
+    if (completed_frame || !c.frame_start_ns) c.frame_start_ns = now;
+    if (b > opt.max_conn_buffer) {
+        bad(c, "oversize", fmt::format("a frame of more than {} bytes (--max-conn-buffer)", opt.max_conn_buffer));
+        return false;
+    }
+    // Whoever pushes the total over the budget goes: an honest rank's digest arrives whole in one read or two, so
+    // the budget binds only when many connections hold half-sent frames.
+    if (buffered_total > opt.max_buffered_total) {
+        bad(c, "budget",
+            fmt::format("partly received frames over the collector's budget of {} bytes (--buffer-budget)",
+                        opt.max_buffered_total));
+        return false;
+    }
+    return true;
+}
+
+uint64_t LiveServer::Impl::sweep_period_ns() const {
+    const double shortest = std::min({opt.hello_timeout_s, opt.frame_timeout_s, opt.scrape_timeout_s});
+    return std::clamp(to_ns(shortest / 4), uint64_t(20'000'000), uint64_t(1'000'000'000));
+}
+
+void LiveServer::Impl::sweep(uint64_t now) {
+    const uint64_t hello_ns = to_ns(opt.hello_timeout_s), frame_ns = to_ns(opt.frame_timeout_s),
+                   scrape_ns = to_ns(opt.scrape_timeout_s);
+    struct Late {
+        uint64_t id;
+        const char* why;
+    };
+    std::vector<Late> late;
+    for (const auto& [id, c] : conns) {
+        if (c->http) {
+            if (!c->close_after_flush && now - c->opened_ns > hello_ns)
+                late.push_back({id, nullptr});  // no whole request within the hello timeout
+            else if (c->close_after_flush && now - c->out_progress_ns > scrape_ns)
+                late.push_back({id, "a /metrics scraper read nothing within the scrape timeout"});
+        } else if (!c->hello && now - c->opened_ns > hello_ns) {
+            late.push_back({id, "no Hello within the hello timeout"});
+        } else if (c->frame_start_ns && now - c->frame_start_ns > frame_ns) {
+            late.push_back({id, "a frame not complete within the frame timeout"});
+        }
+    }
+    for (const auto& l : late) {
+        auto it = conns.find(l.id);
+        if (it == conns.end()) continue;
+        if (l.why) log_peer(*it->second, "timeout", l.why);
+        close_conn(l.id);
+    }
+
+    // Finished jobs (every rank of the world said Bye) go at once, silent ones after the retention: their series
+    // and their rank slots with them, so a table filled once does not stay full.
+    const uint64_t keep_ns = to_ns(opt.retention_s), grace_ns = to_ns(opt.dead_after_s);
+    std::vector<std::string> gone;
+    for (const auto& [id, j] : jobs) {
+        bool all_bye = !j->ranks.empty(), connected = false;
+        uint64_t last = 0;
+        int world = 0;
+        for (size_t i = 0; i < j->ranks.size(); ++i) {
+            const auto& r = j->ranks[i];
+            all_bye = all_bye && r.bye;
+            connected = connected || r.conn_id != 0;
+            last = std::max(last, r.last_frame_ns);
+            world = std::max(world, j->snaps[i].header.world_size);
+        }
+        const bool finished = all_bye && j->ranks.size() >= size_t(std::max(world, 1));
+        if ((finished && (!connected || now - last > grace_ns)) || (!connected && now - last > keep_ns))
+            gone.push_back(id);
+    }
+    for (const auto& id : gone) evict_job(id);
+
+    if (now - limiter.last_summary_ns >= to_ns(opt.log_summary_s)) {
+        if (limiter.last_summary_ns) {
+            const std::string s = limiter.take_summary();
+            if (!s.empty())
+                log(fmt::format("log lines left out by the rate limits in the last {:.0f} s: {}",
+                                double(now - limiter.last_summary_ns) / 1e9, s));
+        }
+        limiter.last_summary_ns = now;
+    }
+}
+
+void LiveServer::Impl::evict_job(const std::string& id) {
+    auto it = jobs.find(id);
+    if (it == jobs.end()) return;
+    Job& j = *it->second;
+    bool finished = !j.ranks.empty();
+    for (auto& r : j.ranks) {
+        finished = finished && r.bye;
+        if (r.conn_id) close_conn(r.conn_id);  // the only connection that points at this job's rank
+    }
+    log_limited("eviction", fmt::format("job {}: forgotten ({}, {} rank(s))", report::clean(id),
+                                        finished ? "every rank said Bye" : "silent past the retention or for room",
+                                        j.ranks.size()));
+    ranks_known -= std::min(ranks_known, j.ranks.size());
+    st_ranks = ranks_known;
+    jobs.erase(it);
+    ++st_evicted;
+}
+
+bool LiveServer::Impl::make_room(const Job* keep) {
+    while ((!keep && jobs.size() >= opt.max_jobs) || ranks_known >= opt.max_ranks) {
+        // The idle job (no rank connected) heard from least recently; a finished one before any other.
+        const Job* victim = nullptr;
+        bool victim_finished = false;
+        uint64_t victim_last = 0;
+        for (const auto& [id, j] : jobs) {
+            bool connected = false, finished = !j->ranks.empty();
+            uint64_t last = 0;
+            for (const auto& r : j->ranks) {
+                connected = connected || r.conn_id != 0;
+                finished = finished && r.bye;
+                last = std::max(last, r.last_frame_ns);
+            }
+            if (connected || j.get() == keep) continue;
+            if (!victim || (finished && !victim_finished) || (finished == victim_finished && last < victim_last)) {
+                victim = j.get();
+                victim_finished = finished;
+                victim_last = last;
+            }
+        }
+        if (!victim) return false;
+        evict_job(victim->id);
+    }
+    return true;
+}
+
+std::shared_ptr<const std::string> LiveServer::Impl::metrics_body(uint64_t now, metrics::Format format) {
+    const size_t f = format == metrics::Format::OpenMetrics ? 1 : 0;
+    if (auto fresh = fresh_render[f].lock(); fresh && now - fresh_render_ns[f] < 1'000'000'000ull) return fresh;
+    renders.erase(std::remove_if(renders.begin(), renders.end(), [](const auto& w) { return w.expired(); }),
+                  renders.end());
+    size_t held = 0;
+    std::shared_ptr<const std::string> newest;
+    // A rendering's format is in its last line: "# EOF" ends OpenMetrics only.
+    const auto is_om = [](const std::string& b) { return b.size() >= 6 && b.compare(b.size() - 6, 6, "# EOF\n") == 0; };
+    for (const auto& w : renders)
+        if (auto r = w.lock()) {
+            held += r->size();
+            if (is_om(*r) == (f == 1)) newest = std::move(r);
+        }
+    // Scrapers that do not read keep their renderings alive until the scrape timeout: past the budget, a new one
+    // gets the newest rendering of its format already held (a little stale) rather than one more.
+    if (newest && held + opt.metrics_max_bytes > opt.metrics_queue_max) return newest;
+    auto body = std::make_shared<const std::string>(render_metrics(format));
+    renders.push_back(body);
+    fresh_render[f] = body;
+    fresh_render_ns[f] = now;
+    return body;
+}
+
+// ---- the loop, start and stop ----
 
 void LiveServer::Impl::run() noexcept {
     try {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "engine/env_audit.h"
+#include "engine/verdict_ranks.h"
 #include "ncclwatch/format.h"
 #include "report/headline.h"
 #include "report/report_json.h"
@@ -125,6 +126,17 @@ void comm_table(std::string& out, const CommResult& c, const TextOptions& opt, c
     if (!c.missing.empty())
         out += fmt::format("    not visible (no rank file): comm rank{} {} of {}\n", c.missing.size() == 1 ? "" : "s",
                            format_ranks(c.missing), c.view.nranks);
+}
+
+// A rank's state in the live report's table: one wording per state, from the facts the stall verdicts stand on
+// (engine/verdict_ranks.h; rank_state_line words the same states in the evidence), so that ranks waiting in one op
+// read alike whether or not their own watchdog has flagged the stall yet.
+std::string live_rank_state(const RankCommState& r) {
+    if (r.exited_clean) return "exited";
+    if (!r.alive) return "GONE";
+    if (verdict::gpu_behind(r)) return fmt::format("GPU busy before #{}", r.completed + 1);
+    if (r.issued > r.completed) return fmt::format("waiting in #{}", r.completed + 1);
+    return "idle";
 }
 
 // The evidence of a verdict; for big communicators only the culprits' lines, the general ones and a few others (one
@@ -302,6 +314,59 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
     if (!noticed.empty()) {
         out += "\n" + paint(kYellow, "Also noticed") + "\n";
         for (const auto& n : noticed) out += (n.rfind("    ", 0) == 0 ? "  " : "  - ") + n + "\n";
+    }
+    return out;
+}
+
+LiveText live_report_text(const Analysis& a, const std::string& job_id, uint64_t real_ns, bool again,
+                          const LiveClocks& clocks) {
+    constexpr size_t kMaxTableRows = 256;  // per communicator (live-report.json has every rank)
+    const std::string job_name = job_id.empty() ? "(no job id)" : clean(job_id);
+    LiveText out;
+    std::string& text = out.text;
+    std::string& first_line = out.first_line;
+    for (const auto& ref : a.all_verdicts()) {
+        if (ref.verdict->kind == verdict::Kind::Straggler && !first_line.empty()) continue;
+        const std::vector<std::string> lines = verdict_lines(*ref.job, *ref.comm, *ref.verdict);
+        if (first_line.empty()) first_line = lines.front();
+        text += lines.front() + "\n";
+        for (size_t i = 1; i < lines.size(); ++i) text += "    " + lines[i] + "\n";
+    }
+    text = fmt::format("ncclwatch live report, job {}, {}{}\n", job_name, wall_time(real_ns),
+                       again ? " (again: the ranks' Python stacks came)" : "") +
+           text;
+    if (const auto lead = lead_verdict(a); lead.verdict) {
+        const std::string py = python_section(*lead.comm, *lead.verdict, TextOptions{});
+        if (!py.empty()) text += "Python stacks (the thread that issued NCCL calls; > the user's code)\n" + py;
+    }
+    text += fmt::format(
+        "clock offsets: {} rank(s) on this host's boot (exact), {} estimated by a one-way minimum filter over "
+        "the last {} frames (each estimate is late by that rank's smallest one-way network delay; the "
+        "widest window spread is {:.3f} ms)\n",
+        clocks.exact, clocks.estimated, clocks.window, double(clocks.widest_spread_ns) / 1e6);
+    for (const auto& jr : a.jobs) {
+        const uint64_t job_now = a.jobs.front().now_mono_ns;
+        for (const auto& cr : jr.comms) {
+            text += fmt::format("\ncomm {}{} ({} ranks{})\n", hex(cr.comm_id),
+                                cr.name.empty() ? "" : " '" + clean(cr.name) + "'", cr.view.nranks,
+                                cr.missing.empty() ? "" : ", missing " + format_ranks(cr.missing));
+            text += fmt::format("  {:>6} {:>6} {:<24} {:>8} {:>10} {:>10} {:>10} {:>10}  {}\n", "rank", "global",
+                                "host", "pid", "issued", "reached", "completed", "idle s", "state");
+            size_t rows = 0;
+            for (const auto& r : cr.view.ranks) {
+                if (++rows > kMaxTableRows) {
+                    text += fmt::format("  ... {} more ranks (see live-report.json)\n",
+                                        cr.view.ranks.size() - kMaxTableRows);
+                    break;
+                }
+                const double idle = r.t_last_progress_ns && job_now > r.t_last_progress_ns
+                                        ? double(job_now - r.t_last_progress_ns) / 1e9
+                                        : 0.0;
+                text += fmt::format("  {:>6} {:>6} {:<24} {:>8} {:>10} {:>10} {:>10} {:>10.1f}  {}\n", r.comm_rank,
+                                    r.global_rank, clean(r.host).substr(0, 24), r.pid, r.issued, r.reached, r.completed,
+                                    idle, live_rank_state(r));
+            }
+        }
     }
     return out;
 }

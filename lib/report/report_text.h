@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "engine/job_view.h"
@@ -28,5 +29,26 @@ std::string render_text(const Analysis& a, const TextOptions& opt);
 // that issued NCCL calls, innermost frame first, the user's frames marked. "" when no rank has stacks. The live
 // report shows the same section.
 std::string python_section(const CommResult& c, const verdict::Verdict& v, const TextOptions& opt);
+
+// How the live collector put its ranks' clocks on its own, for the live report's clock line.
+struct LiveClocks {
+    size_t exact = 0;              // ranks on the collector's boot: one clock, offset 0
+    size_t estimated = 0;          // ranks whose offset a one-way minimum filter estimated
+    size_t window = 0;             // the frames that filter looks back over
+    int64_t widest_spread_ns = 0;  // the widest spread of an estimating window
+};
+
+struct LiveText {
+    std::string text;        // live-report.txt
+    std::string first_line;  // the first verdict's line, for the log and the ranks' dump requests ("" for none)
+};
+
+// The live collector's report of one job (live-report.txt): a heading with the job and the wall time `real_ns`
+// (`again`: the same verdicts, now that the ranks' Python stacks came), the verdict lines (a straggler only when it
+// leads), the lead verdict's Python stacks, the clock line, then per communicator a table of its ranks (at most 256
+// rows: live-report.json has every rank), whose state column says where each rank is as the stall verdicts see it:
+// "exited", "GONE", "GPU busy before #N", "waiting in #N" or "idle". Pure, as render_text.
+LiveText live_report_text(const Analysis& a, const std::string& job_id, uint64_t real_ns, bool again,
+                          const LiveClocks& clocks);
 
 }  // namespace ncw::report

@@ -1,4 +1,4 @@
-// libFuzzer target: the live collector's HTTP request parse (lib/live/http_request.h), fed as live_conns.cpp feeds it:
+// libFuzzer target: the live collector's HTTP request parse (lib/live/http_request.h), fed as live_server.cpp feeds it:
 // the bytes received so far, growing read by read, held to one byte past the cap. Whatever the bytes, the parse
 // reads nothing past them, its views lie inside them, and its answer is the one the whole request gets: once the head
 // is complete, more bytes change nothing; TooLarge only past the cap.

@@ -199,3 +199,51 @@ TEST_CASE("the header states the timeout the ranks ran with and the analysis's")
     CHECK(text.find("; the ranks' stall timeout 60 s (NCCLWATCH_TIMEOUT_SEC), analyzed with --timeout 0 s)\n") !=
           std::string::npos);
 }
+
+TEST_CASE("the live report: its heading, the lead verdict, the clock line, and one wording per rank state") {
+    Analysis a = hung_job();
+    auto& ranks = a.jobs[0].comms[0].view.ranks;
+    ranks[3].stall_since_ns = 4000;  // its own watchdog flagged the stall: it waits in #42 like the others
+    ranks[5].alive = false;
+    ranks[6].alive = false;
+    ranks[6].exited_clean = true;
+    ranks[9].reached = 41;  // its GPU has provably not got to #42
+    ranks[9].progress_exact = true;
+    report::LiveClocks clocks;
+    clocks.exact = 2;
+    clocks.estimated = 62;
+    clocks.window = 64;
+    clocks.widest_spread_ns = 1'500'000;
+    const report::LiveText live = report::live_report_text(a, "job-7", a.jobs[0].now_real_ns, false, clocks);
+    const std::string& text = live.text;
+    CHECK(text.rfind("ncclwatch live report, job job-7, " + text::rfc3339(a.jobs[0].now_real_ns) + "\n", 0) == 0);
+    REQUIRE(!live.first_line.empty());
+    CHECK(text.find("\n" + live.first_line + "\n") != std::string::npos);
+    CHECK(text.find("clock offsets: 2 rank(s) on this host's boot (exact), 62 estimated by a one-way minimum filter "
+                    "over the last 64 frames (each estimate is late by that rank's smallest one-way network delay; "
+                    "the widest window spread is 1.500 ms)\n") != std::string::npos);
+    CHECK(text.find("\ncomm 0x00000000000000c0 (64 ranks)\n") != std::string::npos);
+    CHECK(report::live_report_text(a, "job-7", a.jobs[0].now_real_ns, true, clocks)
+              .text.find(" (again: the ranks' Python stacks came)\n") != std::string::npos);
+
+    // The state column of communicator 0xc0's table, by comm rank (a row: 93 characters, two spaces, the state).
+    const size_t table = text.find("\ncomm 0x00000000000000c0");
+    REQUIRE(table != std::string::npos);
+    auto state_of = [&](int rank) {
+        const std::string n = std::to_string(rank), col = std::string(6 - n.size(), ' ') + n;
+        const std::string head = "\n  " + col + " " + col + " ";
+        const size_t at = text.find(head, table);
+        if (at == std::string::npos) return std::string("(no row)");
+        const size_t end = text.find('\n', at + 1);
+        return text.substr(at + 1 + 95, end - (at + 1 + 95));
+    };
+    CHECK(state_of(0) == "waiting in #42");
+    CHECK(state_of(3) == "waiting in #42");
+    CHECK(state_of(4) == "waiting in #42");
+    CHECK(state_of(5) == "GONE");
+    CHECK(state_of(6) == "exited");
+    CHECK(state_of(9) == "GPU busy before #42");
+    CHECK(state_of(17) == "idle");
+    CHECK(text.find("  alive\n") == std::string::npos);
+    CHECK(text.find("  stalled\n") == std::string::npos);
+}

@@ -1,0 +1,30 @@
+// Log lines rate-limited per cause, for the live collector (live_server.cpp): its own job, a token bucket per cause
+// with the count of what it left out. No I/O and no clock: the caller passes `now` and writes the lines.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace ncw::live {
+
+// Log lines per cause (a fixed set of names from the code, never from the network): a burst, then a steady trickle;
+// what is left out is counted and summed up now and then, so no cause can exhaust another's budget.
+struct LogLimiter {
+    static constexpr double kBurst = 10;
+    static constexpr double kPerSecond = 0.2;
+    struct Bucket {
+        double tokens = kBurst;
+        uint64_t last_ns = 0;
+        uint64_t suppressed = 0;
+    };
+    std::map<std::string, Bucket> buckets;
+    uint64_t last_summary_ns = 0;
+    uint64_t suppressed_total = 0;
+
+    bool allow(const std::string& cause, uint64_t now);
+    // "cause: n, ..." of what was left out since the last summary; "" when nothing was.
+    std::string take_summary();
+};
+
+}  // namespace ncw::live
