@@ -27,6 +27,14 @@ enum : uint64_t {
     kProxyCtrl = 1u << 5,
     kKernelCh = 1u << 6,
     kNetPlugin = 1u << 7,
+    // v5+ (NCCL 2.28): events of the API calls themselves, started inside the call on the caller's thread. NCCL
+    // starts them whenever any of Coll, P2p, ProxyOp, ProxyStep, KernelCh or NetPlugin is asked for, and passes the
+    // handle a plugin returns for a CollApi (P2pApi) event back as its Coll's (P2p's) parent, wherever and whenever
+    // that Coll starts: at launch, at the outermost ncclGroupEnd, on CUDA's host-callback thread, on a graph replay.
+    kGroupApi = 1u << 8,
+    kCollApi = 1u << 9,
+    kP2pApi = 1u << 10,
+    kKernelLaunch = 1u << 11,
 };
 
 // Event states passed to recordEventState; only this one is looked at.
@@ -68,8 +76,8 @@ struct DescrV3 {
     };
 };
 
-// v4 (NCCL 2.27) and, with a 64-bit type and a trailing parent-group member we do not read, v5 (2.28) and v6 (2.29;
-// its further members are copy-engine events, which we do not ask for).
+// v4 (NCCL 2.27) and, with a 64-bit type, the parent-group members and the API events, v5 (2.28) and v6 (2.29; its
+// further members are copy-engine events, which we do not ask for). Under v4 and older, a Coll's parent is its Group.
 template <class TypeField>
 struct DescrV4Like {
     TypeField type;
@@ -88,7 +96,7 @@ struct DescrV4Like {
             uint8_t nwarps;
             const char* algo;
             const char* proto;
-            void* parent_group;  // v5+
+            void* parent_group;  // v5+: the Group event (one per kernel launch, "plan") this Coll belongs to
         } coll;
         struct {
             const char* func;
@@ -103,6 +111,25 @@ struct DescrV4Like {
             uint8_t channel;
             uint64_t gpu_timer;  // the channel's start, GPU globaltimer (ns)
         } kernel_ch;
+        struct {  // v5+
+            bool graph_captured;
+            int group_depth;
+        } group_api;
+        struct {  // v5+: inside ncclAllReduce & co, on the caller's thread
+            const char* func;
+            size_t count;
+            const char* datatype;
+            int root;
+            void* stream;
+            bool graph_captured;
+        } coll_api;
+        struct {  // v5+: inside each Send/Recv task's append (AlltoAll, Gather and Scatter make those too)
+            const char* func;
+            size_t count;
+            const char* datatype;
+            void* stream;
+            bool graph_captured;
+        } p2p_api;
     };
 };
 using DescrV4 = DescrV4Like<uint8_t>;
@@ -149,5 +176,9 @@ using TableV6 = TableV5;  // the same functions; the descriptor only gains membe
 
 static_assert(offsetof(DescrV3, coll) == 24 && offsetof(DescrV4, coll) == 24 && offsetof(DescrV5, coll) == 24);
 static_assert(offsetof(DescrV4, kernel_ch.gpu_timer) == 32);
+static_assert(offsetof(DescrV5, coll.nchannels) == 80 && offsetof(DescrV5, coll.algo) == 88 &&
+              offsetof(DescrV5, coll.parent_group) == 104);
+static_assert(offsetof(DescrV5, group_api.group_depth) == 28 && offsetof(DescrV5, coll_api.count) == 32 &&
+              offsetof(DescrV5, coll_api.graph_captured) == 64 && offsetof(DescrV5, p2p_api.graph_captured) == 56);
 
 }  // namespace ncw::prof

@@ -16,6 +16,7 @@
 #include "shim/base/cuda_driver.h"
 #include "shim/base/log.h"
 #include "shim/base/mpmc_queue.h"
+#include "shim/complete/profiler_plugin.h"
 #include "shim/complete/progress_proofs.h"
 #include "shim/record/recorder.h"
 
@@ -40,7 +41,8 @@ struct Pending {
     uint64_t gen = 0;              // nonzero: a sampled op's completed event, which releases the claim
     uint64_t followers = 0;        // the claim's follower count and highest seq just before the record
     uint64_t follower_seq = 0;
-    uint64_t t_mark = 0;  // just before the record
+    uint64_t profiled_seq = 0;  // a cover event: the profiled collectives it proves done (StreamClaim::profiled_seq)
+    uint64_t t_mark = 0;        // just before the record
     // What it proves (CompletionTracker::EventKind). A catch-up event is a DoneLate with n == 0.
     CompletionTracker::EventKind kind = CompletionTracker::EventKind::DoneLate;
     int n = 0;
@@ -91,6 +93,7 @@ CoverResult record_cover(const CudaDriver& cu, DevicePool* pool, StreamClaim& c,
     out.stream = stream;
     out.followers = c.followers.load(std::memory_order_acquire);  // read before the record: all enqueued before it
     out.follower_seq = c.follower_seq.load(std::memory_order_relaxed);
+    out.profiled_seq = c.profiled_seq.load(std::memory_order_acquire);
     out.t_mark = now_mono_ns();
     if (cu.cuEventRecord(ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
         pool->free.try_push(ev);
@@ -115,6 +118,7 @@ Pending pending_for(const CompletionTracker::Cover& cv, CommRuntime* cr) {
     p.claim = cv.claim;
     p.followers = cv.followers;
     p.follower_seq = cv.follower_seq;
+    p.profiled_seq = cv.profiled_seq;
     p.t_mark = cv.t_mark;
     p.kind = CompletionTracker::EventKind::DoneLate;  // after followers, perhaps long after: proves nothing pending
     return p;
@@ -333,6 +337,7 @@ void CompletionTracker::poll_forever() {
                         batch.reached(*file_, e.refs[k], now, e.kind != EventKind::Mark);
                 }
                 if (e.claim) credit(*e.cr, *e.claim, e.followers, e.follower_seq, e.t_mark);
+                if (e.profiled_seq) profiler_covered(*e.cr, e.profiled_seq);
                 if (e.gen) release(e.claim, e.gen);
                 e.pool->free.try_push(e.ev);
             } else if (state[i] == 2) {
@@ -374,21 +379,26 @@ void CompletionTracker::poll_forever() {
                 const uintptr_t key = c.key.load(std::memory_order_acquire);
                 if (!key || !pool) continue;
                 const uint64_t followers = c.followers.load(std::memory_order_acquire);
-                if (followers <= c.credited.load(std::memory_order_acquire)) continue;
+                const uint64_t profiled = c.profiled_seq.load(std::memory_order_acquire);
+                if (followers <= c.credited.load(std::memory_order_acquire) && profiled <= c.profiled_covered) continue;
                 // Torn down (its stream may be gone too): ncclCommDestroy settles its followers itself, and after
                 // ncclCommAbort they never completed.
                 if (cr.destroyed.load(std::memory_order_acquire)) continue;
                 auto it = std::find_if(claim_pending.begin(), claim_pending.end(),
                                        [&](const auto& cp) { return cp.first == &c; });
-                if (it != claim_pending.end() && it->second >= followers) continue;
+                if (it != claim_pending.end() && it->second >= followers && profiled <= c.profiled_covered) continue;
                 if (!draining && now - c.t_last_issue_ns.load(std::memory_order_relaxed) < kCatchUpAfterNs) continue;
-                if (catch_up(cr, c, pool, reinterpret_cast<cudaStream_t>(key - 1)) == CoverResult::Refused) {
+                const CoverResult cover = catch_up(cr, c, pool, reinterpret_cast<cudaStream_t>(key - 1));
+                if (cover == CoverResult::Recorded) c.profiled_covered = std::max(c.profiled_covered, profiled);
+                if (cover == CoverResult::Refused) {
                     // The stream takes no event from us (another context's stream?): its followers count as done
                     // without proving progress, rather than stalling for ever.
                     NCW_LOG_ONCE(warn,
                                  "cannot record a catch-up event on a stream: ops without their own events on "
                                  "it are counted as done without GPU evidence");
                     batch.followers_done(cr.slot, c.credit_upto(followers), 0, false);
+                    if (profiled > c.profiled_covered) profiler_covered(cr, profiled);
+                    c.profiled_covered = std::max(c.profiled_covered, profiled);
                     c.covered_ns = now;
                 }
             }
@@ -528,6 +538,7 @@ void CompletionTracker::settle_end(Settle& s) {
         if (r == CUDA_SUCCESS) {
             const uint64_t credited = e.claim->credit_upto(e.followers);
             batch.followers_done(s.cr->slot, credited, e.follower_seq);
+            if (e.profiled_seq) profiler_covered(*s.cr, e.profiled_seq);
             stamp_followers(*s.cr, e.stream, e.t_mark, e.followers);
             e.pool->free.try_push(ev);
             continue;

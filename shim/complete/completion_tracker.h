@@ -102,6 +102,14 @@ public:
         claim->followers.fetch_add(uint64_t(n), std::memory_order_release);
     }
 
+    // A collective NCCL's profiler completes, enqueued on the claim's stream (its call returned): the poller's catch-up
+    // event after it, once the stream is quiet, proves it and the stream's earlier ones done (profiler_covered).
+    static void follow_profiled(StreamClaim* claim, uint64_t coll_seq, uint64_t now) {
+        if (claim->profiled_seq.load(std::memory_order_relaxed) < coll_seq)
+            claim->profiled_seq.store(coll_seq, std::memory_order_release);  // one issuing thread per communicator
+        claim->t_last_issue_ns.store(now, std::memory_order_relaxed);
+    }
+
     // Teardown (ncclCommFinalize, ncclCommDestroy; not the hot path). Those calls return once NCCL has completed the
     // communicator's work, and a process often exits right after, before the poller's next pass would cover the last
     // followers (they would stay "issued, not completed" in the file for ever). So the calling thread records one
@@ -116,6 +124,7 @@ public:
         void* ev;  // CUevent
         cudaStream_t stream;
         uint64_t followers, follower_seq, t_mark;
+        uint64_t profiled_seq;  // the claim's profiled_seq just before the record
     };
     struct Settle {
         CommRuntime* cr = nullptr;

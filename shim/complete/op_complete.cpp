@@ -53,6 +53,28 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
 
 // A nonblocking op whose call said "in progress", now enqueued (ncclCommGetAsyncError said success): its completed
 // event, recorded late (other work may have come after it on the stream since).
+bool complete_offered(Runtime& rt, CommRuntime& cr, ProfilerLink& pl, ProfExpect& e, const OpRef& ref,
+                      cudaStream_t stream, DevicePool* pool, ncclResult_t r) {
+    if (r == ncclInProgress && pl.by_identity() && e.api.load(std::memory_order_acquire)) {
+        // Nonblocking after all (a split of a nonblocking parent, or NCCL_COMM_BLOCKING=0): NCCL launches it from its
+        // own thread and its Coll names it when it does. No catch-up: nothing may be on the stream yet. Later ops
+        // of this communicator take the deferred-event path.
+        cr.nonblocking = true;
+        return true;
+    }
+    if (r != ncclSuccess) {
+        profiler_disown(e);  // failed: nothing was launched, whatever NCCL's events said
+        return false;
+    }
+    if (profiler_withdraw(pl, e)) return false;
+    // The stream's catch-up event, once it is quiet, proves it done (a claim table that is full leaves it to the
+    // profiler's own rules: a later kernel, or a ring's last stop).
+    if (pool && rt.tracker)
+        if (StreamClaim* claim = cr.claim_for(stream))
+            CompletionTracker::follow_profiled(claim, ref.coll_seq, now_mono_ns());
+    return true;
+}
+
 void complete_deferred(Runtime& rt, CommRuntime& cr, const DeferredOp& op, uint64_t now) {
     DevicePool* pool = cr.pool.load(std::memory_order_relaxed);
     if (pool && rt.tracker->record(pool, op.stream, &op.ref, 1, CompletionTracker::EventKind::DoneLate)) return;
@@ -68,15 +90,13 @@ void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stre
         return;
     }
     // No room to decide later: the op is not left to the profiler.
-    if (ProfilerLink* pl = offered ? ref.cr->prof.load(std::memory_order_relaxed) : nullptr)
-        profiler_withdraw(*pl, *offered);
+    if (offered) profiler_disown(*offered);
     // A very large group (an all-to-all over many peers): keep the latest op per communicator and stream, which is
     // what progress needs; earlier records of that pair then miss their GPU timestamps.
     for (int i = ts.group_n - 1; ts.group_ops && i >= 0; --i) {
         GroupOp& g = ts.group_ops[i];
         if (g.ref.cr == ref.cr && g.stream == stream) {
-            if (ProfilerLink* pl = g.offered ? g.ref.cr->prof.load(std::memory_order_relaxed) : nullptr)
-                profiler_withdraw(*pl, *g.offered);
+            if (g.offered) profiler_disown(*g.offered);
             record_add_flags(rt.file, g.ref, disk::kFlagUntracked);
             record_done(rt.file, g.ref, now_mono_ns(), false);
             g = GroupOp{ref, stream, pool, offered};

@@ -55,7 +55,13 @@ struct Ctx {
 };
 Ctx g_empty_ctx{nullptr, true};
 
+// Coll and KernelCh; NCCL then also sends the Group, GroupApi and CollApi events (v5+), which tie each Coll to its
+// op and its kernel launch.
 constexpr int kWantedEvents = int(prof::kColl | prof::kKernelCh);
+
+// How far a KernelCh start may seem to precede its op's issue before it is taken for another work's stamp: the GPU's
+// globaltimer and our clock drift apart slowly over a long job, and the bounds on their offset are kept for its life.
+constexpr int64_t kDesyncSlackNs = 20000000;
 
 // NCCL's function names (ncclFuncToString) as our op kinds; 0: not a collective we follow.
 uint32_t kind_of(const char* func) {
@@ -168,44 +174,146 @@ uint64_t to_mono(const ProfilerLink& pl, uint64_t gpu) {
     return off == INT64_MAX ? 0 : uint64_t(int64_t(gpu) + off);
 }
 
-void start_coll(Ctx* c, void** handle, uint32_t kind, uint64_t nccl_seq, size_t count, uint8_t nchannels) {
+// What a Coll start says of its op, whichever descriptor version carried it.
+struct CollStart {
+    uint32_t kind = 0;      // our op kind (kind_of); 0: not a collective we follow
+    uint64_t nccl_seq = 0;  // NCCL's per-kind sequence number
+    size_t count = 0;
+    uint8_t nchannels = 0;
+    const char* algo = nullptr;
+    void* parent = nullptr;        // v5+: our CollApi handle (v3/v4: NCCL's Group)
+    void* parent_group = nullptr;  // v5+: our Group (plan) handle
+};
+
+// The expectation a Coll start names, copied while its tag holds (the issuing thread rewrites an entry only kExpect
+// ops later); false: none (a Coll of an op we never saw, or one long overwritten).
+bool find_expect(ProfilerLink& pl, const CollStart& cs, ProfExpect*& out, ProfExpect& copy) {
+    uint64_t tag;
+    ProfExpect* e;
+    if (pl.by_identity()) {
+        const auto h = reinterpret_cast<uintptr_t>(cs.parent);
+        if ((h & kHandleTagMask) != kHandleApi) return false;
+        tag = uint64_t(h >> 2);
+        e = &pl.expect[ProfilerLink::expect_index(tag)];
+    } else {
+        tag = ProfilerLink::tag_of(cs.kind, cs.nccl_seq);
+        e = &pl.expect[ProfilerLink::expect_index(cs.kind, cs.nccl_seq)];
+    }
+    if (e->tag.load(std::memory_order_acquire) != tag) return false;
+    copy.ticket = e->ticket;
+    copy.coll_seq = e->coll_seq;
+    copy.count = e->count;
+    copy.t_issue_ns = e->t_issue_ns;
+    copy.captured = e->captured;
+    if (e->tag.load(std::memory_order_acquire) != tag) return false;
+    // v3/v4 pair by NCCL's numbering, checked by the count (in elements: right for the kinds whose counts NCCL
+    // does not turn into bytes); v5+ by identity.
+    if (!pl.by_identity() && copy.count != cs.count) return false;
+    out = e;
+    return true;
+}
+
+void start_coll(Ctx* c, void** handle, const CollStart& cs) {
     *handle = nullptr;
     ProfilerLink* pl = c ? c->link : nullptr;
-    if (!pl || !kind) return;
+    if (!pl || !cs.kind || pl->desynced.load(std::memory_order_relaxed)) return;
     if (!pl->cr) link_lazily(pl);
-    ProfExpect& e = pl->expect[ProfilerLink::expect_index(kind, nccl_seq)];
-    const uint64_t tag = ProfilerLink::tag_of(kind, nccl_seq);
-    if (e.tag.load(std::memory_order_acquire) != tag)
-        return pl->dropped.fetch_add(1, std::memory_order_relaxed), void();
-    const uint64_t ticket = e.ticket, coll_seq = e.coll_seq, want_count = e.count, t_issue = e.t_issue_ns;
-    // The issuing thread rewrites an entry only kExpect ops later; a changed tag means it did meanwhile.
-    if (e.tag.load(std::memory_order_acquire) != tag || want_count != count)
-        return pl->dropped.fetch_add(1, std::memory_order_relaxed), void();
+    ProfExpect* e = nullptr;
+    ProfExpect copy;
+    if (!find_expect(*pl, cs, e, copy)) return pl->dropped.fetch_add(1, std::memory_order_relaxed), void();
     ProfOp* op = nullptr;
     for (int tries = 0; tries < 4 && !op; ++tries) {
         ProfOp& cand = pl->ops[pl->next_op.fetch_add(1, std::memory_order_relaxed) & (ProfilerLink::kOps - 1)];
         uint32_t free_ = 0;
         if (cand.busy.compare_exchange_strong(free_, 1, std::memory_order_acquire)) op = &cand;
     }
-    if (!op) return pl->dropped.fetch_add(1, std::memory_order_relaxed), void();
+    if (!op) {
+        pl->dropped.fetch_add(1, std::memory_order_relaxed);
+        if (e->state.load(std::memory_order_relaxed) == ProfExpect::kOffered)
+            pl->dropped_owned.fetch_add(1, std::memory_order_relaxed);
+        return;
+    }
+    // A Coll of a captured op is one of its graph's replays: observed only (never the completion of an eager op).
     uint32_t st = ProfExpect::kOffered;
-    op->owned = e.state.compare_exchange_strong(st, ProfExpect::kTaken, std::memory_order_acq_rel);
-    op->nchannels = nchannels ? nchannels : 1;
-    op->ticket = ticket;
-    op->coll_seq = coll_seq;
-    op->t_issue_ns = t_issue;
+    op->owned = !copy.captured && e->state.compare_exchange_strong(st, ProfExpect::kTaken, std::memory_order_acq_rel);
+    op->ring = cs.algo && strcmp(cs.algo, "RING") == 0;
+    op->nchannels = cs.nchannels;
+    const auto plan = reinterpret_cast<uintptr_t>(cs.parent_group);
+    op->plan = pl->by_identity() && (plan & kHandleTagMask) == kHandlePlan ? uint64_t(plan >> 2) : 0;
+    op->ticket = copy.ticket;
+    op->coll_seq = copy.coll_seq;
+    op->t_issue_ns = copy.t_issue_ns;
     op->started.store(0, std::memory_order_relaxed);
     op->stopped.store(0, std::memory_order_relaxed);
     op->gpu_start.store(~0ull, std::memory_order_relaxed);
     op->gpu_stop.store(0, std::memory_order_relaxed);
     op->finished.store(0, std::memory_order_relaxed);
+    op->votes.store(0, std::memory_order_relaxed);
     op->t_last_event_ns.store(now_mono_ns(), std::memory_order_release);
     *handle = op;
 }
 
+// v5+: NCCL's CollApi event, inside our wrapper's call on the caller's thread: the handle names the op this thread is
+// calling (ThreadState::api_expect), and comes back as its Coll's parent.
+void start_coll_api(Ctx* c, void** handle, bool graph_captured) {
+    *handle = nullptr;
+    ProfilerLink* pl = c ? c->link : nullptr;
+    if (!pl || !pl->by_identity()) return;
+    if (!pl->cr) link_lazily(pl);
+    ThreadState& ts = thread_state();
+    ProfExpect* e = ts.api_expect;
+    if (!e || !ts.current_op || ts.current_op->prof.load(std::memory_order_acquire) != pl ||
+        e->api.load(std::memory_order_relaxed))
+        return;
+    e->captured = graph_captured;
+    e->api.store(1, std::memory_order_release);
+    *handle = api_handle(e->coll_seq);
+}
+
+// v5+: NCCL's Group event, one per kernel launch of the communicator: numbered in launch order.
+void start_plan(Ctx* c, void** handle) {
+    *handle = nullptr;
+    ProfilerLink* pl = c ? c->link : nullptr;
+    if (!pl || !pl->by_identity()) return;
+    *handle = plan_handle(pl->plans.fetch_add(1, std::memory_order_relaxed) + 1);
+}
+
 ProfOp* channel_op(void* handle) {
     const auto v = reinterpret_cast<uintptr_t>(handle);
-    return (v & 1) ? reinterpret_cast<ProfOp*>(v & ~uintptr_t(1)) : nullptr;
+    return (v & kHandleTagMask) == kHandleChannel ? reinterpret_cast<ProfOp*>(v & ~kHandleTagMask) : nullptr;
+}
+
+void finish_op(ProfOp& op, uint64_t end_mono);
+
+// A ProfOp is free again once its end is written and its last channel stopped (NCCL may still send a channel event
+// for an op a later kernel proved done: the slot must not be another op's by then). CollNet says 0 channels: its ops
+// are never freed, and their slots are taken back with the link.
+void release_vote(ProfOp& op) {
+    if (op.votes.fetch_add(1, std::memory_order_acq_rel) == 1) op.busy.store(0, std::memory_order_release);
+}
+
+// A kernel of a later launch started: every op of the earlier launches of this communicator has completed (NCCL
+// serialises a communicator's kernels on its device stream), whatever their algorithm. Their end is at most that
+// start. Only the ops taken since the oldest one still in flight are looked at (ProfOps are taken in cursor order).
+void finish_earlier_plans(ProfilerLink& pl, uint64_t plan, uint64_t gpu_start) {
+    const uint64_t end = to_mono(pl, gpu_start);
+    const uint64_t hi = pl.next_op.load(std::memory_order_acquire);
+    uint64_t lo = pl.scan_from.load(std::memory_order_relaxed);
+    if (hi - lo > ProfilerLink::kOps) lo = hi - ProfilerLink::kOps;
+    uint64_t floor = lo;
+    bool all_done_so_far = true;
+    for (uint64_t i = lo; i < hi; ++i) {
+        ProfOp& op = pl.ops[i & (ProfilerLink::kOps - 1)];
+        if (op.busy.load(std::memory_order_acquire) && !op.finished.load(std::memory_order_relaxed) && op.plan &&
+            op.plan < plan)
+            finish_op(op, end);
+        if (all_done_so_far &&
+            (!op.busy.load(std::memory_order_acquire) || op.finished.load(std::memory_order_relaxed)))
+            floor = i + 1;
+        else
+            all_done_so_far = false;
+    }
+    pl.scan_from.store(floor, std::memory_order_relaxed);
 }
 
 // A KernelCh event (NCCL's proxy thread): one channel of `parent` started on the GPU at `gpu` (globaltimer; our
@@ -213,48 +321,71 @@ ProfOp* channel_op(void* handle) {
 void start_channel(void** handle, void* parent, uint64_t gpu) {
     *handle = nullptr;
     auto* op = static_cast<ProfOp*>(parent);
-    if (!op || (reinterpret_cast<uintptr_t>(parent) & 1) || !op->busy.load(std::memory_order_acquire)) return;
+    if (!op || (reinterpret_cast<uintptr_t>(parent) & kHandleTagMask) || !op->busy.load(std::memory_order_acquire))
+        return;
     ProfilerLink& pl = *op->link;
+    if (pl.desynced.load(std::memory_order_relaxed)) return;
     const uint64_t now = now_mono_ns();
     if (pl.version >= 4) {
         atomic_min(pl.offset_hi, int64_t(now) - int64_t(gpu));
         if (op->t_issue_ns) atomic_max(pl.offset_lo, int64_t(op->t_issue_ns) - int64_t(gpu));
+        // A start the GPU stamped before the op was issued, beyond what the clocks' bounds allow, is another work's
+        // stamp: NCCL's per-channel work counters are out of step with its kernels (a graph replay after eager ops
+        // can do that). From then on this communicator's kernel events prove nothing.
+        if (pl.offset_lo.load(std::memory_order_relaxed) >
+            pl.offset_hi.load(std::memory_order_relaxed) + kDesyncSlackNs) {
+            pl.desynced.store(true, std::memory_order_relaxed);
+            return;
+        }
     }
     atomic_min(op->gpu_start, gpu);
     op->t_last_event_ns.store(now, std::memory_order_relaxed);
-    if (op->started.fetch_add(1, std::memory_order_acq_rel) == 0 && op->owned) atomic_max(pl.reached, op->coll_seq);
+    if (op->started.fetch_add(1, std::memory_order_acq_rel) == 0 && op->owned) {
+        atomic_max(pl.reached, op->coll_seq);
+        uint64_t seen = pl.started_plan.load(std::memory_order_relaxed);
+        while (op->plan > seen && !pl.started_plan.compare_exchange_weak(seen, op->plan, std::memory_order_acq_rel)) {
+        }
+        if (op->plan > seen) finish_earlier_plans(pl, op->plan, gpu);
+    }
     if (!pl.kernel_events.load(std::memory_order_relaxed)) pl.kernel_events.store(true, std::memory_order_release);
-    *handle = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(op) | 1);
+    *handle = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(op) | kHandleChannel);
 }
 
-// The op's last channel stopped: its record gets the GPU's start and end, its communicator the progress.
-void finish_op(ProfOp& op) {
+// The op completed: its record gets the GPU's start and end, its communicator the progress. `end_mono` 0: its end is
+// its own last channel stop (then the record has its in-collective GPU time: gpu_timed); else a bound on our clock (a
+// later kernel's start, a catch-up event's completion).
+void finish_op(ProfOp& op, uint64_t end_mono) {
     uint32_t not_yet = 0;
     if (!op.finished.compare_exchange_strong(not_yet, 1, std::memory_order_acq_rel)) return;
     ProfilerLink& pl = *op.link;
     Runtime* rt = runtime();
     if (op.owned && rt) {
-        const uint64_t start = to_mono(pl, op.gpu_start.load(std::memory_order_relaxed));
-        const uint64_t stop = to_mono(pl, op.gpu_stop.load(std::memory_order_relaxed));
         const uint64_t now = now_mono_ns();
+        const uint64_t start = to_mono(pl, op.gpu_start.load(std::memory_order_relaxed));
+        const uint64_t stop = end_mono ? end_mono : to_mono(pl, op.gpu_stop.load(std::memory_order_relaxed));
         disk::OpRecord& rec = rt->file.ring[op.ticket & rt->file.ring_mask];
         if (rec.stamp.load(std::memory_order_acquire) == 2 * op.ticket + 2) {
-            rec.t_reached_ns.store(start ? start : now, std::memory_order_relaxed);
+            rec.t_reached_ns.store(start ? start : stop ? stop : now, std::memory_order_relaxed);
             rec.t_done_ns.store(stop ? stop : now, std::memory_order_relaxed);
-            __atomic_fetch_or(&rec.flags, uint8_t(disk::kFlagGpuTimed), __ATOMIC_RELAXED);
+            if (!end_mono) __atomic_fetch_or(&rec.flags, uint8_t(disk::kFlagGpuTimed), __ATOMIC_RELAXED);
         }
+        if (!op.started.load(std::memory_order_relaxed)) atomic_max(pl.reached, op.coll_seq);
         atomic_max(pl.completed, op.coll_seq);
         pl.ops_done.fetch_add(1, std::memory_order_relaxed);
         atomic_max(pl.t_progress_ns, now);
     }
-    op.busy.store(0, std::memory_order_release);
+    release_vote(op);
 }
 
 void stop_channel(ProfOp& op) {
     op.t_last_event_ns.store(now_mono_ns(), std::memory_order_relaxed);
     const uint32_t stopped = op.stopped.fetch_add(1, std::memory_order_acq_rel) + 1;
-    // Every channel NCCL scheduled the op on has a KernelCh event; the op is done when all have stopped.
-    if (stopped >= op.nchannels && stopped == op.started.load(std::memory_order_acquire)) finish_op(op);
+    // Every channel NCCL scheduled the op on has a KernelCh event (nchannels, exact but for CollNet, which says 0).
+    // Only a ring's last stop is the op's end; another algorithm's waits for a later kernel or the stream's catch-up.
+    if (op.ring && op.nchannels && stopped >= op.nchannels && stopped == op.started.load(std::memory_order_acquire) &&
+        !op.link->desynced.load(std::memory_order_relaxed))
+        finish_op(op, 0);
+    if (stopped == op.nchannels) release_vote(op);
 }
 
 template <class Descr>
@@ -263,13 +394,24 @@ prof::Result start_any(void* ctx, void** handle, Descr* d, bool has_timer) {
     auto* c = static_cast<Ctx*>(ctx);
     if (!c || c->empty || !d) return 0;
     if (d->type == prof::kColl) {
-        start_coll(c, handle, kind_of(d->coll.func), d->coll.seq, d->coll.count, d->coll.nchannels);
+        CollStart cs;
+        cs.kind = kind_of(d->coll.func);
+        cs.nccl_seq = d->coll.seq;
+        cs.count = d->coll.count;
+        cs.nchannels = d->coll.nchannels;
+        cs.algo = d->coll.algo;
+        cs.parent = d->parent;
+        if constexpr (std::is_same_v<Descr, prof::DescrV5>) cs.parent_group = d->coll.parent_group;
+        start_coll(c, handle, cs);
     } else if (d->type == prof::kKernelCh) {
         uint64_t gpu = now_mono_ns();
         if constexpr (!std::is_same_v<Descr, prof::DescrV3>) {
             if (has_timer) gpu = d->kernel_ch.gpu_timer;
         }
         start_channel(handle, d->parent, gpu);
+    } else if constexpr (std::is_same_v<Descr, prof::DescrV5>) {
+        if (d->type == prof::kCollApi) start_coll_api(c, handle, d->coll_api.graph_captured);
+        if (d->type == prof::kGroup) start_plan(c, handle);
     }
     return 0;
 }
@@ -293,41 +435,10 @@ void profiler_log_setup(const Runtime& rt) {
     }
 }
 
-namespace {
-
-// An op whose channels all stopped but fewer than NCCL announced, quiet for this long, is done: NCCL's channel count
-// was an upper bound. Without this, the last op before a quiet period would stay "in flight" and look like a stall.
-constexpr uint64_t kQuietChannelsNs = 500000000;
-
-// Only the ops taken since the oldest one still in flight are looked at (ProfOps are taken in cursor order): the
-// watchdog's pass stays short however many communicators there are, which keeps comm slots reusable (comm_slots.h).
-void finish_quiet_ops(ProfilerLink& pl, uint64_t now) {
-    const uint64_t hi = pl.next_op.load(std::memory_order_acquire);
-    uint64_t lo = pl.scan_from.load(std::memory_order_relaxed);
-    if (hi - lo > ProfilerLink::kOps) lo = hi - ProfilerLink::kOps;
-    uint64_t floor = lo;
-    bool all_done_so_far = true;
-    for (uint64_t i = lo; i < hi; ++i) {
-        ProfOp& op = pl.ops[i & (ProfilerLink::kOps - 1)];
-        if (!op.busy.load(std::memory_order_acquire) || op.finished.load(std::memory_order_relaxed)) {
-            if (all_done_so_far) floor = i + 1;
-            continue;
-        }
-        all_done_so_far = false;
-        const uint32_t started = op.started.load(std::memory_order_acquire);
-        if (started == 0 || op.stopped.load(std::memory_order_acquire) != started) continue;
-        if (now - op.t_last_event_ns.load(std::memory_order_relaxed) > kQuietChannelsNs) finish_op(op);
-    }
-    pl.scan_from.store(floor, std::memory_order_relaxed);
-}
-
-}  // namespace
-
 void profiler_publish_one(CommRuntime& cr) {
     ProfilerLink* pl = cr.prof.load(std::memory_order_acquire);
     disk::CommSlot* s = cr.slot.load(std::memory_order_acquire);
     if (!pl || !s || !pl->kernel_events.load(std::memory_order_acquire)) return;
-    finish_quiet_ops(*pl, now_mono_ns());
     const uint64_t done = pl->ops_done.load(std::memory_order_relaxed);
     atomic_max(s->coll_reached, pl->reached.load(std::memory_order_relaxed));
     atomic_max(s->coll_completed, pl->completed.load(std::memory_order_relaxed));
@@ -338,24 +449,55 @@ void profiler_publish_one(CommRuntime& cr) {
     }
     s->gpu_source.store(uint32_t(disk::GpuSource::Profiler), std::memory_order_relaxed);
     s->gpu_tracking.store(1, std::memory_order_relaxed);
-    // Exact while every collective since the first offered one went through NCCL's events (an offered op NCCL's
-    // Coll start could not follow stays offered, and its wrapper takes it back: `withdrawn`), and the ones before it
-    // (CUDA events, before NCCL's kernel events were known to flow) are complete. Coll events of ops issued before
-    // the communicator was linked (`dropped`) were never offered, so they do not count against it.
+    // Exact while every collective since the first offered one went through NCCL's events, and the ones before it
+    // (CUDA events, before NCCL's kernel events were known to flow) are complete. v5+: an offered op is NCCL's once
+    // its CollApi named it, and only one whose Coll we could not follow (no free ProfOp) leaves its GPU start unknown;
+    // v3/v4: an offered op NCCL's Coll start did not take within the call stays offered, and its wrapper takes it
+    // back (`withdrawn`). Coll events of ops issued before the communicator was linked were never offered, so they
+    // do not count against it. Kernel events out of step with the kernels prove nothing (`desynced`).
     const uint64_t first = pl->first_offered.load(std::memory_order_relaxed);
-    const uint64_t withdrawn = pl->withdrawn.load(std::memory_order_relaxed);
-    const bool exact = first && withdrawn == 0 && s->coll_completed.load(std::memory_order_relaxed) + 1 >= first;
-    if (withdrawn && !pl->withdrawal_logged.exchange(true, std::memory_order_relaxed))
+    const uint64_t lost = pl->by_identity() ? pl->dropped_owned.load(std::memory_order_relaxed)
+                                            : pl->withdrawn.load(std::memory_order_relaxed);
+    const bool desynced = pl->desynced.load(std::memory_order_relaxed);
+    const bool exact =
+        first && lost == 0 && !desynced && s->coll_completed.load(std::memory_order_relaxed) + 1 >= first;
+    if (lost && !pl->by_identity() && !pl->withdrawal_logged.exchange(true, std::memory_order_relaxed))
         log().info(
             "communicator {:016x}: a collective offered to NCCL's profiler events got none within its call "
             "(NCCL launched it later, or its sequence numbers differ from ours): from then on its counts are "
             "lower bounds (CUDA events)",
+            cr.comm_id);
+    if (lost && pl->by_identity() && !pl->withdrawal_logged.exchange(true, std::memory_order_relaxed))
+        log().info(
+            "communicator {:016x}: more collectives in flight than ncclwatch follows ({}): from then on its GPU "
+            "starts are lower bounds",
+            cr.comm_id, ProfilerLink::kOps);
+    if (desynced && !pl->desync_logged.exchange(true, std::memory_order_relaxed))
+        log().warn(
+            "communicator {:016x}: NCCL's kernel events are out of step with its kernels (a stamp older than its "
+            "op; a CUDA graph replayed after eager collectives can do that): from then on its counts come from "
+            "CUDA events and are lower bounds",
             cr.comm_id);
     s->progress_exact.store(exact ? 1 : 0, std::memory_order_relaxed);
     const int64_t hi = pl->offset_hi.load(std::memory_order_relaxed),
                   lo = pl->offset_lo.load(std::memory_order_relaxed);
     if (pl->version >= 4 && hi != INT64_MAX && lo != INT64_MIN && hi >= lo)
         s->gpu_clock_uncertainty_ns.store(uint64_t(hi - lo), std::memory_order_relaxed);
+}
+
+void profiler_covered(CommRuntime& cr, uint64_t coll_seq) {
+    ProfilerLink* pl = cr.prof.load(std::memory_order_acquire);
+    if (!pl) return;
+    const uint64_t now = now_mono_ns();
+    const uint64_t hi = pl->next_op.load(std::memory_order_acquire);
+    uint64_t lo = pl->scan_from.load(std::memory_order_relaxed);
+    if (hi - lo > ProfilerLink::kOps) lo = hi - ProfilerLink::kOps;
+    for (uint64_t i = lo; i < hi; ++i) {
+        ProfOp& op = pl->ops[i & (ProfilerLink::kOps - 1)];
+        if (op.busy.load(std::memory_order_acquire) && !op.finished.load(std::memory_order_relaxed) && op.owned &&
+            op.coll_seq <= coll_seq)
+            finish_op(op, now);
+    }
 }
 
 void profiler_publish(Runtime& rt) {

@@ -33,6 +33,11 @@ void profiler_log_setup(const Runtime& rt);
 void profiler_publish(Runtime& rt);
 void profiler_publish_one(CommRuntime& cr);
 
+// The completion tracker's catch-up event after the communicator's collectives up to `coll_seq` on one stream
+// completed: those NCCL's profiler follows are done (a communicator's kernels run one after another), whatever their
+// algorithm's stops said. The poller's thread.
+void profiler_covered(CommRuntime& cr, uint64_t coll_seq);
+
 // The exported tables' functions (profiler_exports.cpp holds the tables NCCL looks up by name).
 namespace prof_cb {
 prof::Result init_v3(void** ctx, int* mask);

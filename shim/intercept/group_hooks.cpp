@@ -147,9 +147,9 @@ ncclResult_t ncclGroupEnd(CallScope& s) {
         GroupOp& g = offered[i];
         record_return(rt->file, g.ref, r, now);
         ProfilerLink* pl = g.ref.cr->prof.load(std::memory_order_relaxed);
-        if (pl && !profiler_withdraw(*pl, *g.offered) && r == ncclSuccess) continue;
-        // Ours again (rare: NCCL launched it from its host-callback thread, or it failed): its own events, unless
-        // its stream is being captured.
+        if (pl && complete_offered(*rt, *g.ref.cr, *pl, *g.offered, g.ref, g.stream, g.pool, r)) continue;
+        // Ours again (rare: NCCL never saw it through its profiler, or it failed): its own events, unless its stream
+        // is being captured.
         DevicePool* pool = g.pool;
         if (pool && rt->tracker && rt->tracker->capturing(g.stream)) {
             record_add_flags(rt->file, g.ref, disk::kFlagCaptured);

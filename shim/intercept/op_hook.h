@@ -59,7 +59,8 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
         if (!smp.gen) opt.flags |= disk::kFlagSampledOut;
     }
     OpRef ref = record_issue(rt->file, *cr, d, opt, t_issue);
-    ProfExpect* offered = pl ? profiler_expect(*pl, ref, d, nccl_seq, t_issue, offer) : nullptr;
+    ProfExpect* expect = pl ? profiler_expect(*pl, ref, d, nccl_seq, t_issue, offer) : nullptr;
+    ProfExpect* offered = offer ? expect : nullptr;
     using Kind = CompletionTracker::EventKind;
     if (in_group) {
         group_add(*rt, ts, ref, d.stream, pool, offered);
@@ -70,14 +71,17 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     }
     errno = scope.saved_errno();
     ts.current_op = cr;
+    ts.api_expect = expect;  // NCCL's CollApi event, inside the call, names it (profiler_plugin.cpp)
     ncclResult_t r = call();
     ts.current_op = nullptr;
+    ts.api_expect = nullptr;
     ErrnoKeeper keep;
     uint64_t now = now_mono_ns();
     record_return(rt->file, ref, r, now);
     if (in_group) return r;
-    // Taken by NCCL's Coll start inside the call: the profiler completes it. Otherwise it is ours again.
-    if (offered && !profiler_withdraw(*pl, *offered) && r == ncclSuccess) return r;
+    // Taken by NCCL (its CollApi, or its Coll start, came within the call): the profiler completes it, and the
+    // stream's catch-up event once the stream is quiet. Otherwise it is ours again.
+    if (offered && complete_offered(*rt, *cr, *pl, *offered, ref, d.stream, pool, r)) return r;
     complete_after_return(*rt, *cr, ref, d.stream, pool, claim, smp.gen, r, now, pool ? After::Event : After::Return);
     return r;
 }

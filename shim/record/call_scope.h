@@ -29,7 +29,8 @@ struct ThreadState {
     uint32_t tid = 0;  // gettid(), cached: it is a syscall
     static constexpr int kMaxGroupOps = 256;
     GroupOp* group_ops = nullptr;         // allocated at this thread's first group; never freed (a few KiB per thread)
-    CommRuntime* current_op = nullptr;    // the communicator of the op whose real call runs now (outside groups)
+    CommRuntime* current_op = nullptr;    // the communicator of the op whose real call runs now
+    ProfExpect* api_expect = nullptr;     // that op's expectation for NCCL's profiler (profiler_link.h), if any
     CommRuntime* initializing = nullptr;  // the communicator whose blocking init runs on this thread (its profiler
                                           // init then comes on this thread too: profiler_plugin.cpp)
 };

@@ -73,8 +73,14 @@ struct StreamClaim {
     std::atomic<uint64_t> mark_due_at{0};      // `followers` from which a mark is looked at again
     // The completion poller's, on a line of their own (`credited` is also raised once by a teardown call).
     alignas(64) std::atomic<uint64_t> credited{0};  // followers counted as completed
-    uint64_t covered_ns = 0;                        // work enqueued on the stream before this time is complete
-    std::atomic<uint32_t> marks_resolved{0};        // marks whose event completed or failed (or was never queued)
+    uint64_t profiled_covered = 0;                  // the poller's: the highest profiled_seq a catch-up covered
+    // Collectives NCCL's profiler completes (profiler_link.h) issued on this stream: the highest one whose call
+    // returned. Not followers (the profiler counts them once, as it completes them); a catch-up event after them, once
+    // the stream is quiet, tells the profiler that they are done (the last op before a pause, whose algorithm's
+    // stops prove nothing). Written by the issuing thread, on this line: the poller reads it once a pass.
+    std::atomic<uint64_t> profiled_seq{0};
+    uint64_t covered_ns = 0;                  // work enqueued on the stream before this time is complete
+    std::atomic<uint32_t> marks_resolved{0};  // marks whose event completed or failed (or was never queued)
 
     // Raises `credited` to n; returns how many followers that newly credits (zero if another thread got there).
     uint64_t credit_upto(uint64_t n) {

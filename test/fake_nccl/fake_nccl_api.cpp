@@ -8,6 +8,7 @@
 #include <string>
 
 #include "fake_nccl_comm.h"
+#include "fake_nccl_profiler.h"
 
 #define NCW_EXPORT extern "C" __attribute__((visibility("default")))
 #define NCW_ALIAS(name) NCW_EXPORT decltype(p##name) name __attribute__((weak, alias("p" #name)));
@@ -30,7 +31,9 @@ ncclResult_t collective(ncclComm_t comm, const char* name, size_t count, ncclDat
         return invalid(std::string(name) + ": invalid root " + std::to_string(root) + " for " +
                        std::to_string(c->nranks) + " ranks");
     }
-    return submit(Op{OpKind::Collective, c, name, -1, 0, stream, count});
+    Op op{OpKind::Collective, c, name, -1, 0, stream, count};
+    op.coll_api = profiler_coll_api(c, name, count, stream);  // inside the call, as NCCL's CollApi event
+    return submit(op);
 }
 
 ncclResult_t p2p(ncclComm_t comm, OpKind kind, ncclDataType_t datatype, int peer, cudaStream_t stream) {
@@ -271,8 +274,8 @@ NCW_EXPORT ncclResult_t pncclAllReduce(const void*, void*, size_t count, ncclDat
 }
 NCW_ALIAS(ncclAllReduce)
 
-NCW_EXPORT ncclResult_t pncclBroadcast(const void*, void*, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                       cudaStream_t stream) {
+NCW_EXPORT ncclResult_t pncclBroadcast(const void*, void*, size_t count, ncclDataType_t datatype, int root,
+                                       ncclComm_t comm, cudaStream_t stream) {
     return collective(comm, "Broadcast", count, datatype, stream, root);
 }
 NCW_ALIAS(ncclBroadcast)
@@ -309,14 +312,14 @@ NCW_EXPORT ncclResult_t pncclAlltoAll(const void*, void*, size_t count, ncclData
 }
 NCW_ALIAS(ncclAlltoAll)
 
-NCW_EXPORT ncclResult_t pncclGather(const void*, void*, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                    cudaStream_t stream) {
+NCW_EXPORT ncclResult_t pncclGather(const void*, void*, size_t count, ncclDataType_t datatype, int root,
+                                    ncclComm_t comm, cudaStream_t stream) {
     return collective(comm, "Gather", count, datatype, stream, root);
 }
 NCW_ALIAS(ncclGather)
 
-NCW_EXPORT ncclResult_t pncclScatter(const void*, void*, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                                     cudaStream_t stream) {
+NCW_EXPORT ncclResult_t pncclScatter(const void*, void*, size_t count, ncclDataType_t datatype, int root,
+                                     ncclComm_t comm, cudaStream_t stream) {
     return collective(comm, "Scatter", count, datatype, stream, root);
 }
 NCW_ALIAS(ncclScatter)

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "fake_nccl_comm.h"
 #include "ncclwatch/nccl_profiler_abi.h"
@@ -28,7 +29,7 @@ Plugin load_plugin() {
     if (!name || !*name || strcasecmp(name, "none") == 0) return p;
     // As NCCL's tryOpenLib: STATIC_PLUGIN (any prefix of it, case-insensitive) opens the objects already loaded.
     void* lib = strncasecmp(name, "STATIC_PLUGIN", strlen(name)) == 0 ? dlopen(nullptr, RTLD_NOW | RTLD_LOCAL)
-                                                                         : dlopen(name, RTLD_NOW | RTLD_LOCAL);
+                                                                      : dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!lib) return p;
     const char* v = getenv("FAKE_NCCL_PROFILER_VERSION");
     const int newest = v ? atoi(v) : 5;
@@ -54,13 +55,24 @@ uint64_t mono_ns() {
 }
 
 uint32_t kind_index(const char* name) {
-    static const char* const kinds[] = {"Broadcast", "Reduce",   "AllGather", "ReduceScatter", "AllReduce",
-                                        "SendRecv",  "Send",     "Recv",      "AlltoAll",      "Scatter",
-                                        "Gather"};  // ncclFunc_t order
+    static const char* const kinds[] = {
+        "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce", "SendRecv",
+        "Send",      "Recv",   "AlltoAll",  "Scatter",       "Gather"};  // ncclFunc_t order
     for (uint32_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); ++i)
         if (strcmp(name, kinds[i]) == 0) return i;
     return 15;
 }
+
+const char* algo() {
+    static const char* a = [] {
+        const char* v = getenv("FAKE_NCCL_ALGO");
+        return v && *v ? v : "RING";
+    }();
+    return a;
+}
+
+// A tree leaf's thread 0 is done once its data went up (FAKE_NCCL_ALGO=TREE).
+bool early_stop(const Comm* c) { return strcmp(algo(), "TREE") == 0 && 2 * c->rank + 1 >= c->nranks; }
 
 template <class Descr>
 void fill_coll(Descr& d, const Op& op, uint64_t seq) {
@@ -72,6 +84,8 @@ void fill_coll(Descr& d, const Op& op, uint64_t seq) {
     d.coll.root = 0;
     d.coll.datatype = "float32";
     d.coll.nchannels = Op::kChannels;
+    d.coll.algo = algo();
+    d.coll.proto = "LL";
 }
 
 template <class Descr>
@@ -104,6 +118,33 @@ void profiler_init_comm(Comm* c) {
     __atomic_store_n(&g_mask, mask, __ATOMIC_RELAXED);
 }
 
+void* profiler_coll_api(Comm* c, const char* name, size_t count, void* stream) {
+    const Plugin& p = plugin();
+    const int mask = __atomic_load_n(&g_mask, __ATOMIC_RELAXED);
+    if (p.version < 5 || !c->prof_ctx || !(mask & (prof::kColl | prof::kKernelCh))) return nullptr;
+    prof::DescrV5 d{};
+    d.type = prof::kCollApi;
+    d.rank = c->rank;
+    d.coll_api.func = name;
+    d.coll_api.count = count;
+    d.coll_api.datatype = "ncclFloat32";
+    d.coll_api.stream = stream;
+    void* h = nullptr;
+    start_event(c->prof_ctx, &h, &d);
+    stop_event(h);  // NCCL stops it once the task is queued; the handle lives on in the task
+    return h;
+}
+
+static void stop_channel(void* h) {
+    const Plugin& p = plugin();
+    prof::StateArgsV4 a{};
+    a.kernel_ch.gpu_timer = mono_ns() + kFakeGpuTimerOffsetNs;
+    if (p.version == 5) p.v5->record_state(h, prof::kKernelChStop, &a);
+    if (p.version == 4) p.v4->record_state(h, prof::kKernelChStop, &a);
+    if (p.version == 3) p.v3->record_state(h, prof::kKernelChStop, nullptr);
+    stop_event(h);
+}
+
 void profiler_op_posted(Op& op) {
     const Plugin& p = plugin();
     Comm* c = op.comm;
@@ -120,15 +161,25 @@ void profiler_op_posted(Op& op) {
         d.coll.func = op.name;
         d.coll.count = op.count;
         d.coll.nchannels = Op::kChannels;
+        d.coll.algo = algo();
         start_event(c->prof_ctx, &coll, &d);
     } else if (p.version == 4) {
         prof::DescrV4 d{};
         fill_coll(d, op, seq);
         start_event(c->prof_ctx, &coll, &d);
     } else {
+        // The launch's Group event, then the Coll under it and under the call's CollApi.
+        prof::DescrV5 g{};
+        g.type = prof::kGroup;
+        g.rank = c->rank;
+        void* group = nullptr;
+        start_event(c->prof_ctx, &group, &g);
         prof::DescrV5 d{};
         fill_coll(d, op, seq);
+        d.parent = op.coll_api;
+        d.coll.parent_group = group;
         start_event(c->prof_ctx, &coll, &d);
+        stop_event(group);
     }
     stop_event(coll);  // "enqueued"
     if (!coll || !(mask & prof::kKernelCh)) return;
@@ -156,19 +207,14 @@ void profiler_op_posted(Op& op) {
             start_event(c->prof_ctx, &op.channels[ch], &d);
         }
     }
+    if (early_stop(c))
+        for (void*& h : op.channels)
+            if (h) stop_channel(std::exchange(h, nullptr));
 }
 
 void profiler_op_done(const Op& op) {
-    const Plugin& p = plugin();
-    for (void* h : op.channels) {
-        if (!h) continue;
-        prof::StateArgsV4 a{};
-        a.kernel_ch.gpu_timer = mono_ns() + kFakeGpuTimerOffsetNs;
-        if (p.version == 5) p.v5->record_state(h, prof::kKernelChStop, &a);
-        if (p.version == 4) p.v4->record_state(h, prof::kKernelChStop, &a);
-        if (p.version == 3) p.v3->record_state(h, prof::kKernelChStop, nullptr);
-        stop_event(h);
-    }
+    for (void* h : op.channels)
+        if (h) stop_channel(h);
 }
 
 void profiler_finalize_comm(Comm* c) {

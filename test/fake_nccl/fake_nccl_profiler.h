@@ -3,10 +3,16 @@
 // unset: libnccl-profiler.so, which does not exist here), newest table first. FAKE_NCCL_PROFILER_VERSION=3|4|5 says
 // which NCCL this fake is (default 5: 2.28).
 //
-// Per collective, as NCCL does: a Coll event at its launch (per-kind sequence number, count, two channels), stopped
-// at once ("enqueued"); one KernelCh event per channel when its "kernel" starts (here: when posted), with a GPU
-// globaltimer stamp (our monotonic clock plus a large offset, so that a plugin must convert it), and their stop when
-// the operation completes. An operation that never completes never stops its channels, as on a GPU.
+// Per collective, as NCCL does: v5 (2.28) a CollApi event inside the API call, on the caller's thread, whose handle
+// becomes the Coll's parent, and a Group event per launch (each posted op here), the Coll's parent group; a Coll event
+// at its launch (per-kind sequence number, count, two channels, the algorithm), stopped at once ("enqueued"); one
+// KernelCh event per channel when its "kernel" starts (here: when posted), with a GPU globaltimer stamp (our
+// monotonic clock plus a large offset, so that a plugin must convert it), and their stop when the operation
+// completes. An operation that never completes never stops its channels, as on a GPU.
+//
+// FAKE_NCCL_ALGO=TREE (default RING) says the collectives run as NCCL's tree: on a leaf (rank r with 2r+1 >= nranks),
+// thread 0 only sends its data up, so its channels stop a few microseconds after they start, whatever the peers do,
+// as NCCL's KernelCh stops of a real tree leaf do.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +23,9 @@ namespace ncw::fake {
 struct Comm;
 struct Op;
 
-void profiler_init_comm(Comm* c);      // at communicator creation, on the creating thread
+void profiler_init_comm(Comm* c);  // at communicator creation, on the creating thread
+// v5: the CollApi event of a collective's call (nullptr: none); its handle goes with the op.
+void* profiler_coll_api(Comm* c, const char* name, size_t count, void* stream);
 void profiler_op_posted(Op& op);       // a collective was posted (its kernel "starts")
 void profiler_op_done(const Op& op);   // it completed
 void profiler_finalize_comm(Comm* c);  // at destroy
