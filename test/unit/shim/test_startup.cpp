@@ -114,11 +114,13 @@ TEST_CASE("start_runtime creates the rank file with its header, starts the watch
     CHECK(h.process_state == uint32_t(disk::ProcessState::Running));
     CHECK(h.num_comms == 0);
     CHECK(h.boot_id_hash == this_boot_id_hash());
-    // The timeout this process runs with, for analyze; and the variables as they were.
+    // The timeout and the poll period this process runs with, for analyze (format 1.7's header); and the variables
+    // as they were.
+    CHECK(h.timeout_ms == 42500);
+    CHECK(h.poll_ms == uint32_t(rt->cfg.poll_ms));
     const auto has = [&](const std::string& entry) {
         return std::find(h.env.begin(), h.env.end(), entry) != h.env.end();
     };
-    CHECK(has("ncclwatch.timeout_sec=42.5"));
     CHECK(has("NCCLWATCH_TIMEOUT_SEC=42.5"));
     CHECK(has("LOCAL_RANK=1"));
     // The watchdog runs: its heartbeat moves.
@@ -133,5 +135,5 @@ TEST_CASE("start_runtime creates the rank file with its header, starts the watch
         "the environment probe's facts");
     CHECK(std::any_of(h.env.begin(), h.env.end(),
                       [](const std::string& e) { return e.rfind("ncclwatch.nccl_library=", 0) == 0; }));
-    CHECK(has("ncclwatch.timeout_sec=42.5"));
+    CHECK(f.header().timeout_ms == 42500);
 }
