@@ -1,5 +1,5 @@
 // What a timestamp costs on this machine: clock_gettime(CLOCK_MONOTONIC) against rdtsc. The shim's hot path takes
-// two timestamps per call, which is why it reads the TSC where the CPU flags allow (shim/clock.h).
+// two timestamps per call, which is why it reads the TSC where the CPU flags allow (shim/base/clock.h).
 #include <time.h>
 #include <x86intrin.h>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# What one Python stacks capture costs (shim/py_stacks.cpp): a 1-rank job over the test NCCL (ctypes) with THREADS
+# What one Python stacks capture costs (shim/watch/py_stacks.cpp): a 1-rank job over the test NCCL (ctypes) with THREADS
 # Python threads DEPTH frames deep, then ROUNDS dumps asked for with SIGUSR1; each dump JSON says how long its capture
 # took (python_stacks.capture_ns). Prints the median and the largest. RSS_MB > 0: the process first touches that many
 # MiB (numpy pages where numpy is installed, else a bytearray, one write per 4 KiB page), as a training process holds

@@ -1,4 +1,4 @@
-// The watchdog's cost of reading its siblings, as shim/watchdog.cpp does it: every *.ncw of a folder opened once
+// The watchdog's cost of reading its siblings, as shim/watch/watchdog.cpp does it: every *.ncw of a folder opened once
 // (kept open across polls), then per iteration a snapshot of each (header and comm table; with --p2p the ring too)
 // and one analysis of them:
 //   sibling_read DIR [ITERATIONS] [--p2p]

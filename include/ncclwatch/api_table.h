@@ -1,5 +1,5 @@
-// The intercepted NCCL API, in one table. shim/wrappers.cpp expands it into the exported wrappers and
-// shim/resolver.cpp into the table of real function pointers; the version script lists the same names.
+// The intercepted NCCL API, in one table. shim/intercept/wrappers.cpp expands it into the exported wrappers and
+// shim/base/resolver.cpp into the table of real function pointers; the version script lists the same names.
 // Signatures are nccl.h's (NCCL 2.28.9); ncclUniqueId is passed by value.
 //
 // Adding a function is one line in the right list:
@@ -95,6 +95,6 @@
     X(ncclGetErrorString)
 
 // NCCL's profiler-plugin tables the shim exports, as ncclProfiler_v<N> (include/ncclwatch/nccl_profiler_abi.h declares
-// them; shim/profiler_exports.cpp defines them). X(N)
+// them; shim/intercept/profiler_exports.cpp defines them). X(N)
 #define NCW_PROFILER_VERSIONS(X) X(3) X(4) X(5) X(6)
 // clang-format on

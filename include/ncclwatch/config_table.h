@@ -1,6 +1,6 @@
 // Every NCCLWATCH_* environment variable, in one table: name, kind, type, default, accepted values, description.
-// The shim generates ncw::Config from it and parses it (shim/config.h, shim/config.cpp); `ncclwatch-collector env`
-// prints it. Adding a variable is one line here.
+// The shim generates ncw::Config from it and parses it (shim/base/config.h, shim/base/config.cpp);
+// `ncclwatch-collector env` prints it. Adding a variable is one line here.
 //
 // X(FIELD, NAME, KIND, TYPE, DEFAULT, ACCEPTED, DESCRIPTION)
 //   KIND: Bool, Int, Double, String, Enum. For Int/Double, ACCEPTED is "min..max". For Enum, "a|b|c".
@@ -74,6 +74,6 @@
 
 // Fields whose default parse_config derives (Config starts them empty or 0): the folder from TMPDIR, the job id from
 // the launcher's variables, the collector port from MASTER_PORT; the metrics port (0) is the collector's port + 1 where
-// the embedded collector starts (shim/collector_endpoint.cpp).
+// the embedded collector starts (shim/live/collector_endpoint.cpp).
 #define NCW_CONFIG_DERIVED(X) X(dir) X(job_id) X(collector_port) X(metrics_port)
 // clang-format on

@@ -262,7 +262,8 @@ inline constexpr uint32_t kCommSlotBytes14 = offsetof(CommSlot, ops_failed);
 
 struct OpRecord {
     // 2*ticket+1 while written, 2*ticket+2 once the issue-time fields are complete; never back to an older ticket.
-    // 0: no record (never written, or marked so by a writer overtaken by a lap while it wrote: shim/ring_publish.h)
+    // 0: no record (never written, or marked so by a writer overtaken by a lap while it wrote:
+    // shim/record/ring_publish.h)
     std::atomic<uint64_t> stamp;
     uint64_t comm_id;
     uint64_t seq;       // collective sequence number, or p2p sequence number per (comm, peer, direction)

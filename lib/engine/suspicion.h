@@ -1,5 +1,5 @@
 // Early suspicion: a stall named before the timeout, from the communicator's own rhythm. Each rank's shim keeps a
-// running baseline of the gaps between completions while the communicator is busy (shim/gap_baseline.h) and
+// running baseline of the gaps between completions while the communicator is busy (shim/watch/gap_baseline.h) and
 // publishes its p99 in the comm slot (completion_gap_p99_ns, format 1.4; 0 while there is none). A wait past
 // max(kSuspectFactor x that p99, kSuspectFloorS) is *suspected*: the same verdict functions as a stall
 // (diagnose_stall) run at that threshold, their verdicts labelled Verdict::suspected. The stall itself is still the

@@ -28,7 +28,7 @@ struct ServerOptions {
     size_t max_connections = 65536;          // beyond this, new connections are closed at once
     double hello_timeout_s = 10;             // a connection that sends no Hello within this is closed
     // Bounds, so that no client (hostile or broken) can grow the collector without limit. The defaults hold 16,384
-    // ranks; the collector inside rank 0 (shim/digest_client.cpp) sets much smaller ones.
+    // ranks; the collector inside rank 0 (shim/live/collector_endpoint.cpp) sets much smaller ones.
     size_t max_ranks = 65536;                  // distinct (job, rank) kept; then the oldest idle job is evicted
     size_t max_jobs = 4096;                    // jobs kept; likewise
     double retention_s = 600;                  // a job with no rank connected and silent this long is evicted

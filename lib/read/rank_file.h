@@ -79,8 +79,8 @@ struct CommInfo {
 inline constexpr uint32_t kNoCommSlot = 0xffff;
 
 // Communicators held in this process's own memory rather than in a file's comm table (the shim's communicators
-// without a slot, shim/comm_slots.h): each slot copied three times with atomic loads and checked as comms() checks
-// the file's table (generation, signature seqs before and after). slot is kNoCommSlot in each.
+// without a slot, shim/record/comm_slots.h): each slot copied three times with atomic loads and checked as comms()
+// checks the file's table (generation, signature seqs before and after). slot is kNoCommSlot in each.
 std::vector<CommInfo> read_memory_slots(const std::vector<const disk::CommSlot*>& slots) noexcept;
 
 // One ring record (format_fields.h: NCW_RECORD_FIELDS); op is always one this reader knows.

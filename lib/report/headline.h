@@ -1,6 +1,6 @@
 // The one voice of a verdict: the line that says what is wrong and who is to blame, naming the culprit with where it
 // runs (global rank, host, GPU, pid). Every report says it in these words: the shim's stderr and .report.json
-// (shim/dump_writer.cpp), the live collector's report (lib/live), and `analyze` as text and JSON. The engine's
+// (shim/watch/dump_writer.cpp), the live collector's report (lib/live), and `analyze` as text and JSON. The engine's
 // Verdict::summary is the detailed account that follows it, and the evidence follows that.
 #pragma once
 

@@ -31,7 +31,7 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     DevicePool* pool = rt->tracker ? cr->pool.load(std::memory_order_relaxed) : nullptr;
     if (pool && !in_group && rt->tracker->capturing(d.stream)) {
         // Under graph capture nothing runs now; the op is marked and counts as done once captured. (A group's ops
-        // are looked at per stream at ncclGroupEnd, and only where they would carry events: see hooks.cpp.)
+        // are looked at per stream at ncclGroupEnd, and only where they would carry events: see group_hooks.cpp.)
         pool = nullptr;
         opt.flags |= disk::kFlagCaptured;
     }

@@ -53,7 +53,7 @@ public:
     uint32_t overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
 
     // Communicators that got no file slot (acquire gave none): their progress blocks are our own memory, which the
-    // live digests carry (shim/self_reader.h). Added at init once the identity is in the block (the host's thread,
+    // live digests carry (shim/live/self_reader.h). Added at init once the identity is in the block (the host's thread,
     // under mu_ as acquire); an entry whose communicator was destroyed or failed its init is reused. false: the list
     // is full of live ones.
     static constexpr uint32_t kMaxUnslotted = 4096;

@@ -6,7 +6,7 @@
 
 #include "engine/verdict.h"
 #include "shim/record/comm_registry.h"
-#include "shim/watch/gap_baseline.h"
+#include "shim/watch/stall_decision.h"
 
 namespace ncw {
 
@@ -19,26 +19,11 @@ inline constexpr uint64_t kMismatchHoldMaxNs = 10'000'000'000ull;
 
 struct CommWatch {
     CommRuntime* cr = nullptr;
-    bool stall_reported = false;
-    uint64_t stall_since_ns = 0;
-    uint64_t progress_at_report = 0;
-    uint64_t progress_ns_at_report = 0;
-    uint64_t failed_at_report = 0;
+    StallClock clock;  // stalls, suspicion, recovery and the init's hang (stall_decision.h)
     uint64_t last_mismatch_seq = 0;
-    uint64_t mismatch_held_ns = 0;  // a MISMATCH held back while a drift could still explain it (0: none)
-    uint64_t held_issued = 0;       // the ranks' ops issued, summed, when last seen growing
-    uint64_t held_quiet_ns = 0;     // since when they have not grown
-    bool init_reported = false;
-    // Early suspicion (engine/suspicion.h): the baseline of this communicator's gaps, and a wait reported as
-    // suspected that is not (yet) a stall. The progress_* fields above serve it too.
-    GapBaseline gaps;
-    uint64_t published_p99 = 0;
-    bool suspected = false;
-    uint64_t suspect_since_ns = 0;
-    double suspected_wait_s = 0;        // the wait when it was suspected
-    uint64_t next_suspect_try_ns = 0;   // the engine did not agree yet: the next try
-    uint64_t suspect_retry_ns = 0;      // and the backoff before the one after
-    uint64_t suspect_try_since = 0;     // the wait (its last progress) those are about
+    uint64_t mismatch_held_ns = 0;      // a MISMATCH held back while a drift could still explain it (0: none)
+    uint64_t held_issued = 0;           // the ranks' ops issued, summed, when last seen growing
+    uint64_t held_quiet_ns = 0;         // since when they have not grown
     std::set<int> stragglers_reported;  // comm ranks named STRAGGLER by this process
 
     // Whether a MISMATCH at `seq` is still held back (see kMismatchQuietNs); forgets the hold once it is not.

@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "engine/job_view.h"
-#include "engine/suspicion.h"
 #include "read/rank_file.h"
 #include "report/headline.h"
 #include "shim/base/clock.h"
@@ -25,6 +24,7 @@
 #include "shim/watch/py_stacks.h"
 #include "shim/watch/sibling_files.h"
 #include "shim/watch/stall_action.h"
+#include "shim/watch/stall_decision.h"
 
 namespace ncw {
 namespace {
@@ -64,7 +64,6 @@ public:
 
     void run() {
         const uint64_t poll_ns = uint64_t(rt_.cfg.poll_ms) * 1000000ull;
-        const uint64_t timeout_ns = uint64_t(rt_.cfg.timeout_sec * 1e9);
         uint64_t last_mismatch_check = 0, last_straggler_check = 0;
         // From 0, not from the counter's value now: the file is new, so any request already counted (the live
         // collector's, received by the digest thread before this thread first ran) is one to honour.
@@ -87,7 +86,7 @@ public:
                 }
                 if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1", disk::PyStacksReason::Sigusr1);
 
-                check_stalls(now, timeout_ns);
+                check_stalls(now);
                 // Mismatches every second; GPU stragglers twice a second, so that one is named within 50 steps of
                 // 25 ms (16 to judge, then at most half a second).
                 const bool mismatches = rt_.cfg.mismatch_check && now - last_mismatch_check >= 1000000000ull;
@@ -132,7 +131,7 @@ private:
         for (size_t i = 0; j && i < j->comms.size(); ++i) {
             const CommResult& c = j->comms[i];
             auto w = watch_.find(c.comm_id);
-            const bool reported = w != watch_.end() && (w->second.stall_reported || w->second.suspected);
+            const bool reported = w != watch_.end() && w->second.clock.reported();
             bool departed = false;
             for (const verdict::Verdict& v : c.verdicts)
                 if (v.kind == verdict::Kind::Dead)
@@ -184,143 +183,82 @@ private:
         return nullptr;
     }
 
-    void check_stalls(uint64_t now, uint64_t timeout_ns) {
+    void check_stalls(uint64_t now) {
+        const StallLimits lim = limits();
         rt_.comms.for_each([&](CommRuntime& cr) {
             disk::CommSlot* s = cr.slot;
             if (!s || cr.destroyed.load()) return;
             CommWatch& w = watch_[cr.comm_id];
             w.cr = &cr;
-            uint64_t issued = s->ops_issued.load(std::memory_order_acquire);
-            // A failed call (format 1.5) is never completed, and not outstanding in this process either: it ended.
-            uint64_t done =
-                s->ops_completed.load(std::memory_order_acquire) + s->ops_failed.load(std::memory_order_acquire);
-            uint64_t since = s->t_last_progress_ns.load(std::memory_order_relaxed);
-            bool outstanding = issued > done;
-            if (rt_.cfg.suspect) {
-                // A gap that was reported (suspected or stalled) is no part of the rhythm.
-                w.gaps.observe(now, issued, done, since, w.stall_reported || w.suspected);
-                const uint64_t p99 = w.gaps.p99_ns();
-                if (p99 != w.published_p99) s->completion_gap_p99_ns.store(p99, std::memory_order_relaxed);
-                w.published_p99 = p99;
+            const ProgressFacts f = read_progress(*s, cr.failed_ops.load());
+            const StallDecision d = w.clock.poll(f, now, lim);
+            if (d.p99_changed) s->completion_gap_p99_ns.store(w.clock.p99_ns(), std::memory_order_relaxed);
+            switch (d.step) {
+                case StallStep::Recovered: return recovered(cr, d);
+                case StallStep::Stalled: return stalled(cr, w, d, now);
+                case StallStep::AskSuspect: return maybe_suspect(cr, w, d, now);
+                default: return;
             }
-            if (w.stall_reported || w.suspected) {
-                if (!outstanding || progressed(*s, w)) {
-                    recovered(cr, w, now);
-                    return;
-                }
-                if (w.stall_reported) return;
-            }
-            if (outstanding && now > since && now - since >= timeout_ns)
-                stalled(cr, w, since, now);
-            else if (outstanding && !w.suspected)
-                maybe_suspect(cr, w, since, now);
         });
         recover_finished(now, true);
-        check_init_hangs(now, timeout_ns);
+        check_init_hangs(now, lim);
     }
 
-    // A wait past this communicator's suspicion threshold (engine/suspicion.h; below the timeout): the engine, over
-    // the ranks this node sees, judges the communicator's threshold and words the verdicts as a stall's, labelled
-    // suspected. Until it agrees (another rank's baseline is wider, the wait began later than the last progress by
-    // its measure) it is asked again, less and less often.
-    void maybe_suspect(CommRuntime& cr, CommWatch& w, uint64_t since, uint64_t now) {
-        const double after_s = verdict::suspect_after_s(w.published_p99);
-        if (since != w.suspect_try_since) w.next_suspect_try_ns = w.suspect_retry_ns = 0;  // a new wait
-        w.suspect_try_since = since;
-        if (after_s <= 0 || after_s >= rt_.cfg.timeout_sec || now < w.next_suspect_try_ns) return;
-        const uint64_t began = wait_began(*cr.slot.load(), since);
-        if (now <= began || now - began < uint64_t(after_s * 1e9)) return;
+    StallLimits limits() const {
+        StallLimits lim;
+        lim.timeout_s = rt_.cfg.timeout_sec;
+        lim.suspect = rt_.cfg.suspect;
+        return lim;
+    }
+
+    // A wait past this communicator's suspicion threshold (StallClock): suspected once the engine, over the ranks
+    // this node sees, agrees and words the verdicts as a stall's, labelled suspected.
+    void maybe_suspect(CommRuntime& cr, CommWatch& w, const StallDecision& d, uint64_t now) {
         Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
         const JobResult* j = find_job(a, rt_.id.job_id);
         const CommResult* c = find_comm(j, cr.comm_id);
-        if (rt_.file.file_backed && (!c || c->suspected.empty())) {
-            w.suspect_retry_ns = std::clamp<uint64_t>(2 * w.suspect_retry_ns, 1000000000ull, 8000000000ull);
-            w.next_suspect_try_ns = now + w.suspect_retry_ns;
-            return;
-        }
-        w.suspected = true;
-        w.suspect_since_ns = since;
-        w.suspected_wait_s = (now - since) / 1e9;
-        w.progress_at_report = cr.slot.load()->ops_completed.load();
-        w.progress_ns_at_report = cr.slot.load()->t_last_progress_ns.load();
-        w.failed_at_report = cr.failed_ops.load();
-        dumps_.report_suspected(cr, j, c, w.suspected_wait_s, after_s, w.published_p99);
-    }
-
-    // When the engine (read/verdict_ranks.cpp) says this rank's wait began: the later of the last progress and the
-    // issue of the oldest incomplete collective, where the signature window still has it.
-    static uint64_t wait_began(const disk::CommSlot& s, uint64_t since) {
-        const uint64_t next = s.coll_completed.load(std::memory_order_acquire) + 1;
-        if (s.coll_issued.load(std::memory_order_acquire) < next) return since;
-        const disk::OpSignature& sig = s.recent[next % disk::kRecentSigs];
-        if (sig.seq.load(std::memory_order_acquire) != next) return since;
-        const uint64_t t = sig.t_issue_ns;
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (sig.seq.load(std::memory_order_relaxed) != next) return since;  // rewritten under us (seqlock)
-        return std::max(since, t);
+        if (rt_.file.file_backed && (!c || c->suspected.empty())) return w.clock.suspect_declined(now);
+        w.clock.suspect_confirmed(d.since_ns, now, read_progress(*cr.slot.load(), cr.failed_ops.load()));
+        dumps_.report_suspected(cr, j, c, w.clock.suspected_wait_s(), d.after_s, w.clock.p99_ns());
     }
 
     // Reported stalls whose communicator completed work since. Polls check live communicators themselves and pass
     // destroyed_only (PyTorch tears down right after the last step, before the next poll); the exit handler checks
     // them all.
     void recover_finished(uint64_t now, bool destroyed_only) {
-        for (auto& [id, w] : watch_)
-            if ((w.stall_reported || w.suspected) && w.cr && (!destroyed_only || w.cr->destroyed.load()) &&
-                progressed(*w.cr->slot.load(), w))
-                recovered(*w.cr, w, now);
+        for (auto& [id, w] : watch_) {
+            if (!w.clock.reported() || !w.cr || (destroyed_only && !w.cr->destroyed.load())) continue;
+            const StallDecision d = w.clock.finish(read_progress(*w.cr->slot.load(), w.cr->failed_ops.load()), now);
+            if (d.step == StallStep::Recovered) recovered(*w.cr, d);
+        }
     }
 
-    // Completions since the report that prove the GPU moved: ops counted done without evidence (no event to be
-    // had while the stream is stuck and the host keeps issuing) advance the count but not the progress time.
-    static bool progressed(const disk::CommSlot& s, const CommWatch& w) {
-        return s.ops_completed.load() > w.progress_at_report && s.t_last_progress_ns.load() > w.progress_ns_at_report;
-    }
-
-    void check_init_hangs(uint64_t now, uint64_t timeout_ns) {
+    void check_init_hangs(uint64_t now, const StallLimits& lim) {
         uint32_t n = std::min(rt_.file.hdr->num_comms.load(), rt_.file.hdr->max_comms);
         for (uint32_t i = 0; i < n; ++i) {
             disk::CommSlot& s = rt_.file.comms[i];
             if (s.state.load() != uint32_t(disk::CommState::Initializing)) continue;
             CommWatch& w = watch_[s.comm_id];
-            if (w.init_reported || now < s.t_init_start_ns) continue;
-            if (now - s.t_init_start_ns < timeout_ns) {
-                maybe_suspect_init(s, w, now);
-                continue;
+            const StallDecision d = w.clock.poll_init(s.t_init_start_ns, now, lim);
+            if (d.step == StallStep::AskSuspect) {
+                // An init waiting for a rank never seen (engine/suspicion.h): suspected once the engine agrees.
+                Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
+                const JobResult* j = find_job(a, rt_.id.job_id);
+                const CommResult* c = find_comm(j, s.comm_id);
+                if (!c || c->suspected.empty()) continue;
+                w.clock.init_suspect_confirmed(s.t_init_start_ns);
+                dumps_.report_init_suspected(s, *j, *c, d.waited_s);
+            } else if (d.step == StallStep::InitHang) {
+                // With stalls on, the engine adds its INIT_HANG verdict (who entered, who finished, the checklist).
+                Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
+                const JobResult* j = find_job(a, rt_.id.job_id);
+                dumps_.report_init_hang(s, j, find_comm(j, s.comm_id), d.waited_s);
             }
-            w.init_reported = true;
-            // With stalls on, the engine adds its INIT_HANG verdict (who entered, who finished, the checklist).
-            Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
-            const JobResult* j = find_job(a, rt_.id.job_id);
-            dumps_.report_init_hang(s, j, find_comm(j, s.comm_id), (now - s.t_init_start_ns) / 1e9);
         }
     }
 
-    // An init past verdict::kInitSuspectS while a rank of it was never seen: suspected once (engine/suspicion.h);
-    // asked again every 2 s until the engine agrees or the init ends.
-    void maybe_suspect_init(const disk::CommSlot& s, CommWatch& w, uint64_t now) {
-        const uint64_t after_ns = uint64_t(verdict::kInitSuspectS * 1e9);
-        if (!rt_.cfg.suspect || w.suspected || now - s.t_init_start_ns < after_ns || now < w.next_suspect_try_ns)
-            return;
-        w.next_suspect_try_ns = now + 2000000000ull;
-        Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
-        const JobResult* j = find_job(a, rt_.id.job_id);
-        const CommResult* c = find_comm(j, s.comm_id);
-        if (!c || c->suspected.empty()) return;
-        w.suspected = true;
-        w.suspect_since_ns = s.t_init_start_ns;  // a "recovered" once it finishes (check_stalls) says how long
-        dumps_.report_init_suspected(s, *j, *c, (now - s.t_init_start_ns) / 1e9);
-    }
-
-    void stalled(CommRuntime& cr, CommWatch& w, uint64_t since, uint64_t now) {
-        // A suspicion confirmed: from here on it is the stall, recovered (or not) as one.
-        const double suspected_at_s = w.suspected ? w.suspected_wait_s : -1;
-        w.suspected = false;
-        w.stall_reported = true;
-        w.stall_since_ns = since;
-        w.progress_at_report = cr.slot.load()->ops_completed.load();
-        w.progress_ns_at_report = cr.slot.load()->t_last_progress_ns.load();
-        w.failed_at_report = cr.failed_ops.load();
-        cr.slot.load()->stall_since_ns.store(since, std::memory_order_relaxed);
+    void stalled(CommRuntime& cr, CommWatch& w, const StallDecision& d, uint64_t now) {
+        cr.slot.load()->stall_since_ns.store(d.since_ns, std::memory_order_relaxed);
         cr.slot.load()->stall_flags.fetch_or(disk::kStallActive | disk::kStallReported);
         // The Python stacks before the report is worded, so that it names frames: ours now, and in a Python process
         // the siblings' too, which each capture at the dump request (waited for briefly, never for long).
@@ -336,7 +274,7 @@ private:
         }
         uint64_t last_poll = rt_.tracker ? rt_.tracker->last_poll_ns() : 0;
         bool tracker_stuck = rt_.tracker && last_poll < now && now - last_poll > 2000000000ull;
-        dumps_.report_stall(cr, j, c, (now - since) / 1e9, tracker_stuck, suspected_at_s);
+        dumps_.report_stall(cr, j, c, d.waited_s, tracker_stuck, d.suspected_at_s);
         // Every rank of the communicator that this node can see writes its dump now, so the evidence is
         // simultaneous; the lagging rank is usually not stalled itself and would not dump on its own.
         if (c)
@@ -344,7 +282,7 @@ private:
                 if (r.pid != rt_.id.pid && !asked.count(r.file)) request_dump(r.file);
         dumps_.write_dump("stall", disk::PyStacksReason::Stall, false);
         // The ops an abort releases fail: that is not the stall recovering.
-        if (rt_.cfg.action == Action::Abort) w.stall_reported = false;
+        if (rt_.cfg.action == Action::Abort) w.clock.forget_stall();
         act_on_stall(rt_, cr);
     }
 
@@ -382,19 +320,13 @@ private:
     }
 
     // The end of a reported stall, or of a suspicion that never became one.
-    void recovered(CommRuntime& cr, CommWatch& w, uint64_t now) {
-        const bool was_stall = w.stall_reported;
-        const uint64_t began = was_stall ? w.stall_since_ns : w.suspect_since_ns;
-        double waited = now > began ? (now - began) / 1e9 : 0.0;
-        w.stall_reported = false;
-        w.suspected = false;
-        w.next_suspect_try_ns = w.suspect_retry_ns = 0;
-        if (was_stall) {
+    void recovered(CommRuntime& cr, const StallDecision& d) {
+        if (d.was_stall) {
             cr.slot.load()->stall_since_ns.store(0, std::memory_order_relaxed);
             cr.slot.load()->stall_flags.fetch_and(~uint32_t(disk::kStallActive));
         }
         // Released by an error (an abort here or on a peer, a timeout in NCCL) is an end, not a recovery.
-        dumps_.report_recovered(cr, waited, cr.failed_ops.load() > w.failed_at_report, !was_stall);
+        dumps_.report_recovered(cr, d.waited_s, d.by_failure, !d.was_stall);
     }
 
     // One analysis of this host's files while nothing is stalled: mismatches and, where this process has a

@@ -2,7 +2,7 @@
 # CPU run-ahead with the fake libcuda: the GPU is held behind one "compute" item while the rank enqueues a burst of
 # N all_reduces on one stream (#1 is sampled; the others follow it). Then the GPU finishes #1..#C and sits in #C+1
 # (the hold file's number: the stream's first C+1 items, compute included), later #1..#N-3, and at last everything.
-# What the rank file says must be proven at each point (shim/comm_registry.h, StreamClaim: marks):
+# What the rank file says must be proven at each point (shim/record/comm_registry.h, StreamClaim: marks):
 #   - completed (coll_completed, and the count ops_completed) never claims more than the GPU did: <= C; reached
 #     <= C+1; no record past #C has a completion time, none past #C+1 a "reached" time;
 #   - the exact bound of the marks: one every 16 followers (kMarkEveryOps) since the last mark or sample, while

@@ -7,7 +7,7 @@ export NCCLWATCH_TIMEOUT_SEC=60 NCCLWATCH_JOB_ID=forktest
 out=$(LD_PRELOAD="$NCW_SHIM" "$FORK_PROBE" 2>"$WORK/launch.err") || fail "fork_probe failed: $out"
 echo "$out"
 echo "$out" | grep -q "child threads before its own init: 1" || fail "the child inherited a thread"
-# The watchdog, and perhaps the environment probe's short-lived thread (shim/env_probe.h) still scanning.
+# The watchdog, and perhaps the environment probe's short-lived thread (shim/record/env_probe.h) still scanning.
 echo "$out" | grep -qE "child threads after its own init: [23]$" || fail "the child's own init started no watchdog"
 d=$NCCLWATCH_DIR/forktest
 [ "$(ls "$d"/*.ncw | wc -l)" = 2 ] || fail "want one rank file for the parent and one for the child"

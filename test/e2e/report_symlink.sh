@@ -1,6 +1,6 @@
 #!/bin/bash
 # Attack test (issue item 7): the live report's temporary files must not follow a planted symlink. Every check
-# states the right answer (lib/live/live_files.cpp).
+# states the right answer (lib/read/safe_write.cpp, write_job_file).
 #
 # The collector writes <out>/<job>/live-report.txt (then .json) through a fixed "<name>.tmp" opened with fopen "w",
 # in a folder named by the job id a client sends. Someone who can write there (or create it first: the job id is

@@ -1,4 +1,4 @@
-// The fake libcuda.so.1: see fake_cuda.h for its semantics. Only what shim/cuda_driver.cpp loads is implemented.
+// The fake libcuda.so.1: see fake_cuda.h for its semantics. Only what shim/base/cuda_driver.cpp loads is implemented.
 #include "fake_cuda.h"
 
 #include <cuda.h>

@@ -1,5 +1,5 @@
 // The test-facing API of the fake libcuda.so.1 (fake_cuda.cpp). A test double for the few CUDA driver functions
-// the shim's GPU completion tracking calls (shim/cuda_driver.cpp), over streams that are nothing but counters:
+// the shim's GPU completion tracking calls (shim/base/cuda_driver.cpp), over streams that are nothing but counters:
 //
 //   - A stream is any handle value, 0 included. Each has `enqueued` and `completed` work counts. The fake NCCL
 //     enqueues one item (its "kernel") per operation with fakecuda_enqueue; the framework may enqueue "compute".

@@ -59,7 +59,7 @@ void driver_basics() {
     EXPECT(fn == reinterpret_cast<void*>(&cuCtxPushCurrent_v2) && st == CU_GET_PROC_ADDRESS_SUCCESS);
     EXPECT(cuGetProcAddress("cuMemAlloc", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_ERROR_NOT_FOUND);
     EXPECT(fn == nullptr && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    // What shim/cuda_driver.cpp falls back to.
+    // What shim/base/cuda_driver.cpp falls back to.
     void* self = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
     EXPECT(self != nullptr);
     for (const char* name :

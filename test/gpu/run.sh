@@ -115,7 +115,7 @@ echo "ncclras: ${RAS_CLIENT:-not on this machine: test/gpu/ras_query.py (the sam
 command -v torchfrtrace >/dev/null && echo "torchfrtrace: $(command -v torchfrtrace)" ||
     echo "torchfrtrace not on PATH: python3 -m torch.distributed.flight_recorder.fr_trace is used"
 $PY -c 'import cupy; print("cupy", cupy.__version__)' 2>&1 | tail -1
-# The shim's hot-path clock is the TSC only where it is constant and nonstop (shim/clock.h); else clock_gettime.
+# The shim's hot-path clock is the TSC only where it is constant and nonstop (shim/base/clock.h); else clock_gettime.
 echo "TSC flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -o -w 'constant_tsc\|nonstop_tsc\|tsc_known_freq' | tr '\n' ' ')"
 if [ "$NGPU" -le 1 ]; then ONLY=${NCW_ONLY:-"0 5 2 6 4"}; else ONLY=${NCW_ONLY:-"0 1 2 3 4"}; fi
 echo "phases: $ONLY"

@@ -305,7 +305,7 @@ TEST_CASE("live server refuses an address it cannot bind") {
     CHECK(err.find("HOST:PORT") != std::string::npos);
 }
 
-// ---- the bounds (live_limits.cpp) ----
+// ---- the bounds (live_server.cpp, "the bounds"; log_limiter.h) ----
 
 TEST_CASE("live server closes a partly sent frame at the frame deadline, before or after the Hello") {
     Log log;

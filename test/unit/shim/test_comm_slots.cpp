@@ -1,5 +1,6 @@
-// The comm slot table (shim/comm_slots.h): reuse of destroyed communicators' slots, the order of reuse, our threads'
-// passes (a slot one may still hold is passed over, never waited for), and a reader that never sees a slot as a mix of two communicators.
+// The comm slot table (shim/record/comm_slots.h): reuse of destroyed communicators' slots, the order of reuse, our
+// threads' passes (a slot one may still hold is passed over, never waited for), and a reader that never sees a slot
+// as a mix of two communicators.
 #include <unistd.h>
 
 #include <atomic>

@@ -1,5 +1,5 @@
-// The baseline of the gaps between completions (shim/gap_baseline.h): the histogram, and the gaps the watchdog's polls
-// of a progress block make, on simulated timelines.
+// The baseline of the gaps between completions (shim/watch/gap_baseline.h): the histogram, and the gaps the
+// watchdog's polls of a progress block make, on simulated timelines.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <vector>

@@ -8,41 +8,17 @@
 #include <set>
 #include <thread>
 
-#include "shim/record/rank_file_writer.h"
 #include "read/rank_file.h"
+#include "shim/record/rank_file_writer.h"
 #include "shim/record/recorder.h"
 #include "shim/record/ring_publish.h"
+#include "shim_fixtures.h"
 #include "temp_dir.h"
 
 using namespace ncw;
+using namespace shim_fixtures;
 
 namespace {
-
-ProcessIdentity test_identity() {
-    ProcessIdentity id;
-    id.global_rank = 0;
-    id.host = "testhost";
-    id.pid = getpid();
-    id.job_id = "ringtest";
-    return id;
-}
-
-CommRuntime* make_comm(RankFileWriter& f, uint64_t comm_id) {
-    auto* cr = new CommRuntime;
-    cr->comm_id = comm_id;
-    cr->rank = 0;
-    cr->nranks = 2;
-    cr->slot = &f.comms[0];
-    cr->slot_index = 0;
-    cr->slot.load()->comm_id = comm_id;
-    cr->slot.load()->nranks = 2;
-    cr->slot.load()->state.store(uint32_t(disk::CommState::Active));
-    cr->send_seq = new std::atomic<uint64_t>[2]();
-    cr->recv_seq = new std::atomic<uint64_t>[2]();
-    cr->peer_slots = 2;
-    f.hdr->num_comms.store(1);
-    return cr;
-}
 
 constexpr uint64_t kMarker = 0x5a5a5a5a12345678ull;
 
