@@ -82,8 +82,10 @@ int run_serve(ServeArgs& args) {
     if (!opt.metrics_listen.empty())
         fmt::print(", metrics on http://{}:{}/metrics", opt.metrics_listen.substr(0, opt.metrics_listen.rfind(':')),
                    st.metrics_port);
-    fmt::print(" (timeout {} s, dead after {} s{})\n", opt.timeout_s, opt.dead_after_s,
-               opt.token.empty() ? "" : ", token required");
+    fmt::print(" (timeout {}, dead after {} s{})\n",
+               opt.timeout_from_ranks ? fmt::format("each job's own, {} s until its ranks say", opt.timeout_s)
+                                      : fmt::format("{} s", opt.timeout_s),
+               opt.dead_after_s, opt.token.empty() ? "" : ", token required");
     fflush(stdout);
 
     const timespec tick{0, 100'000'000};
@@ -123,7 +125,14 @@ Command add_serve(CLI::App& sub) {
          "free one, printed at start)");
     text("--metrics", "HOST:PORT", o.metrics_listen,
          "serve Prometheus text (OpenMetrics when asked for) at\nhttp://HOST:PORT/metrics (default off)");
-    seconds("--timeout", o.timeout_s, "seconds without progress before a stall is reported (default 60)");
+    // Without --timeout, each job's own: the shortest its ranks run with (NCCLWATCH_TIMEOUT_SEC; 60 until they say).
+    o.timeout_from_ranks = true;
+    add_value(
+        sub, "--timeout", "SEC",
+        "seconds without progress before a stall is reported (default: the\nranks' own NCCLWATCH_TIMEOUT_SEC, 60 "
+        "until they say)",
+        [&o](const std::string& v) { return o.timeout_from_ranks = false, parse_seconds(v, o.timeout_s, 1e7); },
+        "a number of seconds (0 to 1e7)");
     seconds("--dead-after", o.dead_after_s,
             "grace after a rank's connection drops and its frames stop before it\nis DEAD (default 10)");
     text("--out", "DIR", o.out_dir, "also write the reports under DIR/<job>/");

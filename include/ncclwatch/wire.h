@@ -26,7 +26,11 @@ inline constexpr uint16_t kMajor = 1;
 // 1.4: a Digest may end with the rank's Python stacks, in the first Digest after each capture (after the
 //      1.3 count of comms past kMaxComms, 0 if none).
 // 1.5: a comm block ends with the comm fields of format 1.6 on (the GPU's UUID), after its GPU spans.
-inline constexpr uint16_t kMinor = 5;
+// 1.6: a Hello's header block ends with the format's tail fields (the timeout and poll period the rank runs with); a
+//      State frame after each Digest, and one more as the process ends, carries the header's live state (how the
+//      process ended: exit code or signal) and, while an op waits, the point-to-point counts per peer from the ring:
+//      what `analyze` reads of a rank file beyond its comm slots.
+inline constexpr uint16_t kMinor = 6;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection
@@ -37,6 +41,8 @@ inline constexpr uint32_t kMaxExtraComms = 4032;      // 1.3: comm blocks past k
 inline constexpr uint32_t kMaxDigestSigs = 16;        // most recent signatures per communicator in a Digest
 inline constexpr uint32_t kMaxDigestSpans = 32;       // 1.1: most recent in-collective GPU times per communicator
 inline constexpr uint32_t kMaxDigestPyStacks = 8192;  // 1.4: bytes of Python stacks text in a Digest
+inline constexpr uint32_t kMaxStateP2pComms = 64;     // 1.6: communicators with point-to-point counts in a State
+inline constexpr uint32_t kMaxStatePeers = 512;       // 1.6: peers per communicator in a State (waiting ones first)
 
 enum class FrameType : uint16_t {
     // rank -> collector
@@ -45,6 +51,7 @@ enum class FrameType : uint16_t {
     KeepAlive = 3,  // nothing changed; proves the process is alive and carries its clock
     Bye = 4,        // the process is exiting cleanly (atexit)
     Proof = 5,      // 1.2: the answer to a Challenge, HMAC-SHA256 of the token over the nonce and the Hello
+    State = 6,      // 1.6: the header's live state and the point-to-point counts; after a Digest, and at the end
     // collector -> rank
     HelloAck = 16,     // accepted
     Reject = 17,       // refused (bad token, newer major, ...): reason string; the rank stops reconnecting

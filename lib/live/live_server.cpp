@@ -89,6 +89,10 @@ struct Job {
     double last_analysis_cost_s = 0;
     bool write_failure_logged = false;
     bool py_stacks_news = false;  // a rank's Python stacks arrived since the last report (protocol 1.4)
+    // Protocol 1.6: a rank's process ended by an exit or a crash since the last analysis: judged at once, at timeout
+    // 0, so that a death is reported before the launcher's teardown ends the others.
+    bool end_news = false;
+    double ranks_timeout_s = 0;  // the shortest timeout the job's ranks run with (protocol 1.6 Hello); 0: unknown
 };
 
 struct Conn {
@@ -188,6 +192,10 @@ struct LiveServer::Impl {
     // is renamed, for the same reason.
     void put_header_on_our_clock(const RankState& r, HeaderInfo& h);
     void on_digest(Conn& c, wire::Digest& m, uint64_t now);
+    void on_state(Conn& c, wire::State& m, uint64_t now);
+    double timeout_of(const Job& job) const {
+        return opt.timeout_from_ranks && job.ranks_timeout_s > 0 ? job.ranks_timeout_s : opt.timeout_s;
+    }
     void take_py_stacks(Job& job, HeaderInfo& h, wire::PyStacksBlock& b, int64_t d);
 
     // ---- analysis, reports and /metrics ----
@@ -531,6 +539,15 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
             on_digest(c, m, now);
             return true;
         }
+        case wire::FrameType::State: {
+            wire::State m;
+            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
+                bad(c, "malformed", "bad State: " + err);
+                return false;
+            }
+            on_state(c, m, now);
+            return true;
+        }
         case wire::FrameType::KeepAlive: {
             wire::KeepAlive m;
             if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
@@ -735,6 +752,8 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
     s.ok = true;
     s.error.clear();
     s.path = hi.host + ":" + (m.file.empty() ? std::string("(live)") : m.file);
+    if (hi.timeout_ms && (job.ranks_timeout_s == 0 || hi.timeout_ms / 1000.0 < job.ranks_timeout_s))
+        job.ranks_timeout_s = hi.timeout_ms / 1000.0;
     s.header = std::move(m.header);
     if (restarted) s.comms.clear();
     put_header_on_our_clock(r, s.header);
@@ -799,6 +818,46 @@ void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
     job.dirty = true;
 }
 
+// Protocol 1.6: what the rank's file says beyond its comm slots, as `analyze` reads it there: how the process ended
+// (its exit code or signal, sent once more as it ends) and, while an op waits, its point-to-point counts per peer.
+void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
+    Job& job = *c.job;
+    RankState& r = job.ranks[c.rank];
+    FileSnapshot& s = job.snaps[c.rank];
+    r.last_frame_ns = now;
+    if (m.sent_mono_ns && !r.clock.exact) r.clock.add(int64_t(now - m.sent_mono_ns));
+    const int64_t d = r.clock.offset();
+    const uint32_t ended_before = s.header.end_kind;
+    s.header.process_state = m.live.process_state;
+    s.header.end_kind = m.live.end_kind;
+    s.header.end_status = m.live.end_status;
+    s.header.end_mono_ns = m.live.end_mono_ns ? time_base::shift(m.live.end_mono_ns, d) : 0;
+    s.header.write_ticket = m.live.write_ticket;
+    s.header.dumps_written = m.live.dumps_written;
+    s.header.reports_written = m.live.reports_written;
+    // An exit with an error or a crash: a death, judged at once (a clean exit or a launcher's SIGTERM waits for the
+    // timeout, as any rank that stopped issuing).
+    const auto end = disk::EndKind(m.live.end_kind);
+    if (!ended_before && (end == disk::EndKind::FatalSignal || (end == disk::EndKind::Exit && m.live.end_status != 0)))
+        job.end_news = true;
+    if (m.p2p_read) {
+        for (auto& t : m.p2p)
+            for (auto& p : t.peers) {
+                p.t_oldest_send_pending_ns =
+                    p.t_oldest_send_pending_ns ? time_base::shift(p.t_oldest_send_pending_ns, d) : 0;
+                p.t_oldest_recv_pending_ns =
+                    p.t_oldest_recv_pending_ns ? time_base::shift(p.t_oldest_recv_pending_ns, d) : 0;
+            }
+        s.p2p_read = true;
+        s.p2p_wrapped = m.p2p_wrapped;
+        s.p2p = std::move(m.p2p);
+    } else {
+        s.p2p_read = false;
+        s.p2p.clear();
+    }
+    job.dirty = true;
+}
+
 // Protocol 1.4: a rank's Python stacks, in the first Digest after each capture, kept in its header as a rank file
 // holds them (the analysis and the reports read them there), until the next capture.
 void LiveServer::Impl::take_py_stacks(Job& job, HeaderInfo& h, wire::PyStacksBlock& b, int64_t d) {
@@ -855,7 +914,8 @@ bool is_stall(const verdict::Verdict& v) {
 // the grace. One pass over the snapshots, far cheaper than the analysis, so a stall is caught on the first tick
 // after it passes the timeout while the full analysis (for mismatches) runs less often.
 bool LiveServer::Impl::something_due(const Job& job, uint64_t now) const {
-    const uint64_t timeout = uint64_t(opt.timeout_s * 1e9), grace = uint64_t(opt.dead_after_s * 1e9);
+    if (job.end_news) return true;
+    const uint64_t timeout = uint64_t(timeout_of(job) * 1e9), grace = uint64_t(opt.dead_after_s * 1e9);
     for (size_t i = 0; i < job.ranks.size(); ++i) {
         const auto& r = job.ranks[i];
         if (!r.conn_id && !r.bye && now - r.last_frame_ns >= grace) return true;
@@ -903,9 +963,23 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     ao.live = true;
     ao.now_mono_ns = now;
     ao.now_real_ns = time_base::clock_ns(CLOCK_REALTIME);
-    ao.timeout_s = opt.timeout_s;
+    // A death (protocol 1.6) is judged at timeout 0: what waits on the rank that died waits for good.
+    const bool death = job.end_news;
+    job.end_news = false;
+    ao.timeout_s = death ? 0 : timeout_of(job);
     ao.stale_after_s = opt.dead_after_s;
     const Analysis a = analyze(job.snaps, ao);
+    if (death) {
+        const auto refs = a.all_verdicts();
+        const bool dead = std::any_of(refs.begin(), refs.end(), [](const Analysis::VerdictRef& ref) {
+            return ref.verdict->kind == verdict::Kind::Dead;
+        });
+        // Nothing waits on it (yet): the timeout judges the job as usual.
+        if (!dead) {
+            job.dirty = true;
+            return analyze_job(job, now);
+        }
+    }
     last_analysis_s = double(mono_ns() - now) / 1e9;
     job.last_analysis_cost_s = last_analysis_s;
     ++st_analyses;
@@ -1016,7 +1090,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
     j["ncclwatch_version"] = kVersionLine;
     j["job_id"] = job.id;
     j["time"] = report::wall_time(real);
-    j["timeout_s"] = opt.timeout_s;
+    j["timeout_s"] = timeout_of(job);
     j["dead_after_s"] = opt.dead_after_s;
     json verdicts = json::array();
     for (const auto& ref : refs)

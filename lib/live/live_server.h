@@ -20,13 +20,16 @@ struct ServerOptions {
     std::string token;                       // required from every rank when not empty (NCCLWATCH_TOKEN)
     bool metrics_ids = false;                // with a token, /metrics still shows job, communicator and pid ids
     double timeout_s = 60;                   // seconds without progress before a stall is reported
-    double dead_after_s = 10;                // grace after a rank's last frame (connection lost) before it is DEAD
-    std::string out_dir;                     // reports go to OUT_DIR/<job>/ (live-report.txt, .json); "" = stdout only
-    bool request_dumps = true;               // ask every rank of a job for a dump when a verdict is reached
-    double analyze_period_s = 0.5;           // at most this often per job while digests change
-    bool quiet = false;                      // no report on stdout (the in-shim collector logs instead)
-    size_t max_connections = 65536;          // beyond this, new connections are closed at once
-    double hello_timeout_s = 10;             // a connection that sends no Hello within this is closed
+    // The job's ranks say the timeout they run with (protocol 1.6): use theirs (the shortest, as their own watchdogs
+    // report at it) rather than timeout_s. `serve` without --timeout.
+    bool timeout_from_ranks = false;
+    double dead_after_s = 10;        // grace after a rank's last frame (connection lost) before it is DEAD
+    std::string out_dir;             // reports go to OUT_DIR/<job>/ (live-report.txt, .json); "" = stdout only
+    bool request_dumps = true;       // ask every rank of a job for a dump when a verdict is reached
+    double analyze_period_s = 0.5;   // at most this often per job while digests change
+    bool quiet = false;              // no report on stdout (the in-shim collector logs instead)
+    size_t max_connections = 65536;  // beyond this, new connections are closed at once
+    double hello_timeout_s = 10;     // a connection that sends no Hello within this is closed
     // Bounds, so that no client (hostile or broken) can grow the collector without limit. The defaults hold 16,384
     // ranks; the collector inside rank 0 (shim/live/collector_endpoint.cpp) sets much smaller ones.
     size_t max_ranks = 65536;                  // distinct (job, rank) kept; then the oldest idle job is evicted

@@ -46,15 +46,15 @@ struct RankCommState {
     int global_rank = -1;
     std::string host;
     int64_t pid = 0;
-    int cuda_dev = -1;        // the GPU this rank's communicator uses
-    std::string pci_bus_id;   // of that GPU
-    std::string gpu_uuid;     // and its UUID, "GPU-..." (format 1.6; "" unknown)
-    std::string file;         // where this came from, for the evidence
-    int local_rank = -1;      // LOCAL_RANK as the launcher set it (-1: unknown)
-    int nranks_declared = 0;  // the communicator size this rank passed to init (0: unknown)
-    int world_size = -1;      // WORLD_SIZE of the process (-1: unknown)
+    int cuda_dev = -1;          // the GPU this rank's communicator uses
+    std::string pci_bus_id;     // of that GPU
+    std::string gpu_uuid;       // and its UUID, "GPU-..." (format 1.6; "" unknown)
+    std::string file;           // where this came from, for the evidence
+    int local_rank = -1;        // LOCAL_RANK as the launcher set it (-1: unknown)
+    int nranks_declared = 0;    // the communicator size this rank passed to init (0: unknown)
+    int world_size = -1;        // WORLD_SIZE of the process (-1: unknown)
     int local_world_size = -1;  // LOCAL_WORLD_SIZE of the process (-1: unknown): the job's ranks on its host
-    std::string master_addr;  // MASTER_ADDR:MASTER_PORT of the process ("" unknown)
+    std::string master_addr;    // MASTER_ADDR:MASTER_PORT of the process ("" unknown)
 
     // Liveness of the process.
     bool alive = true;          // process exists (same host: kill(pid, 0)) and its heartbeat is fresh

@@ -13,57 +13,6 @@ namespace ncw {
 
 namespace {
 
-// Per (comm, peer): the highest send/recv seq issued and completed, and the oldest pending one's issue time. p2p seqs
-// count per (comm, peer, direction) and complete in order, so the highest seq is the count even after the ring
-// wrapped. Only files whose comm slots show p2p traffic pay for reading the ring.
-void read_p2p(const RankFile& file, FileSnapshot& s) {
-    std::vector<uint64_t> comm_ids;
-    for (const auto& c : s.comms)
-        if (c.p2p_sends || c.p2p_recvs) comm_ids.push_back(c.comm_id);
-    s.p2p_read = true;
-    if (comm_ids.empty()) return;
-    const RecordSet set = file.records();
-    s.p2p_wrapped = set.first_ticket > 0 || set.dropped > 0;
-    auto entry = [&](uint64_t comm_id, int peer) -> verdict::PeerP2p& {
-        auto t = std::find_if(s.p2p.begin(), s.p2p.end(), [&](const auto& x) { return x.comm_id == comm_id; });
-        if (t == s.p2p.end()) t = s.p2p.insert(s.p2p.end(), FileSnapshot::P2pTable{comm_id, {}});
-        auto e = std::find_if(t->peers.begin(), t->peers.end(), [&](const auto& x) { return x.peer == peer; });
-        if (e == t->peers.end()) {
-            verdict::PeerP2p p;
-            p.peer = peer;
-            e = t->peers.insert(t->peers.end(), p);
-        }
-        return *e;
-    };
-    auto done = [](const Record& r) {
-        // A call that returned an error failed: never completed (files before 1.5 stamped it done).
-        if (record_failed(r)) return false;
-        // Without GPU tracking, completion means the call returned (as for collectives).
-        return r.t_done_ns != 0 || ((r.flags & (disk::kFlagUntracked | disk::kFlagCaptured)) && r.t_return_ns != 0);
-    };
-    auto is_p2p_of_interest = [&](const Record& r) {
-        return disk::is_p2p(disk::OpType(r.op)) && r.peer_or_root >= 0 &&
-               std::find(comm_ids.begin(), comm_ids.end(), r.comm_id) != comm_ids.end();
-    };
-    for (const auto& r : set.records) {
-        if (!is_p2p_of_interest(r)) continue;
-        auto& e = entry(r.comm_id, r.peer_or_root);
-        const bool send = disk::OpType(r.op) == disk::OpType::Send;
-        auto& issued = send ? e.sends_issued : e.recvs_issued;
-        auto& completed = send ? e.sends_completed : e.recvs_completed;
-        issued = std::max(issued, r.seq);
-        if (done(r)) completed = std::max(completed, r.seq);
-    }
-    for (const auto& r : set.records) {
-        if (!is_p2p_of_interest(r)) continue;
-        auto& e = entry(r.comm_id, r.peer_or_root);
-        const bool send = disk::OpType(r.op) == disk::OpType::Send;
-        if (r.seq <= (send ? e.sends_completed : e.recvs_completed) || !r.t_issue_ns) continue;
-        auto& t = send ? e.t_oldest_send_pending_ns : e.t_oldest_recv_pending_ns;
-        if (!t || r.t_issue_ns < t) t = r.t_issue_ns;
-    }
-}
-
 // 1.3: a communicator that found every comm slot held by a live one (more than max_comms alive) has its records in
 // the ring only (comm_slot 0xffff), each with the writer's rank and size: its progress block is rebuilt from them, as
 // far back as the ring reaches, so that its stall is seen too; a warning says so.
@@ -202,6 +151,57 @@ uint64_t last_seen(const FileSnapshot& f) noexcept {
     uint64_t t = std::max({f.header.heartbeat_mono_ns, f.header.start_mono_ns, f.header.end_mono_ns});
     for (const auto& c : f.comms) t = std::max({t, c.t_last_issue_ns, c.t_last_progress_ns, c.t_first_failed_ns});
     return t;
+}
+
+// Per (comm, peer): the highest send/recv seq issued and completed, and the oldest pending one's issue time. p2p seqs
+// count per (comm, peer, direction) and complete in order, so the highest seq is the count even after the ring
+// wrapped. Only files whose comm slots show p2p traffic pay for reading the ring.
+void read_p2p(const RankFile& file, FileSnapshot& s) {
+    std::vector<uint64_t> comm_ids;
+    for (const auto& c : s.comms)
+        if (c.p2p_sends || c.p2p_recvs) comm_ids.push_back(c.comm_id);
+    s.p2p_read = true;
+    if (comm_ids.empty()) return;
+    const RecordSet set = file.records();
+    s.p2p_wrapped = set.first_ticket > 0 || set.dropped > 0;
+    auto entry = [&](uint64_t comm_id, int peer) -> verdict::PeerP2p& {
+        auto t = std::find_if(s.p2p.begin(), s.p2p.end(), [&](const auto& x) { return x.comm_id == comm_id; });
+        if (t == s.p2p.end()) t = s.p2p.insert(s.p2p.end(), FileSnapshot::P2pTable{comm_id, {}});
+        auto e = std::find_if(t->peers.begin(), t->peers.end(), [&](const auto& x) { return x.peer == peer; });
+        if (e == t->peers.end()) {
+            verdict::PeerP2p p;
+            p.peer = peer;
+            e = t->peers.insert(t->peers.end(), p);
+        }
+        return *e;
+    };
+    auto done = [](const Record& r) {
+        // A call that returned an error failed: never completed (files before 1.5 stamped it done).
+        if (record_failed(r)) return false;
+        // Without GPU tracking, completion means the call returned (as for collectives).
+        return r.t_done_ns != 0 || ((r.flags & (disk::kFlagUntracked | disk::kFlagCaptured)) && r.t_return_ns != 0);
+    };
+    auto is_p2p_of_interest = [&](const Record& r) {
+        return disk::is_p2p(disk::OpType(r.op)) && r.peer_or_root >= 0 &&
+               std::find(comm_ids.begin(), comm_ids.end(), r.comm_id) != comm_ids.end();
+    };
+    for (const auto& r : set.records) {
+        if (!is_p2p_of_interest(r)) continue;
+        auto& e = entry(r.comm_id, r.peer_or_root);
+        const bool send = disk::OpType(r.op) == disk::OpType::Send;
+        auto& issued = send ? e.sends_issued : e.recvs_issued;
+        auto& completed = send ? e.sends_completed : e.recvs_completed;
+        issued = std::max(issued, r.seq);
+        if (done(r)) completed = std::max(completed, r.seq);
+    }
+    for (const auto& r : set.records) {
+        if (!is_p2p_of_interest(r)) continue;
+        auto& e = entry(r.comm_id, r.peer_or_root);
+        const bool send = disk::OpType(r.op) == disk::OpType::Send;
+        if (r.seq <= (send ? e.sends_completed : e.recvs_completed) || !r.t_issue_ns) continue;
+        auto& t = send ? e.t_oldest_send_pending_ns : e.t_oldest_recv_pending_ns;
+        if (!t || r.t_issue_ns < t) t = r.t_issue_ns;
+    }
 }
 
 FileSnapshot snapshot(const RankFile& file, bool with_p2p) noexcept {

@@ -37,6 +37,10 @@ struct FileSnapshot {
 FileSnapshot snapshot(const RankFile& file, bool with_p2p = false) noexcept;  // unopened: its open() error
 FileSnapshot snapshot_path(const std::string& path, bool with_p2p = false) noexcept;
 
+// The point-to-point counts of s.comms' communicators that carried any, from the file's ring (s.p2p_read, p2p_wrapped,
+// p2p): what snapshot(file, true) adds; the live digest client sends the same (protocol 1.6 State).
+void read_p2p(const RankFile& file, FileSnapshot& s);
+
 // The latest moment the file shows the process alive: its heartbeat, or its last activity if later or no heartbeat.
 uint64_t last_seen(const FileSnapshot& f) noexcept;
 

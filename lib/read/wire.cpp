@@ -83,6 +83,43 @@ size_t encode(const Digest& m, std::vector<uint8_t>& out) {
     return n + extra;
 }
 
+void encode(const State& m, std::vector<uint8_t>& out) {
+    Writer w(out);
+    const size_t at = begin_frame(w, FrameType::State);
+    w.u64(m.sent_mono_ns);
+    put_live(w, m.live);
+    w.u8(uint8_t((m.p2p_read ? 1 : 0) | (m.p2p_wrapped ? 2 : 0)));
+    const size_t n = std::min<size_t>(m.p2p.size(), kMaxStateP2pComms);
+    w.u32(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) {
+        const FileSnapshot::P2pTable& t = m.p2p[i];
+        const size_t b = w.begin_block();
+        w.u64(t.comm_id);
+        // The peers an op waits on first: a table cut to the limit keeps what a stall verdict reads.
+        std::vector<const verdict::PeerP2p*> peers;
+        for (const auto& p : t.peers) peers.push_back(&p);
+        std::stable_partition(peers.begin(), peers.end(), [](const verdict::PeerP2p* p) {
+            return p->sends_issued > p->sends_completed || p->recvs_issued > p->recvs_completed;
+        });
+        const size_t k = std::min<size_t>(peers.size(), kMaxStatePeers);
+        w.u32(static_cast<uint32_t>(k));
+        for (size_t j = 0; j < k; ++j) {
+            const verdict::PeerP2p& p = *peers[j];
+            const size_t pb = w.begin_block();
+            w.i32(p.peer);
+            w.u64(p.sends_issued);
+            w.u64(p.sends_completed);
+            w.u64(p.recvs_issued);
+            w.u64(p.recvs_completed);
+            w.u64(p.t_oldest_send_pending_ns);
+            w.u64(p.t_oldest_recv_pending_ns);
+            w.end_block(pb);
+        }
+        w.end_block(b);
+    }
+    finish_frame(w, at);
+}
+
 void encode(const KeepAlive& m, std::vector<uint8_t>& out) {
     Writer w(out);
     const size_t at = begin_frame(w, FrameType::KeepAlive);
@@ -203,6 +240,39 @@ bool decode(const uint8_t* p, size_t n, Digest& m, std::string* err) noexcept {
             for (uint32_t i = 0; i < e && r.ok(); ++i) get_comm(r, v.comms[c + i]);
         }
         if (r.ok() && !r.at_end()) get_py_stacks(r, v.py_stacks.emplace());  // 1.4
+    });
+}
+
+bool decode(const uint8_t* p, size_t n, State& m, std::string* err) noexcept {
+    return decode_with(p, n, m, err, [](Reader& r, State& v) {
+        v.sent_mono_ns = r.u64("sent_mono_ns");
+        get_live(r, v.live);
+        const uint8_t flags = r.u8("p2p flags");
+        v.p2p_read = flags & 1;
+        v.p2p_wrapped = flags & 2;
+        const uint32_t c = r.count("p2p comm count", kMaxStateP2pComms, kMinBlock);
+        v.p2p.assign(c, FileSnapshot::P2pTable{});
+        for (uint32_t i = 0; i < c && r.ok(); ++i) {
+            Reader b = r.block("p2p table");
+            if (!r.ok()) break;
+            v.p2p[i].comm_id = b.u64("comm_id");
+            const uint32_t k = b.count("peer count", kMaxStatePeers, kMinBlock);
+            v.p2p[i].peers.assign(k, verdict::PeerP2p{});
+            for (uint32_t j = 0; j < k && b.ok(); ++j) {
+                Reader pb = b.block("peer");
+                if (!b.ok()) break;
+                verdict::PeerP2p& p = v.p2p[i].peers[j];
+                p.peer = pb.i32("peer");
+                p.sends_issued = pb.u64("sends_issued");
+                p.sends_completed = pb.u64("sends_completed");
+                p.recvs_issued = pb.u64("recvs_issued");
+                p.recvs_completed = pb.u64("recvs_completed");
+                p.t_oldest_send_pending_ns = pb.u64("t_oldest_send_pending_ns");
+                p.t_oldest_recv_pending_ns = pb.u64("t_oldest_recv_pending_ns");
+                b.absorb(pb);
+            }
+            r.absorb(b);
+        }
     });
 }
 

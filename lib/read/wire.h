@@ -11,6 +11,7 @@
 
 #include "ncclwatch/wire.h"
 #include "read/rank_file.h"  // HeaderInfo, CommInfo, SigInfo
+#include "read/snapshot.h"   // FileSnapshot::P2pTable
 
 namespace ncw::wire {
 
@@ -41,6 +42,18 @@ struct Digest {
 // The block of a capture: its fields and text, the text cut to kMaxDigestPyStacks at the end of a line.
 PyStacksBlock py_stacks_block(const HeaderInfo& h);
 
+// 1.6: what a rank file says beyond its comm slots, so that the collector judges a rank as `analyze` judges its file:
+// the header's live state (`live`: its NCW_HEADER_LIVE_FIELDS, among them how the process ended) and, when read
+// (`p2p_read`: while an op waits), the point-to-point counts per peer from the ring (at most kMaxStateP2pComms
+// communicators of at most kMaxStatePeers peers, those with an op pending first). Times on the rank's clock.
+struct State {
+    uint64_t sent_mono_ns = 0;
+    HeaderInfo live;
+    bool p2p_read = false;
+    bool p2p_wrapped = false;
+    std::vector<FileSnapshot::P2pTable> p2p;
+};
+
 struct KeepAlive {
     uint64_t sent_mono_ns = 0;
 };
@@ -70,6 +83,7 @@ struct DumpRequest {
 void encode(const Hello& m, std::vector<uint8_t>& out);
 // A Digest: returns the comms it holds (1.3: past kMaxComms, as many as fit in kMaxPayload, at most kMaxExtraComms).
 size_t encode(const Digest& m, std::vector<uint8_t>& out);
+void encode(const State& m, std::vector<uint8_t>& out);
 void encode(const KeepAlive& m, std::vector<uint8_t>& out);
 void encode_bye(std::vector<uint8_t>& out);
 void encode_hello_ack(std::vector<uint8_t>& out);
@@ -85,6 +99,7 @@ bool decode_header(const uint8_t* p, size_t n, FrameHeader& h, std::string* err)
 // limits above allow).
 bool decode(const uint8_t* p, size_t n, Hello& m, std::string* err) noexcept;
 bool decode(const uint8_t* p, size_t n, Digest& m, std::string* err) noexcept;
+bool decode(const uint8_t* p, size_t n, State& m, std::string* err) noexcept;
 bool decode(const uint8_t* p, size_t n, KeepAlive& m, std::string* err) noexcept;
 bool decode(const uint8_t* p, size_t n, Reject& m, std::string* err) noexcept;
 bool decode(const uint8_t* p, size_t n, DumpRequest& m, std::string* err) noexcept;

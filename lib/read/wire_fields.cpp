@@ -28,7 +28,22 @@ void put_header(Writer& w, const HeaderInfo& in, size_t env_budget) {
         bytes += encoded_size(in.env[n++]);
     w.u32(static_cast<uint32_t>(n));
     for (size_t i = 0; i < n; ++i) w.str(in.env[i]);
+    // Protocol 1.6: the format's tail fields (the timeout and poll period it runs with), where a 1.5 decoder stops.
+    NCW_HEADER_TAIL_FIELDS(NCW_PUT_FIELD)
     w.end_block(at);
+}
+
+void put_live(Writer& w, const HeaderInfo& in) {
+    const size_t at = w.begin_block();
+    NCW_HEADER_LIVE_FIELDS(NCW_PUT_FIELD)
+    w.end_block(at);
+}
+
+void get_live(Reader& outer, HeaderInfo& out) {
+    Reader r = outer.block("live header");
+    if (!outer.ok()) return;
+    NCW_HEADER_LIVE_FIELDS(NCW_GET_FIELD)
+    outer.absorb(r);
 }
 
 void put_sig(Writer& w, const SigInfo& in) {
@@ -71,6 +86,9 @@ void get_header(Reader& outer, HeaderInfo& out) {
     out.env.clear();
     out.env.reserve(n);
     for (uint32_t i = 0; i < n && r.ok(); ++i) out.env.push_back(r.str("env entry"));
+    if (!r.at_end()) {  // protocol 1.6
+        NCW_HEADER_TAIL_FIELDS(NCW_GET_FIELD)
+    }
     outer.absorb(r);
 }
 

@@ -152,6 +152,9 @@ void put_comm(Writer& w, const CommInfo& c);
 void get_header(Reader& outer, HeaderInfo& h);
 void get_sig(Reader& outer, SigInfo& s);
 void get_comm(Reader& outer, CommInfo& c);
+// 1.6: a State's header live fields.
+void put_live(Writer& w, const HeaderInfo& h);
+void get_live(Reader& outer, HeaderInfo& h);
 // 1.4: a Digest's Python stacks block (wire_py_stacks.cpp).
 void put_py_stacks(Writer& w, const PyStacksBlock& b);
 void get_py_stacks(Reader& outer, PyStacksBlock& b);

@@ -71,7 +71,19 @@ const CommResult* same_culprit_initiating(const JobResult* job, const CommResult
     return nullptr;
 }
 
+// The live collector's verdict as a report quotes it: its own words, said to be the job's.
+std::string collector_line(const std::string& line) {
+    return "  " + line + " [the job's verdict, from the live collector]";
+}
+
 }  // namespace
+
+WatchEvent collector_verdict_event(const std::string& line) {
+    WatchEvent e;
+    e.lines.push_back("JOB VERDICT (live collector): " + line);
+    e.event = json{{"type", "collector_verdict"}, {"line", line}};
+    return e;
+}
 
 const verdict::Verdict* lead_of(const CommResult* c) {
     if (!c || c->verdicts.empty()) return nullptr;
@@ -117,7 +129,10 @@ WatchEvent stall_event(const JobResult* job, const CommResult* view, const OwnSt
                    {"completion_poller_stuck", own.tracker_stuck},
                    {"suspected_at_s", own.suspected_at_s >= 0 ? json(own.suspected_at_s) : json(nullptr)},
                    {"missing_ranks", view ? json(view->missing) : json::array()},
-                   {"verdicts", std::move(verdicts)}};
+                   {"verdicts", std::move(verdicts)},
+                   {"collector_verdict", own.job_verdict.empty() ? json(nullptr) : json(own.job_verdict)}};
+    // The job's verdict from the live collector leads where this node's files name no culprit.
+    if (!own.job_verdict.empty()) out.push_back(collector_line(own.job_verdict));
     const CommResult* lead_comm = cause ? cause : view;
     if (!elsewhere.empty() && job && lead_of(lead_comm)) {
         out.push_back(
@@ -128,7 +143,9 @@ WatchEvent stall_event(const JobResult* job, const CommResult* view, const OwnSt
         out.push_back(
             "  the GPU completion poller has not run for over 2 s (a CUDA query blocks?): GPU progress is unknown, the "
             "stall is reported from issue times");
-    if (!view || view->verdicts.empty())
+    if (!own.job_verdict.empty())
+        out.push_back(fmt::format("  the ranks in {} cannot name the culprit: it is on another node", own.job_dir));
+    else if (!view || view->verdicts.empty())
         out.push_back(
             fmt::format("  no verdict from the ranks visible in {}: the lagging rank is probably on another node (run "
                         "ncclwatch-collector analyze over every node's folder)",

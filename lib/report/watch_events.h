@@ -34,6 +34,9 @@ struct OwnStall {
     bool no_comm_slot = false;   // watched in memory only (more than max_comms alive at once)
     uint32_t max_comms = 0;
     std::string job_dir;
+    // The live collector's verdict line (it sees every node), where this node's files cannot name the culprit; "":
+    // none came.
+    std::string job_verdict;
 };
 
 // The lead verdict of one communicator's verdicts: the initiating one, or the first; nullptr when it has none.
@@ -50,6 +53,8 @@ std::string full_report_pointer(int local_rank, int64_t pid, const std::string& 
 // A stall: what this process sees, then the lead (its cause first, for a cascade), its verdicts and evidence. With
 // `elsewhere` set, only the lead's line and where its full report is.
 WatchEvent stall_event(const JobResult* job, const CommResult* view, const OwnStall& own, const std::string& elsewhere);
+// The live collector's verdict, come after this process reported a stall without it: one line.
+WatchEvent collector_verdict_event(const std::string& line);
 // Early suspicion (engine/suspicion.h): one line, the lead suspected verdict and why.
 WatchEvent suspected_event(const JobResult* job, const CommResult* view, const OwnStall& own, double suspect_after_s,
                            uint64_t gap_p99_ns);

@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "live/live_auth.h"
+#include "ncclwatch/format_fields.h"
 #include "shim/base/clock.h"
 #include "shim/base/config.h"
 #include "shim/base/log.h"
@@ -48,6 +49,9 @@ constexpr uint64_t kSendStallNs = 30000000000ull;
 // retried quietly, at least each second; past it, the first failure is a warning as any other.
 constexpr uint64_t kAutoStartGraceNs = 60000000000ull;
 constexpr double kAutoStartRetryS = 1.0;
+// A State carries the point-to-point counts (read from the ring) once an op has waited this long: what a stall
+// verdict pairs, without reading the ring for every digest.
+constexpr uint64_t kP2pAfterNs = 1000000000ull;
 
 class Client {
 public:
@@ -64,6 +68,8 @@ public:
             if (apply_loopback_rule(rt_.cfg, run_server_, ep_, &why)) {
                 if (run_server_) start_embedded_collector(rt_.cfg, ep_);  // ep_ is MASTER_ADDR (or 127.0.0.1) here
                 reader_ = std::make_unique<SelfReader>(rt_.file, &rt_.slots);
+                // From here on the process's end reaches the collector (process_end.cpp wakes us: tell_live_end).
+                rt_.live_end.wake_fd.store(wake_fd_, std::memory_order_release);
                 if (!reader_->error().empty())
                     log().warn("live digests read this process's state from memory ({} could not be read back: {})",
                                rt_.file.path, reader_->error());
@@ -82,6 +88,8 @@ public:
             } catch (...) {
             }
         }
+        rt_.live_end.wake_fd.store(-1, std::memory_order_release);
+        answer_end();  // nobody waits for an end this thread will not send
         close_socket();
         std::lock_guard<std::mutex> lock(mu_);
         finished_ = true;
@@ -99,6 +107,7 @@ public:
     // In a forked child (only the forking thread exists): close our copies of the descriptors, never touch the rest.
     void forget_after_fork() noexcept {
         forked_ = true;
+        rt_.live_end.wake_fd.store(-1, std::memory_order_relaxed);
         if (fd_ >= 0) ::close(fd_);
         if (wake_fd_ >= 0) ::close(wake_fd_);
         fd_ = wake_fd_ = -1;
@@ -131,6 +140,8 @@ private:
                 return;
             }
             if (forked_) return;
+            if (rt_.live_end.asked.load(std::memory_order_acquire) != rt_.live_end.sent.load(std::memory_order_acquire))
+                send_end();
 
             switch (state_) {
                 case State::Idle:
@@ -337,6 +348,7 @@ private:
         const bool due = last_digest_.empty() || now - last_digest_at_ >= digest_ns_;
         if (due && digest_changed(last_digest_.frame, frame)) {
             std::vector<uint8_t> copy = frame;
+            append_state(digest.comms, now, frame);
             if (queue(std::move(frame))) {
                 last_digest_.take(std::move(copy));
                 last_digest_at_ = now;
@@ -345,6 +357,69 @@ private:
             std::vector<uint8_t> ka;
             wire::encode(wire::KeepAlive{now}, ka);
             queue(std::move(ka));
+        }
+    }
+
+    // Protocol 1.6: after a Digest, what the file says beyond its comm slots (how the process ended; the point-to-point
+    // counts per peer while an op has waited a second or more).
+    void append_state(const std::vector<CommInfo>& comms, uint64_t now, std::vector<uint8_t>& out) {
+        wire::State st;
+        st.sent_mono_ns = now;
+        const HeaderInfo h = reader_->header();
+#define NCW_COPY_LIVE(type, name, ...) st.live.name = h.name;
+        NCW_HEADER_LIVE_FIELDS(NCW_COPY_LIVE)
+#undef NCW_COPY_LIVE
+        bool waiting = false;
+        for (const CommInfo& c : comms) {
+            const uint64_t since = std::max(c.t_last_progress_ns, c.t_last_issue_ns);
+            if ((c.p2p_sends || c.p2p_recvs) && c.ops_issued > c.ops_completed && since && now > since &&
+                now - since >= kP2pAfterNs)
+                waiting = true;
+        }
+        if (waiting) {
+            FileSnapshot s;
+            s.comms = comms;
+            reader_->p2p(s);
+            st.p2p_read = true;
+            st.p2p_wrapped = s.p2p_wrapped;
+            st.p2p = std::move(s.p2p);
+        }
+        wire::encode(st, out);
+    }
+
+    // The process is ending (process_end.cpp asked): its last Digest and State go out now, whatever the period, the
+    // frame still pending first; then the asking thread may go on. Bounded: it waits for us at most kLiveEndWaitMs.
+    void send_end() {
+        const uint64_t deadline = clock_mono_ns() + 150000000ull;
+        if (state_ == State::Open && acked_ && fd_ >= 0) {
+            while (send_.busy() && fd_ >= 0 && clock_mono_ns() < deadline) {
+                flush();
+                pollfd p{fd_, POLLOUT, 0};
+                if (send_.busy() && fd_ >= 0) ::poll(&p, 1, 5);
+            }
+            if (fd_ >= 0 && !send_.busy()) {
+                const uint64_t now = clock_mono_ns();
+                std::vector<uint8_t> frame;
+                const wire::Digest digest = make_digest(reader_->header(), reader_->comms(), now, last_digest_);
+                wire::encode(digest, frame);
+                append_state(digest.comms, now, frame);
+                if (queue(std::move(frame))) {
+                    last_digest_at_ = now;
+                    while (send_.busy() && fd_ >= 0 && clock_mono_ns() < deadline) {
+                        pollfd p{fd_, POLLOUT, 0};
+                        ::poll(&p, 1, 5);
+                        flush();
+                    }
+                }
+            }
+        }
+        answer_end();
+    }
+
+    void answer_end() noexcept {
+        const uint32_t asked = rt_.live_end.asked.load(std::memory_order_acquire);
+        uint32_t sent = rt_.live_end.sent.load(std::memory_order_relaxed);
+        while (sent < asked && !rt_.live_end.sent.compare_exchange_weak(sent, asked, std::memory_order_acq_rel)) {
         }
     }
 
@@ -416,6 +491,8 @@ private:
                     break;
                 }
                 log().info("the live collector asks for a dump{}{}", m.reason.empty() ? "" : ": ", m.reason);
+                // Its reason is the job's verdict: the watchdog leads with it where this node cannot name the culprit.
+                if (!m.reason.empty()) rt_.collector_verdict.put(m.reason.data(), m.reason.size(), clock_mono_ns());
                 // The watchdog notices the bump at its next poll and writes the dump, as for a sibling's request.
                 rt_.file.hdr->dump_request.fetch_add(1, std::memory_order_relaxed);
                 break;

@@ -38,4 +38,6 @@ std::vector<CommInfo> SelfReader::comms() const {
     return c;
 }
 
+void SelfReader::p2p(FileSnapshot& s) const { read_p2p(file_, s); }
+
 }  // namespace ncw::live_client

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "read/rank_file.h"
+#include "read/snapshot.h"
 
 namespace ncw {
 
@@ -24,6 +25,8 @@ public:
     // The file's comm slots, then the communicators without one (slot kNoCommSlot, ordered by id), each with its
     // newest in-collective GPU times.
     std::vector<CommInfo> comms() const;
+    // The point-to-point counts per peer of those of `comms` that carried any, from the ring (read/snapshot.h).
+    void p2p(FileSnapshot& s) const;
     const std::string& error() const { return error_; }
 
 private:

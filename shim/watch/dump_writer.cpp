@@ -82,11 +82,12 @@ report::OwnStall DumpWriter::own_stall(const CommRuntime& cr, double stalled_for
 }
 
 void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
-                              bool tracker_stuck, double suspected_at_s) {
+                              bool tracker_stuck, double suspected_at_s, const std::string& job_verdict) {
     std::lock_guard<std::mutex> lock(mu_);
     report::OwnStall own = own_stall(cr, stalled_for_s);
     own.tracker_stuck = tracker_stuck;
     own.suspected_at_s = suspected_at_s;
+    own.job_verdict = job_verdict;
     bool same_culprit = false;
     const CommResult* cause = report::leading_stall(job, view, &same_culprit);
     emit(report::stall_event(job, view, own, full_report_elsewhere(job, cause ? cause : view)));
@@ -113,6 +114,11 @@ std::string DumpWriter::full_report_elsewhere(const JobResult* job, const CommRe
                                                : reporter->file.substr(0, reporter->file.size() - 4) + ".report.json");
     printed_leads_.push_back(key);  // this process prints it now
     return {};
+}
+
+void DumpWriter::report_collector_verdict(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    emit(report::collector_verdict_event(line));
 }
 
 void DumpWriter::report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,

@@ -22,8 +22,11 @@ public:
     // job and view: this communicator as the watchdog's analysis saw it (nullptr when it was not found); the verdicts
     // are worded by report/headline.h, as every report words them.
     // suspected_at_s: the wait at which this stall was suspected (< 0: it was not).
+    // job_verdict: the live collector's verdict line, led with where this node cannot name the culprit ("": none).
     void report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
-                      bool tracker_stuck, double suspected_at_s = -1);
+                      bool tracker_stuck, double suspected_at_s = -1, const std::string& job_verdict = "");
+    // The live collector's verdict, come after a stall this process reported without it.
+    void report_collector_verdict(const std::string& line);
     // Early suspicion (engine/suspicion.h): one line (the lead suspected verdict, and why) and a "suspected" event.
     void report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
                           double suspect_after_s, uint64_t gap_p99_ns);

@@ -63,9 +63,28 @@ void chain(int sig, siginfo_t* info, void* ctx) noexcept {
     pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
 }
 
+// The live digest client sends how the process ended (protocol 1.6) before it is gone: woken through its eventfd and
+// waited for briefly (write and nanosleep are async-signal-safe). A client stuck behind a lock the dying thread holds
+// costs this wait, never more.
+void tell_live_end() noexcept {
+    Runtime* rt = runtime();
+    if (!rt || getpid() != g_owner_pid.load(std::memory_order_relaxed)) return;
+    const int fd = rt->live_end.wake_fd.load(std::memory_order_acquire);
+    if (fd < 0) return;
+    const uint32_t asked = rt->live_end.asked.fetch_add(1, std::memory_order_acq_rel) + 1;
+    const uint64_t one = 1;
+    if (::write(fd, &one, sizeof one) != ssize_t(sizeof one)) return;
+    const uint64_t until = mono_now() + uint64_t(kLiveEndWaitMs) * 1000000ull;
+    while (rt->live_end.sent.load(std::memory_order_acquire) < asked && mono_now() < until) {
+        timespec ts{0, 1000000};
+        nanosleep(&ts, nullptr);
+    }
+}
+
 void on_fatal(int sig, siginfo_t* info, void* ctx) {
     const int saved = errno;
     record_end(disk::EndKind::FatalSignal, sig);
+    tell_live_end();
     errno = saved;
     chain(sig, info, ctx);
 }
@@ -90,7 +109,12 @@ void on_term(int sig, siginfo_t* info, void* ctx) {
 }
 
 // glibc's on_exit: exit() and a return from main, with the status.
-void on_exit_status(int status, void*) { record_end(disk::EndKind::Exit, status); }
+void on_exit_status(int status, void*) {
+    const int saved = errno;
+    record_end(disk::EndKind::Exit, status);
+    tell_live_end();
+    errno = saved;
+}
 
 void install(int sig, void (*fn)(int, siginfo_t*, void*)) {
     struct sigaction sa {};
@@ -178,10 +202,12 @@ namespace {
 // reaches the kernel through glibc's own _exit, not through these.
 extern "C" __attribute__((visibility("default"), noreturn)) void _exit(int status) {
     ncw::record_end(ncw::disk::EndKind::Exit, status);
+    ncw::tell_live_end();
     exit_now(ncw::g_real_exit, status);
 }
 
 extern "C" __attribute__((visibility("default"), noreturn)) void _Exit(int status) {
     ncw::record_end(ncw::disk::EndKind::Exit, status);
+    ncw::tell_live_end();
     exit_now(ncw::g_real_Exit, status);
 }

@@ -17,6 +17,8 @@ namespace ncw {
 struct Runtime;
 
 inline constexpr int kFinalWaitMs = 1500;
+// How long an exit or a fatal signal waits for the live digest client to send how the process ended (protocol 1.6).
+inline constexpr int kLiveEndWaitMs = 200;
 
 // Installs the exit and signal paths (once per process, at the runtime's start; idempotent).
 void install_end_paths(Runtime& rt);

@@ -87,6 +87,7 @@ public:
                 if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1", disk::PyStacksReason::Sigusr1);
 
                 check_stalls(now);
+                check_collector_verdict();
                 // Mismatches every second; GPU stragglers twice a second, so that one is named within 50 steps of
                 // 25 ms (16 to judge, then at most half a second).
                 const bool mismatches = rt_.cfg.mismatch_check && now - last_mismatch_check >= 1000000000ull;
@@ -274,7 +275,10 @@ private:
         }
         uint64_t last_poll = rt_.tracker ? rt_.tracker->last_poll_ns() : 0;
         bool tracker_stuck = rt_.tracker && last_poll < now && now - last_poll > 2000000000ull;
-        dumps_.report_stall(cr, j, c, d.waited_s, tracker_stuck, d.suspected_at_s);
+        // This node's files cannot name the culprit (it is on another node): the job's verdict is the live
+        // collector's, which sees every node; waited for briefly, as it judges the same stall at the same timeout.
+        const std::string job_verdict = own_view_names_none(c) ? collector_verdict_since(d.since_ns) : std::string();
+        dumps_.report_stall(cr, j, c, d.waited_s, tracker_stuck, d.suspected_at_s, job_verdict);
         // Every rank of the communicator that this node can see writes its dump now, so the evidence is
         // simultaneous; the lagging rank is usually not stalled itself and would not dump on its own.
         if (c)
@@ -284,6 +288,40 @@ private:
         // The ops an abort releases fail: that is not the stall recovering.
         if (rt_.cfg.action == Action::Abort) w.clock.forget_stall();
         act_on_stall(rt_, cr);
+    }
+
+    static bool own_view_names_none(const CommResult* c) {
+        return !c || c->verdicts.empty() || c->verdicts.front().kind == verdict::Kind::Unknown;
+    }
+
+    // The live collector's verdict line, if one came since `since_ns` (the stall's start) or comes within
+    // kCollectorWaitNs; "" without a collector, or when none comes in time.
+    std::string collector_verdict_since(uint64_t since_ns) {
+        if (rt_.cfg.collector.empty()) return {};
+        const uint64_t until = now_mono_ns() + kCollectorWaitNs;
+        for (;;) {
+            std::string line;
+            uint64_t at = 0;
+            if (rt_.collector_verdict.get(line, at) && at >= since_ns) {
+                said_collector_at_ = at;
+                return line;
+            }
+            if (now_mono_ns() >= until) return {};
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    }
+
+    // A collector verdict that came after a stall this process reported without one: said once, as it comes.
+    void check_collector_verdict() {
+        if (rt_.cfg.collector.empty()) return;
+        std::string line;
+        uint64_t at = 0;
+        if (!rt_.collector_verdict.get(line, at) || at <= said_collector_at_) return;
+        bool stalled_here = false;
+        for (const auto& [id, w] : watch_) stalled_here = stalled_here || w.clock.stall_reported();
+        if (!stalled_here) return;
+        said_collector_at_ = at;
+        dumps_.report_collector_verdict(line);
     }
 
     // Asks the communicator's other ranks on this node for a dump (each captures its Python stacks first) and waits
@@ -394,6 +432,9 @@ private:
     DumpWriter dumps_;
     SiblingFiles siblings_;
     std::map<uint64_t, CommWatch> watch_;
+    uint64_t said_collector_at_ = 0;  // the live collector's verdict already in a report (its arrival time)
+    // How long a stall report that cannot name the culprit waits for the collector's verdict of the same stall.
+    static constexpr uint64_t kCollectorWaitNs = 2000000000ull;
 };
 
 Watchdog* g_watchdog = nullptr;

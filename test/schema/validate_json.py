@@ -101,7 +101,7 @@ def self_test():
                "stalled_for_s": 1.5, "summary": "s", "evidence": ["e"], "suspected": False, "headline": "h"}
     stall = {"type": "stall", "time": "2026-12-01T18:23:56.609+00:00", "comm_id": verdict["comm_id"],
              "no_comm_slot": False, "waiting_in_seq": 3, "stalled_for_s": 1.5, "completion_poller_stuck": False,
-             "suspected_at_s": None, "missing_ranks": [], "verdicts": [verdict]}
+             "suspected_at_s": None, "missing_ranks": [], "verdicts": [verdict], "collector_verdict": None}
     report = {"schema": "ncclwatch.report/1", "ncclwatch_version": version, "process": process, "events": [stall]}
     live = {"schema": "ncclwatch.live/1", "ncclwatch_version": version, "job_id": "j",
             "time": "2026-12-01T18:23:56.609-05:30", "timeout_s": 5, "dead_after_s": 5, "verdicts": [verdict],

@@ -1,0 +1,110 @@
+#!/bin/bash
+# One job on two "nodes" with one live collector, as users run many nodes: ranks 0-1 write into node A's folder, 2-3
+# into node B's (NCCLWATCH_DIR per rank, as two hosts' local disks), every rank streams to one
+# `ncclwatch-collector serve`, which takes its timeout from the ranks (no --timeout). For each hang the job's verdict
+# must be the same three times: the live collector's report, `analyze` of both folders after the end, and every
+# node's stderr (node A's ranks cannot see the culprit, so they lead with the collector's verdict, marked as such):
+#   1. rank 3 skips an all_reduce: NOT_JOINED rank 3;
+#   2. rank 3 calls _exit(3) (Python's os._exit) and the launcher tears the job down 0.3 s later, as torchrun does:
+#      DEAD rank 3, exit code 3, reported by the collector before the teardown ends the others;
+#   3. rank 3 issues a smaller all_reduce: MISMATCH rank 3.
+. "$(dirname "$0")/lib.sh"
+SERVE_PID=""
+trap 'stop_serve; cleanup' EXIT
+export NCCLWATCH_TIMEOUT_SEC=2 NCCLWATCH_DIGEST_MS=50
+NODES="$WORK/nodes"
+export NODES
+cat >"$WORK/per_node.sh" <<'WRAP'
+#!/bin/bash
+# Ranks 0-1 are node A, 2-3 node B.
+node=$([ "$RANK" -lt 2 ] && echo a || echo b)
+export NCCLWATCH_DIR="$NODES/node-$node"
+exec "$@"
+WRAP
+chmod +x "$WORK/per_node.sh"
+
+start_serve() {
+    mkdir -p "$WORK/$1"
+    "$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --dead-after 2 --out "$WORK/$1" >"$WORK/$1.out" 2>"$WORK/$1.err" &
+    SERVE_PID=$!
+    wait_for 10 grep -q "listening on" "$WORK/$1.out" || fail "serve did not start: $(cat "$WORK/$1.err")"
+    grep -q "timeout each job's own" "$WORK/$1.out" || fail "serve should take the ranks' timeout: $(head -1 "$WORK/$1.out")"
+    export NCCLWATCH_COLLECTOR="127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$1.out")"
+}
+live_report() { ls "$WORK/$1"/*/live-report.json 2>/dev/null | head -1; }
+has_live() { [ -n "$(live_report "$1")" ]; }
+# launch NAME [launcher options --] fake_rank options...
+launch() {
+    local opts=()
+    shift  # the name: for the reader
+    while [ "$1" != "--" ]; do opts+=("$1"); shift; done
+    shift
+    rm -rf "$NODES"
+    LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 "${opts[@]}" -- "$WORK/per_node.sh" \
+        "$FAKE_RANK" --count 4096 "$@" >"$WORK/launch.out" 2>"$WORK/launch.err" &
+    LAUNCH_PID=$!
+}
+# The lead verdict of a JSON report (live or analyze) as "KIND r<global ranks>".
+lead() {
+    json_get "$1" "(lambda v: v['kind'] + ' r' + ','.join(str(c['global_rank'] if isinstance(c, dict) else c) for c in v['culprits']))(d['verdicts'][0])"
+}
+lead_is() { [ -f "$1" ] && [ "$(lead "$1")" = "$2" ]; }
+has_files_in() { [ "$(ls "$1"/*/$2 2>/dev/null | wc -l)" -ge "$3" ]; }
+# check_same NAME WANT: the collector's and analyze's lead verdicts, and every rank's stderr.
+check_same() {
+    local name=$1 want=$2 live got line
+    live=$(lead "$(live_report "$name")")
+    [ "$live" = "$want" ] || fail "$name: the live collector says $live, want $want"
+    "$NCW_COLLECTOR" analyze --json "$NODES/node-a" "$NODES/node-b" >"$WORK/$name.analyze.json"
+    got=$(lead "$WORK/$name.analyze.json")
+    [ "$got" = "$want" ] || fail "$name: analyze of both folders says $got, want $want"
+    echo "ok: $name: the live collector and analyze of both folders: $want"
+}
+# node_a_quotes NAME KIND: node A's waiting ranks cannot see rank 3: their stall report leads with the collector's
+# verdict, marked as such, in the same words as the collector's report.
+node_a_quotes() {
+    local name=$1 kind=$2 line
+    line=$(json_get "$(live_report "$name")" "d['verdicts'][0]['headline']")
+    wait_for 10 grep -q "the job's verdict, from the live collector" "$WORK/launch.err" ||
+        fail "$name: node A's ranks do not lead with the collector's verdict"
+    grep "the job's verdict, from the live collector" "$WORK/launch.err" | grep -q "$kind: " ||
+        fail "$name: the quoted verdict is not $kind: $(grep "the job's verdict" "$WORK/launch.err" | head -1)"
+    grep -qF "$line" "$WORK/launch.err" || fail "$name: the collector's words are not on the ranks' stderr: $line"
+    for r in "$NODES"/node-a/*/rank[01]-*.report.json; do
+        got=$(json_get "$r" "[e['collector_verdict'] for e in d['events'] if e['type']=='stall'][0] or ''")
+        [[ "$got" == *"$kind: "* ]] || fail "$name: $r: the stall event carries no collector verdict ($got)"
+    done
+    echo "ok: $name: node A's ranks lead with the collector's $kind"
+}
+
+# ---- 1. a skipped all_reduce ----
+start_serve skip
+launch skip -- --steps 10 --skip-rank 3 --skip-step 5 --hold-ms 60000
+wait_for 30 has_live skip || fail "skip: no live report: $(cat "$WORK/skip.err")"
+wait_for 30 has_files_in "$NODES/node-a" '*.report.json' 2 || fail "skip: node A's ranks wrote no report"
+node_a_quotes skip NOT_JOINED
+stop_job
+check_same skip "NOT_JOINED r3"
+stop_serve
+
+# ---- 2. rank 3 exits with code 3; the launcher tears the rest down 0.3 s later ----
+start_serve dies
+launch dies --kill-on-first-failure --term-delay-ms 300 -- --steps 10 --pause-step 3 --pause-ms 1000 --exit-rank 3 --exit-step 5 --exit-code 3 --exit-how _exit --hold-ms 60000
+wait_for 30 grep -q "^exit rank=0" "$WORK/launch.out" || fail "dies: the launcher did not end the job"
+wait_for 10 has_live dies || fail "dies: no live report before the teardown: $(cat "$WORK/dies.err")"
+r=$(live_report dies)
+[ "$(lead "$r")" = "DEAD r3" ] || fail "dies: the live collector says $(lead "$r"), want DEAD r3"
+json_get "$r" "d['verdicts'][0]['headline']" | grep -q "exit code 3" || fail "dies: the verdict does not say exit code 3"
+wait "$LAUNCH_PID" 2>/dev/null
+LAUNCH_PID=""
+check_same dies "DEAD r3"
+stop_serve
+
+# ---- 3. a smaller all_reduce on rank 3 ----
+start_serve mismatch
+launch mismatch -- --steps 10 --mismatch-rank 3 --mismatch-step 5 --mismatch-kind count --hold-ms 60000
+wait_for 30 has_live mismatch || fail "mismatch: no live report: $(cat "$WORK/mismatch.err")"
+wait_for 20 lead_is "$(live_report mismatch)" "MISMATCH r3" || fail "mismatch: the live collector says $(lead "$(live_report mismatch)")"
+stop_job
+check_same mismatch "MISMATCH r3"
+stop_serve
