@@ -50,6 +50,8 @@ END_AFTER = {"skip": 8, "uneven": 8, "type_mismatch": 14, "size_mismatch": 14, "
              "grid_death": 12, "grid_clean": None}
 DEAD_AFTER_S = 10.0  # serve's --dead-after default: how long a gone rank may take to be DEAD in its report
 # The shim's stderr lines: "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ..."
+KEEP = re.compile(r"NOT_JOINED|GPU_NOT_REACHED|STUCK_IN_NCCL|MISMATCH|DEAD|ASYNC_ERROR|UNKNOWN|EXTRA_OP|INIT_HANG|"
+                  r"STALL|RECOVERED|collector", re.I)
 NCW_LINE = re.compile(r"^\[ncclwatch rank (?P<rank>\S+) pid (?P<pid>\d+) (?P<time>\S+)\] (?P<level>\w+): (?P<msg>.*)$")
 
 
@@ -74,18 +76,46 @@ def job_args(scenario, timeout, one_gpu, give_up):
     return script, args
 
 
-def node_lines(path, limit=400):
-    """The shim's lines of a node's log: [{rank, pid, time, level, msg}], at most `limit`, diagnoses first kept."""
+def end_all(procs, log):
+    """As a scheduler ends a job of several nodes: SIGTERM to every agent at once (each ends its workers), SIGKILL to
+    the process groups of those still there 10 s later."""
+    alive = [pr for pr in procs if pr.poll() is None]
+    for pr in alive:
+        log(f"ending the job: SIGTERM to torchrun (pid {pr.pid})")
+        try:
+            pr.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.time() + 10
+    for pr in alive:
+        try:
+            pr.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            log(f"torchrun (pid {pr.pid}) still there after 10 s: SIGKILL to its process group")
+    for pr in procs:
+        try:
+            os.killpg(pr.pid, signal.SIGKILL)  # stragglers (workers torchrun did not reap)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            pr.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def node_lines(path, limit=1000):
+    """The shim's report lines of a node's log (those that name a verdict kind, a stall, a recovery or the
+    collector): [{rank, pid, time, level, msg}], the first `limit`."""
     out = []
     try:
         with open(path, errors="replace") as f:
             for ln in f:
                 m = NCW_LINE.match(ln.rstrip("\n"))
-                if m and m.group("level") in ("error", "warn", "warning"):
+                if m and KEEP.search(m.group("msg")) and len(out) < limit:
                     out.append({k: m.group(k) for k in ("rank", "pid", "time", "level", "msg")})
     except OSError:
         pass
-    return out[:limit]
+    return out
 
 
 class LiveWatch:
@@ -226,14 +256,9 @@ def main():
             ended_by = f"harness at the {a.max_sec:.0f} s cap"
             break
         time.sleep(0.2)
-    for pr, _, _ in nodes:
-        end_job(pr, log)  # SIGTERM to the agent, which ends its workers; SIGKILL to its group 10 s later
+    end_all([pr for pr, _, _ in nodes], log)
     t_end = time.time()
-    for pr, _, out in nodes:
-        try:
-            os.killpg(pr.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    for _, _, out in nodes:
         out.close()
     kill_tagged(work, log)
     codes = [pr.returncode for pr, _, _ in nodes]

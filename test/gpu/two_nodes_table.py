@@ -118,6 +118,11 @@ def said_of(v, cmap, comm_id=None, collector=False, where=""):
     if not isinstance(v, dict):
         return None
     g, unk = culprits_global(v, cmap, comm_id)
+    if unk and v.get("kind") == "INIT_HANG":
+        # A communicator still in init has no comm table row to map through, and a rank that never entered it no
+        # rank file row: at the job's first init (the world's) the comm ranks are the global ranks.
+        placed = [int(u.split()[-1]) for u in unk if re.fullmatch(r"comm rank \d+", u)]
+        g, unk = sorted(set(g) | set(placed)), [u for u in unk if not re.fullmatch(r"comm rank \d+", u)]
     return Said(v.get("kind"), g, unk, verdict_text(v), collector, where)
 
 
@@ -187,12 +192,8 @@ def event_said(e, cmap, world):
             out.append((s, v))
     if not out and e.get("type") == "init_hang":
         ns = [r for r in e.get("not_seen") or [] if isinstance(r, int)]
-        # A communicator still in init has no comm table row to map through: at the job's first init (the world),
-        # comm ranks are the global ranks.
-        g, unk = culprits_global({"culprits": ns, "comm_id": e.get("comm_id")}, cmap)
-        if unk:
-            g, unk = ns, []
-        out.append((Said("INIT_HANG", g, unk, "not seen in init", False, "init_hang"), None))
+        s = said_of({"kind": "INIT_HANG", "culprits": ns, "comm_id": e.get("comm_id")}, cmap)
+        out.append((Said("INIT_HANG", s.ranks, s.unknown, "not seen in init", False, "init_hang"), None))
     return out
 
 
