@@ -217,11 +217,12 @@ def stderr_said(lines, rank):
     return own, quote
 
 
-def node_view(res, node, cmap, world):
+def node_view(res, node, cmap, world, skip_init=False):
     """{rank: {"own": Said, "quote": Said or None, "said": Said (what the rank's lead says), "t": time}} of the
-    ranks of one node that reported a diagnosis (or, with none, a final verdict), and the node's recovered events."""
-    events = sorted((e for e in res.get(f"events{node}") or [] if isinstance(e, dict)),
-                    key=lambda e: event_time(e) or 0)
+    ranks of one node that reported a diagnosis (or, with none, a final verdict), and the node's recovered events.
+    skip_init: an init hang (a slow init under load, in a scenario that is not about init) is not the lead."""
+    events = sorted((e for e in res.get(f"events{node}") or [] if isinstance(e, dict) and
+                     not (skip_init and e.get("type") == "init_hang")), key=lambda e: event_time(e) or 0)
     lines = res.get(f"lines{node}") or []
     firsts = {}
     for e in live_verdict_events(events):
@@ -315,7 +316,16 @@ def judge(scenario, res):
 
     # (b) the live collector: its first report that is not a suspicion, and its last.
     hist = [h for h in res.get("live_history") or [] if isinstance(h, dict) and isinstance(h.get("report"), dict)]
-    first_h = next((h for h in hist if lead_of(h["report"].get("verdicts"))), None)
+    skip_init = kind != "INIT_HANG"
+    slow_init = [x for x in (
+        [e for n in (0, 1) for e in res.get(f"events{n}") or [] if isinstance(e, dict) and e.get("type") == "init_hang"]
+        + [h for h in hist if (lead_of(h["report"].get("verdicts")) or {}).get("kind") == "INIT_HANG"])] \
+        if skip_init else []
+    if slow_init:
+        row["notes"] = [f"{len(slow_init)} init-hang report(s) in a scenario not about init (a slow init under "
+                        "load?): not taken for the lead"]
+    first_h = next((h for h in hist if lead_of(h["report"].get("verdicts")) and not (
+        skip_init and lead_of(h["report"].get("verdicts")).get("kind") == "INIT_HANG")), None)
     live_first = said_of(lead_of(first_h["report"].get("verdicts")), cmap) if first_h else NOTHING
     last_doc = res.get("live") if isinstance(res.get("live"), dict) else (hist[-1]["report"] if hist else None)
     live_last = said_of(lead_of((last_doc or {}).get("verdicts")), cmap) if last_doc else NOTHING
@@ -363,7 +373,7 @@ def judge(scenario, res):
     recovered = []
     words = {}
     for node in (0, 1):
-        view, rec = node_view(res, node, cmap, world)
+        view, rec = node_view(res, node, cmap, world, skip_init)
         recovered += rec
         name = "AB"[node]
         words[name] = node_words(view)
@@ -446,6 +456,8 @@ def main():
     for r in rows:
         for w in r["why"]:
             print(f"  {r['scenario']}: {w}")
+        for w in r.get("notes") or []:
+            print(f"  {r['scenario']} (note): {w}")
     npass = sum(1 for r in rows if r["pass"])
     print(f"two nodes: {npass} of {len(rows)} scenarios pass")
     if a.out:
