@@ -3,7 +3,10 @@ with tiny collectives on two new_group groups (issue 23, item 1): no count may b
 be exactly what the rank's own work handles say.
 
     LD_PRELOAD=libncclwatch.so NCCLWATCH_TIMEOUT_SEC=10 torchrun --standalone --nproc_per_node=4 \
-        examples/positions_check.py --one-gpu
+        examples/positions_check.py --one-gpu --give-up-sec 40
+
+(It hangs at --skip-step on purpose: --give-up-sec ends it; --skip-step -1 runs --steps and ends normally. The GPU
+harness runs it under test/gpu/run_scenario.py and judges it with test/gpu/positions_table.py: phase 7 of run.sh.)
 
 Groups, created by every rank in this order (init_process_group(device_id=...): eager init, and each new_group an
 ncclCommSplit of the world at once): the world, A = new_group(all ranks), B = new_group(all ranks). Their rank-file
