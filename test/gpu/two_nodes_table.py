@@ -51,7 +51,7 @@ EXPECT = {
     "grad_accum": dict(kind="EXTRA_OP", rank=0),
     "rank_exit0": dict(kind="DEAD", rank=LAST, words="exit code 0"),
     "rank_segv": dict(kind="DEAD", rank=LAST, words="SIGSEGV"),
-    "rank_killed": dict(kind="DEAD", rank=LAST, words="is gone"),
+    "rank_killed": dict(kind="DEAD", rank=LAST, words=("is gone", "SIGKILL")),  # no exit code: it cannot say one
     "drift_skip": dict(kind="NOT_JOINED", rank=LAST),
     "drift_extra": dict(kind="EXTRA_OP", rank=LAST),
     "gpu_busy": dict(kind="GPU_NOT_REACHED", rank=LAST),
@@ -282,8 +282,9 @@ def judge(scenario, res):
     kind = exp.get("kind")
     rank = want_rank(exp, world) if kind else None
     expected = f"{kind} r{rank}" if kind else "nothing"
-    if exp.get("words"):
-        expected += f' "{exp["words"]}"'
+    words = (exp["words"],) if isinstance(exp.get("words"), str) else tuple(exp.get("words") or ())
+    if words:
+        expected += " " + " or ".join(f'"{w}"' for w in words)
     if exp.get("recovers"):
         expected += ", then the job goes on"
     row = {"case": label, "scenario": scenario, "expected": expected, "got": "", "rank": "", "secs": "",
@@ -309,8 +310,8 @@ def judge(scenario, res):
         if not s.matches(kind, rank):
             why.append(f"{what}: {s.short()}, want {kind} r{rank}")
             return False
-        if exp.get("words") and exp["words"] not in s.text and s.where not in ("stderr",):
-            why.append(f"{what}: {s.short()} does not say '{exp['words']}'")
+        if words and not any(w in s.text for w in words) and s.where != "stderr":
+            why.append(f"{what}: {s.short()} does not say " + " or ".join(f"'{w}'" for w in words))
             return False
         return True
 
