@@ -30,6 +30,13 @@ validation:    rank 0 runs "validation" (GPU work outside NCCL) for --busy-sec a
 grad_accum:    gradient accumulation (--accum micro-steps, DDP no_sync); rank 0 syncs gradients on one extra
                micro-step at --at-step (one extra all_reduce, same signature); at the end rank 0 waits in an
                all_reduce the others never issue, and they stay alive (--linger-sec). The culprit is rank 0.
+gpu_busy:      the last rank's GPU runs one long kernel (torch.cuda._sleep, --gpu-busy-sec, 60 s at about 2 GHz)
+               enqueued before its step --at-step: its CPU issues the step's all_reduce and goes on, but its GPU
+               does not reach it; the others wait in it (GPU_NOT_REACHED, the last rank).
+pipeline:      no DDP: a pipeline of one stage per rank (send/recv of activations forward, of gradients backward);
+               stage --pipeline-stage (default: world - 2) sits in stage_busy(), a Python function, for --stall-sec
+               (60 s) at step --at-step before its send to the next stage; the stages after it wait in their recv,
+               those before it in the recv of its gradient (NOT_JOINED, that stage's rank).
 clean:         nothing wrong; trains for --duration-sec.
 
 For PyTorch's Flight Recorder runs, --pg-timeout-sec passes the same timeout to init_process_group, and --fr-dump-at-end
@@ -58,7 +65,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 SCENARIOS = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
-             "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra"]
+             "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra", "gpu_busy", "pipeline"]
 DYING = ("rank_dies", "rank_exit0", "rank_segv", "rank_killed")  # the last rank ends itself at --at-step
 DRIFTS = ("drift_skip", "drift_extra")
 
@@ -112,6 +119,51 @@ def validate(rank, seconds, hidden):
     log(rank, f"validation done: {n} forward passes in {seconds:.0f} s")
 
 
+def stage_busy(rank, seconds):
+    """Stands for a stage's own work on the CPU (a data transform, a checkpoint, a debugger) before its send: this
+    rank's CPU is away from the pipeline, and its next stage waits in the recv of what it has not sent."""
+    log(rank, f"stage_busy(): away for {seconds:g} s before sending this step's activations")
+    time.sleep(seconds)
+    log(rank, "stage_busy() done; back to the pipeline")
+
+
+def run_pipeline(args, rank, world, truth):
+    """One pipeline stage per rank, one micro-batch a step: activations go forward (recv from rank - 1, send to
+    rank + 1), gradients backward. Returns (steps run, the last loss as a tensor)."""
+    h = args.hidden
+    stage = args.pipeline_stage if args.pipeline_stage >= 0 else max(world - 2, 0)
+    torch.manual_seed(rank)
+    net = nn.Sequential(nn.Linear(h, h), nn.Tanh()).cuda()
+    x = torch.randn(64, h, device="cuda")
+    pace = args.pace_ms / 1000.0
+    loss = torch.zeros((), device="cuda")
+    truth.mark("t_loop_start")
+    step = 0
+    for step in range(args.steps):
+        time.sleep(pace)  # data loading
+        inp = x
+        if rank > 0:
+            inp = torch.empty(64, h, device="cuda")
+            dist.recv(inp, src=rank - 1)
+        inp.requires_grad_(True)
+        out = net(inp)
+        if rank == stage and step == args.at_step and rank < world - 1:
+            truth.mark("t_depart", step=step)
+            stage_busy(rank, args.stall_sec)
+        if rank < world - 1:
+            dist.send(out.detach().contiguous(), dst=rank + 1)
+            grad = torch.empty_like(out)
+            dist.recv(grad, src=rank + 1)
+            out.backward(grad)
+        else:
+            loss = out.pow(2).mean()
+            loss.backward()
+        if rank > 0:
+            dist.send(inp.grad.contiguous(), dst=rank - 1)
+        net.zero_grad(set_to_none=True)
+    return step + 1, loss.detach()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--scenario", choices=SCENARIOS, default="clean")
@@ -132,6 +184,9 @@ def main():
     p.add_argument("--fr-dump-at-end", action="store_true")
     p.add_argument("--give-up-sec", type=float, default=0, help="0: never")
     p.add_argument("--exit-code", type=int, default=1, help="rank_dies: the dying rank's exit code")
+    p.add_argument("--gpu-busy-sec", type=float, default=60.0, help="gpu_busy: the long kernel's length")
+    p.add_argument("--pipeline-stage", type=int, default=-1, help="pipeline: the stage that stalls (-1: world - 2)")
+    p.add_argument("--stall-sec", type=float, default=60.0, help="pipeline: how long stage_busy() takes")
     p.add_argument("--one-gpu", action="store_true", help="every rank on device 0, each its own NCCL host")
     args = p.parse_args()
 
@@ -154,6 +209,16 @@ def main():
     dist.init_process_group("nccl", device_id=torch.device("cuda", dev), **kwargs)
     log(rank, f"{s}: process group ready after {time.time() - t_init:.1f} s (world {world})")
     scenario_support.give_up_after(args.give_up_sec, lambda: log(rank, "giving up"))
+
+    if s == "pipeline":
+        steps_run, loss = run_pipeline(args, rank, world, truth)
+        truth.mark("t_loop_end", step=steps_run)
+        torch.cuda.synchronize()  # a stage waiting for a peer that never comes hangs here
+        truth.mark("t_done")
+        log(rank, f"done {steps_run} pipeline steps, loss {loss.item():.4f}")
+        dist.destroy_process_group()
+        log(rank, "exit 0")
+        return
 
     torch.manual_seed(0)
     h = args.hidden
@@ -212,6 +277,12 @@ def main():
             time.sleep(pace)
             step += 1
             continue
+        if s == "gpu_busy" and rank == odd and step == args.at_step:
+            # About 2 GHz (as examples/ddp_train.py): the stream runs this before the step's forward, backward and
+            # all_reduce; the CPU goes on issuing them.
+            log(rank, f"a {args.gpu_busy_sec:.0f} s kernel on the GPU before step {step}")
+            truth.mark("t_depart", step=step)
+            torch.cuda._sleep(int(args.gpu_busy_sec * 2.0e9))
         if s == "validation" and rank == 0 and step == args.at_step:
             log(rank, f"validation on rank 0 only, {args.busy_sec:.0f} s, before step {step}")
             truth.mark("t_depart", step=step)

@@ -29,14 +29,21 @@
 #   the shim, then the cost: all_reduce_perf alternated, the call cost, the 8 B latency A/B in one process, the DDP
 #   step time alternated; 6 the profiler path, the event fallback and neither side by side (bench/gpu_profiler_ab.sh:
 #   CPU per call, the 8 B in-process A/B at 2 ranks on one GPU, NCCL's profiler activation, bus bandwidth 1..128 MB;
-#   time-boxed to NCW_PROFILER_AB_SEC, 60); 4 the table.
+#   time-boxed to NCW_PROFILER_AB_SEC, 60); 7 (only when asked: NCW_ONLY="7") two "nodes" on one GPU for every
+#   scenario of phase 5 and gpu_busy, pipeline and the 2x4 grid across two nodes (two torchrun agents, a folder each,
+#   `ncclwatch-collector serve` as the collector; columns: each node's shims, the live collector, analyze of both
+#   folders after the end), and the positions check (examples/positions_check.py: every (rank, communicator) count
+#   against the ranks' is_completed()), boxed in NCW_2N_BUDGET_SEC (470); 4 the table.
 # Knobs: NCW_GPU_BUDGET_SEC (540), NCW_FR (1; 0 skips the one-GPU Flight Recorder wave),
 # NCW_SCENARIO_TIMEOUT_SEC (10; the FSDP runs too), NCW_ONE_GPU_TIMEOUT_SEC (20:
 # the other one-GPU runs), NCW_CLEAN_SEC (150), NCW_ONLY (space-separated
 # phase numbers to run; default "0 5 2 6 4" on one GPU, "0 1 2 3 4" on two or more), NCW_RANKS (4: ranks per one-GPU
 # scenario), NCW_SUSPECT (1; 0 skips the suspicion wave), NCW_SUSPECT_SCENARIOS (its scenarios); alternations in the
 # cost phase: NCW_SWEEP_REPS (5), NCW_LAT_REPS (9), NCW_CALL_COST_REPS (5); the DDP
-# pairs get the time left.
+# pairs get the time left. Phase 7: NCW_2N_SCENARIOS (every scenario), NCW_2N_PARALLEL (4 slots: jobs of 2 ranks a
+# node at once, the grid taking two), NCW_2N_TIMEOUT_SEC (10), NCW_2N_BUDGET_SEC (470).
+#   device tool, phase 7 alone (about 5 minutes):
+#     run(command='NCW_ONLY="7" bash test/gpu/run.sh', carry=[".carry"], kind="nvidia-h200", timeout_s=600)
 set -u
 T_START=$(date +%s)
 BUDGET=${NCW_GPU_BUDGET_SEC:-540}
@@ -293,6 +300,76 @@ elif want 5; then
     done
 fi
 
+# ---------------------------------------------------------------------------------------------------------- 7
+# Issue 23: two "nodes" on one GPU for every scenario of phase 5 (and gpu_busy, pipeline, the 2x4 grid across two
+# nodes), each judged in three columns (each node's shims, the live collector `serve`, analyze of both folders after
+# the end: test/gpu/two_nodes_table.py); and the positions check (examples/positions_check.py, 4 ranks, one node:
+# test/gpu/positions_table.py). A pool of NCW_2N_PARALLEL slots (a two-node job of 2 ranks a node takes one, the grid
+# of 4 a node two), each job on its own rendezvous and collector ports, started 3 s apart; the positions job beside
+# them. The whole phase is boxed in NCW_2N_BUDGET_SEC: a job that could not finish in it is not started (NOT RUN).
+P7=$W/p7
+P7_TIMEOUT=${NCW_2N_TIMEOUT_SEC:-10}
+P7_PAR=${NCW_2N_PARALLEL:-4}
+P7_BUDGET=${NCW_2N_BUDGET_SEC:-470}
+# The longest first (the pool then ends together); the table prints them in the scenarios' own order.
+P7_SCENARIOS=${NCW_2N_SCENARIOS:-"grid_stall validation init_hang gpu_busy pipeline type_mismatch size_mismatch skip
+uneven grad_accum drift_skip drift_extra rank_dies rank_exit0 rank_segv rank_killed clean"}
+P7_JOB_SEC=90  # run_two_nodes.py --max-sec; a job takes at most that, the teardown (10 s) and the collector's 13 s
+p7_slots() { case $1 in grid_*) echo 2 ;; *) echo 1 ;; esac; }
+p7_used() {  # sets P7_USED: the slots the running two-node jobs take
+    local s
+    P7_USED=0
+    for s in "${!P7_PIDS[@]}"; do
+        if kill -0 "${P7_PIDS[$s]}" 2>/dev/null; then
+            P7_USED=$((P7_USED + $(p7_slots "$s")))
+        else
+            unset "P7_PIDS[$s]"
+        fi
+    done
+}
+if want 7 && [ "$HAVE_SHIM" = 1 ]; then
+    p7_t0=$(date +%s)
+    p7_left() { echo $((P7_BUDGET - ($(date +%s) - p7_t0))); }
+    section "7 two nodes on one GPU (2 ranks a node, the grid 4; timeout $P7_TIMEOUT s; $P7_PAR slots), and the" \
+        "positions check (4 ranks)"
+    $PY $G/run_scenario.py --scenario positions --variant shim --work "$P7/positions/shim" --shim "$SHIM" \
+        --collector "$COLL" --timeout "$P7_TIMEOUT" --nproc 4 --one-gpu --script examples/positions_check.py \
+        --end-after-report 8 --dump-at-phase mid --dump-after-report 3 --max-sec 100 >"$W/logs/p7-positions.log" 2>&1 &
+    p7_all="$!"
+    sleep 3
+    declare -A P7_PIDS=()
+    port=29800
+    for s in $P7_SCENARIOS; do
+        need=$(p7_slots "$s")
+        while p7_used; [ $((P7_USED + need)) -gt "$P7_PAR" ]; do sleep 1; done
+        if [ "$(p7_left)" -lt $((P7_JOB_SEC + 25)) ] || [ "$(left)" -lt $((P7_JOB_SEC + 40)) ]; then
+            row_not_run "70-two-nodes-nr-$s" "2 nodes: $s" "no time left (phase: $(p7_left) s, call: $(left) s)"
+            continue
+        fi
+        port=$((port + 4))
+        npn=2
+        [ "$need" = 2 ] && npn=4
+        echo "[$(elapsed) s] start: two nodes x $npn ranks: $s (rendezvous port $port, collector $((port + 1)))"
+        $PY $G/run_two_nodes.py --scenario "$s" --work "$P7/2n/$s" --shim "$SHIM" --collector "$COLL" \
+            --nproc-per-node "$npn" --timeout "$P7_TIMEOUT" --one-gpu --port "$port" --max-sec "$P7_JOB_SEC" \
+            >"$W/logs/p7-$s.log" 2>&1 &
+        P7_PIDS[$s]=$!
+        p7_all="$p7_all $!"
+        sleep 3  # spread the NCCL inits: a slow init under load reads as an init hang
+    done
+    # shellcheck disable=SC2086 # one pid per word
+    wait $p7_all
+    grep -h "run_two_nodes\|run_scenario" "$W"/logs/p7-*.log | grep "job ended\|first diag\|first report"
+    section "7 verdicts: two nodes ($(p7_left) s of the phase's $P7_BUDGET left)"
+    $PY $G/two_nodes_table.py "$P7/2n" --scenarios "$P7_SCENARIOS" --rows-dir "$W/rows" --out "$OUT/two_nodes.md"
+    section "7 verdicts: positions against the ranks' own truth"
+    $PY $G/positions_table.py "$P7/positions/shim" --rows-dir "$W/rows"
+    grep -h "mid-run at step\|skipping" "$P7/positions/shim/job.log" | head -6
+elif want 7; then
+    row_not_run "70-two-nodes" "2 nodes: every scenario" "no shim"
+    row_not_run "71-positions" "positions" "no shim"
+fi
+
 # ---------------------------------------------------------------------------------------------------------- 2
 if want 2 && [ "$HAVE_SHIM" = 1 ] && [ "$(left)" -lt 100 ]; then
     for c in ddp stall features; do row_not_run "10-$c" "1 GPU: $c" "no time left ($(left) s)"; done
@@ -512,7 +589,8 @@ section "4 evidence"
 (cd "$W" && tar czf "$OUT/evidence.tgz" --exclude='*.ncw' --exclude='*.decoded.json' --exclude='trace_rank_*' \
     --exclude='steps' --exclude='nt/ncw' . 2>/dev/null)
 # Of the one-GPU runs, the rank files of the cases a later issue judges (16 MiB a file comes back at most).
-(cd "$W" && find scen one one_gpu/grid_stall one_gpu/grid_death one_gpu/rank_dies one_gpu/two_nodes -name '*.ncw' \
+(cd "$W" && find scen one one_gpu/grid_stall one_gpu/grid_death one_gpu/rank_dies one_gpu/two_nodes p7/positions \
+    p7/2n/skip -name '*.ncw' \
     -not -path '*/clean/*' -print0 2>/dev/null |
     tar czf "$OUT/rank-files.tgz" --null -T - 2>/dev/null)
 ls -la "$OUT"

@@ -20,7 +20,10 @@ Early suspicions (test/gpu/job_readers.py's is_suspicion) and straggler notes ar
 ended after the first diagnosis (stall, mismatch, init_hang). --end-after-suspect S ends it S s after the first
 suspicion; --cap-after-hang S ends it S s after the hang began by the scripts' truth (job_readers.hang_start);
 --analyze-at-step N runs `analyze --json` over the live folder once every rank's truth says step >= N (kept as
-result.json's "analyze_at_step": what the analysis knew by then).
+result.json's "analyze_at_step": what the analysis knew by then). --dump-at-phase P runs `dump --json` of every rank
+file once every rank's truth says phase P, then creates DIR/truth/go-P (the ranks wait for it): result.json's
+"dumps_at_phase", with the truth read before and after. --dump-after-report S does the same S s after the first
+report, while the job still runs (a hung job: what its rank files say in the hang): "dumps_after_report".
 Writes DIR/result.json (raw facts; test/gpu/scenario_table.py judges them) and DIR/job.log (the job's output).
 """
 import argparse
@@ -156,6 +159,25 @@ def kill_tagged(tag, log):
             pass
 
 
+def dump_rank_files(collector, ncw_dir, out_dir, truth_dir):
+    """`dump --json` of every rank file of a running job (header and comm table), between two reads of the ranks'
+    truth: {"t", "t_done", "truth_before", "truth_after", "files": {path: {"header", "comms"} or {"error"}}}."""
+    os.makedirs(out_dir, exist_ok=True)
+    out = {"t": now(), "truth_before": read_truth(truth_dir), "files": {}}
+    for f in sorted(glob.glob(os.path.join(ncw_dir, "*", "*.ncw"))):
+        _, text, err = run_tool([collector, "dump", "--json", f], os.devnull)
+        try:
+            d = json.loads(text)
+            out["files"][f] = {"header": d.get("header"), "comms": d.get("comms")}
+        except ValueError:
+            out["files"][f] = {"error": (err or text)[-500:]}
+        with open(os.path.join(out_dir, os.path.basename(f) + ".json"), "w") as fh:  # the evidence, records left out
+            json.dump(out["files"][f], fh, indent=1)
+    out["truth_after"] = read_truth(truth_dir)
+    out["t_done"] = now()
+    return out
+
+
 def run_tool(cmd, out_path, timeout=60):
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
@@ -197,6 +219,10 @@ def main():
                    help="end the job this long after the hang began, by the scripts' truth (hang_start)")
     p.add_argument("--analyze-at-step", type=int, default=0,
                    help="run analyze over the live folder once every rank's truth 'step' reaches this; 0: never")
+    p.add_argument("--dump-at-phase", default="",
+                   help="dump every rank file once every rank's truth 'phase' is this, then create truth/go-PHASE")
+    p.add_argument("--dump-after-report", type=float, default=None,
+                   help="dump every rank file this long after the first report, while the job runs")
     a = p.parse_args()
 
     work = os.path.abspath(a.work)
@@ -269,6 +295,9 @@ def main():
     first_report = None  # (harness time it was seen, event)
     first_suspect = None  # (harness time it was seen, event)
     at_step = None  # analyze over the live folder at --analyze-at-step
+    at_phase = None  # the rank files at --dump-at-phase
+    t_phase_read = 0.0
+    after_report = None  # the rank files at --dump-after-report
     t_truth_read = 0.0
     hang_t0 = None
     ras = {}
@@ -303,6 +332,21 @@ def main():
         if a.variant == "fr" and first_fr_dump is None and glob.glob(os.path.join(fr_dir, "trace_rank_*")):
             first_fr_dump = t
             log(f"first Flight Recorder dump after {t - t_launch:.1f} s")
+        if a.dump_at_phase and at_phase is None and t - t_phase_read > 0.3:
+            t_phase_read = t
+            phases = [d.get("phase") for d in read_truth(truth_dir).values() if isinstance(d, dict)]
+            if len(phases) >= a.nproc and all(x == a.dump_at_phase for x in phases):
+                at_phase = dump_rank_files(a.collector, ncw_dir, os.path.join(work, f"dumps-{a.dump_at_phase}"),
+                                           truth_dir)
+                at_phase["phase"] = a.dump_at_phase
+                open(os.path.join(truth_dir, f"go-{a.dump_at_phase}"), "w").close()
+                log(f"every rank at phase {a.dump_at_phase}: {len(at_phase['files'])} rank files dumped in "
+                    f"{at_phase['t_done'] - at_phase['t']:.1f} s")
+        if a.dump_after_report is not None and first_report and after_report is None and \
+                t > first_report[0] + a.dump_after_report:
+            after_report = dump_rank_files(a.collector, ncw_dir, os.path.join(work, "dumps-after-report"), truth_dir)
+            after_report["after_s"] = a.dump_after_report
+            log(f"{len(after_report['files'])} rank files dumped {a.dump_after_report:g} s after the first report")
         if (a.cap_after_hang is not None or a.analyze_at_step) and t - t_truth_read > 0.5:
             t_truth_read = t
             truth = read_truth(truth_dir)
@@ -376,6 +420,10 @@ def main():
         result["hang_start_live"] = hang_t0
         if a.analyze_at_step:
             result["analyze_at_step"] = at_step
+        if a.dump_at_phase:
+            result["dumps_at_phase"] = at_phase
+        if a.dump_after_report is not None:
+            result["dumps_after_report"] = after_report
         result["events"] = report_events(ncw_dir)
         result["live_reports"] = live_reports(ncw_dir)
         rc_an, out, err = run_tool([a.collector, "analyze", "--json", ncw_dir], os.path.join(work, "analyze.json"))

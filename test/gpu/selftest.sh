@@ -4,7 +4,9 @@
 # live logic on a stand-in job (test/gpu/fake_report_job.py: suspicions, the hang's start, a step count), the tables'
 # parsers on recorded and derived inputs (test/gpu/selftest_parsers.py: the grid, FSDP, suspicion, straggler and the
 # profiler A/B, with two fake-NCCL ranks of call_cost --ab), the nccl-tests parser on synthetic output, and the RAS
-# client against a stand-in server.
+# client against a stand-in server. Phase 7: run_scenario.py's --dump-at-phase / --dump-after-report on the stand-in
+# job, test/gpu/run_two_nodes.py on a fake-NCCL job split into two node folders with `serve` (its facts, and
+# two_nodes_table.py's columns), and the two-node and positions judges on fixtures (test/gpu/selftest_two_nodes.py).
 #   bash test/gpu/selftest.sh BUILD_DIR      (BUILD_DIR from `meson setup`, with the shim, collector, fake_launch,
 #                                             fake_rank built; bench/call_cost_fake too, or its check is skipped)
 # Prints the scenario rows and exits non-zero when a check of the harness itself fails.
@@ -80,6 +82,7 @@ rs susp skip --end-after-report -1 --end-after-suspect 1 -- --suspect-at 1 &
 rs diag skip --end-after-report 1 -- --suspect-at 0.5 --stall-at 3 &
 rs hang skip --end-after-report -1 --cap-after-hang 2 -- --hang-at 1 &
 rs step straggler --end-after-report -1 --analyze-at-step 5 -- --steps 8 --sleep 3 &
+rs phase skip --end-after-report 2 --dump-at-phase mid --dump-after-report 0.5 -- --phase-at 1 --stall-at 3 &
 wait
 $PY - "$T/live" <<'PYEOF' || fail "run_scenario.py's live logic (see above)"
 import json, sys
@@ -100,10 +103,63 @@ r = res("step")
 s = r.get("analyze_at_step") or {}
 if s.get("step") != 5 or min(s.get("steps_then") or [0]) < 5 or r["ended_by"] != "itself":
     bad.append(f"step: {json.dumps(s)[:200]}, {r['ended_by']}")
+r = res("phase")  # --dump-at-phase: the dumps while every rank waits at "mid", then go-mid; --dump-after-report
+p, a = r.get("dumps_at_phase") or {}, r.get("dumps_after_report") or {}
+if p.get("phase") != "mid" or any(t.get("phase") != "mid" for t in (p.get("truth_before") or {"x": {}}).values()):
+    bad.append(f"phase: dumps at phase mid: {json.dumps(p)[:200]}")
+if not all(t.get("go_seen") for t in r["truth"].values()) or len(r["truth"]) != 2:
+    bad.append(f"phase: the ranks did not see go-mid: {r['truth']}")
+if a.get("after_s") != 0.5 or not r["first_report_seen"] or a.get("t", 0) < r["first_report_seen"]:
+    bad.append(f"phase: dumps after the report: {json.dumps(a)[:200]}, report {r['first_report_seen']}")
 for b in bad:
     print("  " + b)
 sys.exit(1 if bad else 0)
 PYEOF
+
+# Two "nodes" (phase 7): run_two_nodes.py on a test-NCCL job of 4 ranks, ranks 0-1 writing into node A's folder and
+# 2-3 into node B's (as test/e2e/offline_two_nodes.sh), every rank streaming to the runner's `serve`; rank 3 skips.
+# The runner's facts and the judge's columns: the live collector and analyze of both folders name NOT_JOINED r3,
+# node B's shim names it; node A's ranks report (their own UNKNOWN, or the collector's verdict once the shims quote
+# it: the row's overall result is the shims' to earn, not asserted here).
+cat >"$T/per_node.sh" <<'WRAP'
+#!/bin/bash
+NCCLWATCH_DIR=$NCW_NODE_DIR_B
+[ "$RANK" -lt "$NCW_NODE_SIZE" ] && NCCLWATCH_DIR=$NCW_NODE_DIR_A
+export NCCLWATCH_DIR
+exec "$@"
+WRAP
+chmod +x "$T/per_node.sh"
+$PY "$G/run_two_nodes.py" --scenario skip --work "$T/2n/skip" --shim "$SHIM" --collector "$COLL" --nproc-per-node 2 \
+    --timeout 2 --dead-after 2 --port 28990 --max-sec 60 \
+    --cmd "$LAUNCH --nproc 4 --timeout-sec 80 -- $T/per_node.sh $RANK --steps 30 --skip-rank 3 --skip-step 20 \
+           --hold-ms 60000" \
+    >"$T/2n-skip.log" 2>&1
+$PY "$G/two_nodes_table.py" "$T/2n" --scenarios skip --rows-dir "$T/2n-rows" >"$T/2n-table.txt"
+cat "$T/2n-table.txt"
+$PY - "$T/2n/skip/result.json" "$T/2n-rows/70-two-nodes-00-skip.json" <<'PYEOF' ||
+import json, sys
+res, row = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+bad = []
+nodes = sorted(f["node"] for f in res["rank_files"].values())
+if nodes != [0, 0, 1, 1]:
+    bad.append(f"rank files per node: {nodes}")
+if not res["live_history"] or not isinstance(res.get("analyze_during"), dict) or not res.get("analyze"):
+    bad.append(f"facts: {len(res['live_history'])} live reports, analyze during {bool(res.get('analyze_during'))}")
+if not any("STALL" in ln["msg"] for ln in res["lines0"]):
+    bad.append("no STALL line among node A's stderr lines")
+if row["live"] != "NOT_JOINED r3" or row["analyze"] != "NOT_JOINED r3":
+    bad.append(f"columns: live {row['live']!r}, analyze {row['analyze']!r}")
+if row["nodes"].get("B", {}).get("2", {}).get("says") != "NOT_JOINED r3" or \
+        set(row["nodes"].get("A", {})) != {"0", "1"}:
+    bad.append(f"nodes: {json.dumps(row['nodes'])[:300]}")
+if "harness after the first diagnosis" not in res["ended_by"]:
+    bad.append(f"ended by {res['ended_by']}")
+for b in bad:
+    print("  " + b)
+sys.exit(1 if bad else 0)
+PYEOF
+    { fail "two nodes: the runner or the judge (see above)"; tail -5 "$T/2n-skip.log"; }
+$PY "$G/selftest_two_nodes.py" "$T/two-fixtures" || fail "selftest_two_nodes.py (phase 7's judges on fixtures)"
 
 # The tables' parsers on recorded and derived inputs; call_cost --nranks 2 --ab on the fake NCCL through the shim.
 CC_FAKE=$B/bench/call_cost_fake
