@@ -22,6 +22,8 @@ constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 // When the rank's process departed, on the views' clock; kNever while it runs (or when nothing says when).
 uint64_t departed_at(const RankCommState& r, uint64_t now_ns) {
     if (r.end_kind != uint32_t(disk::EndKind::None) && r.end_mono_ns) return r.end_mono_ns;
+    // A clean exit whose code is not known but whose time is (the live collector: its Bye's arrival).
+    if (r.exited_clean && r.end_mono_ns) return r.end_mono_ns;
     if (r.alive || r.exited_clean) return kNever;  // a clean exit before 1.5 carries no time
     const uint64_t age = uint64_t(std::max(0.0, r.heartbeat_age_s) * 1e9);
     return now_ns > age ? now_ns - age : kNever;
@@ -183,7 +185,11 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
             r.alive = true;
             r.exited_clean = false;
             r.end_kind = uint32_t(disk::EndKind::None);
-            if (fail != kNever && is_async_error(r.async_error)) r.async_error = 0;  // its error came later too
+            // Its error came later too: a failed op, or an asynchronous error seen while no op was outstanding
+            // (first_failed_seq 0: no failed op, but the time says when).
+            if ((fail != kNever || (r.t_first_failed_ns && r.t_first_failed_ns >= first)) &&
+                is_async_error(r.async_error))
+                r.async_error = 0;
             if (first_is_failure) rewind_to(r, first);
         }
     }

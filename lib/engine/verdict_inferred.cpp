@@ -44,7 +44,9 @@ std::vector<Raise> inferred_progress(const CommView& view, std::vector<std::stri
     for (size_t j = 0; j < view.ranks.size(); ++j) {
         const auto& q = view.ranks[j];
         all_issued = std::min(all_issued, q.issued);
-        if (!q.gpu_tracking) continue;
+        // A rank whose communicator broke is no proof: the abort that follows ends its kernels, and the events
+        // count ops its peers never joined as completed.
+        if (!q.gpu_tracking || comm_broke(q)) continue;
         if (best1 == SIZE_MAX || q.completed > view.ranks[best1].completed) {
             best2 = best1;
             best1 = j;

@@ -61,6 +61,17 @@ std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double
         }
     }
     if (!timed_out) return {};
+    // Every rank is in (none missing, none failed), the last to enter less than the timeout ago: it was the one that
+    // held the init up, and the init goes on now; nothing is proven to hang yet.
+    if (missing.empty() && failed.empty() && any_alive) {
+        double newest = timeout_s;
+        for (size_t i : order) {
+            const auto& r = view.ranks[i];
+            if (r.comm_state == uint32_t(disk::CommState::Initializing) && r.t_init_done_ns == 0 && r.t_init_start_ns)
+                newest = std::min(newest, age_s(now_ns, r.t_init_start_ns));
+        }
+        if (newest < timeout_s) return {};
+    }
 
     Verdict v;
     v.kind = Kind::InitHang;

@@ -33,6 +33,15 @@ std::optional<std::pair<uint64_t, uint64_t>> posted(const RankCommState& p, int 
     return recv ? std::pair{e->recvs_issued, e->recvs_completed} : std::pair{e->sends_issued, e->sends_completed};
 }
 
+// Every op the rank issued on the communicator is done, as far as its counts say: collectives and both directions of
+// every peer. (Lower-bound counts can only make a rank look busy, never at rest.)
+bool at_rest(const RankCommState& r) {
+    if (r.issued > r.completed) return false;
+    for (const auto& e : r.p2p)
+        if (e.sends_issued > e.sends_completed || e.recvs_issued > e.recvs_completed) return false;
+    return true;
+}
+
 }  // namespace
 
 // Sends whose receive the peer never posted (and the reverse) among ranks that are otherwise at rest: the counts
@@ -96,7 +105,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
     }
     if (pending.empty()) return {};
 
-    std::vector<int> unmatched, dead, unseen, waiting, uncounted;
+    std::vector<int> unmatched, dead, unseen, waiting, uncounted, resting;
     std::vector<std::string> unmatched_ev, matched_ev;
     std::string what;
     double stalled_for = 0;
@@ -135,6 +144,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
             }
             if (!other_waits || !p->alive) {
                 unmatched.push_back(pd.peer);
+                if (p->alive && at_rest(*p)) resting.push_back(pd.peer);
                 what += (what.empty() ? "" : "; ") + line;
                 unmatched_ev.push_back("p2p: " + line);
             }
@@ -147,7 +157,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         std::sort(v.begin(), v.end());
         v.erase(std::unique(v.begin(), v.end()), v.end());
     };
-    uniq(unmatched), uniq(dead), uniq(unseen), uniq(waiting), uniq(uncounted);
+    uniq(unmatched), uniq(dead), uniq(unseen), uniq(waiting), uniq(uncounted), uniq(resting);
 
     Verdict base;
     base.comm_id = view.comm_id;
@@ -160,8 +170,13 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
     std::vector<Verdict> out;
     if (!unmatched.empty()) {
         Verdict v = base;
-        v.kind = dead.empty() ? Kind::Mismatch : Kind::Dead;
-        v.culprits = unmatched;
+        // Dead; or at rest on this communicator (every op it issued there done: not inside NCCL but in the user's
+        // code before the matching op, as a pipeline stage still computing): it has not joined, and those waiting
+        // on it wait because of it; or every unmatched peer inside other ops of it: the pairs differ.
+        v.kind = !dead.empty() ? Kind::Dead : !resting.empty() ? Kind::NotJoined : Kind::Mismatch;
+        v.culprits = v.kind == Kind::NotJoined ? resting : unmatched;
+        // The op the culprit has not issued: the match of the first waiter's.
+        if (v.kind == Kind::NotJoined) v.op.op = uint8_t(first->recv ? OpType::Send : OpType::Recv);
         v.summary = fmt::format("comm {}: p2p: {}: unmatched send/recv pair", hex_comm(view.comm_id), what);
         v.evidence = unmatched_ev;
         v.evidence.insert(v.evidence.end(), matched_ev.begin(), matched_ev.end());

@@ -355,7 +355,9 @@ std::string bases_of(const CommView& view, const std::vector<int>& ranks) {
 // among them (UNKNOWN). With every rank in sight: STUCK_IN_NCCL when every rank that has not completed W is proven
 // inside it (its call blocks in NCCL, or its GPU reached W and provably has not completed it); otherwise UNKNOWN,
 // which says what is not known and blames nothing.
-Verdict unseen_or_stuck_verdict(const Stall& s) {
+// Every rank inside the op but the last to join has been there less than the timeout: nothing is proven yet (a rank
+// that came late, then a first op's connection set-up, is not a transport that hangs). nullopt then: no verdict.
+std::optional<Verdict> unseen_or_stuck_verdict(const Stall& s, double timeout_s) {
     const CommView& view = s.view;
     const uint64_t W = s.W;
     if (!s.missing.empty())
@@ -386,6 +388,11 @@ Verdict unseen_or_stuck_verdict(const Stall& s) {
         }
     }
     if (reach_open.empty() && done_open.empty()) {
+        double newest = timeout_s;
+        for (size_t i : s.order)
+            if (const auto w = wait_seconds(view.ranks[i], s.now_ns); w && view.ranks[i].completed < W)
+                newest = std::min(newest, *w);
+        if (newest < timeout_s) return std::nullopt;
         std::string what = done == 0 ? fmt::format("all {} ranks are inside #{}; none completed", s.nranks, W)
                                      : fmt::format("all {} ranks issued #{}; {} completed it, {} still inside",
                                                    s.nranks, W, done, s.waiting.size());
@@ -455,7 +462,7 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
         out.push_back(std::move(*v));
         return out;
     }
-    out.push_back(unseen_or_stuck_verdict(s));
+    if (auto v = unseen_or_stuck_verdict(s, timeout_s)) out.push_back(std::move(*v));
     return out;
 }
 

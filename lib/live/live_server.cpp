@@ -66,9 +66,16 @@ struct RankState {
     std::string key;
     uint64_t conn_id = 0;  // 0 = not connected
     uint64_t last_frame_ns = 0;
+    // When its connection closed. A process's sockets close as it dies, so it was alive until then: a rank that died
+    // without its last State frame (SIGKILL, or the frame lost) departed here, not at its last keep-alive up to a
+    // second before, which would put it beside ranks the launcher's teardown ended later.
+    uint64_t closed_ns = 0;
     bool bye = false;
     OffsetFilter clock;
     uint64_t rank_start_mono_ns = 0;  // as the rank sent it (its own clock)
+
+    // The last moment the rank is known alive: now while connected, else its last frame or its connection's close.
+    uint64_t alive_at(uint64_t now) const { return conn_id ? now : std::max(last_frame_ns, closed_ns); }
 };
 
 struct Job {
@@ -340,6 +347,7 @@ void LiveServer::Impl::close_conn(uint64_t id) {
     Conn& c = *it->second;
     if (c.job && c.rank < c.job->ranks.size() && c.job->ranks[c.rank].conn_id == c.id) {
         c.job->ranks[c.rank].conn_id = 0;
+        c.job->ranks[c.rank].closed_ns = mono_ns();
         c.job->dirty = true;
     }
     epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, nullptr);
@@ -563,7 +571,10 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
             RankState& r = c.job->ranks[c.rank];
             r.last_frame_ns = now;
             r.bye = true;
-            c.job->snaps[c.rank].header.process_state = uint32_t(disk::ProcessState::ExitedClean);
+            HeaderInfo& h = c.job->snaps[c.rank].header;
+            h.process_state = uint32_t(disk::ProcessState::ExitedClean);
+            // When it left, if its last State did not say (engine/causal.h: a departure needs a time to be first).
+            if (!h.end_mono_ns) h.end_mono_ns = now;
             c.job->dirty = true;
             return true;
         }
@@ -918,7 +929,7 @@ bool LiveServer::Impl::something_due(const Job& job, uint64_t now) const {
     const uint64_t timeout = uint64_t(timeout_of(job) * 1e9), grace = uint64_t(opt.dead_after_s * 1e9);
     for (size_t i = 0; i < job.ranks.size(); ++i) {
         const auto& r = job.ranks[i];
-        if (!r.conn_id && !r.bye && now - r.last_frame_ns >= grace) return true;
+        if (!r.conn_id && !r.bye && now - r.alive_at(now) >= grace) return true;
         for (const auto& c : job.snaps[i].comms) {
             if (c.stall_since_ns || c.async_error) return true;
             if (c.coll_issued > c.coll_completed) {
@@ -957,7 +968,7 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     // Connected ranks are alive now; a disconnected one ages from its last frame and is gone after dead_after_s.
     for (size_t i = 0; i < job.ranks.size(); ++i) {
         const auto& r = job.ranks[i];
-        job.snaps[i].header.heartbeat_mono_ns = r.conn_id ? now : r.last_frame_ns;
+        job.snaps[i].header.heartbeat_mono_ns = r.alive_at(now);
     }
     AnalysisOptions ao;
     ao.live = true;
@@ -1226,7 +1237,7 @@ std::string LiveServer::Impl::render_metrics(metrics::Format format) {
                 m.suspected = job->suspected.count(ci.comm_id) > 0;
                 if (ci.completion_gap_p99_ns) m.gap_p99_s = double(ci.completion_gap_p99_ns) / 1e9;
                 m.connected = r.conn_id != 0;
-                m.alive = !r.bye && (r.conn_id != 0 || double(now - r.last_frame_ns) / 1e9 <= opt.dead_after_s);
+                m.alive = !r.bye && double(now - r.alive_at(now)) / 1e9 <= opt.dead_after_s;
                 samples.push_back(std::move(m));
             }
         }

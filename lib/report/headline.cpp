@@ -266,7 +266,9 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
                             culprits, op, comm);
             break;
         case Kind::InitHang:
-            s = fmt::format("init of {} did not finish: {} never entered or finished it", comm, culprits);
+            s = v.culprits.empty()
+                    ? fmt::format("init of {} did not finish: every rank entered it, none finished", comm)
+                    : fmt::format("init of {} did not finish: {} never entered or finished it", comm, culprits);
             break;
         case Kind::Straggler:
             s = fmt::format("{} is consistently last to arrive at collectives on {} (not a hang)", culprits, comm);

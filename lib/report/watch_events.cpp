@@ -17,10 +17,10 @@ namespace {
 
 // "KIND: headline" (with `suffix`) after `indent`, then the summary and the evidence, indented.
 void add_verdict(std::vector<std::string>& out, const JobResult& job, const CommResult& view, const verdict::Verdict& v,
-                 const char* indent, const std::string& suffix = "") {
+                 const std::string& indent, const std::string& suffix = "") {
     const std::vector<std::string> lines = verdict_lines(job, view, v);
     out.push_back(indent + lines.front() + suffix);
-    for (size_t i = 1; i < lines.size(); ++i) out.push_back("      " + lines[i]);
+    for (size_t i = 1; i < lines.size(); ++i) out.push_back(indent.size() > 2 ? indent + "    " + lines[i] : "      " + lines[i]);
 }
 
 void add_verdicts(std::vector<std::string>& out, const JobResult* job, const CommResult* view) {
@@ -74,6 +74,16 @@ const CommResult* same_culprit_initiating(const JobResult* job, const CommResult
 // The live collector's verdict as a report quotes it: its own words, said to be the job's.
 std::string collector_line(const std::string& line) {
     return "  " + line + " [the job's verdict, from the live collector]";
+}
+
+// Where this node sees only part of the communicator, a report leads with the live collector's verdict (it sees
+// every node), then says that what follows is this node's partial view.
+void lead_with_collector(std::vector<std::string>& out, const std::string& job_verdict, const CommResult* view) {
+    out.push_back(collector_line(job_verdict));
+    out.push_back(view && !view->missing.empty()
+                      ? fmt::format("  this node's view (comm ranks {} not visible from here):",
+                                    format_ranks(view->missing))
+                      : std::string("  this node's view:"));
 }
 
 }  // namespace
@@ -145,6 +155,11 @@ WatchEvent stall_event(const JobResult* job, const CommResult* view, const OwnSt
             "stall is reported from issue times");
     if (!own.job_verdict.empty())
         out.push_back(fmt::format("  the ranks in {} cannot name the culprit: it is on another node", own.job_dir));
+    else if (view && view->verdicts.empty() && view->missing.empty())
+        out.push_back(fmt::format(
+            "  no verdict: every rank of the communicator is visible in {} and none is proven to hold it up yet (each "
+            "is inside the op, the last to join it for less than the timeout)",
+            own.job_dir));
     else if (!view || view->verdicts.empty())
         out.push_back(
             fmt::format("  no verdict from the ranks visible in {}: the lagging rank is probably on another node (run "
@@ -225,7 +240,7 @@ WatchEvent init_suspected_event(const JobResult& job, const CommResult& view, ui
 }
 
 WatchEvent init_hang_event(const JobResult* job, const CommResult* view, uint64_t comm_id, int rank, int nranks,
-                           double waited_s) {
+                           double waited_s, const std::string& job_verdict) {
     WatchEvent e;
     std::vector<int> entered;
     if (view)
@@ -234,15 +249,24 @@ WatchEvent init_hang_event(const JobResult* job, const CommResult* view, uint64_
     if (view)
         for (const verdict::Verdict& x : view->verdicts)
             if (x.kind == verdict::Kind::InitHang) v = &x;
+    const json quoted = job_verdict.empty() ? json(nullptr) : json(job_verdict);
+    if (!job_verdict.empty()) {
+        e.lines.push_back(fmt::format(
+            "INIT_HANG on communicator {:#018x} ({} ranks; this process is rank {}): initialising for {:.1f} s",
+            comm_id, nranks, rank, waited_s));
+        lead_with_collector(e.lines, job_verdict, view);
+    }
     if (v && job) {
         // The engine's verdict: who entered, who finished, who never appeared, and the seed checklist.
-        add_verdict(e.lines, *job, *view, *v, "", fmt::format(" (this process is rank {})", rank));
+        add_verdict(e.lines, *job, *view, *v, job_verdict.empty() ? "" : "  ",
+                    fmt::format(" (this process is rank {})", rank));
         e.event = json{{"type", "init_hang"},
                        {"comm_id", hex(comm_id)},
                        {"waited_s", waited_s},
                        {"entered", entered},
                        {"not_seen", json(view->missing)},
-                       {"verdicts", json::array({verdict_json_with_headline(*job, *view, *v)})}};
+                       {"verdicts", json::array({verdict_json_with_headline(*job, *view, *v)})},
+                       {"collector_verdict", quoted}};
         return e;
     }
     e.lines.push_back(
@@ -256,23 +280,33 @@ WatchEvent init_hang_event(const JobResult* job, const CommResult* view, uint64_
                    {"waited_s", waited_s},
                    {"entered", entered},
                    {"not_seen", view ? json(view->missing) : json(nullptr)},
-                   {"verdicts", json::array()}};
+                   {"verdicts", json::array()},
+                   {"collector_verdict", quoted}};
     return e;
 }
 
-WatchEvent mismatch_event(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
+WatchEvent mismatch_event(const JobResult& job, const CommResult& view, const verdict::Verdict& v,
+                          const std::string& job_verdict) {
     WatchEvent e;
-    add_verdict(e.lines, job, view, v, "");
+    const std::string indent = job_verdict.empty() ? "" : "  ";
+    if (!job_verdict.empty()) {
+        e.lines.push_back(fmt::format("{} on communicator {:#018x} ({} ranks): the ranks' collectives differ",
+                                      v.drift ? "DRIFT" : "MISMATCH", view.comm_id, view.view.nranks));
+        lead_with_collector(e.lines, job_verdict, &view);
+    }
+    add_verdict(e.lines, job, view, v, indent);
     json verdicts = json::array({verdict_json_with_headline(job, view, v)});
     // A drift's report carries its consequences (the MISMATCHes it explains) after it.
     if (v.drift)
         for (const verdict::Verdict& x : view.verdicts)
             if (x.consequence) {
-                add_verdict(e.lines, job, view, x, "  ");
+                add_verdict(e.lines, job, view, x, indent + "  ");
                 verdicts.push_back(verdict_json_with_headline(job, view, x));
             }
-    e.event = json{
-        {"type", v.drift ? "drift" : "mismatch"}, {"comm_id", hex(view.comm_id)}, {"verdicts", std::move(verdicts)}};
+    e.event = json{{"type", v.drift ? "drift" : "mismatch"},
+                   {"comm_id", hex(view.comm_id)},
+                   {"verdicts", std::move(verdicts)},
+                   {"collector_verdict", job_verdict.empty() ? json(nullptr) : json(job_verdict)}};
     return e;
 }
 
@@ -305,22 +339,33 @@ WatchEvent recovered_event(uint64_t comm_id, double waited_s, bool by_error, boo
     return e;
 }
 
-WatchEvent final_event(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms) {
+WatchEvent final_event(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms,
+                       const std::string& job_verdict) {
     WatchEvent e;
+    const json quoted = job_verdict.empty() ? json(nullptr) : json(job_verdict);
     if (comms.empty()) {
-        e.warning = true;
-        e.lines.push_back(fmt::format("FINAL ({}): no stall and no rank gone before this one", why));
+        e.warning = job_verdict.empty();
+        if (job_verdict.empty()) {
+            e.lines.push_back(fmt::format("FINAL ({}): no stall and no rank gone before this one", why));
+        } else {
+            // Nothing stands on this node's files, but the job had a verdict: the collector's, said once more.
+            e.lines.push_back(fmt::format("FINAL ({}): no stall and no rank gone before this one on this node", why));
+            e.lines.push_back(collector_line(job_verdict));
+        }
         e.event = json{{"type", "final"},
                        {"reason", why},
                        {"comm_id", nullptr},
                        {"missing_ranks", json::array()},
-                       {"verdicts", json::array()}};
+                       {"verdicts", json::array()},
+                       {"collector_verdict", quoted}};
         return e;
     }
-    // One event, as one report: the lead's communicator first (the watchdog orders them), then the others'.
+    // One event, as one report: the lead's communicator first (the watchdog orders them), then the others'. Where
+    // this node sees only part of the lead's communicator, the collector's verdict leads.
     json verdicts = json::array();
     for (const CommResult* c : comms) {
         e.lines.push_back(fmt::format("FINAL ({}) on communicator {}:", why, hex(c->comm_id)));
+        if (c == comms.front() && !job_verdict.empty()) lead_with_collector(e.lines, job_verdict, c);
         add_verdicts(e.lines, job, c);
         for (json& v : verdicts_json(job, c)) verdicts.push_back(std::move(v));
     }
@@ -328,7 +373,8 @@ WatchEvent final_event(const char* why, const JobResult* job, const std::vector<
                    {"reason", why},
                    {"comm_id", hex(comms.front()->comm_id)},
                    {"missing_ranks", comms.front()->missing},
-                   {"verdicts", std::move(verdicts)}};
+                   {"verdicts", std::move(verdicts)},
+                   {"collector_verdict", quoted}};
     return e;
 }
 

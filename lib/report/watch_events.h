@@ -61,17 +61,22 @@ WatchEvent suspected_event(const JobResult* job, const CommResult* view, const O
 // An init waiting past verdict::kInitSuspectS for a rank never seen (view.suspected holds its verdicts).
 WatchEvent init_suspected_event(const JobResult& job, const CommResult& view, uint64_t comm_id, int rank,
                                 double waited_s, double timeout_s);
-// An init past the timeout: the engine's INIT_HANG verdict, or what this node saw when there is none.
+// An init past the timeout: the engine's INIT_HANG verdict, or what this node saw when there is none. With
+// `job_verdict` (the live collector's line, where this node sees only part of the communicator), it leads.
 WatchEvent init_hang_event(const JobResult* job, const CommResult* view, uint64_t comm_id, int rank, int nranks,
-                           double waited_s);
-// A mismatch, or a drift with the mismatches it explains after it.
-WatchEvent mismatch_event(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
+                           double waited_s, const std::string& job_verdict = {});
+// A mismatch, or a drift with the mismatches it explains after it; led by `job_verdict` as init_hang_event's.
+WatchEvent mismatch_event(const JobResult& job, const CommResult& view, const verdict::Verdict& v,
+                          const std::string& job_verdict = {});
 // Not a hang: a warning.
 WatchEvent straggler_event(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
 // The stall (or suspicion) ended: progress again, or its op returned an error.
 WatchEvent recovered_event(uint64_t comm_id, double waited_s, bool by_error, bool suspicion_only);
 // The final verdict at a SIGTERM / SIGINT: the communicators whose verdicts stand at the end, the lead's first; none:
 // one line, and an event without verdicts.
-WatchEvent final_event(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms);
+// With `job_verdict` (the live collector's line, where this node sees only part of the lead's communicator, or no
+// verdict stands here), it leads.
+WatchEvent final_event(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms,
+                       const std::string& job_verdict = {});
 
 }  // namespace ncw::report

@@ -359,7 +359,8 @@ void finish_op(ProfOp& op, uint64_t end_mono) {
     if (!op.finished.compare_exchange_strong(not_yet, 1, std::memory_order_acq_rel)) return;
     ProfilerLink& pl = *op.link;
     Runtime* rt = runtime();
-    if (op.owned && rt) {
+    const disk::CommSlot* slot = pl.cr ? pl.cr->slot.load(std::memory_order_acquire) : nullptr;
+    if (op.owned && rt && !(slot && comm_broken(*slot))) {  // an abort's kernel ends prove nothing (comm_broken)
         const uint64_t now = now_mono_ns();
         const uint64_t start = to_mono(pl, op.gpu_start.load(std::memory_order_relaxed));
         const uint64_t stop = end_mono ? end_mono : to_mono(pl, op.gpu_stop.load(std::memory_order_relaxed));
@@ -459,8 +460,9 @@ void profiler_publish_one(CommRuntime& cr) {
     const uint64_t lost = pl->by_identity() ? pl->dropped_owned.load(std::memory_order_relaxed)
                                             : pl->withdrawn.load(std::memory_order_relaxed);
     const bool desynced = pl->desynced.load(std::memory_order_relaxed);
-    const bool exact =
-        first && lost == 0 && !desynced && s->coll_completed.load(std::memory_order_relaxed) + 1 >= first;
+    // A broken communicator's counts stop where the break found them: lower bounds from then on.
+    const bool exact = first && lost == 0 && !desynced && !comm_broken(*s) &&
+                       s->coll_completed.load(std::memory_order_relaxed) + 1 >= first;
     if (lost && !pl->by_identity() && !pl->withdrawal_logged.exchange(true, std::memory_order_relaxed))
         log().info(
             "communicator {:016x}: a collective offered to NCCL's profiler events got none within its call "

@@ -49,8 +49,8 @@ constexpr uint64_t kSendStallNs = 30000000000ull;
 // retried quietly, at least each second; past it, the first failure is a warning as any other.
 constexpr uint64_t kAutoStartGraceNs = 60000000000ull;
 constexpr double kAutoStartRetryS = 1.0;
-// A State carries the point-to-point counts (read from the ring) once an op has waited this long: what a stall
-// verdict pairs, without reading the ring for every digest.
+// A State carries the point-to-point counts (read from the ring) once an op has waited this long, and once this long
+// after the rank's last change (at rest): what a stall verdict pairs, without reading the ring for every digest.
 constexpr uint64_t kP2pAfterNs = 1000000000ull;
 
 class Client {
@@ -346,12 +346,18 @@ private:
                          digest.comms.size(), sent, digest.comms.size() - sent);
         // A change goes out at most once per digest period; in between (changed or not), a keep-alive each second.
         const bool due = last_digest_.empty() || now - last_digest_at_ >= digest_ns_;
-        if (due && digest_changed(last_digest_.frame, frame)) {
+        const bool changed = due && digest_changed(last_digest_.frame, frame);
+        // A rank at rest on a communicator with point-to-point traffic sends its counts once, a second after its last
+        // change: a peer's wait is then paired with what it posted (a pipeline stage in the user's code before its
+        // send), which the digest's collective counts cannot say.
+        const bool p2p_refresh = !changed && p2p_unsent_ && now - last_digest_at_ >= kP2pAfterNs;
+        if (changed || p2p_refresh) {
             std::vector<uint8_t> copy = frame;
-            append_state(digest.comms, now, frame);
+            const bool p2p_sent = append_state(digest.comms, now, p2p_refresh, frame);
             if (queue(std::move(frame))) {
                 last_digest_.take(std::move(copy));
                 last_digest_at_ = now;
+                p2p_unsent_ = !p2p_sent && has_p2p(digest.comms);
             }
         } else if (now - last_sent_ >= kKeepAliveNs) {
             std::vector<uint8_t> ka;
@@ -362,14 +368,15 @@ private:
 
     // Protocol 1.6: after a Digest, what the file says beyond its comm slots (how the process ended; the point-to-point
     // counts per peer while an op has waited a second or more).
-    void append_state(const std::vector<CommInfo>& comms, uint64_t now, std::vector<uint8_t>& out) {
+    // Whether it carried the point-to-point counts.
+    bool append_state(const std::vector<CommInfo>& comms, uint64_t now, bool with_p2p, std::vector<uint8_t>& out) {
         wire::State st;
         st.sent_mono_ns = now;
         const HeaderInfo h = reader_->header();
 #define NCW_COPY_LIVE(type, name, ...) st.live.name = h.name;
         NCW_HEADER_LIVE_FIELDS(NCW_COPY_LIVE)
 #undef NCW_COPY_LIVE
-        bool waiting = false;
+        bool waiting = with_p2p;
         for (const CommInfo& c : comms) {
             const uint64_t since = std::max(c.t_last_progress_ns, c.t_last_issue_ns);
             if ((c.p2p_sends || c.p2p_recvs) && c.ops_issued > c.ops_completed && since && now > since &&
@@ -385,6 +392,11 @@ private:
             st.p2p = std::move(s.p2p);
         }
         wire::encode(st, out);
+        return waiting;
+    }
+
+    static bool has_p2p(const std::vector<CommInfo>& comms) {
+        return std::any_of(comms.begin(), comms.end(), [](const CommInfo& c) { return c.p2p_sends || c.p2p_recvs; });
     }
 
     // The process is ending (process_end.cpp asked): its last Digest and State go out now, whatever the period, the
@@ -402,7 +414,7 @@ private:
                 std::vector<uint8_t> frame;
                 const wire::Digest digest = make_digest(reader_->header(), reader_->comms(), now, last_digest_);
                 wire::encode(digest, frame);
-                append_state(digest.comms, now, frame);
+                append_state(digest.comms, now, has_p2p(digest.comms), frame);
                 if (queue(std::move(frame))) {
                     last_digest_at_ = now;
                     while (send_.busy() && fd_ >= 0 && clock_mono_ns() < deadline) {
@@ -535,6 +547,7 @@ private:
     const uint64_t digest_ns_ = uint64_t(rt_.cfg.digest_ms) * 1000000ull;
     uint64_t next_attempt_ = 0;
     uint64_t last_digest_at_ = 0;
+    bool p2p_unsent_ = false;  // the last State had no point-to-point counts, and some communicator has such traffic
     uint64_t last_sent_ = 0;
     uint64_t busy_since_ = 0;
     uint64_t connected_at_ = 0;

@@ -196,6 +196,7 @@ void CompletionBatch::followers_done(disk::CommSlot* slot, uint64_t count, uint6
 
 void CompletionBatch::flush(uint64_t now) {
     for (const auto& c : comms_) {
+        if (comm_broken(*c.slot)) continue;  // an abort's completions prove nothing (comm_broken)
         if (c.reached) atomic_max(c.slot->coll_reached, c.reached);
         if (c.completed) atomic_max(c.slot->coll_completed, c.completed);
         if (c.count) c.slot->ops_completed.fetch_add(c.count, std::memory_order_acq_rel);

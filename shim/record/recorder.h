@@ -62,6 +62,16 @@ void record_failed(const RankFileWriter& f, const OpRef& ref, int32_t result, ui
 // (0: none outstanding). Called on the framework's polling thread: atomics only, no lock, no syscall, no allocation.
 // true when this call recorded it.
 bool record_async_failed(CommRuntime& cr, int32_t result, uint64_t now);
+// Whether the communicator is broken: an asynchronous error, a call failed with a CUDA, system, internal or remote
+// error (not a call refused for its arguments), or an abort. GPU completions seen after that are not counted: the
+// abort ends the kernels it cancels, and their events would count ops the peers never joined. Relaxed loads only
+// (NCCL's threads call it).
+inline bool comm_broken(const disk::CommSlot& s) {
+    auto breaks = [](int32_t r) { return r == 1 || r == 2 || r == 3 || r == 6; };
+    return breaks(s.async_error.load(std::memory_order_relaxed)) ||
+           (s.ops_failed.load(std::memory_order_relaxed) && breaks(s.first_failed_result.load(std::memory_order_relaxed))) ||
+           s.state.load(std::memory_order_relaxed) == uint32_t(disk::CommState::Aborted);
+}
 // The GPU completed the operation (or, without GPU tracking, the call returned). (The poller's completions, and its
 // "reached", go through CompletionBatch below.)
 // progress=false: counted as done (nothing left to wait for, e.g. no event could be had) without proving that the

@@ -134,14 +134,15 @@ void DumpWriter::report_init_suspected(const disk::CommSlot& slot, const JobResu
 }
 
 void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view,
-                                  double waited_s) {
+                                  double waited_s, const std::string& job_verdict) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::init_hang_event(job, view, slot.comm_id, slot.rank, slot.nranks, waited_s));
+    emit(report::init_hang_event(job, view, slot.comm_id, slot.rank, slot.nranks, waited_s, job_verdict));
 }
 
-void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
+void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v,
+                                 const std::string& job_verdict) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::mismatch_event(job, view, v));
+    emit(report::mismatch_event(job, view, v, job_verdict));
 }
 
 void DumpWriter::report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
@@ -154,9 +155,10 @@ void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool b
     emit(report::recovered_event(cr.comm_id, waited_s, by_error, suspicion_only));
 }
 
-void DumpWriter::report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms) {
+void DumpWriter::report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms,
+                              const std::string& job_verdict) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::final_event(why, job, comms));
+    emit(report::final_event(why, job, comms, job_verdict));
 }
 
 void DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, bool capture_py) {

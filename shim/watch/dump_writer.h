@@ -30,18 +30,21 @@ public:
     // Early suspicion (engine/suspicion.h): one line (the lead suspected verdict, and why) and a "suspected" event.
     void report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
                           double suspect_after_s, uint64_t gap_p99_ns);
-    void report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view, double waited_s);
+    void report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view, double waited_s,
+                          const std::string& job_verdict);
     // An init waiting past verdict::kInitSuspectS for a rank never seen (view->suspected holds its verdicts).
     void report_init_suspected(const disk::CommSlot& slot, const JobResult& job, const CommResult& view,
                                double waited_s);
-    void report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
+    void report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v,
+                         const std::string& job_verdict);
     // Not a hang: a warning on stderr and a "straggler" event.
     void report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
     // suspicion_only: what ended was a suspicion that never became a stall.
     void report_recovered(const CommRuntime& cr, double waited_s, bool by_error, bool suspicion_only = false);
     // The final verdict at a SIGTERM / SIGINT (process_end.h): the communicators whose verdicts stand at the end (a
     // rank gone before this one, a stall), a "final" event each; none: one line and an empty "final" event.
-    void report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms);
+    void report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms,
+                      const std::string& job_verdict);
     // Captures the Python stacks first (py_stacks.h) unless capture_py is false (the caller just did), so that each
     // dump has them.
     void write_dump(const char* reason, disk::PyStacksReason py_reason = disk::PyStacksReason::DumpRequest,

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "engine/job_view.h"
+#include "engine/verdict_ranks.h"
 #include "read/rank_file.h"
 #include "report/headline.h"
 #include "shim/base/clock.h"
@@ -146,7 +147,13 @@ private:
         const Analysis::VerdictRef lead = report::lead_verdict(a);
         if (auto it = std::find(standing.begin(), standing.end(), lead.comm); lead.job == j && it != standing.end())
             std::rotate(standing.begin(), it, it + 1);
-        dumps_.report_final(why, j, standing);
+        // The job's verdict, where one came from the live collector and this node cannot judge alone: nothing
+        // stands here, or the lead's communicator has ranks on other nodes. (Not waited for: the process is ending.)
+        std::string job_verdict;
+        uint64_t at = 0;
+        if (!rt_.cfg.collector.empty() && (standing.empty() || !standing.front()->missing.empty()))
+            rt_.collector_verdict.get(job_verdict, at);
+        dumps_.report_final(why, j, standing, job_verdict);
         dumps_.write_dump(why, disk::PyStacksReason::FinalVerdict, false);
         final_verdict_done();
     }
@@ -253,7 +260,9 @@ private:
                 // With stalls on, the engine adds its INIT_HANG verdict (who entered, who finished, the checklist).
                 Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
                 const JobResult* j = find_job(a, rt_.id.job_id);
-                dumps_.report_init_hang(s, j, find_comm(j, s.comm_id), d.waited_s);
+                const CommResult* c = find_comm(j, s.comm_id);
+                dumps_.report_init_hang(s, j, c, d.waited_s,
+                                        own_view_partial(c) ? collector_verdict_since(s.t_init_start_ns) : std::string());
             }
         }
     }
@@ -277,7 +286,7 @@ private:
         bool tracker_stuck = rt_.tracker && last_poll < now && now - last_poll > 2000000000ull;
         // This node's files cannot name the culprit (it is on another node): the job's verdict is the live
         // collector's, which sees every node; waited for briefly, as it judges the same stall at the same timeout.
-        const std::string job_verdict = own_view_names_none(c) ? collector_verdict_since(d.since_ns) : std::string();
+        const std::string job_verdict = own_view_partial(c) ? collector_verdict_since(d.since_ns) : std::string();
         dumps_.report_stall(cr, j, c, d.waited_s, tracker_stuck, d.suspected_at_s, job_verdict);
         // Every rank of the communicator that this node can see writes its dump now, so the evidence is
         // simultaneous; the lagging rank is usually not stalled itself and would not dump on its own.
@@ -290,19 +299,26 @@ private:
         act_on_stall(rt_, cr);
     }
 
-    static bool own_view_names_none(const CommResult* c) {
-        return !c || c->verdicts.empty() || c->verdicts.front().kind == verdict::Kind::Unknown;
+    // This node's files cannot judge the communicator alone: they name no culprit, or some of its ranks are on
+    // another node (their lead may be a consequence, such as a peer's lost connection, or name two ranks where the
+    // job's majority would name one). The live collector, which sees every node, gives the job's verdict then.
+    static bool own_view_partial(const CommResult* c) {
+        return !c || c->verdicts.empty() || c->verdicts.front().kind == verdict::Kind::Unknown ||
+               !c->missing.empty();
     }
 
-    // The live collector's verdict line, if one came since `since_ns` (the stall's start) or comes within
-    // kCollectorWaitNs; "" without a collector, or when none comes in time.
+    // The live collector's verdict line, if one came since `since_ns` (the event's start) or comes within
+    // kCollectorWaitNs; "" without a collector, or when none comes in time. One that came up to a timeout before the
+    // start counts too: a death is judged at once, and this rank's GPU may have completed its last op after it.
     std::string collector_verdict_since(uint64_t since_ns) {
         if (rt_.cfg.collector.empty()) return {};
+        const uint64_t timeout_ns = uint64_t(rt_.cfg.timeout_sec * 1e9);
+        const uint64_t from = since_ns > timeout_ns ? since_ns - timeout_ns : 0;
         const uint64_t until = now_mono_ns() + kCollectorWaitNs;
         for (;;) {
             std::string line;
             uint64_t at = 0;
-            if (rt_.collector_verdict.get(line, at) && at >= since_ns) {
+            if (rt_.collector_verdict.get(line, at) && at >= from) {
                 said_collector_at_ = at;
                 return line;
             }
@@ -317,7 +333,9 @@ private:
         std::string line;
         uint64_t at = 0;
         if (!rt_.collector_verdict.get(line, at) || at <= said_collector_at_) return;
-        bool stalled_here = false;
+        // Said where a stall was reported here, and by local rank 0 (once per node) where none was: a node whose
+        // ranks are not held up (the culprit's node, a mismatch that does not hang) still says the job's verdict.
+        bool stalled_here = rt_.id.local_rank == 0;
         for (const auto& [id, w] : watch_) stalled_here = stalled_here || w.clock.stall_reported();
         if (!stalled_here) return;
         said_collector_at_ = at;
@@ -392,7 +410,8 @@ private:
                     if (!drift && (held = w.hold_mismatch(c.view, v.seq, now_mono_ns()))) continue;
                     if (drift) w.release();
                     w.last_mismatch_seq = upto;
-                    dumps_.report_mismatch(j, c, v);
+                    dumps_.report_mismatch(j, c, v, own_view_partial(&c) ? collector_verdict_since(issued_at(c, v.seq))
+                                                                        : std::string());
                 }
             }
         }
@@ -406,6 +425,14 @@ private:
                 found || (s && s->gpu_source.load(std::memory_order_relaxed) == uint32_t(disk::GpuSource::Profiler));
         });
         return found;
+    }
+
+    // When this process issued collective `seq` of the communicator (0: not known): a verdict about it came after.
+    uint64_t issued_at(const CommResult& c, uint64_t seq) const {
+        for (const verdict::RankCommState& r : c.view.ranks)
+            if (r.pid == rt_.id.pid && r.host == rt_.id.host)
+                if (const verdict::OpSig* s = verdict::find_sig(r, seq)) return s->t_issue_ns;
+        return 0;
     }
 
     // The verdict's one culprit is this process.

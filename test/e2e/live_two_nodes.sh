@@ -7,7 +7,9 @@
 #   1. rank 3 skips an all_reduce: NOT_JOINED rank 3;
 #   2. rank 3 calls _exit(3) (Python's os._exit) and the launcher tears the job down 0.3 s later, as torchrun does:
 #      DEAD rank 3, exit code 3, reported by the collector before the teardown ends the others;
-#   3. rank 3 issues a smaller all_reduce: MISMATCH rank 3.
+#   3. rank 3 issues a smaller all_reduce: MISMATCH rank 3;
+#   4. rank 3 leaves the loop early and exits with code 0 (exit handlers run, its Bye goes out: a run out of data):
+#      DEAD rank 3, exit code 0, not a rank that merely has not joined yet.
 . "$(dirname "$0")/lib.sh"
 SERVE_PID=""
 trap 'stop_serve; cleanup' EXIT
@@ -107,4 +109,16 @@ wait_for 30 has_live mismatch || fail "mismatch: no live report: $(cat "$WORK/mi
 wait_for 20 lead_is "$(live_report mismatch)" "MISMATCH r3" || fail "mismatch: the live collector says $(lead "$(live_report mismatch)")"
 stop_job
 check_same mismatch "MISMATCH r3"
+stop_serve
+
+# ---- 4. rank 3 exits 0 early (exit handlers run); the others wait ----
+start_serve exit0
+launch exit0 -- --steps 10 --exit-rank 3 --exit-step 5 --exit-code 0 --exit-how exit --hold-ms 60000
+wait_for 30 has_live exit0 || fail "exit0: no live report: $(cat "$WORK/exit0.err")"
+r=$(live_report exit0)
+[ "$(lead "$r")" = "DEAD r3" ] || fail "exit0: the live collector says $(lead "$r"), want DEAD r3"
+json_get "$r" "d['verdicts'][0]['headline']" | grep -q "exit code 0" || fail "exit0: the verdict does not say exit code 0"
+node_a_quotes exit0 DEAD
+stop_job
+check_same exit0 "DEAD r3"
 stop_serve

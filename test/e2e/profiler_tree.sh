@@ -13,7 +13,8 @@ export FAKE_NCCL_PROFILER_VERSION=5
 # counts R: "issued reached completed exact timed" of rank R's one communicator.
 counts() {
     local f
-    f=$(ls "$(job_dir)"/rank"$1"-*.ncw | head -1)
+    f=$(ls "$(job_dir)"/rank"$1"-*.ncw 2>/dev/null | head -1)
+    [ -n "$f" ] || return 1  # not started yet (wait_for asks again)
     "$NCW_COLLECTOR" dump --json "$f" >"$WORK/dump$1.json" || fail "dump $f"
     "$PY" - "$WORK/dump$1.json" <<'PYEOF'
 import json, sys

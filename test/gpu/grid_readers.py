@@ -26,7 +26,7 @@ TP03, TP47 = frozenset({0, 1, 2, 3}), frozenset({4, 5, 6, 7})
 DP04, DP15, DP26, DP37 = frozenset({0, 4}), frozenset({1, 5}), frozenset({2, 6}), frozenset({3, 7})
 GROUPS = {TP03: "TP[0-3]", TP47: "TP[4-7]", DP04: "DP[0,4]", DP15: "DP[1,5]", DP26: "DP[2,6]", DP37: "DP[3,7]",
           WORLD: "world"}
-DIAGNOSES = ("stall", "mismatch", "init_hang")  # event types; is_diagnosis() also leaves suspicions out
+DIAGNOSES = ("stall", "mismatch", "drift", "init_hang")  # event types; is_diagnosis() also leaves suspicions out
 RUNS = ["grid_stall", "grid_death", "grid_clean"]
 
 

@@ -13,7 +13,7 @@ import json
 import re
 import time
 
-DIAGNOSES = ("stall", "mismatch", "init_hang")
+DIAGNOSES = ("stall", "mismatch", "drift", "init_hang")
 SUSPECT_FIELDS = ("type", "kind", "verdict", "stage", "state", "status", "level")
 RECOVERED_TYPES = ("recovered",)
 
@@ -88,7 +88,7 @@ def is_diagnosis(e):
 
 def is_final_verdict(e):
     """The verdict a rank's shim gave as its process was ended (SIGTERM/SIGINT from the launcher: type 'final')."""
-    return isinstance(e, dict) and e.get("type") == "final" and bool(e.get("verdicts"))
+    return isinstance(e, dict) and e.get("type") == "final" and bool(e.get("verdicts") or e.get("collector_verdict"))
 
 
 def live_verdict_events(events):

@@ -57,7 +57,7 @@ EXPECT_ONE_GPU = {
 }
 ORDER = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
          "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra"]
-DIAGNOSES = ("stall", "mismatch", "init_hang")
+DIAGNOSES = ("stall", "mismatch", "drift", "init_hang")
 
 
 def parse_time(s):

@@ -232,6 +232,21 @@ def two_node_checks():
     res["analyze"] = analysis([an_verdict("DEAD", [3], evidence=["exit code 3"])], res["analyze"]["comms"])
     row = run_judge("rank_dies", res)
     check(row["pass"] is True, f"rank_dies: {row['why']}")
+    # As the shims write it: node A's own view (a peer's lost connection: ASYNC_ERROR on rank 0, ranks 2,3 not
+    # visible) follows the collector's line, which the stall event carries as collector_verdict: it leads.
+    res_q = copy.deepcopy(res)
+    line = "DEAD: rank 3 (host fakehost3, GPU 0, pid 103) exited (exit code 3); 2 ranks wait in AllReduce #81"
+    for e in res_q["events0"]:
+        e["verdicts"] = [verdict("ASYNC_ERROR", [0])]
+        e["collector_verdict"] = line
+    row = run_judge("rank_dies", res_q)
+    check(row["pass"] is True and "DEAD r3 (collector's)" in row["got"], f"rank_dies, node A led by the collector's "
+                                                                         f"line: {row['why']} {row['got']}")
+    for e in res_q["events0"]:
+        e["collector_verdict"] = None
+    row = run_judge("rank_dies", res_q)
+    check(row["pass"] is False and why_has(row, "leads with ASYNC_ERROR r0"),
+          f"rank_dies, node A's own ASYNC_ERROR without the collector's: {row['why']}")
     res["live"]["verdicts"] = [verdict("DEAD", [3])]  # the last live report lost the exit code
     row = run_judge("rank_dies", res)
     check(row["pass"] is False and why_has(row, "does not say 'exit code 3'"), f"rank_dies without the code: "

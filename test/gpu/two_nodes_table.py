@@ -176,6 +176,9 @@ def collector_marked(v, e=None):
             if isinstance(d.get(k), str) and "collector" in d[k].lower():
                 return True
         for k, x in d.items():
+            # An event's collector_verdict is the quote itself (event_said reads it), not a mark on its own verdicts.
+            if d is e and k == "collector_verdict":
+                continue
             if "collector" in k.lower() and x not in (None, False, "", [], {}):
                 return True
     if isinstance(e, dict) and "collector" in str(e.get("type", "")).lower():
@@ -183,8 +186,22 @@ def collector_marked(v, e=None):
     return isinstance(v, dict) and any(COLLECTOR_MARK.search(str(v.get(k) or "")) for k in ("headline", "summary"))
 
 
+def line_said(msg, where, collector):
+    """A verdict line ("KIND: ... rank 3 (host ...") as Said, or None."""
+    m = KIND_LINE.match(msg)
+    if not m or m.group("sus"):
+        return None
+    r = LINE_RANK.search(msg)
+    if not r and m.group("kind") == "INIT_HANG":
+        # A rank never seen has no global rank to name: at the job's first init (the world's) its comm rank is it.
+        r = re.search(r"\bcomm rank (\d+) \(", msg)
+    return Said(m.group("kind"), [int(r.group(1))] if r else [], [] if r else ["no rank in the line"], msg.strip(),
+                collector, where)
+
+
 def event_said(e, cmap, world):
-    """[(Said, verdict)] of one report event, in its order (an init hang without a verdict: its not_seen ranks)."""
+    """[(Said, verdict)] of one report event, in its order (an init hang without a verdict: its not_seen ranks),
+    then the live collector's verdict the event quotes (its collector_verdict line), if any."""
     out = []
     for v in e.get("verdicts") or []:
         s = said_of(v, cmap, e.get("comm_id"), collector_marked(v, e), e.get("type", ""))
@@ -194,6 +211,11 @@ def event_said(e, cmap, world):
         ns = [r for r in e.get("not_seen") or [] if isinstance(r, int)]
         s = said_of({"kind": "INIT_HANG", "culprits": ns, "comm_id": e.get("comm_id")}, cmap)
         out.append((Said("INIT_HANG", s.ranks, s.unknown, "not seen in init", False, "init_hang"), None))
+    cv = e.get("collector_verdict") or (e.get("line") if e.get("type") == "collector_verdict" else None)
+    if isinstance(cv, str) and cv:
+        q = line_said(cv, e.get("type", ""), True)
+        if q:
+            out.append((q, None))
     return out
 
 
@@ -204,12 +226,9 @@ def stderr_said(lines, rank):
         if not isinstance(ln, dict) or str(ln.get("rank")) != str(rank):
             continue
         msg = str(ln.get("msg") or "")
-        m = KIND_LINE.match(msg)
-        if not m or m.group("sus"):
+        s = line_said(msg, "stderr", bool(COLLECTOR_MARK.search(msg)))
+        if s is None:
             continue
-        r = LINE_RANK.search(msg)
-        s = Said(m.group("kind"), [int(r.group(1))] if r else [], [] if r else ["no rank in the line"], msg.strip(),
-                 bool(COLLECTOR_MARK.search(msg)), "stderr")
         if own is None:
             own = s
         if quote is None and s.collector:
@@ -225,12 +244,15 @@ def node_view(res, node, cmap, world, skip_init=False):
                      not (skip_init and e.get("type") == "init_hang")), key=lambda e: event_time(e) or 0)
     lines = res.get(f"lines{node}") or []
     firsts = {}
-    for e in live_verdict_events(events):
+    # A rank with no diagnosis of its own (a node whose ranks are not held up) may still say the collector's verdict
+    # as it comes (local rank 0).
+    for e in live_verdict_events(events) or [e for e in events if e.get("type") == "collector_verdict"]:
         firsts.setdefault(e.get("global_rank"), e)
     out = {}
     for rank, e in firsts.items():
         said = event_said(e, cmap, world)
-        own = said[0][0] if said else Said("none", [], [], "", False, e.get("type", ""))
+        own_said = [x for x, v in said if v is not None or not x.collector] or [x for x, _ in said]
+        own = own_said[0] if own_said else Said("none", [], [], "", False, e.get("type", ""))
 
         def quoted(s):
             return s.collector and s.kind not in VAGUE
@@ -247,7 +269,10 @@ def node_view(res, node, cmap, world, skip_init=False):
         err_own, err_quote = stderr_said(lines, rank)
         if quote is None and err_quote is not None and err_quote.kind not in VAGUE:
             quote = err_quote
-        lead = quote if own.kind in VAGUE and quote is not None else own
+        # A report that leads with the collector's verdict (its node sees only part of the communicator) says that
+        # verdict; its own view follows as this node's.
+        led = bool(e.get("collector_verdict"))
+        lead = quote if (own.kind in VAGUE or led) and quote is not None else own
         out[rank] = {"own": own, "quote": quote, "said": lead, "t": event_time(e), "stderr": err_own}
     recovered = [e for e in events if is_recovery(e)]
     return out, recovered

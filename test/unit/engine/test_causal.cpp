@@ -70,3 +70,60 @@ TEST_CASE("causal: a rank whose op failed on one communicator is a consequence o
                  n.find("then it crashed with SIGABRT") != std::string::npos);
     CHECK(noted);
 }
+
+TEST_CASE("causal: an asynchronous error seen after the first departure, with nothing outstanding, is its consequence",
+          "[causal]") {
+    // Rank 1 exits (code 3) at T. Rank 0 had completed all it issued when ncclCommGetAsyncError said ncclRemoteError
+    // 40 ms later (first_failed_seq 0: no op failed), then issued #11, which waits. Its error is the departure's
+    // consequence, not an ASYNC_ERROR of its own.
+    CommView v;
+    v.comm_id = 0x11;
+    v.nranks = 2;
+    v.ranks = {rank(0, 0, 11, 10), rank(1, 1, 10, 10)};
+    ends(v.ranks[1], disk::EndKind::Exit, 3, kT);
+    v.ranks[0].async_error = 6;
+    v.ranks[0].ops_failed = 1;
+    v.ranks[0].first_failed_seq = 0;
+    v.ranks[0].first_failed_result = 6;
+    v.ranks[0].t_first_failed_ns = kT + 40 * kMs;
+    const CausalOrder o = order_causally({&v}, kT + 5000 * kMs);
+    REQUIRE(o.any);
+    CHECK(o.first_ns == kT);
+    CHECK(v.ranks[0].async_error == 0);
+    CHECK_FALSE(v.ranks[1].alive);
+
+    SECTION("an error before the departure stays") {
+        CommView w;
+        w.comm_id = 0x12;
+        w.nranks = 2;
+        w.ranks = {rank(0, 0, 11, 10), rank(1, 1, 10, 10)};
+        ends(w.ranks[1], disk::EndKind::Exit, 3, kT);
+        w.ranks[0].async_error = 6;
+        w.ranks[0].ops_failed = 1;
+        w.ranks[0].first_failed_result = 6;
+        w.ranks[0].t_first_failed_ns = kT - 500 * kMs;
+        order_causally({&w}, kT + 5000 * kMs);
+        CHECK(w.ranks[0].async_error == 6);
+    }
+}
+
+TEST_CASE("causal: a clean exit with a time (the live collector's Bye) is a first departure", "[causal]") {
+    // Rank 1 ran its exit handlers at T (its Bye came then; its exit code never did). Rank 0's op failed 50 ms later
+    // (ncclRemoteError: the peer's connection closed): the consequence, not the first event.
+    CommView v;
+    v.comm_id = 0x13;
+    v.nranks = 2;
+    v.ranks = {rank(0, 0, 11, 10), rank(1, 1, 10, 10)};
+    v.ranks[1].alive = false;
+    v.ranks[1].exited_clean = true;
+    v.ranks[1].end_mono_ns = kT;
+    v.ranks[0].ops_failed = 1;
+    v.ranks[0].first_failed_seq = 11;
+    v.ranks[0].first_failed_result = 6;
+    v.ranks[0].t_first_failed_ns = kT + 50 * kMs;
+    const CausalOrder o = order_causally({&v}, kT + 5000 * kMs);
+    REQUIRE(o.any);
+    CHECK(o.first_ns == kT);
+    CHECK_FALSE(v.ranks[1].alive);
+    CHECK(v.ranks[1].exited_clean);
+}

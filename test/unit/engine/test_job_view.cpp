@@ -331,10 +331,10 @@ TEST_CASE("snapshots feed analyze() directly; live mode sees this process alive"
     CHECK(verdict_importance(verdict::Kind::GpuNotReached) < verdict_importance(verdict::Kind::StuckInNccl));
 }
 
-TEST_CASE("p2p counts come from the ring: an unmatched send is a MISMATCH, not UNKNOWN", "[job_view]") {
+TEST_CASE("p2p counts come from the ring: an unmatched send to a peer at rest is NOT_JOINED, not UNKNOWN", "[job_view]") {
     TempDir dir;
     // Rank 0 sent #1..#3 to rank 1; #3 has been pending since t=90 s. Rank 1 received #1 and #2 and posted nothing
-    // more. No collective is outstanding.
+    // more: at rest, it has not joined (a pipeline stage before its receive). No collective is outstanding.
     RankSpec r0;
     r0.issued = r0.completed = 4;
     r0.last_issue = r0.last_progress = 1090 * kSec;
@@ -360,7 +360,7 @@ TEST_CASE("p2p counts come from the ring: an unmatched send is a MISMATCH, not U
     CHECK(c.view.ranks[0].p2p[0].sends_issued == 3);
     CHECK(c.view.ranks[0].p2p[0].sends_completed == 2);
     CHECK(c.view.ranks[0].p2p[0].t_oldest_send_pending_ns == 1095 * kSec);
-    const verdict::Verdict* v = find_kind(c, verdict::Kind::Mismatch);
+    const verdict::Verdict* v = find_kind(c, verdict::Kind::NotJoined);
     REQUIRE(v != nullptr);
     CHECK(v->culprits == std::vector<int>{1});
     CHECK(v->summary.find("rank 0 waits 5.0 s in send #3 to rank 1, but rank 1 posted only 2 receives") !=

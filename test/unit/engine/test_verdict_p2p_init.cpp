@@ -24,19 +24,40 @@ RankCommState p2p_rank(int r, std::vector<PeerP2p> peers) {
 }  // namespace
 
 TEST_CASE("verdict: point-to-point", "[verdict]") {
-    SECTION("a stall with only a send outstanding, the peer never posted the recv: MISMATCH, not UNKNOWN") {
-        // Pipeline stage 0 sends micro-batch 5 to stage 1, which posted only 4 receives and is idle.
+    SECTION("a stall with only a send outstanding, the peer at rest never posted the recv: NOT_JOINED") {
+        // Pipeline stage 0 sends micro-batch 5 to stage 1, which posted only 4 receives and is idle: every op it
+        // issued on the communicator is done, so it is in the user's code before its receive (a stage still
+        // computing, a Python function it sits in), not inside NCCL.
         auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}), p2p_rank(1, {peer(0, 0, 0, 4, 4)})});
         auto vs = diagnose_stall(v, kNow, kTimeout);
         REQUIRE(vs.size() == 1);
-        CHECK(vs[0].kind == Kind::Mismatch);
+        CHECK(vs[0].kind == Kind::NotJoined);
         CHECK(vs[0].culprits == Ranks{1});
         CHECK(vs[0].waiting == Ranks{0});
+        CHECK(vs[0].op.op == uint8_t(ncw::disk::OpType::Recv));  // the op it never issued: the send's match
         CHECK(contains(vs[0].summary,
                        "p2p: rank 0 waits 30.0 s in send #5 to rank 1, but rank 1 posted only 4 "
                        "receives from rank 0 and waits in none from it: unmatched send/recv pair"));
         CHECK(std::all_of(vs[0].evidence.begin(), vs[0].evidence.end(),
                           [](const std::string& e) { return contains(e, "p2p"); }));
+    }
+    SECTION("the peer waits in another op of the communicator instead: the pairs differ, MISMATCH") {
+        // Head to head: each waits in a send to the other, and neither posted the receive.
+        auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 2, 2, 30.0)}), p2p_rank(1, {peer(0, 3, 2, 4, 4, 30.0)})});
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::Mismatch);
+        CHECK(vs[0].culprits == Ranks{0, 1});
+    }
+    SECTION("a chain: the stage at rest is the one not joined, not the stage waiting on it") {
+        // Stage 0 waits on stage 1, which waits in a send to stage 2; stage 2 is at rest before its receive.
+        auto v = view(3, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}),
+                          p2p_rank(1, {peer(0, 0, 0, 4, 4), peer(2, 3, 2, 0, 0, 30.0)}),
+                          p2p_rank(2, {peer(1, 0, 0, 2, 2)})});
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::NotJoined);
+        CHECK(vs[0].culprits == Ranks{2});
     }
     SECTION("both sides posted, neither completes: stuck inside NCCL") {
         auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}), p2p_rank(1, {peer(0, 0, 0, 5, 4, 30.0)})});

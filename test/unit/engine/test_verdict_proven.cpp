@@ -136,6 +136,17 @@ TEST_CASE("proven: every rank proven inside the op: STUCK_IN_NCCL", "[verdict]")
         CHECK(any_line(vs[0], "check the network path"));
         CHECK(any_line(vs[0], "issued #42, reached #42, completed #41, waiting 12.0 s"));  // exact: no label
     }
+    SECTION("every rank inside, but the last joined less than the timeout ago: nothing proven yet") {
+        // Rank 3 came late (a slow start under load) and joined 3 s ago; the others waited 12 s, mostly for it,
+        // then for the op's first connection set-up: no transport is proven to hang, and nobody held it up long.
+        std::vector<RankCommState> rs;
+        for (int r = 0; r < 4; ++r) rs.push_back(waiting(r, 41, r == 3 ? 3.0 : 12.0));
+        CHECK(diagnose_stall(view(4, rs), kNow, kTimeout).empty());
+        // At timeout 0 (a final verdict: the job is ending), what stands is said.
+        auto at0 = diagnose_stall(view(4, rs), kNow, 0.0);
+        REQUIRE(at0.size() == 1);
+        CHECK(at0[0].kind == Kind::StuckInNccl);
+    }
     SECTION("CUDA events: reached, and a pending event right after the op") {
         auto vs = diagnose_stall(view(4, four_waiting(42, 0, 42)), kNow, kTimeout);
         REQUIRE(vs.size() == 1);
@@ -181,6 +192,30 @@ TEST_CASE("proven: a peer's completion raises what it proves, never past a rank'
         REQUIRE(!es.empty());
         CHECK(es[0].seq == 40);
         CHECK(!any_line(es[0], "not completed on record"));
+    }
+
+    SECTION("a peer whose communicator broke proves nothing: the abort ends its kernels, not the op") {
+        for (int how = 0; how < 3; ++how) {
+            auto b2 = idle(2, 41);
+            if (how == 0) b2.async_error = 6;  // ncclRemoteError, from ncclCommGetAsyncError
+            if (how == 1) {                    // a call that failed with ncclRemoteError
+                b2.ops_failed = 1;
+                b2.first_failed_seq = 42;
+                b2.first_failed_result = 6;
+            }
+            if (how == 2) b2.comm_state = uint32_t(ncw::disk::CommState::Aborted);
+            auto bs = diagnose_stall(view(3, {r0, r1, b2}), kNow, kTimeout);
+            INFO("how " << how);
+            for (const auto& v : bs) CHECK(!any_line(v, "not completed on record"));
+        }
+        // A call refused for its arguments does not break the communicator: its completions still prove.
+        auto a2 = idle(2, 41);
+        a2.ops_failed = 1;
+        a2.first_failed_seq = 0;
+        a2.first_failed_result = 4;  // ncclInvalidArgument
+        auto as = diagnose_stall(view(3, {r0, r1, a2}), kNow, kTimeout);
+        REQUIRE(!as.empty());
+        CHECK(any_line(as[0], "#40..#41 not completed on record"));
     }
 }
 
