@@ -49,8 +49,8 @@ constexpr uint64_t kSendStallNs = 30000000000ull;
 // retried quietly, at least each second; past it, the first failure is a warning as any other.
 constexpr uint64_t kAutoStartGraceNs = 60000000000ull;
 constexpr double kAutoStartRetryS = 1.0;
-// A State carries the point-to-point counts (read from the ring) once an op has waited this long, and once this long
-// after the rank's last change (at rest): what a stall verdict pairs, without reading the ring for every digest.
+// A State carries the point-to-point counts (read from the ring at most once this long, and once more this long after
+// the rank's last change, at rest): what a stall verdict pairs, without reading the ring for every digest.
 constexpr uint64_t kP2pAfterNs = 1000000000ull;
 
 class Client {
@@ -353,11 +353,11 @@ private:
         const bool p2p_refresh = !changed && p2p_unsent_ && now - last_digest_at_ >= kP2pAfterNs;
         if (changed || p2p_refresh) {
             std::vector<uint8_t> copy = frame;
-            const bool p2p_sent = append_state(digest.comms, now, p2p_refresh, frame);
+            const bool p2p_fresh = append_state(digest.comms, now, p2p_refresh, frame);
             if (queue(std::move(frame))) {
                 last_digest_.take(std::move(copy));
                 last_digest_at_ = now;
-                p2p_unsent_ = !p2p_sent && has_p2p(digest.comms);
+                p2p_unsent_ = !p2p_fresh && has_p2p(digest.comms);
             }
         } else if (now - last_sent_ >= kKeepAliveNs) {
             std::vector<uint8_t> ka;
@@ -368,31 +368,34 @@ private:
 
     // Protocol 1.6: after a Digest, what the file says beyond its comm slots (how the process ended; the point-to-point
     // counts per peer while an op has waited a second or more).
-    // Whether it carried the point-to-point counts.
-    bool append_state(const std::vector<CommInfo>& comms, uint64_t now, bool with_p2p, std::vector<uint8_t>& out) {
+    // Whether the point-to-point counts it carried were read now (not the cached table of an earlier State).
+    bool append_state(const std::vector<CommInfo>& comms, uint64_t now, bool fresh_p2p, std::vector<uint8_t>& out) {
         wire::State st;
         st.sent_mono_ns = now;
         const HeaderInfo h = reader_->header();
 #define NCW_COPY_LIVE(type, name, ...) st.live.name = h.name;
         NCW_HEADER_LIVE_FIELDS(NCW_COPY_LIVE)
 #undef NCW_COPY_LIVE
-        bool waiting = with_p2p;
-        for (const CommInfo& c : comms) {
-            const uint64_t since = std::max(c.t_last_progress_ns, c.t_last_issue_ns);
-            if ((c.p2p_sends || c.p2p_recvs) && c.ops_issued > c.ops_completed && since && now > since &&
-                now - since >= kP2pAfterNs)
-                waiting = true;
-        }
-        if (waiting) {
-            FileSnapshot s;
-            s.comms = comms;
-            reader_->p2p(s);
+        // Once a communicator has point-to-point traffic, every State carries its counts (the collector keeps only
+        // the latest State's): read from the ring at most once a kP2pAfterNs, else the table read last.
+        bool read_now = false;
+        if (has_p2p(comms)) {
+            if (fresh_p2p || !p2p_cached_ || now - p2p_read_at_ >= kP2pAfterNs) {
+                FileSnapshot s;
+                s.comms = comms;
+                reader_->p2p(s);
+                p2p_cache_ = std::move(s.p2p);
+                p2p_cache_wrapped_ = s.p2p_wrapped;
+                p2p_cached_ = true;
+                p2p_read_at_ = now;
+                read_now = true;
+            }
             st.p2p_read = true;
-            st.p2p_wrapped = s.p2p_wrapped;
-            st.p2p = std::move(s.p2p);
+            st.p2p_wrapped = p2p_cache_wrapped_;
+            st.p2p = p2p_cache_;
         }
         wire::encode(st, out);
-        return waiting;
+        return read_now;
     }
 
     static bool has_p2p(const std::vector<CommInfo>& comms) {
@@ -547,7 +550,13 @@ private:
     const uint64_t digest_ns_ = uint64_t(rt_.cfg.digest_ms) * 1000000ull;
     uint64_t next_attempt_ = 0;
     uint64_t last_digest_at_ = 0;
-    bool p2p_unsent_ = false;  // the last State had no point-to-point counts, and some communicator has such traffic
+    // The last State's point-to-point counts were not read at that change (a cached table), and some communicator has
+    // such traffic: a refresh goes out once the rank is at rest.
+    bool p2p_unsent_ = false;
+    std::vector<FileSnapshot::P2pTable> p2p_cache_;
+    bool p2p_cache_wrapped_ = false;
+    bool p2p_cached_ = false;
+    uint64_t p2p_read_at_ = 0;
     uint64_t last_sent_ = 0;
     uint64_t busy_since_ = 0;
     uint64_t connected_at_ = 0;
