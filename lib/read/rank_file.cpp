@@ -138,6 +138,9 @@ bool RankFile::open(const std::string& path) noexcept {
             return fail("empty file (0 bytes): not a rank file, or not written yet");
         }
         // Kept open and read with pread: anyone may truncate the file meanwhile (a mapping would then SIGBUS us).
+        // Every read names its exact range: the kernel's readahead (up to the device's window, megabytes) would only
+        // read what we never use, and on a cold cache that is most of the I/O.
+        posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
         fd_ = fd;
         size_ = size_t(st.st_size);
         open_ = true;
@@ -194,6 +197,29 @@ bool RankFile::fetch(uint64_t off, void* dst, size_t n) const noexcept {
         }
     }
     return true;
+}
+
+void RankFile::prefetch(uint64_t ring_records) const noexcept {
+    if (!open_ || fd_ < 0 || !read_error_.empty()) return;
+    alignas(8) unsigned char hbuf[sizeof(disk::FileHeader)];
+    if (!fetch(0, hbuf, sizeof hbuf)) return;  // validate() read it: in the page cache
+    const auto* h = header_of(hbuf);
+    auto advise = [&](uint64_t off, uint64_t n) {
+        if (off >= size_ || n == 0) return;
+        posix_fadvise(fd_, off_t(off), off_t(std::min<uint64_t>(n, size_ - off)), POSIX_FADV_WILLNEED);
+    };
+    const uint32_t comms = std::min({ld(h->num_comms), max_comms_, usable_comms_});
+    advise(comm_table_offset_, uint64_t(comms) * comm_slot_size_);
+    if (env_capacity_) advise(env_offset_, std::min<uint64_t>(ld(h->env_bytes), env_capacity_));
+    if (py_stacks_capacity_) advise(py_stacks_offset_, std::min<uint32_t>(ld(h->py_stacks_len), py_stacks_capacity_));
+    // The newest ring_records slots, in at most two runs (the ring wraps).
+    const uint64_t wt = ld(h->write_ticket), cap = ring_capacity_;
+    const uint64_t n = std::min({ring_records, wt, cap});
+    if (n == 0) return;
+    const uint64_t first = (wt - n) & (cap - 1);
+    const uint64_t run = std::min(n, cap - first);
+    advise(ring_offset_ + first * record_size_, run * record_size_);
+    if (run < n) advise(ring_offset_, (n - run) * record_size_);
 }
 
 bool RankFile::check_size() const noexcept {

@@ -138,6 +138,12 @@ public:
     // replaced or deleted since (its path now names another file, or none).
     bool check_size() const noexcept;
 
+    // Asks the kernel to start reading what the next snapshot reads (posix_fadvise WILLNEED): the comm slots in use,
+    // the environment and Python stacks as published, and the newest ring_records ring slots. On a cold page cache
+    // their reads then go out together, and the snapshot waits once instead of once per region. Reads nothing
+    // itself but the header (already cached by open); a no-op for open_memory.
+    void prefetch(uint64_t ring_records) const noexcept;
+
     // Snapshots. Each re-reads the file, so a running writer's progress shows up; an unopened file gives empty
     // results.
     HeaderInfo header() const noexcept;

@@ -107,15 +107,11 @@ void read_unslotted(const RankFile& file, FileSnapshot& s) {
                              " of them left no record in the ring: their progress is not in this file");
 }
 
-// Offline, the signature window (the last 64 collectives per communicator) may have rolled past a mismatch that NCCL
-// completed silently while the job went on. The newest kHistoryRecords ring records give the collectives before the
-// window, so the mismatch scan sees them too; bounded, so 1,024 files stay a few tens of MB.
-constexpr uint64_t kHistoryRecords = 2048;
-
-void read_history(const RankFile& file, FileSnapshot& s) {
+// The collectives before the signature window, from the newest `history` ring records (kHistoryRecords, snapshot.h).
+void read_history(const RankFile& file, FileSnapshot& s, uint64_t history) {
     if (s.comms.empty()) return;
     const uint64_t ticket = s.header.write_ticket;
-    const RecordSet set = file.records(ticket > kHistoryRecords ? ticket - kHistoryRecords : 0);
+    const RecordSet set = file.records(ticket > history ? ticket - history : 0);
     for (auto& c : s.comms) {
         uint64_t oldest = UINT64_MAX;
         for (const auto& g : c.recent) oldest = std::min(oldest, g.seq);
@@ -204,7 +200,7 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
     }
 }
 
-FileSnapshot snapshot(const RankFile& file, bool with_p2p) noexcept {
+FileSnapshot snapshot(const RankFile& file, bool with_p2p, uint64_t history_records) noexcept {
     FileSnapshot s;
     try {
         s.path = file.path();
@@ -214,14 +210,16 @@ FileSnapshot snapshot(const RankFile& file, bool with_p2p) noexcept {
         }
         s.ok = true;
         s.warnings = file.warnings();
+        // The ring's tail too when it is read below: on a cold cache its read then overlaps the comm slots'.
+        if (with_p2p) file.prefetch(history_records);
         file.check_size();
         s.header = file.header();
         s.comms = file.comms();
         if (with_p2p) {
             read_unslotted(file, s);
             read_p2p(file, s);
-            read_history(file, s);
-            read_gpu_spans(file, s.comms, kHistoryRecords);
+            read_history(file, s, history_records);
+            read_gpu_spans(file, s.comms, history_records);
         }
         // A file that changed size since it was opened (truncated, regrown, replaced) is not read at all: half of
         // it may be gone or another file's. Named by its error, skipped by the analysis.
@@ -237,10 +235,10 @@ FileSnapshot snapshot(const RankFile& file, bool with_p2p) noexcept {
     return s;
 }
 
-FileSnapshot snapshot_path(const std::string& path, bool with_p2p) noexcept {
+FileSnapshot snapshot_path(const std::string& path, bool with_p2p, uint64_t history_records) noexcept {
     RankFile f;
     f.open(path);
-    return snapshot(f, with_p2p);
+    return snapshot(f, with_p2p, history_records);
 }
 
 }  // namespace ncw

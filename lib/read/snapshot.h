@@ -30,12 +30,20 @@ struct FileSnapshot {
     std::vector<P2pTable> p2p;
 };
 
+// Offline, the signature window (the last 64 collectives per communicator) may have rolled past a mismatch that NCCL
+// completed silently while the job went on: the newest ring records give the collectives before the window (and the
+// GPU times), so the mismatch scan sees them too. This many per file, bounded so that 1,024 files stay a few tens of
+// MB; a bigger analysis shares a budget of them (read/snapshot_batch.h).
+inline constexpr uint64_t kHistoryRecords = 2048;
+
 // with_p2p: also read the ring for the send/recv counts per peer (only the files whose comms did p2p pay for it), the
-// collectives before the signature window, and the in-collective GPU times (CommInfo::gpu_spans, read/gpu_spans.h).
-// Unopened: its open() error; changed size since open or shrank under the read: !ok, error = file.read_error() (the
-// RankFile stays failed: reopen it to read the file as it is now).
-FileSnapshot snapshot(const RankFile& file, bool with_p2p = false) noexcept;  // unopened: its open() error
-FileSnapshot snapshot_path(const std::string& path, bool with_p2p = false) noexcept;
+// collectives before the signature window and the in-collective GPU times (CommInfo::gpu_spans, read/gpu_spans.h),
+// both from the newest history_records ring records. Unopened: its open() error; changed size since open or shrank
+// under the read: !ok, error = file.read_error() (the RankFile stays failed: reopen it to read the file as it is now).
+FileSnapshot snapshot(const RankFile& file, bool with_p2p = false,
+                      uint64_t history_records = kHistoryRecords) noexcept;  // unopened: its open() error
+FileSnapshot snapshot_path(const std::string& path, bool with_p2p = false,
+                           uint64_t history_records = kHistoryRecords) noexcept;
 
 // The point-to-point counts of s.comms' communicators that carried any, from the file's ring (s.p2p_read, p2p_wrapped,
 // p2p): what snapshot(file, true) adds; the live digest client sends the same (protocol 1.6 State).
