@@ -107,6 +107,14 @@ int run_analyze(const AnalyzeArgs& opt) {
     // analysed together: the same as analyze_paths, which reads them one after the other.
     Analysis a = analyze(snapshot_paths(paths, aopt.p2p), aopt);
     a.warnings.insert(a.warnings.begin(), problems.begin(), problems.end());
+    // Past 1,024 files the files share one history budget: say how far back this analysis looked (claim only what
+    // was read).
+    if (const uint64_t h = history_records_for(paths.size()); a.files_read && h < kHistoryRecords)
+        a.warnings.push_back(fmt::format(
+            "{} files: each rank's history before its communicators' signature windows is its newest {} records ({} "
+            "with 1,024 files or fewer): a mismatch NCCL completed silently before them, and older GPU times, are "
+            "not looked at",
+            a.files_read, h, kHistoryRecords));
 
     if (a.files_read == 0) {
         if (opt.as_json) fmt::print("{}\n", report::dump_json(analysis_doc(a, opt.timeout_s)));
