@@ -148,8 +148,8 @@ Command add_serve(CLI::App& sub) {
     seconds("--analyze-period", o.analyze_period_s, "")->group("");
     sub.add_flag_callback("--no-dumps", [&o] { o.request_dumps = false; })->group("");
     const char* limits = "Limits";
-    count("--max-connections", o.max_connections, "connections open at once; more are closed at once (default 65536)");
-    count("--max-ranks", o.max_ranks, "ranks (job, global rank) kept (default 65536)");
+    count("--max-connections", o.max_connections, "connections open at once; more are closed at once (default 262144)");
+    count("--max-ranks", o.max_ranks, "ranks (job, global rank) kept (default 262144)");
     count("--max-jobs", o.max_jobs,
           "jobs kept (default 4096); past either, the idle job (no rank\nconnected) heard from least recently is "
           "forgotten, and only when none\nis idle is a rank refused (\"collector full\")");

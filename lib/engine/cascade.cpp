@@ -7,8 +7,10 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_set>
 #include <utility>
 
+#include "engine/verdict_ranks.h"
 #include "read/text.h"  // text::hex
 
 namespace ncw::verdict {
@@ -30,12 +32,6 @@ constexpr double kSameMomentS = 1.0;
 
 bool same_process(const RankCommState& a, const RankCommState& b) { return a.host == b.host && a.pid == b.pid; }
 
-const RankCommState* rank_of(const CommView& v, int comm_rank) {
-    for (const auto& r : v.ranks)
-        if (r.comm_rank == comm_rank) return &r;
-    return nullptr;
-}
-
 const RankCommState* process_in(const CommView& v, const RankCommState& p) {
     for (const auto& r : v.ranks)
         if (same_process(r, p)) return &r;
@@ -56,9 +52,11 @@ struct Stall {
     uint64_t seq = 0;
     std::vector<int> held;      // comm ranks waiting in `seq` (inside it as far as proven)
     std::vector<int> culprits;  // comm ranks proven to hold it up (every kind but UNKNOWN names them)
-    bool stuck = false;         // STUCK_IN_NCCL: every rank proven inside the op, so none waits on another stall
-    int parent = -1;            // the stall this one waits because of
-    std::string link;           // the evidence line that links it to its parent
+    // The same as sets: a world of 131,072 ranks waits in one stall, and a scan per rank would be O(ranks^2).
+    std::unordered_set<int> held_set, culprit_set;
+    bool stuck = false;  // STUCK_IN_NCCL: every rank proven inside the op, so none waits on another stall
+    int parent = -1;     // the stall this one waits because of
+    std::string link;    // the evidence line that links it to its parent
 };
 
 // A reason for stall `x` to wait because of stall `a`: a process `x` waits on is held in `a`'s op.
@@ -116,13 +114,12 @@ std::vector<Candidate> candidates(const std::vector<Stall>& stalls, size_t i) {
     // rank is proven inside x's own op there.
     if (x.culprits.empty() && x.stuck) return out;
     for (int cr : x.culprits.empty() ? x.held : x.culprits) {
-        const RankCommState* px = rank_of(*x.view, cr);
+        const RankCommState* px = state_of_rank(*x.view, cr);
         if (!px || (px->host.empty() && px->pid == 0)) continue;
         for (size_t a = 0; a < stalls.size(); ++a) {
             if (a == i) continue;
             const RankCommState* pa = process_in(*stalls[a].view, *px);
-            if (!pa || std::find(stalls[a].held.begin(), stalls[a].held.end(), pa->comm_rank) == stalls[a].held.end())
-                continue;
+            if (!pa || !stalls[a].held_set.count(pa->comm_rank)) continue;
             if (auto line = held_in(x, *px, stalls[a], *pa)) out.push_back({a, std::move(*line)});
         }
     }
@@ -145,13 +142,13 @@ void assign_cascade_roles(const std::vector<CommVerdicts>& comms) {
             s.seq = v.seq;
             s.stuck |= v.kind == Kind::StuckInNccl;
             for (int r : v.waiting)
-                if (std::find(s.held.begin(), s.held.end(), r) == s.held.end()) s.held.push_back(r);
+                if (s.held_set.insert(r).second) s.held.push_back(r);
             // UNKNOWN's "culprits" are ranks out of sight, if any; ASYNC_ERROR's are ranks whose NCCL reported an
             // error (a peer gone, often), not ranks that hold the op up: a dead rank's stall would otherwise read as
             // a cascade of wherever its erroring peers wait.
             if (v.kind == Kind::Unknown || v.kind == Kind::AsyncError) continue;
             for (int r : v.culprits)
-                if (std::find(s.culprits.begin(), s.culprits.end(), r) == s.culprits.end()) s.culprits.push_back(r);
+                if (s.culprit_set.insert(r).second) s.culprits.push_back(r);
         }
         if (any) stalls.push_back(std::move(s));
     }

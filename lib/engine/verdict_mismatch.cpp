@@ -122,12 +122,15 @@ void field_evidence(const std::vector<Group>& groups, int nranks, std::vector<st
 OpSig majority_sig(const CommView& v, const std::vector<size_t>& order, const std::vector<int>& ranks, uint64_t seq) {
     std::vector<std::pair<int, const OpSig*>> entries;
     const OpSig* any = nullptr;
+    // Sorted once, searched per rank: the ranks are every waiting rank of a stall (O(ranks^2) as a scan each).
+    std::vector<int> among(ranks);
+    std::sort(among.begin(), among.end());
     for (size_t i : order) {
         const auto& r = v.ranks[i];
         const OpSig* s = find_sig(r, seq);
         if (!s) continue;
         if (!any) any = s;
-        if (std::find(ranks.begin(), ranks.end(), r.comm_rank) != ranks.end()) entries.emplace_back(r.comm_rank, s);
+        if (std::binary_search(among.begin(), among.end(), r.comm_rank)) entries.emplace_back(r.comm_rank, s);
     }
     if (!entries.empty()) return *group_by_sig(entries).front().sig;
     if (any) return *any;
@@ -141,22 +144,40 @@ std::vector<Verdict> find_mismatches(const CommView& view) {
     const auto missing = missing_ranks(view);
 
     // seq -> (comm rank, signature), ranks in comm-rank order. Only collectives are matched: p2p ops legitimately
-    // differ between peers and lifecycle events take no sequence number.
-    std::map<uint64_t, std::vector<std::pair<int, const OpSig*>>> by_seq;
-    std::map<int, const RankCommState*> state_of;
-    for (size_t i : order) {
-        const auto& r = view.ranks[i];
-        state_of.emplace(r.comm_rank, &r);
-        // A rank contributes one signature per seq (the first, should it repeat); a set, as a rank's history can hold
-        // thousands (a linear search made this quadratic: 16 s of a 4,096-file analysis).
-        std::unordered_set<uint64_t> seen;
-        seen.reserve(r.recent.size());
+    // differ between peers and lifecycle events take no sequence number. Two passes, for a world of 131,072 ranks with 64 signatures each: the first finds the seqs at which any two
+    // signatures differ, the second gathers the entries of those seqs only (mostly none).
+    // A rank contributes one signature per seq (the first, should it repeat). A set: a rank's history can hold
+    // thousands (a linear search made this quadratic: 16 s of a 4,096-file analysis).
+    std::unordered_set<uint64_t> seen;
+    auto each_sig = [&](const RankCommState& r, auto&& fn) {
+        seen.clear();
         for (const auto& s : r.recent) {
             if (s.seq == 0 || !disk::is_collective(OpType(s.op))) continue;
             if (!seen.insert(s.seq).second) continue;
-            by_seq[s.seq].emplace_back(r.comm_rank, &s);
+            fn(s);
         }
-    }
+    };
+    struct First {
+        Key key;
+        bool differs = false;
+    };
+    std::map<uint64_t, First> first;
+    for (size_t i : order)
+        each_sig(view.ranks[i], [&](const OpSig& s) {
+            const Key k = key_of(s);
+            auto [it, fresh] = first.try_emplace(s.seq, First{k});
+            if (!fresh && !it->second.differs && it->second.key != k) it->second.differs = true;
+        });
+    std::map<uint64_t, std::vector<std::pair<int, const OpSig*>>> by_seq;
+    std::map<int, const RankCommState*> state_of;
+    if (std::any_of(first.begin(), first.end(), [](const auto& f) { return f.second.differs; }))
+        for (size_t i : order) {
+            const auto& r = view.ranks[i];
+            state_of.emplace(r.comm_rank, &r);
+            each_sig(r, [&](const OpSig& s) {
+                if (first[s.seq].differs) by_seq[s.seq].emplace_back(r.comm_rank, &s);
+            });
+        }
 
     std::vector<Verdict> out;
     for (const auto& [seq, entries] : by_seq) {

@@ -43,9 +43,8 @@ struct Stall {
         v.evidence = std::move(first);
         return v;
     }
-    bool is_waiting(int comm_rank) const {
-        return std::find(waiting.begin(), waiting.end(), comm_rank) != waiting.end();
-    }
+    // `waiting` is in comm-rank order (built along `order`): a binary search, not a scan per rank.
+    bool is_waiting(int comm_rank) const { return std::binary_search(waiting.begin(), waiting.end(), comm_rank); }
 };
 
 // The stall at the oldest seq some rank has waited in (or been busy before) for the timeout; nothing when no
@@ -180,10 +179,9 @@ std::optional<Verdict> extra_op_verdict(const Stall& s, TieNotes& notes) {
                              at_rest.size() == 1 ? "it" : "they", W - 1, at_rest.size() == 1 ? "has" : "have",
                              exited ? fmt::format("; {} of them exited cleanly", exited) : ""));
     for (int r : s.waiting)
-        for (const auto& st : view.ranks)
-            if (st.comm_rank == r)
-                ev.push_back(fmt::format("{}: the extra op {}", rank_id(st),
-                                         find_sig(st, W) ? describe_op(*find_sig(st, W)) : last_op(st)));
+        if (const RankCommState* st = state_of_rank(view, r))
+            ev.push_back(fmt::format("{}: the extra op {}", rank_id(*st),
+                                     find_sig(*st, W) ? describe_op(*find_sig(*st, W)) : last_op(*st)));
     ev.push_back(
         "the op counts diverged: the ahead rank issued one collective more (a different number of "
         "gradient-accumulation micro-steps, a GradScaler skip or a code path taken by some ranks only)");

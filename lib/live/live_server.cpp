@@ -100,6 +100,7 @@ struct Job {
     // 0, so that a death is reported before the launcher's teardown ends the others.
     bool end_news = false;
     double ranks_timeout_s = 0;  // the shortest timeout the job's ranks run with (protocol 1.6 Hello); 0: unknown
+    bool due_judged = false;     // the latest analysis ran with something due (maybe_analyze)
 };
 
 struct Conn {
@@ -954,11 +955,19 @@ void LiveServer::Impl::maybe_analyze(uint64_t now) {
         const uint64_t period = std::max(uint64_t(std::max(0.01, opt.analyze_period_s) * 1e9), cost);
         const uint64_t full_period = std::max(period, kIdleAnalysisNs);
         const uint64_t since = now - job->last_analysis_ns;
-        if (since < period) continue;
-        const bool run = (job->dirty && since >= full_period) ||
+        // Something that just became due (a stall past the timeout, a death) is judged on this tick, whatever the
+        // last analysis cost: the throttle is for analyses that find nothing new, and at 131,072 ranks (0.8 s each)
+        // it would hold the verdict back by up to 2.4 s. Once per event: while it stays due, the throttle holds.
+        const bool news = !job->due_judged && something_due(*job, now);
+        if (since < period && !news) continue;
+        const bool due = news || something_due(*job, now);
+        if (!due) job->due_judged = false;
+        const bool run = due || (job->dirty && since >= full_period) ||
                          (job->dirty && (job->stall_reported_ns || !job->suspected.empty())) ||
-                         since >= 4 * full_period || something_due(*job, now);
-        if (run) analyze_job(*job, now);
+                         since >= 4 * full_period;
+        if (!run) continue;
+        analyze_job(*job, now);
+        job->due_judged = due;
     }
 }
 

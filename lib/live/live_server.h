@@ -23,16 +23,16 @@ struct ServerOptions {
     // The job's ranks say the timeout they run with (protocol 1.6): use theirs (the shortest, as their own watchdogs
     // report at it) rather than timeout_s. `serve` without --timeout.
     bool timeout_from_ranks = false;
-    double dead_after_s = 10;        // grace after a rank's last frame (connection lost) before it is DEAD
-    std::string out_dir;             // reports go to OUT_DIR/<job>/ (live-report.txt, .json); "" = stdout only
-    bool request_dumps = true;       // ask every rank of a job for a dump when a verdict is reached
-    double analyze_period_s = 0.5;   // at most this often per job while digests change
-    bool quiet = false;              // no report on stdout (the in-shim collector logs instead)
-    size_t max_connections = 65536;  // beyond this, new connections are closed at once
-    double hello_timeout_s = 10;     // a connection that sends no Hello within this is closed
-    // Bounds, so that no client (hostile or broken) can grow the collector without limit. The defaults hold 16,384
-    // ranks; the collector inside rank 0 (shim/live/collector_endpoint.cpp) sets much smaller ones.
-    size_t max_ranks = 65536;                  // distinct (job, rank) kept; then the oldest idle job is evicted
+    double dead_after_s = 10;         // grace after a rank's last frame (connection lost) before it is DEAD
+    std::string out_dir;              // reports go to OUT_DIR/<job>/ (live-report.txt, .json); "" = stdout only
+    bool request_dumps = true;        // ask every rank of a job for a dump when a verdict is reached
+    double analyze_period_s = 0.5;    // at most this often per job while digests change
+    bool quiet = false;               // no report on stdout (the in-shim collector logs instead)
+    size_t max_connections = 262144;  // beyond this, new connections are closed at once
+    double hello_timeout_s = 10;      // a connection that sends no Hello within this is closed
+    // Bounds, so that no client (hostile or broken) can grow the collector without limit. The defaults hold 131,072
+    // ranks (about 4 KiB each); the collector inside rank 0 (shim/live/collector_endpoint.cpp) sets much smaller ones.
+    size_t max_ranks = 262144;                 // distinct (job, rank) kept; then the oldest idle job is evicted
     size_t max_jobs = 4096;                    // jobs kept; likewise
     double retention_s = 600;                  // a job with no rank connected and silent this long is evicted
     size_t max_conn_buffer = (1u << 20) + 16;  // bytes of a partly received frame per connection (wire maximum)

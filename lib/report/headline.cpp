@@ -8,6 +8,7 @@
 #include <set>
 
 #include "engine/causal.h"
+#include "engine/verdict_ranks.h"
 #include "ncclwatch/format.h"
 #include "report/report_json.h"
 
@@ -19,11 +20,8 @@ using verdict::Role;
 
 std::string plural(size_t n, const char* one, const char* many) { return fmt::format("{} {}", n, n == 1 ? one : many); }
 
-const RankCommState* find_rank(const CommResult& c, int comm_rank) {
-    for (const auto& r : c.view.ranks)
-        if (r.comm_rank == comm_rank) return &r;
-    return nullptr;
-}
+// Looked up for every waiting rank of a verdict: not a scan (verdict_ranks.h).
+const RankCommState* find_rank(const CommResult& c, int comm_rank) { return verdict::state_of_rank(c.view, comm_rank); }
 
 bool is_world(const JobResult& job, const CommResult& c) {
     if (c.parent_id) return false;

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "engine/env_audit.h"
 #include "engine/verdict_ranks.h"
@@ -169,11 +170,13 @@ std::vector<std::string> evidence_lines(const CommResult& c, const verdict::Verd
 }  // namespace
 
 std::string python_section(const CommResult& c, const verdict::Verdict& v, const TextOptions& opt) {
+    // The culprits, the waiting, then the others, each once (a set: a scan each is O(ranks^2) at 131,072 ranks).
     std::vector<int> order = v.culprits;
+    std::unordered_set<int> listed(order.begin(), order.end());
     for (int r : v.waiting)
-        if (std::find(order.begin(), order.end(), r) == order.end()) order.push_back(r);
+        if (listed.insert(r).second) order.push_back(r);
     for (const auto& r : c.view.ranks)
-        if (std::find(order.begin(), order.end(), r.comm_rank) == order.end()) order.push_back(r.comm_rank);
+        if (listed.insert(r.comm_rank).second) order.push_back(r.comm_rank);
     std::string out;
     size_t shown = 0, left_out = 0;
     constexpr size_t kFrames = 12;
