@@ -292,8 +292,7 @@ void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt)
         verdict::fold_drifts(r.verdicts);
     }
     r.suspect_after_s = verdict::comm_suspect_after_s(r.view);
-    if (opt.stalls && opt.suspicion &&
-        std::all_of(r.verdicts.begin(), r.verdicts.end(), [](const verdict::Verdict& v) {
+    if (opt.stalls && opt.suspicion && std::all_of(r.verdicts.begin(), r.verdicts.end(), [](const verdict::Verdict& v) {
             return v.kind == verdict::Kind::Mismatch || verdict::drift_only(v);
         }))
         r.suspected = r.suspect_after_s > 0 ? verdict::diagnose_suspicion(r.view, now_mono_ns, opt.timeout_s)

@@ -144,10 +144,10 @@ std::vector<Verdict> find_mismatches(const CommView& view) {
     const auto missing = missing_ranks(view);
 
     // seq -> (comm rank, signature), ranks in comm-rank order. Only collectives are matched: p2p ops legitimately
-    // differ between peers and lifecycle events take no sequence number. Two passes, for a world of 131,072 ranks with 64 signatures each: the first finds the seqs at which any two
-    // signatures differ, the second gathers the entries of those seqs only (mostly none).
-    // A rank contributes one signature per seq (the first, should it repeat). A set: a rank's history can hold
-    // thousands (a linear search made this quadratic: 16 s of a 4,096-file analysis).
+    // differ between peers and lifecycle events take no sequence number. Two passes, for a world of 131,072 ranks with
+    // 64 signatures each: the first finds the seqs at which any two signatures differ, the second gathers the entries
+    // of those seqs only (mostly none). A rank contributes one signature per seq (the first, should it repeat). A set:
+    // a rank's history can hold thousands (a linear search made this quadratic: 16 s of a 4,096-file analysis).
     std::unordered_set<uint64_t> seen;
     auto each_sig = [&](const RankCommState& r, auto&& fn) {
         seen.clear();

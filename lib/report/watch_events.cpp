@@ -20,7 +20,8 @@ void add_verdict(std::vector<std::string>& out, const JobResult& job, const Comm
                  const std::string& indent, const std::string& suffix = "") {
     const std::vector<std::string> lines = verdict_lines(job, view, v);
     out.push_back(indent + lines.front() + suffix);
-    for (size_t i = 1; i < lines.size(); ++i) out.push_back(indent.size() > 2 ? indent + "    " + lines[i] : "      " + lines[i]);
+    for (size_t i = 1; i < lines.size(); ++i)
+        out.push_back(indent.size() > 2 ? indent + "    " + lines[i] : "      " + lines[i]);
 }
 
 void add_verdicts(std::vector<std::string>& out, const JobResult* job, const CommResult* view) {
@@ -80,10 +81,10 @@ std::string collector_line(const std::string& line) {
 // every node), then says that what follows is this node's partial view.
 void lead_with_collector(std::vector<std::string>& out, const std::string& job_verdict, const CommResult* view) {
     out.push_back(collector_line(job_verdict));
-    out.push_back(view && !view->missing.empty()
-                      ? fmt::format("  this node's view (comm ranks {} not visible from here):",
-                                    format_ranks(view->missing))
-                      : std::string("  this node's view:"));
+    out.push_back(
+        view && !view->missing.empty()
+            ? fmt::format("  this node's view (comm ranks {} not visible from here):", format_ranks(view->missing))
+            : std::string("  this node's view:"));
 }
 
 }  // namespace
@@ -352,12 +353,9 @@ WatchEvent final_event(const char* why, const JobResult* job, const std::vector<
             e.lines.push_back(fmt::format("FINAL ({}): no stall and no rank gone before this one on this node", why));
             e.lines.push_back(collector_line(job_verdict));
         }
-        e.event = json{{"type", "final"},
-                       {"reason", why},
-                       {"comm_id", nullptr},
-                       {"missing_ranks", json::array()},
-                       {"verdicts", json::array()},
-                       {"collector_verdict", quoted}};
+        e.event = json{{"type", "final"},           {"reason", why},
+                       {"comm_id", nullptr},        {"missing_ranks", json::array()},
+                       {"verdicts", json::array()}, {"collector_verdict", quoted}};
         return e;
     }
     // One event, as one report: the lead's communicator first (the watchdog orders them), then the others'. Where

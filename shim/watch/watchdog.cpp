@@ -261,8 +261,9 @@ private:
                 Analysis a = analyze_now(rt_.cfg.timeout_sec, true, false);
                 const JobResult* j = find_job(a, rt_.id.job_id);
                 const CommResult* c = find_comm(j, s.comm_id);
-                dumps_.report_init_hang(s, j, c, d.waited_s,
-                                        own_view_partial(c) ? collector_verdict_since(s.t_init_start_ns) : std::string());
+                dumps_.report_init_hang(
+                    s, j, c, d.waited_s,
+                    own_view_partial(c) ? collector_verdict_since(s.t_init_start_ns) : std::string());
             }
         }
     }
@@ -303,8 +304,7 @@ private:
     // another node (their lead may be a consequence, such as a peer's lost connection, or name two ranks where the
     // job's majority would name one). The live collector, which sees every node, gives the job's verdict then.
     static bool own_view_partial(const CommResult* c) {
-        return !c || c->verdicts.empty() || c->verdicts.front().kind == verdict::Kind::Unknown ||
-               !c->missing.empty();
+        return !c || c->verdicts.empty() || c->verdicts.front().kind == verdict::Kind::Unknown || !c->missing.empty();
     }
 
     // The live collector's verdict line, if one came since `since_ns` (the event's start) or comes within
@@ -410,8 +410,8 @@ private:
                     if (!drift && (held = w.hold_mismatch(c.view, v.seq, now_mono_ns()))) continue;
                     if (drift) w.release();
                     w.last_mismatch_seq = upto;
-                    dumps_.report_mismatch(j, c, v, own_view_partial(&c) ? collector_verdict_since(issued_at(c, v.seq))
-                                                                        : std::string());
+                    dumps_.report_mismatch(
+                        j, c, v, own_view_partial(&c) ? collector_verdict_since(issued_at(c, v.seq)) : std::string());
                 }
             }
         }

@@ -331,7 +331,8 @@ TEST_CASE("snapshots feed analyze() directly; live mode sees this process alive"
     CHECK(verdict_importance(verdict::Kind::GpuNotReached) < verdict_importance(verdict::Kind::StuckInNccl));
 }
 
-TEST_CASE("p2p counts come from the ring: an unmatched send to a peer at rest is NOT_JOINED, not UNKNOWN", "[job_view]") {
+TEST_CASE("p2p counts come from the ring: an unmatched send to a peer at rest is NOT_JOINED, not UNKNOWN",
+          "[job_view]") {
     TempDir dir;
     // Rank 0 sent #1..#3 to rank 1; #3 has been pending since t=90 s. Rank 1 received #1 and #2 and posted nothing
     // more: at rest, it has not joined (a pipeline stage before its receive). No collective is outstanding.
@@ -489,4 +490,3 @@ TEST_CASE("a rank that exits first is still the culprit when the launcher ends t
     CHECK(v->culprits == std::vector<int>{1});
     CHECK_FALSE(has_warning(a, "judged as it stood"));
 }
-

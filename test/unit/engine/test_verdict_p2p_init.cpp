@@ -51,9 +51,9 @@ TEST_CASE("verdict: point-to-point", "[verdict]") {
     }
     SECTION("a chain: the stage at rest is the one not joined, not the stage waiting on it") {
         // Stage 0 waits on stage 1, which waits in a send to stage 2; stage 2 is at rest before its receive.
-        auto v = view(3, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}),
-                          p2p_rank(1, {peer(0, 0, 0, 4, 4), peer(2, 3, 2, 0, 0, 30.0)}),
-                          p2p_rank(2, {peer(1, 0, 0, 2, 2)})});
+        auto v = view(
+            3, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}), p2p_rank(1, {peer(0, 0, 0, 4, 4), peer(2, 3, 2, 0, 0, 30.0)}),
+                p2p_rank(2, {peer(1, 0, 0, 2, 2)})});
         auto vs = diagnose_stall(v, kNow, kTimeout);
         REQUIRE(!vs.empty());
         CHECK(vs[0].kind == Kind::NotJoined);
