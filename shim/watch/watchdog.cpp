@@ -333,9 +333,10 @@ private:
         std::string line;
         uint64_t at = 0;
         if (!rt_.collector_verdict.get(line, at) || at <= said_collector_at_) return;
-        // Said where a stall was reported here, and by local rank 0 (once per node) where none was: a node whose
-        // ranks are not held up (the culprit's node, a mismatch that does not hang) still says the job's verdict.
-        bool stalled_here = rt_.id.local_rank == 0;
+        // Said where a stall was reported here, and, where this node sees only part of a communicator of this
+        // process, by local rank 0 (once per node) where none was: a node whose ranks are not held up (the culprit's
+        // node, a mismatch that does not hang) still says the job's verdict. (On one node the shims said it.)
+        bool stalled_here = rt_.id.local_rank == 0 && sees_part_;
         for (const auto& [id, w] : watch_) stalled_here = stalled_here || w.clock.stall_reported();
         if (!stalled_here) return;
         said_collector_at_ = at;
@@ -395,6 +396,7 @@ private:
             if (j.job_id != rt_.id.job_id) continue;
             for (const CommResult& c : j.comms) {
                 if (!rt_owns(c.comm_id)) continue;
+                if (!c.missing.empty()) sees_part_ = true;
                 CommWatch& w = watch_[c.comm_id];
                 bool held = false;
                 for (const verdict::Verdict& v : c.verdicts) {
@@ -460,6 +462,7 @@ private:
     SiblingFiles siblings_;
     std::map<uint64_t, CommWatch> watch_;
     uint64_t said_collector_at_ = 0;  // the live collector's verdict already in a report (its arrival time)
+    bool sees_part_ = false;          // a communicator of this process has ranks with no rank file on this node
     // How long a stall report that cannot name the culprit waits for the collector's verdict of the same stall.
     static constexpr uint64_t kCollectorWaitNs = 2000000000ull;
 };

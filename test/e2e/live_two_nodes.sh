@@ -7,7 +7,7 @@
 #   1. rank 3 skips an all_reduce: NOT_JOINED rank 3;
 #   2. rank 3 calls _exit(3) (Python's os._exit) and the launcher tears the job down 0.3 s later, as torchrun does:
 #      DEAD rank 3, exit code 3, reported by the collector before the teardown ends the others;
-#   3. rank 3 issues a smaller all_reduce: MISMATCH rank 3;
+#   3. rank 3 issues a smaller all_reduce: MISMATCH rank 3 (node A's local rank 0 says the collector's verdict);
 #   4. rank 3 leaves the loop early and exits with code 0 (exit handlers run, its Bye goes out: a run out of data):
 #      DEAD rank 3, exit code 0, not a rank that merely has not joined yet.
 . "$(dirname "$0")/lib.sh"
@@ -107,6 +107,9 @@ start_serve mismatch
 launch mismatch -- --steps 10 --mismatch-rank 3 --mismatch-step 5 --mismatch-kind count --hold-ms 60000
 wait_for 30 has_live mismatch || fail "mismatch: no live report: $(cat "$WORK/mismatch.err")"
 wait_for 20 lead_is "$(live_report mismatch)" "MISMATCH r3" || fail "mismatch: the live collector says $(lead "$(live_report mismatch)")"
+# Node A's ranks see no mismatch of their own (ranks 2,3 are not in their folder): its local rank 0 says the job's.
+wait_for 10 grep -q "rank 0 pid .*JOB VERDICT (live collector): MISMATCH: rank 3 " "$WORK/launch.err" ||
+    fail "mismatch: node A's local rank 0 does not say the collector's verdict: $(grep -c 'JOB VERDICT' "$WORK/launch.err")"
 stop_job
 check_same mismatch "MISMATCH r3"
 stop_serve
