@@ -18,13 +18,11 @@ inline constexpr int32_t kNcclInProgress = 7;
 using text::nccl_result_name;
 // ncclInProgress is what ncclCommGetAsyncError reports for a nonblocking communicator with work in flight: normal.
 inline bool is_async_error(int32_t r) { return r != 0 && r != kNcclInProgress; }
-// Results after which the communicator is broken (a CUDA, system, internal or remote error), as opposed to a call
-// refused for its arguments or usage (4, 5), after which the communicator goes on.
-inline bool breaks_comm(int32_t r) { return r == 1 || r == 2 || r == 3 || r == 6; }
 // Whether the rank's communicator broke (an asynchronous error, a call that failed with a communication error, an
 // abort). Its GPU completions after that prove nothing about its peers: an abort ends the kernels it cancels.
 inline bool comm_broke(const RankCommState& r) {
-    return breaks_comm(r.async_error) || (r.ops_failed && breaks_comm(r.first_failed_result)) ||
+    return text::nccl_result_breaks_comm(r.async_error) ||
+           (r.ops_failed && text::nccl_result_breaks_comm(r.first_failed_result)) ||
            r.comm_state == uint32_t(disk::CommState::Aborted);
 }
 std::string hex_comm(uint64_t id);  // "0x00000000000000c0"

@@ -504,7 +504,13 @@ void LiveServer::Impl::on_readable(Conn& c) {
 // false: the connection was closed (or is closing).
 bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
     const uint64_t now = mono_ns();
-    std::string err;
+    // The frame's body decoded; or the connection dropped as malformed (false).
+    auto decoded = [&](auto& m, const char* what) {
+        std::string err;
+        if (wire::decode(scratch.data(), scratch.size(), m, &err)) return true;
+        bad(c, "malformed", fmt::format("bad {}: {}", what, err));
+        return false;
+    };
     const auto type = wire::FrameType(h.type);
     if (c.pending && type != wire::FrameType::Proof) {
         bad(c, "protocol", fmt::format("frame type {} before the token proof", h.type));
@@ -521,10 +527,7 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
                 return false;
             }
             wire::Hello m;
-            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
-                bad(c, "malformed", "bad Hello: " + err);
-                return false;
-            }
+            if (!decoded(m, "Hello")) return false;
             return on_hello(c, h, m, now);
         }
         case wire::FrameType::Proof: {
@@ -533,36 +536,24 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
                 return false;
             }
             wire::Proof m;
-            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
-                bad(c, "malformed", "bad Proof: " + err);
-                return false;
-            }
+            if (!decoded(m, "Proof")) return false;
             return on_proof(c, m, now);
         }
         case wire::FrameType::Digest: {
             wire::Digest m;
-            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
-                bad(c, "malformed", "bad Digest: " + err);
-                return false;
-            }
+            if (!decoded(m, "Digest")) return false;
             on_digest(c, m, now);
             return true;
         }
         case wire::FrameType::State: {
             wire::State m;
-            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
-                bad(c, "malformed", "bad State: " + err);
-                return false;
-            }
+            if (!decoded(m, "State")) return false;
             on_state(c, m, now);
             return true;
         }
         case wire::FrameType::KeepAlive: {
             wire::KeepAlive m;
-            if (!wire::decode(scratch.data(), scratch.size(), m, &err)) {
-                bad(c, "malformed", "bad KeepAlive: " + err);
-                return false;
-            }
+            if (!decoded(m, "KeepAlive")) return false;
             RankState& r = c.job->ranks[c.rank];
             r.last_frame_ns = now;
             if (m.sent_mono_ns) r.clock.add(int64_t(now - m.sent_mono_ns));

@@ -13,6 +13,10 @@ std::string hexs(uint64_t v);  // 0x%x
 // nccl.h's name of an ncclResult_t value (NCCL 2.28.9), `unknown` for any other value. Kept here so nothing above
 // the reader needs an NCCL header to name one.
 const char* nccl_result_name(int32_t r, const char* unknown = "unknown ncclResult_t");
+// Whether a result leaves the communicator broken (ncclUnhandledCudaError, ncclSystemError, ncclInternalError,
+// ncclRemoteError), as opposed to a call refused for its arguments or usage, after which it goes on. The one list of
+// the shim (it stops counting completions) and the engine (such a rank proves nothing of its peers).
+inline bool nccl_result_breaks_comm(int32_t r) { return r == 1 || r == 2 || r == 3 || r == 6; }
 
 // NCCL_VERSION_CODE as "2.28.9"; "unknown" for 0 or less.
 std::string nccl_version_str(int32_t code);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ncclwatch/format.h"
+#include "read/text.h"
 #include "shim/record/comm_registry.h"
 #include "shim/record/rank_file_writer.h"
 
@@ -67,10 +68,9 @@ bool record_async_failed(CommRuntime& cr, int32_t result, uint64_t now);
 // abort ends the kernels it cancels, and their events would count ops the peers never joined. Relaxed loads only
 // (NCCL's threads call it).
 inline bool comm_broken(const disk::CommSlot& s) {
-    auto breaks = [](int32_t r) { return r == 1 || r == 2 || r == 3 || r == 6; };
-    return breaks(s.async_error.load(std::memory_order_relaxed)) ||
+    return text::nccl_result_breaks_comm(s.async_error.load(std::memory_order_relaxed)) ||
            (s.ops_failed.load(std::memory_order_relaxed) &&
-            breaks(s.first_failed_result.load(std::memory_order_relaxed))) ||
+            text::nccl_result_breaks_comm(s.first_failed_result.load(std::memory_order_relaxed))) ||
            s.state.load(std::memory_order_relaxed) == uint32_t(disk::CommState::Aborted);
 }
 // The GPU completed the operation (or, without GPU tracking, the call returned). (The poller's completions, and its

@@ -87,3 +87,18 @@ ranks_gone() {
 # jq is not assumed: python3 reads the JSON (the system one: a pyenv shim takes a second to start).
 PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 json_get() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {'d': d}))" "$@"; }
+
+# Two "nodes" on one machine, as two hosts' local disks: $WORK/per_node.sh runs a rank with NCCLWATCH_DIR set to
+# $NODES/node-a for ranks 0-1 and $NODES/node-b for 2-3 (NODES: $WORK/nodes, exported for the wrapper).
+two_nodes() {
+    NODES="$WORK/nodes"
+    export NODES
+    cat >"$WORK/per_node.sh" <<'WRAP'
+#!/bin/bash
+# Ranks 0-1 are node A, 2-3 node B.
+node=$([ "$RANK" -lt 2 ] && echo a || echo b)
+export NCCLWATCH_DIR="$NODES/node-$node"
+exec "$@"
+WRAP
+    chmod +x "$WORK/per_node.sh"
+}

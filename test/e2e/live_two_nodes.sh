@@ -14,16 +14,7 @@
 SERVE_PID=""
 trap 'stop_serve; cleanup' EXIT
 export NCCLWATCH_TIMEOUT_SEC=2 NCCLWATCH_DIGEST_MS=50
-NODES="$WORK/nodes"
-export NODES
-cat >"$WORK/per_node.sh" <<'WRAP'
-#!/bin/bash
-# Ranks 0-1 are node A, 2-3 node B.
-node=$([ "$RANK" -lt 2 ] && echo a || echo b)
-export NCCLWATCH_DIR="$NODES/node-$node"
-exec "$@"
-WRAP
-chmod +x "$WORK/per_node.sh"
+two_nodes
 
 start_serve() {
     mkdir -p "$WORK/$1"

@@ -4,17 +4,8 @@
 # names rank 3 NOT_JOINED; from node A's folder alone it names the missing ranks 2-3 and cannot see the culprit.
 . "$(dirname "$0")/lib.sh"
 export NCCLWATCH_TIMEOUT_SEC=1
-NODES="$WORK/nodes"
+two_nodes
 mkdir -p "$NODES"
-cat >"$WORK/per_node.sh" <<'WRAP'
-#!/bin/bash
-# Ranks 0-1 are node A, 2-3 node B.
-node=$([ "$RANK" -lt 2 ] && echo a || echo b)
-export NCCLWATCH_DIR="$NODES/node-$node"
-exec "$@"
-WRAP
-chmod +x "$WORK/per_node.sh"
-export NODES
 LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 -- "$WORK/per_node.sh" "$FAKE_RANK" \
     --steps 8 --skip-rank 3 --skip-step 4 --hold-ms 60000 >"$WORK/launch.out" 2>"$WORK/launch.err" &
 LAUNCH_PID=$!
