@@ -6,11 +6,13 @@
 //
 // The ranks are spread over --clients forked client processes (one epoll loop each, so that the load generator is
 // not the bottleneck), and their connections over source addresses 127.0.0.2, .3, ... (--per-address each): one
-// (source, destination, port) triple has fewer than 64k ephemeral ports. Every process needs a descriptor per rank
-// it holds, the collector one per rank in all: the hard RLIMIT_NOFILE bounds the job that can be simulated.
+// (source, destination, port) triple has fewer than 64k ephemeral ports. Every process needs a descriptor per
+// connection it holds, the collector one per connection in all: the hard RLIMIT_NOFILE bounds the job that can be
+// simulated. With --per-conn K, each connection is a node's relay (`ncclwatch-collector relay`, protocol 1.7)
+// carrying K ranks as channels, as 16,384 nodes of 8 GPUs would reach one collector.
 //
 //   digest_load --collector build/collector/ncclwatch-collector [--ranks 16384] [--stall-after 20] [--timeout 5]
-//               [--cpu 1] [--client-cpus LIST] [--clients N] [--per-address 20000] [--laggard R]
+//               [--cpu 1] [--client-cpus LIST] [--clients N] [--per-address 20000] [--per-conn K] [--laggard R]
 //
 // --cpu and --client-cpus are CPU lists as taskset takes them ("1", "0-1", "2-15"); --cpu -1: not pinned.
 #include <arpa/inet.h>
@@ -58,6 +60,7 @@ struct Opts {
     std::string client_cpus;  // the client processes' CPUs; "": as the parent's
     int clients = 0;          // 0: one per 16,384 ranks (or fewer when the descriptor limit says so)
     int per_address = 20000;  // connections per source address
+    int per_conn = 1;         // ranks per connection: >1, each connection is a relay carrying that many
     int laggard = -1;
     double op_period_s = 0.25;  // one AllReduce every op_period_s in lockstep
 };
@@ -177,7 +180,19 @@ void write_all(int fd, const void* p, size_t n) {
             die("cannot pin a client to CPUs " + o.client_cpus);
     }
     const int ep = epoll_create1(0);
-    std::vector<int> fds(size_t(hi - lo), -1);
+    // Rank r rides connection (r - lo) / P as channel (r - lo) % P + 1 (P = 1: its own connection, unwrapped).
+    const int P = o.per_conn;
+    const size_t nconn = size_t((hi - lo + P - 1) / P);
+    std::vector<int> fds(nconn, -1);
+    std::vector<std::vector<uint8_t>> pending(nconn);  // what a connection's socket did not take yet
+    std::vector<uint8_t> wrapped;
+    // One rank's frame onto its connection, wrapped for a relay when K > 1.
+    auto frame_for = [&](int r, const std::vector<uint8_t>& frame) -> const std::vector<uint8_t>& {
+        if (P == 1) return frame;
+        wrapped.clear();
+        wire::encode_relay(uint32_t((r - lo) % P + 1), frame.data(), frame.size(), wrapped);
+        return wrapped;
+    };
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_port = htons(uint16_t(port));
@@ -185,19 +200,24 @@ void write_all(int fd, const void* p, size_t n) {
     const uint64_t boot = 0x5eedb007ull;  // not this boot: the collector estimates offsets as for a remote host
     std::vector<uint8_t> buf;
     for (int r = lo; r < hi; ++r) {
-        const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) die(std::string("socket: ") + strerror(errno));
-        // Source 127.0.0.2 + r / per_address, its port picked at connect (per destination, not per source).
-        int one = 1;
-        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-        sockaddr_in src{};
-        src.sin_family = AF_INET;
-        src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + uint32_t(r / o.per_address));
-        if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)
-            die("bind rank " + std::to_string(r) + ": " + strerror(errno));
-        if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-            die("connect rank " + std::to_string(r) + ": " + strerror(errno));
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        const size_t conn = size_t((r - lo) / P);
+        if ((r - lo) % P == 0) {
+            const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fd < 0) die(std::string("socket: ") + strerror(errno));
+            // Source 127.0.0.2 + (connection / per_address), its port picked at connect (per destination).
+            int one = 1;
+            setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+            sockaddr_in src{};
+            src.sin_family = AF_INET;
+            src.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + uint32_t(r / P / o.per_address));
+            if (bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)
+                die("bind rank " + std::to_string(r) + ": " + strerror(errno));
+            if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+                die("connect rank " + std::to_string(r) + ": " + strerror(errno));
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            fds[conn] = fd;
+        }
+        const int fd = fds[conn];
         wire::Hello h;
         h.header.major = disk::kFormatMajor;
         h.header.minor = disk::kFormatMinor;
@@ -216,13 +236,15 @@ void write_all(int fd, const void* p, size_t n) {
         h.file = "/tmp/ncclwatch/digest-load/rank" + std::to_string(r) + ".ncw";
         buf.clear();
         wire::encode(h, buf);
-        if (send(fd, buf.data(), buf.size(), MSG_NOSIGNAL) != ssize_t(buf.size())) die("hello send failed");
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.u32 = uint32_t(r - lo);
-        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-        fds[size_t(r - lo)] = fd;
+        const auto& f = frame_for(r, buf);
+        if (send(fd, f.data(), f.size(), MSG_NOSIGNAL) != ssize_t(f.size())) die("hello send failed");
+        if ((r - lo) % P == P - 1 || r == hi - 1) {
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ev.data.u32 = uint32_t(conn);
+            epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+        }
     }
     const char ok = 1;
     write_all(up, &ok, 1);
@@ -267,13 +289,26 @@ void write_all(int fd, const void* p, size_t n) {
             d.comms.push_back(world(int(r), o.ranks, issued, completed, progress, progress));
             buf.clear();
             wire::encode(d, buf);
-            const ssize_t w = send(fds[r - size_t(lo)], buf.data(), buf.size(), MSG_NOSIGNAL);
-            if (w == ssize_t(buf.size()))
+            const size_t conn = (r - size_t(lo)) / size_t(P);
+            auto& q = pending[conn];
+            if (!q.empty()) {  // the rest of an earlier frame first; this one is dropped if it still does not fit
+                const ssize_t w = send(fds[conn], q.data(), q.size(), MSG_NOSIGNAL);
+                if (w > 0) q.erase(q.begin(), q.begin() + w);
+                if (!q.empty()) {
+                    ++tot.dropped;  // the collector's socket buffer is full: it is not keeping up
+                    return;
+                }
+            }
+            const auto& f = frame_for(int(r), buf);
+            const ssize_t w = send(fds[conn], f.data(), f.size(), MSG_NOSIGNAL);
+            if (w == ssize_t(f.size())) {
                 ++tot.sent;
-            else if (w <= 0)
-                ++tot.dropped;  // the collector's socket buffer is full: it is not keeping up
-            else
-                die("partial send (collector far behind)");
+            } else if (w <= 0) {
+                ++tot.dropped;
+            } else {
+                ++tot.sent;
+                q.assign(f.begin() + w, f.end());
+            }
         };
         if (sec != second) {
             for (; cursor < size_t(hi); ++cursor) send_rank(cursor);
@@ -328,6 +363,8 @@ int main(int argc, char** argv) {
             o.client_cpus = next();
         else if (a == "--clients")
             o.clients = atoi(next().c_str());
+        else if (a == "--per-conn")
+            o.per_conn = atoi(next().c_str());
         else if (a == "--per-address")
             o.per_address = atoi(next().c_str());
         else if (a == "--laggard")
@@ -339,21 +376,24 @@ int main(int argc, char** argv) {
     }
     if (o.collector.empty() || o.ranks < 2) die("usage: digest_load --collector PATH [--ranks N] ...");
     if (o.per_address < 1 || o.per_address > 28000) die("--per-address must be 1..28000 (the ephemeral ports)");
-    if ((o.ranks - 1) / o.per_address + 2 > 254) die("too many source addresses (raise --per-address)");
+    if (o.per_conn < 1 || o.per_conn > 4096) die("--per-conn must be 1..4096 (a relay's channels)");
+    const int conns = (o.ranks + o.per_conn - 1) / o.per_conn;
+    if ((conns - 1) / o.per_address + 2 > 254) die("too many source addresses (raise --per-address)");
     if (o.laggard < 0) o.laggard = o.ranks * 7 / 13;
     signal(SIGPIPE, SIG_IGN);
 
-    // Every process needs a descriptor per rank it holds: the collector all of them, a client its share.
+    // Every process needs a descriptor per connection it holds: the collector all of them, a client its share.
     rlimit rl{};
     getrlimit(RLIMIT_NOFILE, &rl);
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
-    if (rl.rlim_cur < rlim_t(o.ranks) + 64)
+    if (rl.rlim_cur < rlim_t(conns) + 64)
         die("RLIMIT_NOFILE hard limit " + std::to_string(rl.rlim_max) + " is too low: the collector needs one " +
-            "descriptor per rank (" + std::to_string(o.ranks) + " + 64); raising it needs CAP_SYS_RESOURCE");
+            "descriptor per connection (" + std::to_string(conns) +
+            " + 64); raising it needs CAP_SYS_RESOURCE, or carry several ranks per connection (--per-conn)");
     const int per_client_max = int(std::min<rlim_t>(16384, rl.rlim_cur - 64));
-    if (o.clients <= 0) o.clients = (o.ranks + per_client_max - 1) / per_client_max;
-    if ((o.ranks + o.clients - 1) / o.clients > int(rl.rlim_cur) - 64) die("too few --clients for the fd limit");
+    if (o.clients <= 0) o.clients = (conns + per_client_max - 1) / per_client_max;
+    if ((conns + o.clients - 1) / o.clients > int(rl.rlim_cur) - 64) die("too few --clients for the fd limit");
 
     char tmpl[] = "/tmp/ncw-digest-load-XXXXXX";
     if (!mkdtemp(tmpl)) die("mkdtemp failed");
@@ -365,7 +405,9 @@ int main(int argc, char** argv) {
     if (pipe(pfd) != 0) die("pipe failed");
     char timeout_arg[32];
     snprintf(timeout_arg, sizeof timeout_arg, "%g", o.timeout_s);
+    // A relay's channels count as connections at the collector, beside the relay's own.
     const std::string bound = std::to_string(std::max(65536, o.ranks + 1024));
+    const std::string conn_bound = std::to_string(std::max(65536, o.ranks + conns + 1024));
     const pid_t pid = fork();
     if (pid == 0) {
         dup2(pfd[1], 1);
@@ -375,7 +417,7 @@ int main(int argc, char** argv) {
         for (const char* s : std::initializer_list<const char*>{
                  o.collector.c_str(), "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--timeout",
                  timeout_arg, "--dead-after", "30", "--out", out_dir.c_str(), "--quiet", "--max-ranks", bound.c_str(),
-                 "--max-connections", bound.c_str()})
+                 "--max-connections", conn_bound.c_str()})
             args.push_back(s);
         std::vector<char*> av;
         for (auto& s : args) av.push_back(s.data());
@@ -392,11 +434,11 @@ int main(int argc, char** argv) {
     if (const char* p = strstr(line, "http://127.0.0.1:")) mport = atoi(p + 17);
     if (!port) die(std::string("no port in the collector's first line: ") + line);
     printf(
-        "collector pid %d on port %d (metrics %d), %s, %d ranks in %d client process(es)%s, %d source "
-        "address(es), laggard %d, timeout %g s\n",
-        pid, port, mport, o.cpu != "-1" ? ("pinned to CPU " + o.cpu).c_str() : "not pinned", o.ranks, o.clients,
-        o.client_cpus.empty() ? "" : (" on CPU " + o.client_cpus).c_str(), (o.ranks - 1) / o.per_address + 1, o.laggard,
-        o.timeout_s);
+        "collector pid %d on port %d (metrics %d), %s, %d ranks on %d connection(s) (%d per connection) in %d "
+        "client process(es)%s, %d source address(es), laggard %d, timeout %g s\n",
+        pid, port, mport, o.cpu != "-1" ? ("pinned to CPU " + o.cpu).c_str() : "not pinned", o.ranks, conns, o.per_conn,
+        o.clients, o.client_cpus.empty() ? "" : (" on CPU " + o.client_cpus).c_str(), (conns - 1) / o.per_address + 1,
+        o.laggard, o.timeout_s);
     fflush(stdout);
 
     // The clients connect every rank in parallel and say Hello.
@@ -408,7 +450,9 @@ int main(int argc, char** argv) {
     };
     std::vector<Client> clients;
     for (int k = 0; k < o.clients; ++k) {
-        const int lo = int(int64_t(o.ranks) * k / o.clients), hi = int(int64_t(o.ranks) * (k + 1) / o.clients);
+        // Whole connections per client, so that a relay's ranks stay together.
+        const int lo = int(int64_t(conns) * k / o.clients) * o.per_conn,
+                  hi = std::min(o.ranks, int(int64_t(conns) * (k + 1) / o.clients) * o.per_conn);
         int up[2], down[2];
         if (pipe(up) != 0 || pipe(down) != 0) die("pipe failed");
         const pid_t c = fork();

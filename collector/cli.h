@@ -27,6 +27,7 @@ Command add_env(CLI::App& sub);
 Command add_analyze(CLI::App& sub);
 Command add_dump(CLI::App& sub);
 Command add_serve(CLI::App& sub);
+Command add_relay(CLI::App& sub);
 
 // An option that takes a value: `parse` turns the text into the value and says false when it cannot, which is the
 // usage error "--NAME: 'TEXT' is not WHAT" (cli_options.cpp).

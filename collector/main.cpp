@@ -73,6 +73,7 @@ int run(int argc, char** argv) {
         {"analyze", "read the rank files (*.ncw) of a job and name what holds up each communicator", add_analyze},
         {"dump", "decode one rank file: header, communicators and every valid record", add_dump},
         {"serve", "the live collector: ranks stream digests to it; it reports a stall as it happens", add_serve},
+        {"relay", "a node's relay: carries its ranks to the collector on one connection", add_relay},
         {"env", "list the NCCLWATCH_* environment variables the shim reads", add_env},
     };
     std::map<const CLI::App*, Command> commands;
@@ -98,7 +99,7 @@ int run(int argc, char** argv) {
         app.parse(argc, argv);
         if (!app.get_subcommands().empty()) sub = app.get_subcommands().front();
         if (const auto extra = left_over(&app); !extra.empty()) return usage_error(nullptr, extras_error(extra, true));
-        if (!sub) return usage_error(nullptr, "give a command (analyze, dump, serve, env)");
+        if (!sub) return usage_error(nullptr, "give a command (analyze, dump, serve, relay, env)");
         if (const auto extra = left_over(sub); !extra.empty()) return usage_error(sub, extras_error(extra, false));
         if (!commands.count(sub)) return usage_error(sub, "give one command name");
         return commands.at(sub)();

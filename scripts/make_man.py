@@ -57,7 +57,9 @@ def main():
     roff = [f'.TH NCCLWATCH-COLLECTOR 1 "" "{esc(version)}" "User Commands"', ".SH NAME",
             "ncclwatch\\-collector \\- name the rank that holds up a hung NCCL job", ".SH DESCRIPTION"]
     roff += section(about + "\nUsage: " + rest, "")
-    commands = re.findall(r"^  (analyze|dump|serve|env)\b", top, re.M)
+    # The commands as the help lists them (main.cpp's one table), but `help`.
+    listed = top.partition("\nSubcommands:\n")[2].partition("\n\n")[0]
+    commands = [c for c in re.findall(r"^  ([a-z]+)\s", listed, re.M) if c != "help"]
     for cmd in commands:
         roff += section(help_of(exe, cmd), f"ncclwatch-collector {cmd}")
     roff += [".SH SEE ALSO", "README.md and docs/ARCHITECTURE.md in the ncclwatch sources.", ".SH VERSION",

@@ -30,7 +30,10 @@ inline constexpr uint16_t kMajor = 1;
 //      State frame after each Digest, and one more as the process ends, carries the header's live state (how the
 //      process ended: exit code or signal) and, while an op waits, the point-to-point counts per peer from the ring:
 //      what `analyze` reads of a rank file beyond its comm slots.
-inline constexpr uint16_t kMinor = 6;
+// 1.7: a relay (`ncclwatch-collector relay`, one per node) carries its node's ranks on one connection: each rank's
+//      frames go wrapped in Relay frames under a channel number, so the collector needs one descriptor per node, not
+//      per rank. A rank's own frames do not change.
+inline constexpr uint16_t kMinor = 7;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection
@@ -43,6 +46,9 @@ inline constexpr uint32_t kMaxDigestSpans = 32;       // 1.1: most recent in-col
 inline constexpr uint32_t kMaxDigestPyStacks = 8192;  // 1.4: bytes of Python stacks text in a Digest
 inline constexpr uint32_t kMaxStateP2pComms = 64;     // 1.6: communicators with point-to-point counts in a State
 inline constexpr uint32_t kMaxStatePeers = 512;       // 1.6: peers per communicator in a State (waiting ones first)
+inline constexpr uint32_t kRelayPrefixBytes = 4;      // 1.7: a Relay payload's channel, before the wrapped frame
+// 1.7: a Relay frame holds one whole frame of at most kMaxPayload, so its own payload may be this long.
+inline constexpr uint32_t kMaxRelayPayload = kRelayPrefixBytes + kHeaderBytes + kMaxPayload;
 
 enum class FrameType : uint16_t {
     // rank -> collector
@@ -52,6 +58,9 @@ enum class FrameType : uint16_t {
     Bye = 4,        // the process is exiting cleanly (atexit)
     Proof = 5,      // 1.2: the answer to a Challenge, HMAC-SHA256 of the token over the nonce and the Hello
     State = 6,      // 1.6: the header's live state and the point-to-point counts; after a Digest, and at the end
+    // relay <-> collector, both ways on a relay's connection (1.7)
+    Relay = 7,       // u32 channel, then one whole frame (header and payload) from or for that channel's rank
+    RelayClose = 8,  // u32 channel: that rank's connection closed (from the relay), or is to be closed (to it)
     // collector -> rank
     HelloAck = 16,     // accepted
     Reject = 17,       // refused (bad token, newer major, ...): reason string; the rank stops reconnecting

@@ -37,6 +37,7 @@
 #include "live/http_request.h"
 #include "live/live_auth.h"
 #include "live/log_limiter.h"
+#include "live/net.h"
 #include "live/offset_filter.h"
 #include "ncclwatch/format.h"
 #include "ncclwatch/version.h"
@@ -56,9 +57,14 @@ using report::clean;
 
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kMaxOutBuffer = 4u << 20;  // a rank that does not read its DumpRequests is dropped past this
+constexpr size_t kMaxRelayChannels = 4096;  // ranks on one relay's connection (a node has tens)
 constexpr size_t kMaxHttpRequest = 8 * 1024;
 constexpr uint64_t kTickNs = 100'000'000;
 constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // full analysis (mismatches) at most this often
+// Ranks send a frame at least each second; a healthy collector reads it within milliseconds. Behind by more than
+// this, what it holds is that old: a rank that has moved on still looks behind, so nothing is reported until it
+// catches up.
+constexpr int64_t kBehindNs = 1'000'000'000;
 
 inline uint64_t mono_ns() { return time_base::clock_ns(CLOCK_MONOTONIC); }
 
@@ -74,8 +80,20 @@ struct RankState {
     OffsetFilter clock;
     uint64_t rank_start_mono_ns = 0;  // as the rank sent it (its own clock)
 
+    // How far behind the collector reads this rank: the delay of its latest frame past the smallest in the clock's
+    // window. A collector that falls behind reading judges evidence that old, and must not judge by it.
+    int64_t read_lag_ns = 0;
+
     // The last moment the rank is known alive: now while connected, else its last frame or its connection's close.
     uint64_t alive_at(uint64_t now) const { return conn_id ? now : std::max(last_frame_ns, closed_ns); }
+    // A frame read at `now` that the rank sent at `sent` (its clock; 0: not said).
+    void heard(uint64_t now, uint64_t sent) {
+        last_frame_ns = now;
+        if (!sent) return;
+        const int64_t delay = int64_t(now - sent);
+        if (!clock.exact) clock.add(delay);
+        read_lag_ns = std::max<int64_t>(0, delay - clock.offset());
+    }
 };
 
 struct Job {
@@ -130,6 +148,13 @@ struct Conn {
     std::unique_ptr<wire::Hello> pending;
     Digest32 expected{};
     size_t pending_bytes = 0;
+    // Protocol 1.7, a relay's connection (`ncclwatch-collector relay`): it carries ranks as channels, each rank a Conn
+    // of its own without a socket (fd -1, `via` naming the relay), judged exactly as its own connection would be;
+    // what is queued for it goes out wrapped in a Relay frame.
+    bool relay = false;
+    std::unordered_map<uint32_t, uint64_t> channels;  // on a relay: channel -> the relayed rank's Conn
+    uint64_t via = 0;                                 // on a relayed rank: its relay's Conn
+    uint32_t channel = 0;
 };
 
 struct LiveServer::Impl {
@@ -171,6 +196,9 @@ struct LiveServer::Impl {
     void log(const std::string& line);
     void set_events(Conn& c, bool want_out);
     void close_conn(uint64_t id);
+    // A relayed rank's Conn closed by us: its relay forgets the channel and closes the rank's socket (RelayClose),
+    // unless the relay said first that it closed.
+    void tell_relay_closed(uint64_t via, uint32_t channel, uint64_t id);
     void bad(Conn& c, const char* cause, const std::string& reason);
     // Returns false when the connection was closed.
     bool flush(Conn& c);
@@ -179,6 +207,9 @@ struct LiveServer::Impl {
     void on_readable(Conn& c);
     // false: the connection was closed (or is closing).
     bool on_frame(Conn& c, const wire::FrameHeader& h);
+    // A relay's frame: a rank's frame under its channel (the channel's Conn made at its first frame), or a channel
+    // closed. false: the relay's connection was closed.
+    bool on_relay_frame(Conn& c, const wire::FrameHeader& h);
     void on_http(Conn& c, const uint8_t* p, size_t n);
     void respond(Conn& c, const char* status, const std::string& body);
     void respond(Conn& c, const char* status, std::shared_ptr<const std::string> body,
@@ -248,81 +279,6 @@ struct LiveServer::Impl {
 
 // ---- connections and frames: accept, read, write, the frame dispatch, HTTP /metrics requests ----
 
-namespace {
-
-bool split_host_port(const std::string& s, std::string& host, std::string& port) {
-    const auto colon = s.rfind(':');
-    if (colon == std::string::npos || colon + 1 >= s.size()) return false;
-    host = s.substr(0, colon);
-    port = s.substr(colon + 1);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    if (host == "*") host = "0.0.0.0";
-    return !host.empty();
-}
-
-std::string peer_name(const sockaddr_storage& ss, std::string& ip) {
-    char buf[INET6_ADDRSTRLEN] = "?";
-    uint16_t port = 0;
-    if (ss.ss_family == AF_INET) {
-        auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
-        inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
-        port = ntohs(a->sin_port);
-    } else if (ss.ss_family == AF_INET6) {
-        auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
-        inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
-        port = ntohs(a->sin6_port);
-    }
-    ip = buf;
-    return ip + ":" + std::to_string(port);
-}
-
-// Binds HOST:PORT ("[v6]:port", "*:port"; port 0 = any) and listens; the bound port in port_out. -1 with *err.
-int listen_on(const std::string& addr, uint16_t& port_out, std::string* err) {
-    std::string host, port;
-    if (!split_host_port(addr, host, port)) {
-        if (err) *err = "'" + addr + "' is not HOST:PORT";
-        return -1;
-    }
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    addrinfo* res = nullptr;
-    const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
-    if (rc != 0) {
-        if (err) *err = "cannot resolve '" + addr + "': " + gai_strerror(rc);
-        return -1;
-    }
-    int fd = -1;
-    std::string last = "no address";
-    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0) {
-            last = strerror(errno);
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 4096) == 0) break;
-        last = strerror(errno);
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    if (fd < 0) {
-        if (err) *err = "cannot listen on " + addr + ": " + last;
-        return -1;
-    }
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-    port_out = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                                        : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-    return fd;
-}
-
-}  // namespace
-
 void LiveServer::Impl::log(const std::string& line) {
     try {
         if (opt.log)
@@ -334,7 +290,7 @@ void LiveServer::Impl::log(const std::string& line) {
 }
 
 void LiveServer::Impl::set_events(Conn& c, bool want_out) {
-    if (c.want_out == want_out) return;
+    if (c.fd < 0 || c.want_out == want_out) return;
     epoll_event ev{};
     ev.events = EPOLLIN | (want_out ? EPOLLOUT : 0u);
     ev.data.u64 = c.id;
@@ -351,13 +307,32 @@ void LiveServer::Impl::close_conn(uint64_t id) {
         c.job->ranks[c.rank].closed_ns = mono_ns();
         c.job->dirty = true;
     }
-    epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, nullptr);
-    close(c.fd);
+    if (c.fd >= 0) {
+        epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, nullptr);
+        close(c.fd);
+    }
     buffered_total -= std::min(buffered_total, c.buffered + c.pending_bytes);
     st_buffered = buffered_total;
     if (!c.http) --rank_conns;
+    const uint64_t via = c.via;
+    const uint32_t channel = c.channel;
+    std::vector<uint64_t> relayed;
+    for (const auto& [ch, cid] : c.channels) relayed.push_back(cid);
     conns.erase(it);
     st_connections = rank_conns;
+    for (const uint64_t r : relayed) close_conn(r);  // a relay gone takes its ranks' connections with it
+    if (via) tell_relay_closed(via, channel, id);
+}
+
+void LiveServer::Impl::tell_relay_closed(uint64_t via, uint32_t channel, uint64_t id) {
+    auto r = conns.find(via);
+    if (r == conns.end()) return;
+    auto ch = r->second->channels.find(channel);
+    if (ch == r->second->channels.end() || ch->second != id) return;
+    r->second->channels.erase(ch);
+    std::vector<uint8_t> f;
+    wire::encode_relay_close(channel, f);
+    queue(*r->second, f);
 }
 
 void LiveServer::Impl::bad(Conn& c, const char* cause, const std::string& reason) {
@@ -369,6 +344,7 @@ void LiveServer::Impl::bad(Conn& c, const char* cause, const std::string& reason
 // Returns false when the connection was closed. The queued bytes go first, then the streamed body (/metrics), as
 // much as the socket takes each time it drains.
 bool LiveServer::Impl::flush(Conn& c) {
+    if (c.fd < 0) return true;  // a relayed rank: queue() handed its bytes to the relay
     for (;;) {
         const bool head = c.out_pos < c.out.size();
         if (!head && (!c.body || c.body_pos >= c.body->size())) break;
@@ -406,6 +382,19 @@ bool LiveServer::Impl::flush(Conn& c) {
 }
 
 bool LiveServer::Impl::queue(Conn& c, const std::vector<uint8_t>& bytes) {
+    if (c.via) {  // a relayed rank: wrapped for its relay; closing after it (a Reject) closes the channel after it
+        const uint64_t id = c.id;
+        const bool closing = c.close_after_flush;
+        auto r = conns.find(c.via);
+        std::vector<uint8_t> f;
+        wire::encode_relay(c.channel, bytes.data(), bytes.size(), f);
+        const bool sent = r != conns.end() && queue(*r->second, f);
+        if (!sent || closing) {
+            close_conn(id);
+            return false;
+        }
+        return true;
+    }
     if (!c.http && c.out.size() - c.out_pos + bytes.size() > kMaxOutBuffer) {
         log_peer(c, "not reading", "not reading what the collector sends (output buffer full)");
         close_conn(c.id);
@@ -512,6 +501,9 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
         return false;
     };
     const auto type = wire::FrameType(h.type);
+    const bool relay_type = type == wire::FrameType::Relay || type == wire::FrameType::RelayClose;
+    // A connection whose first frame is a relay's is a relay's for good.
+    if (c.relay || (relay_type && !c.hello && !c.pending && !c.via)) return on_relay_frame(c, h);
     if (c.pending && type != wire::FrameType::Proof) {
         bad(c, "protocol", fmt::format("frame type {} before the token proof", h.type));
         return false;
@@ -554,9 +546,7 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
         case wire::FrameType::KeepAlive: {
             wire::KeepAlive m;
             if (!decoded(m, "KeepAlive")) return false;
-            RankState& r = c.job->ranks[c.rank];
-            r.last_frame_ns = now;
-            if (m.sent_mono_ns) r.clock.add(int64_t(now - m.sent_mono_ns));
+            c.job->ranks[c.rank].heard(now, m.sent_mono_ns);
             return true;
         }
         case wire::FrameType::Bye: {
@@ -570,6 +560,8 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
             c.job->dirty = true;
             return true;
         }
+        case wire::FrameType::Relay:
+        case wire::FrameType::RelayClose: bad(c, "protocol", "a relay's frame on a rank's connection"); return false;
         case wire::FrameType::HelloAck:
         case wire::FrameType::Challenge:
         case wire::FrameType::Reject:
@@ -578,6 +570,61 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
             return false;
     }
     return true;  // a type a newer minor added: skipped
+}
+
+bool LiveServer::Impl::on_relay_frame(Conn& c, const wire::FrameHeader& h) {
+    std::string err;
+    uint32_t channel = 0;
+    if (wire::FrameType(h.type) == wire::FrameType::RelayClose) {
+        if (!wire::decode_relay_close(scratch.data(), scratch.size(), channel, &err)) {
+            bad(c, "malformed", "bad RelayClose: " + err);
+            return false;
+        }
+        c.relay = true;
+        if (auto ch = c.channels.find(channel); ch != c.channels.end()) {
+            const uint64_t id = ch->second;
+            c.channels.erase(ch);  // the relay said it: nothing to tell it back
+            close_conn(id);
+        }
+        return true;
+    }
+    wire::FrameHeader inner;
+    if (wire::FrameType(h.type) != wire::FrameType::Relay) {
+        bad(c, "protocol", fmt::format("frame type {} on a relay's connection", h.type));
+        return false;
+    }
+    if (!wire::decode_relay(scratch.data(), scratch.size(), channel, inner, &err)) {
+        bad(c, "malformed", "bad Relay frame: " + err);
+        return false;
+    }
+    c.relay = true;
+    uint64_t rank_id = 0;
+    if (auto ch = c.channels.find(channel); ch != c.channels.end()) {
+        rank_id = ch->second;
+    } else {
+        if (c.channels.size() >= kMaxRelayChannels || conns.size() >= opt.max_connections) {
+            ++st_refused;  // as a connection over the limit is: closed at once
+            std::vector<uint8_t> f;
+            wire::encode_relay_close(channel, f);
+            return queue(c, f);
+        }
+        auto k = std::make_unique<Conn>();
+        k->id = rank_id = next_conn_id++;
+        k->via = c.id;
+        k->channel = channel;
+        k->peer = fmt::format("{} (relayed, channel {})", c.peer, channel);
+        k->ip = c.ip;
+        k->opened_ns = mono_ns();
+        c.channels.emplace(channel, rank_id);
+        conns.emplace(rank_id, std::move(k));
+        ++rank_conns;
+        st_connections = rank_conns;
+    }
+    // The wrapped frame, handled as if its rank had sent it on a connection of its own.
+    scratch.erase(scratch.begin(), scratch.begin() + wire::kRelayPrefixBytes + wire::kHeaderBytes);
+    const uint64_t relay_id = c.id;
+    on_frame(*conns.at(rank_id), inner);
+    return conns.count(relay_id) > 0;
 }
 
 void LiveServer::Impl::on_http(Conn& c, const uint8_t* p, size_t n) {
@@ -785,8 +832,7 @@ void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
     Job& job = *c.job;
     RankState& r = job.ranks[c.rank];
     FileSnapshot& s = job.snaps[c.rank];
-    r.last_frame_ns = now;
-    if (m.sent_mono_ns && !r.clock.exact) r.clock.add(int64_t(now - m.sent_mono_ns));
+    r.heard(now, m.sent_mono_ns);
     const int64_t d = r.clock.offset();
     s.header.start_mono_ns = time_base::shift(r.rank_start_mono_ns, d);
     s.header.process_state = m.process_state;
@@ -827,8 +873,7 @@ void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
     Job& job = *c.job;
     RankState& r = job.ranks[c.rank];
     FileSnapshot& s = job.snaps[c.rank];
-    r.last_frame_ns = now;
-    if (m.sent_mono_ns && !r.clock.exact) r.clock.add(int64_t(now - m.sent_mono_ns));
+    r.heard(now, m.sent_mono_ns);
     const int64_t d = r.clock.offset();
     const uint32_t ended_before = s.header.end_kind;
     s.header.process_state = m.live.process_state;
@@ -995,6 +1040,11 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     job.last_analysis_cost_s = last_analysis_s;
     ++st_analyses;
 
+    // Behind reading the ranks' frames: the verdicts are not proven by what is read so far; they wait.
+    int64_t behind = 0;
+    for (const auto& r : job.ranks)
+        if (r.conn_id) behind = std::max(behind, r.read_lag_ns);
+
     job.named.clear();
     job.verdicts.clear();
     bool stalled = false, fresh = false;
@@ -1026,12 +1076,20 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
             const auto& v = cr.suspected.front();
             const std::string k = verdict_key(v);
             suspect_keys.insert(k);
-            if (job.suspect_said.insert(k).second)
+            if (behind <= kBehindNs && job.suspect_said.insert(k).second)
                 log(fmt::format("job {}: {}", clean(job.id), report::verdict_lines(jr, cr, v).front()));
         }
     // A suspicion that ended (recovered, or became a stall) is news again if it comes back.
     for (auto it = job.suspect_said.begin(); it != job.suspect_said.end();)
         it = suspect_keys.count(*it) ? std::next(it) : job.suspect_said.erase(it);
+    if (fresh && behind > kBehindNs) {
+        log_limited("behind", fmt::format("job {}: the collector reads the ranks' frames {:.1f} s late (too much to "
+                                          "carry for one thread): no verdict until it catches up",
+                                          clean(job.id), double(behind) / 1e9));
+        job.dirty = true;
+        fresh = false;
+        stalled = job.stall_reported_ns != 0;  // nor a recovery said on stale evidence
+    }
     if (fresh) {
         job.reported.insert(keys.begin(), keys.end());
         report(job, a, now);
@@ -1323,7 +1381,7 @@ void LiveServer::Impl::sweep(uint64_t now) {
                 late.push_back({id, nullptr});  // no whole request within the hello timeout
             else if (c->close_after_flush && now - c->out_progress_ns > scrape_ns)
                 late.push_back({id, "a /metrics scraper read nothing within the scrape timeout"});
-        } else if (!c->hello && now - c->opened_ns > hello_ns) {
+        } else if (!c->hello && !c->relay && now - c->opened_ns > hello_ns) {
             late.push_back({id, "no Hello within the hello timeout"});
         } else if (c->frame_start_ns && now - c->frame_start_ns > frame_ns) {
             late.push_back({id, "a frame not complete within the frame timeout"});

@@ -3,6 +3,9 @@
 // the report once a stall passes the timeout, asks every rank of the job for a dump, and serves Prometheus /
 // OpenMetrics text on an optional HTTP port.
 //
+// A relay (`ncclwatch-collector relay`, protocol 1.7) may carry a node's ranks on one connection, each rank a channel
+// that is handled exactly as its own connection would be.
+//
 // One thread (epoll) does everything, so it runs on one core. Used by `ncclwatch-collector serve` and, with
 // NCCLWATCH_COLLECTOR=auto, inside the shim of global rank 0.
 #pragma once
@@ -32,23 +35,24 @@ struct ServerOptions {
     double hello_timeout_s = 10;      // a connection that sends no Hello within this is closed
     // Bounds, so that no client (hostile or broken) can grow the collector without limit. The defaults hold 131,072
     // ranks (about 4 KiB each); the collector inside rank 0 (shim/live/collector_endpoint.cpp) sets much smaller ones.
-    size_t max_ranks = 262144;                 // distinct (job, rank) kept; then the oldest idle job is evicted
-    size_t max_jobs = 4096;                    // jobs kept; likewise
-    double retention_s = 600;                  // a job with no rank connected and silent this long is evicted
-    size_t max_conn_buffer = (1u << 20) + 16;  // bytes of a partly received frame per connection (wire maximum)
-    size_t max_buffered_total = 64u << 20;     // the same, all connections together (16,384 ranks x 4 KiB)
-    double frame_timeout_s = 10;               // a frame must be complete this long after its first byte
-    size_t metrics_max_bytes = 16'000'000;     // one /metrics response; series past it are left out (and counted)
-    size_t metrics_queue_max = 64u << 20;      // /metrics renderings held for scrapers, all together
-    double scrape_timeout_s = 10;              // a scraper that reads nothing of its response this long is closed
-    double log_summary_s = 60;                 // how often suppressed log lines are summed up
+    size_t max_ranks = 262144;  // distinct (job, rank) kept; then the oldest idle job is evicted
+    size_t max_jobs = 4096;     // jobs kept; likewise
+    double retention_s = 600;   // a job with no rank connected and silent this long is evicted
+    // Bytes of a partly received frame per connection: the wire maximum, a relayed frame's (protocol 1.7).
+    size_t max_conn_buffer = (1u << 20) + 36;
+    size_t max_buffered_total = 64u << 20;  // the same, all connections together (16,384 ranks x 4 KiB)
+    double frame_timeout_s = 10;            // a frame must be complete this long after its first byte
+    size_t metrics_max_bytes = 16'000'000;  // one /metrics response; series past it are left out (and counted)
+    size_t metrics_queue_max = 64u << 20;   // /metrics renderings held for scrapers, all together
+    double scrape_timeout_s = 10;           // a scraper that reads nothing of its response this long is closed
+    double log_summary_s = 60;              // how often suppressed log lines are summed up
     // Where log lines go (one line, no trailing newline); empty = stderr with a "ncclwatch-collector: " prefix.
     // Called on the server thread.
     std::function<void(const std::string&)> log;
 };
 
 struct ServerStats {
-    uint64_t connections = 0;  // rank connections currently open (not /metrics)
+    uint64_t connections = 0;  // rank connections open now (not /metrics): a relay and each rank it carries count one
     uint64_t ranks_known = 0;  // distinct (job, rank) seen
     uint64_t frames = 0;
     uint64_t bad_frames = 0;  // connections closed for a malformed or refused frame

@@ -167,6 +167,21 @@ void encode(const DumpRequest& m, std::vector<uint8_t>& out) {
     finish_frame(w, at);
 }
 
+void encode_relay(uint32_t channel, const uint8_t* frame, size_t n, std::vector<uint8_t>& out) {
+    Writer w(out);
+    const size_t at = begin_frame(w, FrameType::Relay);
+    w.u32(channel);
+    out.insert(out.end(), frame, frame + n);
+    finish_frame(w, at);
+}
+
+void encode_relay_close(uint32_t channel, std::vector<uint8_t>& out) {
+    Writer w(out);
+    const size_t at = begin_frame(w, FrameType::RelayClose);
+    w.u32(channel);
+    finish_frame(w, at);
+}
+
 // ---- Decoding ----
 
 bool decode_header(const uint8_t* p, size_t n, FrameHeader& h, std::string* err) noexcept {
@@ -192,9 +207,10 @@ bool decode_header(const uint8_t* p, size_t n, FrameHeader& h, std::string* err)
         if (v.major != kMajor)
             return fail("protocol version " + std::to_string(v.major) + "." + std::to_string(v.minor) +
                         " not supported (this side speaks " + std::to_string(kMajor) + ".x)");
-        if (v.length > kMaxPayload)
+        const uint32_t limit = v.type == uint16_t(FrameType::Relay) ? kMaxRelayPayload : kMaxPayload;
+        if (v.length > limit)
             return fail("frame payload of " + std::to_string(v.length) + " bytes exceeds the limit of " +
-                        std::to_string(kMaxPayload));
+                        std::to_string(limit));
         h = v;
         return true;
     } catch (...) {
@@ -311,6 +327,37 @@ bool decode(const uint8_t* p, size_t n, DumpRequest& m, std::string* err) noexce
         v.request_id = r.u64("request_id");
         v.reason = r.str("reason");
     });
+}
+
+bool decode_relay(const uint8_t* p, size_t n, uint32_t& channel, FrameHeader& inner, std::string* err) noexcept {
+    if (n < kRelayPrefixBytes + kHeaderBytes) {
+        if (err) *err = "relay frame of " + std::to_string(n) + " bytes: shorter than a channel and a frame header";
+        return false;
+    }
+    FrameHeader h;
+    if (!decode_header(p + kRelayPrefixBytes, n - kRelayPrefixBytes, h, err)) return false;
+    if (h.type == uint16_t(FrameType::Relay) || h.type == uint16_t(FrameType::RelayClose)) {
+        if (err) *err = "a relay frame inside a relay frame";
+        return false;
+    }
+    if (h.length > kMaxPayload || h.length != n - kRelayPrefixBytes - kHeaderBytes) {
+        if (err)
+            *err = "relayed frame says " + std::to_string(h.length) + " payload bytes, carries " +
+                   std::to_string(n - kRelayPrefixBytes - kHeaderBytes);
+        return false;
+    }
+    channel = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+    inner = h;
+    return true;
+}
+
+bool decode_relay_close(const uint8_t* p, size_t n, uint32_t& channel, std::string* err) noexcept {
+    struct Close {
+        uint32_t channel = 0;
+    } v;
+    if (!decode_with(p, n, v, err, [](Reader& r, Close& c) { c.channel = r.u32("channel"); })) return false;
+    channel = v.channel;
+    return true;
 }
 
 // ---- Stream reassembly ----

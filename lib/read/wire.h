@@ -91,6 +91,10 @@ void encode(const Reject& m, std::vector<uint8_t>& out);
 void encode(const DumpRequest& m, std::vector<uint8_t>& out);
 void encode(const Challenge& m, std::vector<uint8_t>& out);
 void encode(const Proof& m, std::vector<uint8_t>& out);
+// 1.7: one whole frame (`frame`, `n` bytes, header included) of channel `channel`, wrapped for a relay's connection;
+// and the news that a channel's connection closed (or is to close).
+void encode_relay(uint32_t channel, const uint8_t* frame, size_t n, std::vector<uint8_t>& out);
+void encode_relay_close(uint32_t channel, std::vector<uint8_t>& out);
 
 // ---- Decoding ----
 // Validates a header (magic, major, length <= kMaxPayload). false with *err when invalid.
@@ -105,6 +109,10 @@ bool decode(const uint8_t* p, size_t n, Reject& m, std::string* err) noexcept;
 bool decode(const uint8_t* p, size_t n, DumpRequest& m, std::string* err) noexcept;
 bool decode(const uint8_t* p, size_t n, Challenge& m, std::string* err) noexcept;
 bool decode(const uint8_t* p, size_t n, Proof& m, std::string* err) noexcept;
+// 1.7: a Relay payload: its channel and the wrapped frame's header, checked as a frame header is (and never a Relay
+// frame itself), its length exactly what follows; the wrapped payload is p + kRelayPrefixBytes + kHeaderBytes.
+bool decode_relay(const uint8_t* p, size_t n, uint32_t& channel, FrameHeader& inner, std::string* err) noexcept;
+bool decode_relay_close(const uint8_t* p, size_t n, uint32_t& channel, std::string* err) noexcept;
 
 // Reassembles frames from a byte stream (a socket read into feed()).
 class FrameReader {

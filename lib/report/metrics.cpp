@@ -223,7 +223,8 @@ std::string render(const std::vector<RankCommSample>& samples, const std::vector
     }
 
     const Format f = format;
-    total(out, f, "ncclwatch_collector_connections", Type::Gauge, "Open rank connections.", double(t.connections));
+    total(out, f, "ncclwatch_collector_connections", Type::Gauge,
+          "Open rank connections (a relay's and each rank on it count one each).", double(t.connections));
     total(out, f, "ncclwatch_collector_ranks", Type::Gauge, "Distinct ranks (job, global rank) seen.",
           double(t.ranks_known));
     total(out, f, "ncclwatch_collector_jobs", Type::Gauge, "Jobs seen.", double(t.jobs));

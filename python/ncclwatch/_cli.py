@@ -19,7 +19,7 @@ import sys
 import ncclwatch
 
 PROG = "ncclwatch"
-COLLECTOR_COMMANDS = ("analyze", "dump", "serve", "env")
+COLLECTOR_COMMANDS = ("analyze", "dump", "serve", "relay", "env")
 
 # Option of `run` -> the shim's variable it sets (names from include/ncclwatch/config_table.h).
 RUN_VARIABLES = {
@@ -55,7 +55,7 @@ def _seconds(text):
 def _parser():
     p = _Parser(prog=PROG, description="ncclwatch: names the culprit of a hung NCCL job. The wheel bundles "
                 "libncclwatch.so (the LD_PRELOAD shim) and ncclwatch-collector.",
-                epilog="analyze, dump, serve and env are the collector's commands: 'ncclwatch analyze --help'.")
+                epilog="analyze, dump, serve, relay and env are the collector's commands: 'ncclwatch analyze --help'.")
     p.add_argument("--version", action="store_true", help="print the version and the git commit, and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     run = sub.add_parser("run", help="run a command (torchrun ...) under the shim",
@@ -130,7 +130,7 @@ def main(argv=None):
                 return 1
             print(so)
             return 0
-        raise UsageError("%s: a command is needed (run, lib, analyze, dump, serve, env); see '%s --help'"
+        raise UsageError("%s: a command is needed (run, lib, analyze, dump, serve, relay, env); see '%s --help'"
                          % (PROG, PROG))
     except UsageError as e:
         print(e, file=sys.stderr)

@@ -406,7 +406,7 @@ private:
     // frame still pending first; then the asking thread may go on. Bounded: it waits for us at most kLiveEndWaitMs.
     void send_end() {
         const uint64_t deadline = clock_mono_ns() + 150000000ull;
-        if (state_ == State::Open && acked_ && fd_ >= 0) {
+        if (ready_for_end(deadline)) {
             while (send_.busy() && fd_ >= 0 && clock_mono_ns() < deadline) {
                 flush();
                 pollfd p{fd_, POLLOUT, 0};
@@ -429,6 +429,28 @@ private:
             }
         }
         answer_end();
+    }
+
+    // A process that ends in its first milliseconds may not have been accepted yet (connecting, or its Hello not
+    // answered): finish the connection and the handshake within the end's deadline, one attempt where none is under
+    // way, so the collector still learns how it ended instead of seeing a socket close with no evidence.
+    bool ready_for_end(uint64_t deadline) {
+        if (state_ == State::Idle) begin_connect();
+        while (fd_ >= 0 && !(state_ == State::Open && acked_)) {
+            const uint64_t now = clock_mono_ns();
+            if (now >= deadline) break;
+            short ev = POLLIN;
+            if (state_ == State::Connecting || send_.busy()) ev |= POLLOUT;
+            pollfd p{fd_, ev, 0};
+            if (::poll(&p, 1, int(std::min<uint64_t>((deadline - now) / 1000000 + 1, 10))) <= 0) continue;
+            if (state_ == State::Connecting) {
+                if (p.revents & (POLLOUT | POLLERR | POLLHUP)) finish_connect();
+                continue;
+            }
+            if (p.revents & (POLLIN | POLLERR | POLLHUP)) receive();
+            if (state_ == State::Open && fd_ >= 0 && (p.revents & POLLOUT)) flush();
+        }
+        return state_ == State::Open && acked_ && fd_ >= 0;
     }
 
     void answer_end() noexcept {

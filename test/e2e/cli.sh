@@ -10,7 +10,7 @@ PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
 
 # --version, on its own and after each command.
 hash=""
-for cmd in "" analyze dump serve env; do
+for cmd in "" analyze dump serve relay env; do
     out=$("$C" $cmd --version 2>"$WORK/err")
     rc=$?
     [ $rc = 0 ] || fail "'$cmd --version': exit $rc, want 0"
@@ -44,12 +44,13 @@ check_help() {
     done
     [ "$(wc -l <"$WORK/help.txt")" -lt 100 ] || fail "'$cmd --help' has $(wc -l <"$WORK/help.txt") lines"
 }
-check_help "" analyze dump serve env
+check_help "" analyze dump serve relay env
 check_help analyze --json --timeout --trace --trace-ops --color --all-ranks DIR_OR_FILE "Exit status"
 check_help dump --json FILE
 check_help serve --listen --metrics --timeout --dead-after --out --once --quiet --insecure --metrics-ids \
     --max-connections --max-ranks --max-jobs --retention --hello-timeout --frame-timeout --max-conn-buffer \
     --buffer-budget --metrics-max-bytes --metrics-budget --scrape-timeout NCCLWATCH_TOKEN
+check_help relay --to --listen --max-ranks "Exit status"
 check_help env NCCLWATCH_
 grep -q -- "--listen" "$WORK/help.txt" && fail "env --help names serve's options"
 "$C" analyze --help | grep -q -- "--listen" && fail "analyze --help names serve's options"
@@ -86,10 +87,13 @@ usage_error "unexpected argument 'x'" serve x
 usage_error "--max-ranks: '12Q' is not a count (digits, optionally K, M or G)" serve --max-ranks 12Q
 usage_error "--timeout: 'soon' is not a number of seconds (0 to 1e7)" serve --timeout soon
 usage_error "--listen needs a value" serve --listen
+usage_error "--to is required" relay
+usage_error "--to: 'nowhere' is not HOST:PORT or [IPv6]:PORT, the port 1..65535" relay --to nowhere
+usage_error "--max-ranks: '12Q' is not a count (digits, optionally K, M or G)" relay --to 127.0.0.1:1 --max-ranks 12Q
 usage_error "unexpected argument 'x'" env x
 usage_error "unknown command 'frob'" "" frob
 usage_error "unknown option '--frob'" "" --frob
-usage_error "give a command (analyze, dump, serve, env)" ""
+usage_error "give a command (analyze, dump, serve, relay, env)" ""
 usage_error "unknown command 'frob'" "" help frob
 
 # A small clean job: the JSON outputs carry the version; the option spellings the tests and users use still work.
@@ -126,7 +130,7 @@ grep -q "^OK .*no hang and no mismatch found" "$WORK/a.txt" || fail "analyze of 
 if [ -n "${NCW_MAN:-}" ]; then
     [ -s "$NCW_MAN" ] || fail "no man page at $NCW_MAN"
     grep -q "^\.TH NCCLWATCH-COLLECTOR 1 .*ncclwatch $NCW_VERSION" "$NCW_MAN" || fail "man page: no .TH with the version"
-    for cmd in analyze dump serve env; do
+    for cmd in analyze dump serve relay env; do
         grep -q "^\.SH \"ncclwatch-collector $cmd\"" "$NCW_MAN" || fail "man page: no section for $cmd"
     done
     grep -q '^\.B \\-\\-max\\-ranks' "$NCW_MAN" || fail "man page: serve's --max-ranks missing"

@@ -98,6 +98,9 @@ two_nodes() {
 # Ranks 0-1 are node A, 2-3 node B.
 node=$([ "$RANK" -lt 2 ] && echo a || echo b)
 export NCCLWATCH_DIR="$NODES/node-$node"
+# With a relay per node (RELAY_A, RELAY_B: HOST:PORT), each node's ranks reach the collector through theirs.
+relay_var="RELAY_${node^^}"
+[ -n "${!relay_var:-}" ] && export NCCLWATCH_COLLECTOR="${!relay_var}"
 exec "$@"
 WRAP
     chmod +x "$WORK/per_node.sh"

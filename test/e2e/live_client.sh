@@ -85,4 +85,15 @@ run_job 2 --steps 20 --count 4096 --hold-ms 3000
 every_rank "$WORK/state3.json" 2 hello 1 || fail "no Hello before the Reject"
 "$PY" -c "import json,sys; d=json.load(open(sys.argv[1]))['ranks']; sys.exit(0 if all(v['hello']==1 for v in d.values()) else 1)" \
     "$WORK/state3.json" || fail "a rejected rank reconnected: $(cat "$WORK/state3.json")"
-echo "ok: Hello, Digests, DumpRequest, reconnect and Bye from every rank; a Reject is final; no collector costs nothing"
+stop_listener
+
+# ---- 4. A rank that ends before its Hello is answered still says how it ended ----
+# The collector answers 50 ms late and the job ends within a few milliseconds: each rank's end waits for the answer
+# (within its bounded end window) and then sends its Digest and State, instead of a socket that closes with nothing.
+start_listener 0 "$WORK/state4.json" --ack-delay-ms 50
+export NCCLWATCH_COLLECTOR=127.0.0.1:$PORT NCCLWATCH_DIGEST_MS=1000
+run_job 2 --steps 2 --count 16
+[ "$JOB_RC" = 0 ] || fail "the short job exited $JOB_RC"
+wait_for 10 every_rank "$WORK/state4.json" 2 digest 1 ||
+    fail "a rank that ended before the HelloAck sent no Digest: $(cat "$WORK/state4.json")"
+echo "ok: Hello, Digests, DumpRequest, reconnect and Bye from every rank; a Reject is final; no collector costs nothing; a rank ending before the HelloAck still reports"

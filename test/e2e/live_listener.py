@@ -4,8 +4,9 @@ Accepts connections, splits the stream into frames by their 16-byte headers, ans
 counts frames per global rank (the rank comes from the Hello), and can send one DumpRequest to one rank once that
 rank has sent a Digest. Writes its counts as JSON to --state (atomically) whenever they change.
 
-usage: live_listener.py --port N (0 = any) --port-file F --state F [--dump-rank R] [--reject REASON]
-(--reject answers every Hello with a Reject instead.)
+usage: live_listener.py --port N (0 = any) --port-file F --state F [--dump-rank R] [--reject REASON] [--ack-delay-ms MS]
+(--reject answers every Hello with a Reject instead; --ack-delay-ms answers it that much later, as a loaded collector
+would.)
 """
 import argparse
 import json
@@ -15,6 +16,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 
 MAGIC = 0x4C57434E
 HEADER = struct.Struct("<IHHHHI")  # magic, major, minor, type, flags, length
@@ -40,6 +42,7 @@ def main():
     ap.add_argument("--state", required=True)
     ap.add_argument("--dump-rank", type=int, default=-1)
     ap.add_argument("--reject", default=None)
+    ap.add_argument("--ack-delay-ms", type=int, default=0)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
@@ -67,8 +70,22 @@ def main():
         f.write(str(lsock.getsockname()[1]))
     os.replace(tmp, args.port_file)
 
+    acks = []  # (due, socket): HelloAcks held back by --ack-delay-ms
+
+    def send_due_acks():
+        now = time.monotonic()
+        for due, c in [a for a in acks if a[0] <= now]:
+            acks.remove((due, c))
+            if c in conns:
+                try:
+                    c.sendall(frame(16))
+                except OSError:
+                    pass
+
     while True:
-        for key, _ in sel.select(timeout=1.0):
+        send_due_acks()
+        timeout = 1.0 if not acks else max(0.0, min(a[0] for a in acks) - time.monotonic())
+        for key, _ in sel.select(timeout=timeout):
             if key.data is None:
                 try:
                     c, _ = lsock.accept()
@@ -105,7 +122,9 @@ def main():
                 info["buf"] = info["buf"][HEADER.size + length:]
                 if ftype == 1:
                     info["rank"] = hello_rank(payload)
-                    if args.reject is None:
+                    if args.reject is None and args.ack_delay_ms > 0:
+                        acks.append((time.monotonic() + args.ack_delay_ms / 1000.0, c))
+                    elif args.reject is None:
                         c.sendall(frame(16))
                     else:
                         reason = args.reject.encode()

@@ -9,10 +9,18 @@
 #      DEAD rank 3, exit code 3, reported by the collector before the teardown ends the others;
 #   3. rank 3 issues a smaller all_reduce: MISMATCH rank 3 (node A's local rank 0 says the collector's verdict);
 #   4. rank 3 leaves the loop early and exits with code 0 (exit handlers run, its Bye goes out: a run out of data):
-#      DEAD rank 3, exit code 0, not a rank that merely has not joined yet.
+#      DEAD rank 3, exit code 0, not a rank that merely has not joined yet;
+#   5. 1 and 2 again with a relay per node (`ncclwatch-collector relay`, as at thousands of nodes): the same verdicts,
+#      the collector holding one connection per node; a relay that dies takes its node's ranks with it.
 . "$(dirname "$0")/lib.sh"
 SERVE_PID=""
-trap 'stop_serve; cleanup' EXIT
+RELAY_PIDS=()
+stop_relays() {
+    for p in "${RELAY_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+    RELAY_PIDS=()
+    unset RELAY_A RELAY_B
+}
+trap 'stop_relays; stop_serve; cleanup' EXIT
 export NCCLWATCH_TIMEOUT_SEC=2 NCCLWATCH_DIGEST_MS=50
 two_nodes
 
@@ -115,4 +123,40 @@ json_get "$r" "d['verdicts'][0]['headline']" | grep -q "exit code 0" || fail "ex
 node_a_quotes exit0 DEAD
 stop_job
 check_same exit0 "DEAD r3"
+stop_serve
+
+# ---- 5. the same through a relay per node ----
+# start_relays NAME: one relay per node, both to the collector of NCCLWATCH_COLLECTOR; RELAY_A, RELAY_B their ports.
+start_relays() {
+    for n in a b; do
+        "$NCW_COLLECTOR" relay --listen 127.0.0.1:0 --to "$NCCLWATCH_COLLECTOR" >"$WORK/$1.relay-$n.out" 2>"$WORK/$1.relay-$n.err" &
+        RELAY_PIDS+=($!)
+        wait_for 10 grep -q "relaying" "$WORK/$1.relay-$n.out" || fail "relay $n did not start: $(cat "$WORK/$1.relay-$n.err")"
+        wait_for 10 grep -q "connected to the collector" "$WORK/$1.relay-$n.err" ||
+            fail "relay $n did not reach the collector: $(cat "$WORK/$1.relay-$n.err")"
+        export "RELAY_${n^^}=127.0.0.1:$(sed -n 's/.*relaying 127.0.0.1:\([0-9]*\) .*/\1/p' "$WORK/$1.relay-$n.out")"
+    done
+}
+start_serve relay_skip
+start_relays relay_skip
+launch relay_skip -- --steps 10 --skip-rank 3 --skip-step 5 --hold-ms 60000
+wait_for 30 has_live relay_skip || fail "relay_skip: no live report: $(cat "$WORK/relay_skip.err")"
+node_a_quotes relay_skip NOT_JOINED
+stop_job
+check_same relay_skip "NOT_JOINED r3"
+stop_relays
+stop_serve
+
+start_serve relay_dies
+start_relays relay_dies
+launch relay_dies --kill-on-first-failure --term-delay-ms 300 -- --steps 10 --pause-step 3 --pause-ms 1000 --exit-rank 3 --exit-step 5 --exit-code 3 --exit-how _exit --hold-ms 60000
+wait_for 30 grep -q "^exit rank=0" "$WORK/launch.out" || fail "relay_dies: the launcher did not end the job"
+wait_for 10 has_live relay_dies || fail "relay_dies: no live report before the teardown: $(cat "$WORK/relay_dies.err")"
+r=$(live_report relay_dies)
+[ "$(lead "$r")" = "DEAD r3" ] || fail "relay_dies: the live collector says $(lead "$r"), want DEAD r3"
+json_get "$r" "d['verdicts'][0]['headline']" | grep -q "exit code 3" || fail "relay_dies: the verdict does not say exit code 3"
+wait "$LAUNCH_PID" 2>/dev/null
+LAUNCH_PID=""
+check_same relay_dies "DEAD r3"
+stop_relays
 stop_serve

@@ -511,3 +511,32 @@ TEST_CASE("live server writes its report through a fresh temporary file, never t
     umask(mask);
     CHECK((sb.st_mode & 0777) == (0640 & ~mask));
 }
+
+TEST_CASE("live server withholds its verdicts while it reads the ranks' frames late, and gives them once caught up") {
+    TempDir dir("ncw_live");
+    Log log;
+    live::LiveServer srv(options(log, dir.path.string()));
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    std::vector<std::unique_ptr<Client>> ranks;
+    const uint64_t t = mono() - 2'000'000'000ull;  // stalled for 2 s already (timeout 0.3 s)
+    for (int r = 0; r < 3; ++r) {
+        ranks.push_back(std::make_unique<Client>(port));
+        ranks.back()->send_msg(hello(r, 3));
+        REQUIRE(expect_ack(*ranks.back()));
+    }
+    // Rank 0's digest reaches the collector 3 s after it was sent: what it holds is 3 s old.
+    for (int r = 0; r < 3; ++r) {
+        wire::Digest d = r == 2 ? digest(r, 3, 4, 4, t) : digest(r, 3, 5, 4, t);
+        if (r == 0) d.sent_mono_ns = mono() - 3'000'000'000ull;
+        ranks[size_t(r)]->send_msg(d);
+    }
+    REQUIRE(wait_until([&] { return log.has("s late"); }));
+    CHECK(srv.stats().reports == 0);
+    // Caught up: its next frame is read as it is sent.
+    ranks[0]->send_msg(wire::KeepAlive{mono()});
+    REQUIRE(wait_until([&] { return srv.stats().reports == 1; }));
+    std::ifstream in(dir.path / "job-live" / "live-report.json");
+    CHECK(nlohmann::json::parse(in)["verdicts"][0]["culprits"] == nlohmann::json::array({2}));
+}

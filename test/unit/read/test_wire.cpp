@@ -428,3 +428,70 @@ TEST_CASE("Oversized lengths and counts are refused before anything is allocated
         CHECK(err.find("comm") != std::string::npos);
     }
 }
+
+TEST_CASE("1.7: a Relay frame carries one whole frame under its channel; RelayClose its channel; nothing nests") {
+    std::vector<uint8_t> inner;
+    encode(KeepAlive{123}, inner);
+    std::vector<uint8_t> frame;
+    encode_relay(0xA1B2C3D4u, inner.data(), inner.size(), frame);
+    std::vector<uint8_t> payload;
+    const FrameHeader h = split(frame, payload);
+    CHECK(h.type == uint16_t(FrameType::Relay));
+    uint32_t channel = 0;
+    FrameHeader ih;
+    std::string err;
+    REQUIRE(decode_relay(payload.data(), payload.size(), channel, ih, &err));
+    CHECK(channel == 0xA1B2C3D4u);
+    CHECK(ih.type == uint16_t(FrameType::KeepAlive));
+    KeepAlive k;
+    REQUIRE(decode(payload.data() + kRelayPrefixBytes + kHeaderBytes, ih.length, k, &err));
+    CHECK(k.sent_mono_ns == 123);
+
+    SECTION("a wrapped frame whose length is not what follows") {
+        payload.push_back(0);
+        CHECK_FALSE(decode_relay(payload.data(), payload.size(), channel, ih, &err));
+        CHECK(err.find("carries") != std::string::npos);
+        payload.resize(payload.size() - 2);
+        CHECK_FALSE(decode_relay(payload.data(), payload.size(), channel, ih, &err));
+    }
+    SECTION("a relay frame inside a relay frame") {
+        std::vector<uint8_t> outer;
+        encode_relay(1, frame.data(), frame.size(), outer);
+        std::vector<uint8_t> p2;
+        split(outer, p2);
+        CHECK_FALSE(decode_relay(p2.data(), p2.size(), channel, ih, &err));
+        CHECK(err == "a relay frame inside a relay frame");
+    }
+    SECTION("too short for a channel and a header; a bad wrapped magic") {
+        CHECK_FALSE(decode_relay(payload.data(), 10, channel, ih, &err));
+        payload[kRelayPrefixBytes] ^= 0xFF;
+        CHECK_FALSE(decode_relay(payload.data(), payload.size(), channel, ih, &err));
+        CHECK(err.find("bad magic") != std::string::npos);
+    }
+    SECTION("RelayClose") {
+        std::vector<uint8_t> c;
+        encode_relay_close(77, c);
+        std::vector<uint8_t> p;
+        CHECK(split(c, p).type == uint16_t(FrameType::RelayClose));
+        uint32_t ch = 0;
+        REQUIRE(decode_relay_close(p.data(), p.size(), ch, &err));
+        CHECK(ch == 77);
+        CHECK_FALSE(decode_relay_close(p.data(), 3, ch, &err));
+    }
+    SECTION("a Relay frame may exceed kMaxPayload by its prefix and header, and no more") {
+        std::vector<uint8_t> hdr(kHeaderBytes, 0);
+        FrameHeader v;
+        const uint32_t magic = kMagic, len_ok = kMaxRelayPayload, len_bad = kMaxRelayPayload + 1;
+        const uint16_t major = kMajor, relay = uint16_t(FrameType::Relay), hello = uint16_t(FrameType::Hello);
+        std::memcpy(&hdr[0], &magic, 4);
+        std::memcpy(&hdr[4], &major, 2);
+        std::memcpy(&hdr[8], &relay, 2);
+        std::memcpy(&hdr[12], &len_ok, 4);
+        CHECK(decode_header(hdr.data(), hdr.size(), v, &err));
+        std::memcpy(&hdr[12], &len_bad, 4);
+        CHECK_FALSE(decode_header(hdr.data(), hdr.size(), v, &err));
+        std::memcpy(&hdr[8], &hello, 2);
+        std::memcpy(&hdr[12], &len_ok, 4);
+        CHECK_FALSE(decode_header(hdr.data(), hdr.size(), v, &err));
+    }
+}

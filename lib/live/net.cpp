@@ -1,0 +1,83 @@
+#include "live/net.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ncw::live {
+
+bool split_host_port(const std::string& s, std::string& host, std::string& port) {
+    const auto colon = s.rfind(':');
+    if (colon == std::string::npos || colon + 1 >= s.size()) return false;
+    host = s.substr(0, colon);
+    port = s.substr(colon + 1);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host == "*") host = "0.0.0.0";
+    return !host.empty();
+}
+
+std::string peer_name(const sockaddr_storage& ss, std::string& ip) {
+    char buf[INET6_ADDRSTRLEN] = "?";
+    uint16_t port = 0;
+    if (ss.ss_family == AF_INET) {
+        auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+        inet_ntop(AF_INET, &a->sin_addr, buf, sizeof buf);
+        port = ntohs(a->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+        inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof buf);
+        port = ntohs(a->sin6_port);
+    }
+    ip = buf;
+    return ip + ":" + std::to_string(port);
+}
+
+int listen_on(const std::string& addr, uint16_t& port_out, std::string* err) {
+    std::string host, port;
+    if (!split_host_port(addr, host, port)) {
+        if (err) *err = "'" + addr + "' is not HOST:PORT";
+        return -1;
+    }
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+    if (rc != 0) {
+        if (err) *err = "cannot resolve '" + addr + "': " + gai_strerror(rc);
+        return -1;
+    }
+    int fd = -1;
+    std::string last = "no address";
+    for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            last = strerror(errno);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 4096) == 0) break;
+        last = strerror(errno);
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        if (err) *err = "cannot listen on " + addr + ": " + last;
+        return -1;
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    port_out = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                        : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    return fd;
+}
+
+}  // namespace ncw::live

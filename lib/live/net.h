@@ -1,0 +1,19 @@
+// The collector's sockets: HOST:PORT to listen on (port 0 = any, "*" = every address), and a peer's name for the log.
+// Used by the live server and the relay.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+
+namespace ncw::live {
+
+// "host:port", "[v6]:port" or "*:port" into its parts (the port as text; "*" becomes 0.0.0.0). false: not HOST:PORT.
+bool split_host_port(const std::string& s, std::string& host, std::string& port);
+// "ip:port" of a peer; its ip alone in `ip`.
+std::string peer_name(const sockaddr_storage& ss, std::string& ip);
+// Binds HOST:PORT and listens (non-blocking, close-on-exec); the bound port in port_out. -1 with *err.
+int listen_on(const std::string& addr, uint16_t& port_out, std::string* err);
+
+}  // namespace ncw::live
