@@ -1,6 +1,7 @@
 // `ncclwatch-collector serve`: the live collector (live_server.h) in the foreground until SIGINT/SIGTERM.
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -27,6 +28,15 @@ void raise_fd_limit() {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+}
+
+// Every read hands its connection's frame buffer back (16,384 connections holding 64 KiB each would be a GiB), and
+// every digest replaces a rank's snapshot: at 100,000 frames a second, glibc returning the heap's top to the kernel
+// and taking it back (brk, page faults) was a third of the collector's time. Keep what was freed, for the next frame.
+void keep_heap() {
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    mallopt(M_TOP_PAD, 64 << 20);
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
 }
 
 // HOST of HOST:PORT names only this machine: 127.0.0.0/8, ::1 (also v4-mapped), "localhost". A name that needs
@@ -62,6 +72,7 @@ int run_serve(ServeArgs& args) {
         return 2;
     }
     raise_fd_limit();
+    keep_heap();
 
     // The server thread inherits this mask, so only sigtimedwait below sees SIGINT/SIGTERM.
     sigset_t stop_signals;

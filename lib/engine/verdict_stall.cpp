@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "engine/causal.h"
 #include "engine/verdict_inferred.h"
@@ -470,12 +471,28 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
     std::vector<std::string> notes;
     const auto raises = inferred_progress(view, notes);
     if (raises.empty()) return diagnose_stall_inferred(view, now_ns, timeout_s);
-    CommView v = view;
+    // The raised counts are put in the view for the rules and taken back after (also when they throw): a copy of the
+    // view, every rank's signatures with it, cost more than the rules at 131,072 ranks. No view is const at its
+    // origin (job_view and suspicion build theirs), and the analysis is one thread.
+    struct Raised {
+        CommView& v;
+        std::vector<std::pair<uint64_t, uint64_t>> was;  // (completed, reached) per raise
+        ~Raised() {
+            for (size_t i = 0; i < was.size(); ++i)
+                std::tie(v.ranks[idx[i]].completed, v.ranks[idx[i]].reached) = was[i];
+        }
+        std::vector<size_t> idx;
+    } raised{const_cast<CommView&>(view), {}, {}};
+    raised.was.reserve(raises.size());
+    raised.idx.reserve(raises.size());
     for (const auto& r : raises) {
-        v.ranks[r.index].completed = r.completed;
-        v.ranks[r.index].reached = r.reached;
+        auto& rank = raised.v.ranks[r.index];
+        raised.idx.push_back(r.index);
+        raised.was.emplace_back(rank.completed, rank.reached);
+        rank.completed = r.completed;
+        rank.reached = r.reached;
     }
-    auto out = diagnose_stall_inferred(v, now_ns, timeout_s);
+    auto out = diagnose_stall_inferred(view, now_ns, timeout_s);
     for (auto& verdict : out) verdict.evidence.insert(verdict.evidence.end(), notes.begin(), notes.end());
     return out;
 }

@@ -65,6 +65,7 @@ constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // full analysis (mismatche
 // this, what it holds is that old: a rank that has moved on still looks behind, so nothing is reported until it
 // catches up.
 constexpr int64_t kBehindNs = 1'000'000'000;
+constexpr uint64_t kLagWindowNs = 250'000'000;  // "lately", for how late frames are read
 
 inline uint64_t mono_ns() { return time_base::clock_ns(CLOCK_MONOTONIC); }
 
@@ -80,19 +81,16 @@ struct RankState {
     OffsetFilter clock;
     uint64_t rank_start_mono_ns = 0;  // as the rank sent it (its own clock)
 
-    // How far behind the collector reads this rank: the delay of its latest frame past the smallest in the clock's
-    // window. A collector that falls behind reading judges evidence that old, and must not judge by it.
-    int64_t read_lag_ns = 0;
-
     // The last moment the rank is known alive: now while connected, else its last frame or its connection's close.
     uint64_t alive_at(uint64_t now) const { return conn_id ? now : std::max(last_frame_ns, closed_ns); }
-    // A frame read at `now` that the rank sent at `sent` (its clock; 0: not said).
-    void heard(uint64_t now, uint64_t sent) {
+    // A frame read at `now` that the rank sent at `sent` (its clock; 0: not said). Returns how late it was read: its
+    // delay past the smallest in the clock's window.
+    int64_t heard(uint64_t now, uint64_t sent) {
         last_frame_ns = now;
-        if (!sent) return;
+        if (!sent) return 0;
         const int64_t delay = int64_t(now - sent);
         if (!clock.exact) clock.add(delay);
-        read_lag_ns = std::max<int64_t>(0, delay - clock.offset());
+        return std::max<int64_t>(0, delay - clock.offset());
     }
 };
 
@@ -232,6 +230,25 @@ struct LiveServer::Impl {
     void put_header_on_our_clock(const RankState& r, HeaderInfo& h);
     void on_digest(Conn& c, wire::Digest& m, uint64_t now);
     void on_state(Conn& c, wire::State& m, uint64_t now);
+    // How late the frames read lately were: the latest of this window and the last. Frames wait in the sockets
+    // until the one thread reads them, so when those read now are late, every rank's unread ones are: the collector
+    // is behind for all of them, also for a rank whose last frame read was on time.
+    int64_t lag_now = 0, lag_before = 0;
+    uint64_t lag_window_ns = 0;
+    void roll_lag(uint64_t now) {
+        if (now - lag_window_ns < kLagWindowNs) return;
+        lag_before = now - lag_window_ns < 2 * kLagWindowNs ? lag_now : 0;
+        lag_now = 0;
+        lag_window_ns = now;
+    }
+    void note_lag(int64_t lag, uint64_t now) {
+        roll_lag(now);
+        lag_now = std::max(lag_now, lag);
+    }
+    int64_t read_lag(uint64_t now) {
+        roll_lag(now);
+        return std::max(lag_now, lag_before);
+    }
     double timeout_of(const Job& job) const {
         return opt.timeout_from_ranks && job.ranks_timeout_s > 0 ? job.ranks_timeout_s : opt.timeout_s;
     }
@@ -546,7 +563,7 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
         case wire::FrameType::KeepAlive: {
             wire::KeepAlive m;
             if (!decoded(m, "KeepAlive")) return false;
-            c.job->ranks[c.rank].heard(now, m.sent_mono_ns);
+            note_lag(c.job->ranks[c.rank].heard(now, m.sent_mono_ns), now);
             return true;
         }
         case wire::FrameType::Bye: {
@@ -832,7 +849,7 @@ void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
     Job& job = *c.job;
     RankState& r = job.ranks[c.rank];
     FileSnapshot& s = job.snaps[c.rank];
-    r.heard(now, m.sent_mono_ns);
+    note_lag(r.heard(now, m.sent_mono_ns), now);
     const int64_t d = r.clock.offset();
     s.header.start_mono_ns = time_base::shift(r.rank_start_mono_ns, d);
     s.header.process_state = m.process_state;
@@ -873,7 +890,7 @@ void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
     Job& job = *c.job;
     RankState& r = job.ranks[c.rank];
     FileSnapshot& s = job.snaps[c.rank];
-    r.heard(now, m.sent_mono_ns);
+    note_lag(r.heard(now, m.sent_mono_ns), now);
     const int64_t d = r.clock.offset();
     const uint32_t ended_before = s.header.end_kind;
     s.header.process_state = m.live.process_state;
@@ -994,14 +1011,27 @@ void LiveServer::Impl::maybe_analyze(uint64_t now) {
         // Something that just became due (a stall past the timeout, a death) is judged on this tick, whatever the
         // last analysis cost: the throttle is for analyses that find nothing new, and at 131,072 ranks (0.8 s each)
         // it would hold the verdict back by up to 2.4 s. Once per event: while it stays due, the throttle holds.
-        const bool news = !job->due_judged && something_due(*job, now);
+        // One pass over the ranks per tick at most: at 131,072 ranks it is not free.
+        const bool first = !job->due_judged, due_now = first && something_due(*job, now);
+        const bool news = due_now;
         if (since < period && !news) continue;
-        const bool due = news || something_due(*job, now);
+        const bool due = first ? due_now : something_due(*job, now);
         if (!due) job->due_judged = false;
         const bool run = due || (job->dirty && since >= full_period) ||
                          (job->dirty && (job->stall_reported_ns || !job->suspected.empty())) ||
                          since >= 4 * full_period;
         if (!run) continue;
+        // Behind reading the ranks' frames: what is read so far proves nothing about now (a rank that has moved on
+        // would still look behind), so no analysis until it has caught up; skipping it also leaves the thread to
+        // reading.
+        if (const int64_t behind = read_lag(now); behind > kBehindNs) {
+            if (due)
+                log_limited("behind", fmt::format("job {}: the collector reads the ranks' frames {:.1f} s late (more "
+                                                  "than one thread carries): no verdict until it catches up",
+                                                  clean(job->id), double(behind) / 1e9));
+            job->due_judged = false;
+            continue;
+        }
         analyze_job(*job, now);
         job->due_judged = due;
     }
@@ -1040,11 +1070,6 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     job.last_analysis_cost_s = last_analysis_s;
     ++st_analyses;
 
-    // Behind reading the ranks' frames: the verdicts are not proven by what is read so far; they wait.
-    int64_t behind = 0;
-    for (const auto& r : job.ranks)
-        if (r.conn_id) behind = std::max(behind, r.read_lag_ns);
-
     job.named.clear();
     job.verdicts.clear();
     bool stalled = false, fresh = false;
@@ -1076,20 +1101,12 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
             const auto& v = cr.suspected.front();
             const std::string k = verdict_key(v);
             suspect_keys.insert(k);
-            if (behind <= kBehindNs && job.suspect_said.insert(k).second)
+            if (job.suspect_said.insert(k).second)
                 log(fmt::format("job {}: {}", clean(job.id), report::verdict_lines(jr, cr, v).front()));
         }
     // A suspicion that ended (recovered, or became a stall) is news again if it comes back.
     for (auto it = job.suspect_said.begin(); it != job.suspect_said.end();)
         it = suspect_keys.count(*it) ? std::next(it) : job.suspect_said.erase(it);
-    if (fresh && behind > kBehindNs) {
-        log_limited("behind", fmt::format("job {}: the collector reads the ranks' frames {:.1f} s late (too much to "
-                                          "carry for one thread): no verdict until it catches up",
-                                          clean(job.id), double(behind) / 1e9));
-        job.dirty = true;
-        fresh = false;
-        stalled = job.stall_reported_ns != 0;  // nor a recovery said on stale evidence
-    }
     if (fresh) {
         job.reported.insert(keys.begin(), keys.end());
         report(job, a, now);
