@@ -18,16 +18,24 @@ struct OpSig {
     NCW_SIG_FIELDS(NCW_READER_MEMBER)
 };
 
+// PeerP2p's one list of fields, in the order a State frame carries them (read/wire.cpp): X(type, name, wire kind,
+// initial value). peer: the peer's comm rank; t_oldest_*_pending_ns: the issue time of the oldest op of that direction
+// not completed (0: none).
+#define NCW_PEER_P2P_FIELDS(X)                    \
+    X(int, peer, i32, -1)                         \
+    X(uint64_t, sends_issued, u64, 0)             \
+    X(uint64_t, sends_completed, u64, 0)          \
+    X(uint64_t, recvs_issued, u64, 0)             \
+    X(uint64_t, recvs_completed, u64, 0)          \
+    X(uint64_t, t_oldest_send_pending_ns, u64, 0) \
+    X(uint64_t, t_oldest_recv_pending_ns, u64, 0)
+
 // Point-to-point traffic of one rank with one peer on one communicator, from the rank's ring. p2p sequence numbers
 // count per (comm, peer, direction), so "issued" is the highest seq seen and "completed" the highest that completed.
 struct PeerP2p {
-    int peer = -1;  // comm rank of the peer
-    uint64_t sends_issued = 0;
-    uint64_t sends_completed = 0;
-    uint64_t recvs_issued = 0;
-    uint64_t recvs_completed = 0;
-    uint64_t t_oldest_send_pending_ns = 0;  // issue time of the oldest send not completed (0: none)
-    uint64_t t_oldest_recv_pending_ns = 0;
+#define NCW_PEER_P2P_MEMBER(type, name, kind, init) type name = init;
+    NCW_PEER_P2P_FIELDS(NCW_PEER_P2P_MEMBER)
+#undef NCW_PEER_P2P_MEMBER
 };
 
 // One collective's time inside NCCL on one rank's GPU (format 1.4: a collective's ring record flagged kFlagGpuTimed,

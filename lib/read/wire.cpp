@@ -106,13 +106,9 @@ void encode(const State& m, std::vector<uint8_t>& out) {
         for (size_t j = 0; j < k; ++j) {
             const verdict::PeerP2p& p = *peers[j];
             const size_t pb = w.begin_block();
-            w.i32(p.peer);
-            w.u64(p.sends_issued);
-            w.u64(p.sends_completed);
-            w.u64(p.recvs_issued);
-            w.u64(p.recvs_completed);
-            w.u64(p.t_oldest_send_pending_ns);
-            w.u64(p.t_oldest_recv_pending_ns);
+#define NCW_PUT_PEER(type, name, kind, init) w.kind(p.name);
+            NCW_PEER_P2P_FIELDS(NCW_PUT_PEER)
+#undef NCW_PUT_PEER
             w.end_block(pb);
         }
         w.end_block(b);
@@ -278,13 +274,9 @@ bool decode(const uint8_t* p, size_t n, State& m, std::string* err) noexcept {
                 Reader pb = b.block("peer");
                 if (!b.ok()) break;
                 verdict::PeerP2p& p = v.p2p[i].peers[j];
-                p.peer = pb.i32("peer");
-                p.sends_issued = pb.u64("sends_issued");
-                p.sends_completed = pb.u64("sends_completed");
-                p.recvs_issued = pb.u64("recvs_issued");
-                p.recvs_completed = pb.u64("recvs_completed");
-                p.t_oldest_send_pending_ns = pb.u64("t_oldest_send_pending_ns");
-                p.t_oldest_recv_pending_ns = pb.u64("t_oldest_recv_pending_ns");
+#define NCW_GET_PEER(type, name, kind, init) p.name = pb.kind(#name);
+                NCW_PEER_P2P_FIELDS(NCW_GET_PEER)
+#undef NCW_GET_PEER
                 b.absorb(pb);
             }
             r.absorb(b);

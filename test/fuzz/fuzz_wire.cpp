@@ -36,6 +36,23 @@ void decode_payload(uint16_t type, const uint8_t* p, size_t n) {
         case FrameType::KeepAlive: try_decode<KeepAlive>(p, n); break;
         case FrameType::Reject: try_decode<Reject>(p, n); break;
         case FrameType::DumpRequest: try_decode<DumpRequest>(p, n); break;
+        case FrameType::Relay: {  // 1.7: the wrapped frame's payload, decoded as its own type (it never nests)
+            uint32_t channel = 0;
+            FrameHeader inner;
+            std::string err;
+            if (!decode_relay(p, n, channel, inner, &err)) break;
+            if (inner.type == uint16_t(FrameType::Relay) || inner.length > kMaxPayload ||
+                inner.length != n - kRelayPrefixBytes - kHeaderBytes)
+                abort();
+            decode_payload(inner.type, p + kRelayPrefixBytes + kHeaderBytes, inner.length);
+            break;
+        }
+        case FrameType::RelayClose: {
+            uint32_t channel = 0;
+            std::string err;
+            decode_relay_close(p, n, channel, &err);
+            break;
+        }
         default: break;
     }
 }
@@ -64,7 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 dead = true;
                 break;
             }
-            if (h.length != payload.size() || payload.size() > kMaxPayload) abort();
+            const uint32_t limit = h.type == uint16_t(FrameType::Relay) ? kMaxRelayPayload : kMaxPayload;
+            if (h.length != payload.size() || payload.size() > limit) abort();
             decode_payload(h.type, payload.data(), payload.size());
         }
     }
@@ -75,6 +93,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     decode_payload(uint16_t(FrameType::KeepAlive), p, n);
     decode_payload(uint16_t(FrameType::Reject), p, n);
     decode_payload(uint16_t(FrameType::DumpRequest), p, n);
+    decode_payload(uint16_t(FrameType::Relay), p, n);
+    decode_payload(uint16_t(FrameType::RelayClose), p, n);
     decode_header(p, n, h, &err);
     return 0;
 }

@@ -176,6 +176,15 @@ int main(int argc, char** argv) {
     put("reject");
     wire::encode(wire::DumpRequest{7, "NOT_JOINED: rank 1"}, f);
     put("dump_request");
+    // 1.7: a relay's frames: a rank's KeepAlive under channel 3, and that channel closing.
+    {
+        std::vector<uint8_t> inner;
+        wire::encode(wire::KeepAlive{6'000'000'000ull}, inner);
+        wire::encode_relay(3, inner.data(), inner.size(), f);
+        put("relay");
+        wire::encode_relay_close(3, f);
+        put("relay_close");
+    }
     ok = write(wd + "/stream", all, 3) && ok;  // every frame in one stream, cut into 4 reads
 
     const auto rf = rank_file();
