@@ -10,8 +10,8 @@
 #   3. rank 3 issues a smaller all_reduce: MISMATCH rank 3 (node A's local rank 0 says the collector's verdict);
 #   4. rank 3 leaves the loop early and exits with code 0 (exit handlers run, its Bye goes out: a run out of data):
 #      DEAD rank 3, exit code 0, not a rank that merely has not joined yet;
-#   5. 1 and 2 again with a relay per node (`ncclwatch-collector relay`, as at thousands of nodes): the same verdicts,
-#      the collector holding one connection per node; a relay that dies takes its node's ranks with it.
+#   5. 1 and 2 again with a relay per node (`ncclwatch-collector relay`, as at thousands of nodes, the ranks of each
+#      node pointed at theirs): the same verdicts in the same three places.
 . "$(dirname "$0")/lib.sh"
 SERVE_PID=""
 RELAY_PIDS=()
@@ -78,27 +78,39 @@ node_a_quotes() {
     echo "ok: $name: node A's ranks lead with the collector's $kind"
 }
 
+# run_skip NAME: rank 3 skips an all_reduce: NOT_JOINED rank 3, quoted by node A.
+run_skip() {
+    local n=$1
+    launch "$n" -- --steps 10 --skip-rank 3 --skip-step 5 --hold-ms 60000
+    wait_for 30 has_live "$n" || fail "$n: no live report: $(cat "$WORK/$n.err")"
+    wait_for 30 has_files_in "$NODES/node-a" '*.report.json' 2 || fail "$n: node A's ranks wrote no report"
+    node_a_quotes "$n" NOT_JOINED
+    stop_job
+    check_same "$n" "NOT_JOINED r3"
+}
+# run_dies NAME: rank 3 exits with code 3; the launcher tears the rest down 0.3 s later: DEAD rank 3, exit code 3,
+# reported before the teardown.
+run_dies() {
+    local n=$1 r
+    launch "$n" --kill-on-first-failure --term-delay-ms 300 -- --steps 10 --pause-step 3 --pause-ms 1000 --exit-rank 3 --exit-step 5 --exit-code 3 --exit-how _exit --hold-ms 60000
+    wait_for 30 grep -q "^exit rank=0" "$WORK/launch.out" || fail "$n: the launcher did not end the job"
+    wait_for 10 has_live "$n" || fail "$n: no live report before the teardown: $(cat "$WORK/$n.err")"
+    r=$(live_report "$n")
+    [ "$(lead "$r")" = "DEAD r3" ] || fail "$n: the live collector says $(lead "$r"), want DEAD r3"
+    json_get "$r" "d['verdicts'][0]['headline']" | grep -q "exit code 3" || fail "$n: the verdict does not say exit code 3"
+    wait "$LAUNCH_PID" 2>/dev/null
+    LAUNCH_PID=""
+    check_same "$n" "DEAD r3"
+}
+
 # ---- 1. a skipped all_reduce ----
 start_serve skip
-launch skip -- --steps 10 --skip-rank 3 --skip-step 5 --hold-ms 60000
-wait_for 30 has_live skip || fail "skip: no live report: $(cat "$WORK/skip.err")"
-wait_for 30 has_files_in "$NODES/node-a" '*.report.json' 2 || fail "skip: node A's ranks wrote no report"
-node_a_quotes skip NOT_JOINED
-stop_job
-check_same skip "NOT_JOINED r3"
+run_skip skip
 stop_serve
 
 # ---- 2. rank 3 exits with code 3; the launcher tears the rest down 0.3 s later ----
 start_serve dies
-launch dies --kill-on-first-failure --term-delay-ms 300 -- --steps 10 --pause-step 3 --pause-ms 1000 --exit-rank 3 --exit-step 5 --exit-code 3 --exit-how _exit --hold-ms 60000
-wait_for 30 grep -q "^exit rank=0" "$WORK/launch.out" || fail "dies: the launcher did not end the job"
-wait_for 10 has_live dies || fail "dies: no live report before the teardown: $(cat "$WORK/dies.err")"
-r=$(live_report dies)
-[ "$(lead "$r")" = "DEAD r3" ] || fail "dies: the live collector says $(lead "$r"), want DEAD r3"
-json_get "$r" "d['verdicts'][0]['headline']" | grep -q "exit code 3" || fail "dies: the verdict does not say exit code 3"
-wait "$LAUNCH_PID" 2>/dev/null
-LAUNCH_PID=""
-check_same dies "DEAD r3"
+run_dies dies
 stop_serve
 
 # ---- 3. a smaller all_reduce on rank 3 ----
@@ -139,24 +151,12 @@ start_relays() {
 }
 start_serve relay_skip
 start_relays relay_skip
-launch relay_skip -- --steps 10 --skip-rank 3 --skip-step 5 --hold-ms 60000
-wait_for 30 has_live relay_skip || fail "relay_skip: no live report: $(cat "$WORK/relay_skip.err")"
-node_a_quotes relay_skip NOT_JOINED
-stop_job
-check_same relay_skip "NOT_JOINED r3"
+run_skip relay_skip
 stop_relays
 stop_serve
 
 start_serve relay_dies
 start_relays relay_dies
-launch relay_dies --kill-on-first-failure --term-delay-ms 300 -- --steps 10 --pause-step 3 --pause-ms 1000 --exit-rank 3 --exit-step 5 --exit-code 3 --exit-how _exit --hold-ms 60000
-wait_for 30 grep -q "^exit rank=0" "$WORK/launch.out" || fail "relay_dies: the launcher did not end the job"
-wait_for 10 has_live relay_dies || fail "relay_dies: no live report before the teardown: $(cat "$WORK/relay_dies.err")"
-r=$(live_report relay_dies)
-[ "$(lead "$r")" = "DEAD r3" ] || fail "relay_dies: the live collector says $(lead "$r"), want DEAD r3"
-json_get "$r" "d['verdicts'][0]['headline']" | grep -q "exit code 3" || fail "relay_dies: the verdict does not say exit code 3"
-wait "$LAUNCH_PID" 2>/dev/null
-LAUNCH_PID=""
-check_same relay_dies "DEAD r3"
+run_dies relay_dies
 stop_relays
 stop_serve
