@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -206,6 +207,17 @@ bool expect_ack(Client& c) {
     wire::FrameHeader h;
     std::vector<uint8_t> p;
     return c.next(h, p) && h.type == uint16_t(wire::FrameType::HelloAck);
+}
+
+// Ranks 0..n-1 of an n-rank job, each on its own connection to `port`, each Hello answered.
+inline std::vector<std::unique_ptr<Client>> connect_ranks(uint16_t port, int n) {
+    std::vector<std::unique_ptr<Client>> ranks;
+    for (int r = 0; r < n; ++r) {
+        ranks.push_back(std::make_unique<Client>(port));
+        ranks.back()->send_msg(hello(r, n));
+        REQUIRE(expect_ack(*ranks.back()));
+    }
+    return ranks;
 }
 
 // A Hello as a 1.2 rank says it: the token never in it; a Challenge answered with the proof (none without a token).

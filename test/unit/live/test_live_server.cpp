@@ -518,14 +518,8 @@ TEST_CASE("live server withholds its verdicts while it reads the ranks' frames l
     live::LiveServer srv(options(log, dir.path.string()));
     std::string err;
     REQUIRE(srv.start(&err));
-    const uint16_t port = srv.stats().port;
-    std::vector<std::unique_ptr<Client>> ranks;
+    auto ranks = connect_ranks(srv.stats().port, 3);
     const uint64_t t = mono() - 2'000'000'000ull;  // stalled for 2 s already (timeout 0.3 s)
-    for (int r = 0; r < 3; ++r) {
-        ranks.push_back(std::make_unique<Client>(port));
-        ranks.back()->send_msg(hello(r, 3));
-        REQUIRE(expect_ack(*ranks.back()));
-    }
     // Rank 0's digest reaches the collector 3 s after it was sent: what it holds is 3 s old.
     for (int r = 0; r < 3; ++r) {
         wire::Digest d = r == 2 ? digest(r, 3, 4, 4, t) : digest(r, 3, 5, 4, t);

@@ -160,13 +160,8 @@ TEST_CASE("relay: a node's ranks reach the collector on one connection and hear 
     CHECK(rlog.has("connected to the collector"));
 
     const uint16_t port = relay.stats().port;
-    std::vector<std::unique_ptr<Client>> ranks;
+    auto ranks = connect_ranks(port, 3);
     const uint64_t t = mono();
-    for (int r = 0; r < 3; ++r) {
-        ranks.push_back(std::make_unique<Client>(port));
-        ranks.back()->send_msg(hello(r, 3));
-        REQUIRE(expect_ack(*ranks.back()));
-    }
     // Ranks 0 and 1 wait in #5; rank 2 never issued it. Each rank's own connection gets its dump request.
     for (int r = 0; r < 3; ++r) ranks[size_t(r)]->send_msg(r == 2 ? digest(r, 3, 4, 4, t) : digest(r, 3, 5, 4, t));
     for (auto& c : ranks) {
