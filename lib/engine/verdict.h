@@ -102,6 +102,8 @@ struct Verdict {
 // A stall is present when some visible rank has issued a collective (or a send/recv, when p2p counts are known) and
 // its completion has not advanced for `timeout_s`, or when communicator init has not finished within it. Returns the
 // verdicts explaining it (empty if nothing is stalled). Mismatches at the stalled sequence number are reported too.
+// `view` must not be a const object at its origin: the counts that peers' completions prove are set in it while the
+// rules run and put back before this returns (a copy of every rank's signatures cost more than the rules).
 std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, double timeout_s);
 
 // Communicator init entered by some ranks and not finished within `timeout_s`: who entered, who finished, who never
