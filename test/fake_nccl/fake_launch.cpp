@@ -157,7 +157,9 @@ int main(int argc, char** argv) {
     const std::string run_id = random_hex(8);
     const std::string id_file = std::string(tmp_root != nullptr && *tmp_root != '\0' ? tmp_root : "/tmp") +
                                 "/fake_launch-" + run_id + ".ncclid";
-    unsigned port = 20000 + static_cast<unsigned>(std::strtoul(run_id.substr(0, 8).c_str(), nullptr, 16) % 40000);
+    // MASTER_PORT (and the ports after it that NCCLWATCH_COLLECTOR=auto takes) below Linux's ephemeral range
+    // (32768-60999 by default): a test that opens thousands of connections beside this job cannot hold them.
+    unsigned port = 20000 + static_cast<unsigned>(std::strtoul(run_id.substr(0, 8).c_str(), nullptr, 16) % 12000);
 
     // Children exits and the launcher's own termination signals are taken synchronously with sigtimedwait: no
     // handler, no fixed sleep, and no exit can slip between a waitpid and the wait for the next one.
