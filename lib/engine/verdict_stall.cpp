@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <tuple>
 
 #include "engine/causal.h"
 #include "engine/verdict_inferred.h"
@@ -476,21 +475,20 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
     // origin (job_view and suspicion build theirs), and the analysis is one thread.
     struct Raised {
         CommView& v;
-        std::vector<std::pair<uint64_t, uint64_t>> was;  // (completed, reached) per raise
+        std::vector<Raise> was;  // per raise: the rank's counts before it
         ~Raised() {
-            for (size_t i = 0; i < was.size(); ++i)
-                std::tie(v.ranks[idx[i]].completed, v.ranks[idx[i]].reached) = was[i];
+            for (const Raise& w : was) {
+                v.ranks[w.index].reached = w.reached;
+                v.ranks[w.index].completed = w.completed;
+            }
         }
-        std::vector<size_t> idx;
-    } raised{const_cast<CommView&>(view), {}, {}};
+    } raised{const_cast<CommView&>(view), {}};
     raised.was.reserve(raises.size());
-    raised.idx.reserve(raises.size());
-    for (const auto& r : raises) {
+    for (const Raise& r : raises) {
         auto& rank = raised.v.ranks[r.index];
-        raised.idx.push_back(r.index);
-        raised.was.emplace_back(rank.completed, rank.reached);
-        rank.completed = r.completed;
+        raised.was.push_back({r.index, rank.reached, rank.completed});
         rank.reached = r.reached;
+        rank.completed = r.completed;
     }
     auto out = diagnose_stall_inferred(view, now_ns, timeout_s);
     for (auto& verdict : out) verdict.evidence.insert(verdict.evidence.end(), notes.begin(), notes.end());

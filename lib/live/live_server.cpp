@@ -1012,10 +1012,9 @@ void LiveServer::Impl::maybe_analyze(uint64_t now) {
         // last analysis cost: the throttle is for analyses that find nothing new, and at 131,072 ranks (0.8 s each)
         // it would hold the verdict back by up to 2.4 s. Once per event: while it stays due, the throttle holds.
         // One pass over the ranks per tick at most: at 131,072 ranks it is not free.
-        const bool first = !job->due_judged, due_now = first && something_due(*job, now);
-        const bool news = due_now;
+        const bool first = !job->due_judged, news = first && something_due(*job, now);
         if (since < period && !news) continue;
-        const bool due = first ? due_now : something_due(*job, now);
+        const bool due = first ? news : something_due(*job, now);
         if (!due) job->due_judged = false;
         const bool run = due || (job->dirty && since >= full_period) ||
                          (job->dirty && (job->stall_reported_ns || !job->suspected.empty())) ||

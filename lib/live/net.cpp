@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -78,6 +79,49 @@ int listen_on(const std::string& addr, uint16_t& port_out, std::string* err) {
     port_out = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
                                         : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
     return fd;
+}
+
+int connect_start(const Endpoint& ep, std::string* why) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    const std::string port = std::to_string(ep.port);
+    const int gai = getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res);
+    if (gai != 0) {
+        if (why) *why = "cannot resolve " + ep.host + ": " + gai_strerror(gai);
+        return -1;
+    }
+    std::string last = "no address";
+    int fd = -1;
+    for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) {
+            last = strerror(errno);
+            continue;
+        }
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) break;
+        last = strerror(errno);
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0 && why) *why = last;
+    return fd;
+}
+
+bool connect_finished(int fd, std::string* why) {
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
+    if (soerr != 0) {
+        if (why) *why = strerror(soerr);
+        return false;
+    }
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    return true;
 }
 
 }  // namespace ncw::live

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "read/endpoint.h"
+
 namespace ncw::live {
 
 // "host:port", "[v6]:port" or "*:port" into its parts (the port as text; "*" becomes 0.0.0.0). false: not HOST:PORT.
@@ -15,5 +17,12 @@ bool split_host_port(const std::string& s, std::string& host, std::string& port)
 std::string peer_name(const sockaddr_storage& ss, std::string& ip);
 // Binds HOST:PORT and listens (non-blocking, close-on-exec); the bound port in port_out. -1 with *err.
 int listen_on(const std::string& addr, uint16_t& port_out, std::string* err);
+
+// A non-blocking connection to `ep` (close-on-exec), under way or made: its descriptor, or -1 with *why ("cannot
+// resolve HOST: ...", or the last address's error). The shim's digest client and the relay both reach a collector so.
+int connect_start(const Endpoint& ep, std::string* why);
+// Once the descriptor is writable: whether the connection was made (else *why, the socket's error); a made one gets
+// TCP_NODELAY and SO_KEEPALIVE (small frames go at once; a peer gone without a FIN is noticed).
+bool connect_finished(int fd, std::string* why);
 
 }  // namespace ncw::live

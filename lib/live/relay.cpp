@@ -1,7 +1,6 @@
 #include "live/relay.h"
 
 #include <fmt/format.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -118,23 +117,9 @@ struct Relay::Impl {
     // ---- the upstream: one connection to the collector ----
 
     void up_connect(uint64_t now) {
-        addrinfo hints{};
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        addrinfo* res = nullptr;
-        const std::string port_s = std::to_string(up_ep.port);
-        if (getaddrinfo(up_ep.host.c_str(), port_s.c_str(), &hints, &res) != 0) return up_failed(now, "cannot resolve");
-        for (addrinfo* a = res; a; a = a->ai_next) {
-            const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-            if (fd < 0) continue;
-            if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
-                up_fd = fd;
-                break;
-            }
-            close(fd);
-        }
-        freeaddrinfo(res);
-        if (up_fd < 0) return up_failed(now, std::strerror(errno));
+        std::string why;
+        up_fd = connect_start(up_ep, &why);
+        if (up_fd < 0) return up_failed(now, why);
         up_connecting = true;
         up_connect_deadline = now + kConnectTimeoutNs;
         up_want_out = true;
@@ -142,13 +127,8 @@ struct Relay::Impl {
     }
 
     void up_connected() {
-        int soerr = 0;
-        socklen_t len = sizeof soerr;
-        if (getsockopt(up_fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
-        if (soerr != 0) return up_lost(std::strerror(soerr));
-        const int one = 1;
-        setsockopt(up_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        setsockopt(up_fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        std::string why;
+        if (!connect_finished(up_fd, &why)) return up_lost(why);
         up_connecting = false;
         up_open = true;
         st_up_open = true;
@@ -335,11 +315,9 @@ struct Relay::Impl {
         std::vector<uint8_t> f;
         while (r.in.size() - pos >= wire::kHeaderBytes) {
             wire::FrameHeader h;
-            std::string err;
-            const wire::FrameType t = wire::FrameType(r.in[pos + 8] | r.in[pos + 9] << 8);
-            if (!wire::decode_header(r.in.data() + pos, r.in.size() - pos, h, &err) || h.length > wire::kMaxPayload ||
-                t == wire::FrameType::Relay || t == wire::FrameType::RelayClose)
-                return close_rank(id, true);
+            if (!wire::decode_header(r.in.data() + pos, r.in.size() - pos, h, nullptr) ||
+                h.type == uint16_t(wire::FrameType::Relay) || h.type == uint16_t(wire::FrameType::RelayClose))
+                return close_rank(id, true);  // (a rank's frame is never over kMaxPayload: decode_header's limit)
             if (r.in.size() - pos - wire::kHeaderBytes < h.length) break;
             wire::encode_relay(r.channel, r.in.data() + pos, wire::kHeaderBytes + h.length, f);
             pos += wire::kHeaderBytes + h.length;

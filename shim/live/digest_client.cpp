@@ -3,9 +3,6 @@
 #include "shim/live/digest_client.h"
 
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -24,6 +21,7 @@
 #include <thread>
 
 #include "live/live_auth.h"
+#include "live/net.h"
 #include "ncclwatch/format_fields.h"
 #include "shim/base/clock.h"
 #include "shim/base/config.h"
@@ -179,9 +177,7 @@ private:
             int sock_idx = -1;
             if (fd_ >= 0) {
                 sock_idx = int(nfds);
-                short ev = POLLIN;
-                if (state_ == State::Connecting || send_.busy()) ev |= POLLOUT;
-                fds[nfds++] = {fd_, ev, 0};
+                fds[nfds++] = {fd_, socket_events(), 0};
             }
             const uint64_t now2 = clock_mono_ns();
             const int timeout_ms = until > now2 ? int(std::min<uint64_t>((until - now2 + 999999) / 1000000, 1000)) : 0;
@@ -193,15 +189,23 @@ private:
                 (void)rd;
             }
             if (sock_idx < 0 || fd_ < 0) continue;
-            const short rev = fds[sock_idx].revents;
-            if (state_ == State::Connecting && (rev & (POLLOUT | POLLERR | POLLHUP))) {
-                finish_connect();
-                continue;
-            }
-            if (state_ != State::Open) continue;
-            if (rev & (POLLIN | POLLERR | POLLHUP)) receive();
-            if (state_ == State::Open && (rev & POLLOUT)) flush();
+            on_socket(fds[sock_idx].revents);
         }
+    }
+
+    // What the socket is polled for: the connection's completion, what the collector sends, room for the pending frame.
+    short socket_events() const { return short(POLLIN | (state_ == State::Connecting || send_.busy() ? POLLOUT : 0)); }
+
+    // What the poll said of the socket: the connection made (or failed), frames from the collector, the pending frame
+    // sent on.
+    void on_socket(short rev) {
+        if (state_ == State::Connecting) {
+            if (rev & (POLLOUT | POLLERR | POLLHUP)) finish_connect();
+            return;
+        }
+        if (state_ != State::Open) return;
+        if (rev & (POLLIN | POLLERR | POLLHUP)) receive();
+        if (state_ == State::Open && fd_ >= 0 && (rev & POLLOUT)) flush();
     }
 
     // Every way into Idle goes through here: the next attempt waits out the backoff (short while auto starts up).
@@ -217,44 +221,19 @@ private:
     }
 
     void begin_connect() {
-        addrinfo hints{};
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        addrinfo* res = nullptr;
-        const std::string port = std::to_string(ep_.port);
-        const int gai = getaddrinfo(ep_.host.c_str(), port.c_str(), &hints, &res);
-        if (gai != 0) return connect_failed(std::string("cannot resolve ") + ep_.host + ": " + gai_strerror(gai));
-        std::string why = "no address";
-        for (addrinfo* a = res; a; a = a->ai_next) {
-            const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-            if (fd < 0) {
-                why = strerror(errno);
-                continue;
-            }
-            if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
-                fd_ = fd;
-                state_ = State::Connecting;
-                break;
-            }
-            why = strerror(errno);
-            ::close(fd);
-        }
-        freeaddrinfo(res);
-        if (fd_ < 0) connect_failed(why);
+        std::string why;
+        fd_ = live::connect_start(ep_, &why);
+        if (fd_ < 0) return connect_failed(why);
+        state_ = State::Connecting;
     }
 
     void finish_connect() {
-        int soerr = 0;
-        socklen_t len = sizeof soerr;
-        if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
-        if (soerr != 0) {
+        std::string why;
+        if (!live::connect_finished(fd_, &why)) {
             close_socket();
             state_ = State::Idle;
-            return connect_failed(strerror(soerr));
+            return connect_failed(why);
         }
-        const int one = 1;
-        setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        setsockopt(fd_, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
         state_ = State::Open;
         reader_frames_ = wire::FrameReader();
         last_digest_.clear();
@@ -439,16 +418,8 @@ private:
         while (fd_ >= 0 && !(state_ == State::Open && acked_)) {
             const uint64_t now = clock_mono_ns();
             if (now >= deadline) break;
-            short ev = POLLIN;
-            if (state_ == State::Connecting || send_.busy()) ev |= POLLOUT;
-            pollfd p{fd_, ev, 0};
-            if (::poll(&p, 1, int(std::min<uint64_t>((deadline - now) / 1000000 + 1, 10))) <= 0) continue;
-            if (state_ == State::Connecting) {
-                if (p.revents & (POLLOUT | POLLERR | POLLHUP)) finish_connect();
-                continue;
-            }
-            if (p.revents & (POLLIN | POLLERR | POLLHUP)) receive();
-            if (state_ == State::Open && fd_ >= 0 && (p.revents & POLLOUT)) flush();
+            pollfd p{fd_, socket_events(), 0};
+            if (::poll(&p, 1, int(std::min<uint64_t>((deadline - now) / 1000000 + 1, 10))) > 0) on_socket(p.revents);
         }
         return state_ == State::Open && acked_ && fd_ >= 0;
     }

@@ -2,6 +2,7 @@
 // through their own connections, what the collector sends a rank handed back to it alone, a channel closing as a
 // socket would, a relay gone taking its ranks with it, and frames that do not belong on either side refused.
 #include <catch2/catch.hpp>
+#include <map>
 #include <set>
 
 #include "live/relay.h"
@@ -39,7 +40,26 @@ struct RawRelay : Client {
         payload.assign(p.begin() + wire::kRelayPrefixBytes + wire::kHeaderBytes, p.end());
         return true;
     }
+    // The next n frames for ranks, each of type `want`: their payloads by channel.
+    std::map<uint32_t, std::vector<uint8_t>> next_n(int n, wire::FrameType want) {
+        std::map<uint32_t, std::vector<uint8_t>> got;
+        for (int i = 0; i < n; ++i) {
+            uint32_t ch = 0;
+            wire::FrameHeader ih;
+            std::vector<uint8_t> p;
+            REQUIRE(next_for(ch, ih, p));
+            REQUIRE(ih.type == uint16_t(want));
+            got[ch] = std::move(p);
+        }
+        return got;
+    }
 };
+
+std::set<uint32_t> channels(const std::map<uint32_t, std::vector<uint8_t>>& frames) {
+    std::set<uint32_t> out;
+    for (const auto& [ch, p] : frames) out.insert(ch);
+    return out;
+}
 
 live::RelayOptions relay_options(uint16_t upstream, Log& log) {
     live::RelayOptions o;
@@ -74,34 +94,19 @@ TEST_CASE("collector: ranks on a relay's channels are judged as on their own con
     // Three ranks on channels 5, 6, 7: each Hello answered on its own channel.
     const uint64_t t = mono();
     for (int r = 0; r < 3; ++r) relay.send_as(uint32_t(5 + r), hello(r, 3));
-    std::set<uint32_t> acked;
-    for (int i = 0; i < 3; ++i) {
-        uint32_t ch = 0;
-        wire::FrameHeader ih;
-        std::vector<uint8_t> p;
-        REQUIRE(relay.next_for(ch, ih, p));
-        CHECK(ih.type == uint16_t(wire::FrameType::HelloAck));
-        acked.insert(ch);
-    }
-    CHECK(acked == std::set<uint32_t>{5, 6, 7});
+    CHECK(channels(relay.next_n(3, wire::FrameType::HelloAck)) == std::set<uint32_t>{5, 6, 7});
     CHECK(srv.stats().ranks_known == 3);
 
     SECTION("a rank that never issued is named; each rank gets its own dump request") {
         for (int r = 0; r < 3; ++r)
             relay.send_as(uint32_t(5 + r), r == 2 ? digest(r, 3, 4, 4, t) : digest(r, 3, 5, 4, t));
-        std::set<uint32_t> asked;
-        for (int i = 0; i < 3; ++i) {
-            uint32_t ch = 0;
-            wire::FrameHeader ih;
-            std::vector<uint8_t> p;
-            REQUIRE(relay.next_for(ch, ih, p));
-            REQUIRE(ih.type == uint16_t(wire::FrameType::DumpRequest));
+        const auto asked = relay.next_n(3, wire::FrameType::DumpRequest);
+        CHECK(channels(asked) == std::set<uint32_t>{5, 6, 7});
+        for (const auto& [ch, p] : asked) {
             wire::DumpRequest dr;
             REQUIRE(wire::decode(p.data(), p.size(), dr, &err));
             CHECK(dr.reason.find("NOT_JOINED") != std::string::npos);
-            asked.insert(ch);
         }
-        CHECK(asked == std::set<uint32_t>{5, 6, 7});
         std::ifstream in(dir.path / "job-live" / "live-report.json");
         const auto j = nlohmann::json::parse(in);
         CHECK(j["verdicts"][0]["culprits"] == nlohmann::json::array({2}));
