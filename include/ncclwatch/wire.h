@@ -33,7 +33,9 @@ inline constexpr uint16_t kMajor = 1;
 // 1.7: a relay (`ncclwatch-collector relay`, one per node) carries its node's ranks on one connection: each rank's
 //      frames go wrapped in Relay frames under a channel number, so the collector needs one descriptor per node, not
 //      per rank. A rank's own frames do not change.
-inline constexpr uint16_t kMinor = 7;
+// 1.8: a State's peer block ends with the highest send and receive the rank's GPU started (an older decoder stops
+//      before them).
+inline constexpr uint16_t kMinor = 8;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection

@@ -18,6 +18,7 @@ namespace ncw::verdict {
 namespace {
 
 constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+constexpr int32_t kNcclRemoteError = 6;  // a peer's connection went away
 
 // When the rank's process departed, on the views' clock; kNever while it runs (or when nothing says when).
 uint64_t departed_at(const RankCommState& r, uint64_t now_ns) {
@@ -27,6 +28,12 @@ uint64_t departed_at(const RankCommState& r, uint64_t now_ns) {
     if (r.alive || r.exited_clean) return kNever;  // a clean exit before 1.5 carries no time
     const uint64_t age = uint64_t(std::max(0.0, r.heartbeat_age_s) * 1e9);
     return now_ns > age ? now_ns - age : kNever;
+}
+
+// Whether the rank tore the communicator down itself (its connections to the peers closed then).
+bool torn_down(const RankCommState& r) {
+    return r.comm_state == uint32_t(disk::CommState::Destroyed) ||
+           r.comm_state == uint32_t(disk::CommState::Finalized) || r.comm_state == uint32_t(disk::CommState::Aborted);
 }
 
 // When a collective of this rank failed and stayed failed (nothing completed after it), kNever if none did.
@@ -79,12 +86,16 @@ bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout
             if (r.stall_since_ns && r.stall_since_ns < t) return true;
             const uint64_t since = std::max(r.t_last_progress_ns, r.t_last_issue_ns);
             if (timeout_ns && r.issued > r.completed && since && since < t && t - since >= timeout_ns) return true;
+            // A send or receive pending that long (a pipeline's stage waiting for the one before it).
+            for (const auto& e : r.p2p)
+                for (const uint64_t pend : {e.sends_issued > e.sends_completed ? e.t_oldest_send_pending_ns : 0,
+                                            e.recvs_issued > e.recvs_completed ? e.t_oldest_recv_pending_ns : 0})
+                    if (timeout_ns && pend && pend < t && t - pend >= timeout_ns) return true;
         }
     return false;
 }
 
 void revive_ended_together(const std::vector<CommView*>& views) {
-    constexpr int32_t kNcclRemoteError = 6;  // a peer's connection went away
     for (CommView* v : views)
         for (auto& r : v->ranks) {
             // No rank departed before the signals from outside, so a peer lost (its socket closed) is one of them
@@ -111,6 +122,18 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
         for (const auto& r : v->ranks) {
             const uint64_t t = failed_at(r);
             if (t == kNever) continue;
+            // NCCL's remote error says a peer's connection went away. A peer of this communicator that tore it down
+            // of its own accord (destroy, finalize or abort with no error of its own: its connections closed then)
+            // and then departed is where it went away, whenever its process end was recorded (a rank out of data
+            // destroys its group and exits seconds after its peers' error): the error is that departure's
+            // consequence, never the first event. (A peer that aborted on an error of its own reacted: no cause.)
+            if (r.first_failed_result == kNcclRemoteError || r.async_error == kNcclRemoteError) {
+                const bool peer_left = std::any_of(v->ranks.begin(), v->ranks.end(), [&](const RankCommState& p) {
+                    return p.pid != r.pid && torn_down(p) && failed_at(p) == kNever && p.async_error == 0 &&
+                           departed_at(p, now_ns) != kNever;
+                });
+                if (peer_left) continue;
+            }
             Failure& f = proc_failed[{r.host, r.pid}];
             if (t < f.at) f = {t, &r};
         }
@@ -138,6 +161,16 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
             if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r))
                 first_is_failure = false;
 
+    // A SIGTERM / SIGINT within the first moment, beside a departure that was not one (an exit, a crash, a kill with
+    // no end recorded): the launcher tearing the node down after that rank went (torchrun within 0.3 s), a
+    // consequence; only when every first departure was such a signal is it the first moment itself.
+    bool other_than_term_first = false;
+    for (const CommView* v : views)
+        for (const auto& r : v->ranks)
+            if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r) &&
+                r.end_kind != uint32_t(disk::EndKind::Terminated))
+                other_than_term_first = true;
+
     // Who was first: departed (the culprits, DEAD) or failed (waiting ranks whose call gave up: the stall is the
     // story, their error its end). Noted once per process.
     std::vector<int64_t> noted;
@@ -148,7 +181,8 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
             // A rank's own first event: a call that failed before its process departed is where it stood.
             const bool fail_first = fail <= dep;
             const bool in_first = std::min(dep, fail) <= upto;
-            const bool first_dep = in_first && !fail_first;
+            const bool torn_down_after = other_than_term_first && r.end_kind == uint32_t(disk::EndKind::Terminated);
+            const bool first_dep = in_first && !fail_first && !torn_down_after;
             all_together = all_together && first_dep;
             if (first_dep) {
                 any_first_dep = true;

@@ -31,8 +31,9 @@ inline constexpr uint64_t kSimultaneousNs = 150'000'000;
 // `now_ns`: the views' "now" (heartbeat ages are measured from it). Changes the views' rank states in place.
 CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns);
 
-// Whether the job was already hung when it was ended from outside (together, or first by outside signals): before `t` (the common end), a rank's shim had reported a
-// stall, or a rank had waited in an outstanding op for `timeout_s` or more. A hung job that a scheduler or a person
+// Whether the job was already hung when it was ended from outside (together, or first by outside signals): before `t`
+// (the common end), a rank's shim had reported a stall, or a rank had waited in an outstanding collective, send or
+// receive for `timeout_s` or more. A hung job that a scheduler or a person
 // then killed at once is still that hang, not "killed together, not a hang".
 bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout_s);
 

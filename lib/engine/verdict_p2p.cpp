@@ -42,6 +42,32 @@ bool at_rest(const RankCommState& r) {
     return true;
 }
 
+// The first point-to-point op `p` waits in with a rank other than `besides`, as "recv #6 from rank 2"; "" when it
+// waits in none. A rank that has not posted its match to a waiter because it waits on a third rank is a link of a
+// chain (a pipeline stage waiting for the stage before it), not the cause: the chain's end is.
+std::string waits_elsewhere(const RankCommState& p, int besides) {
+    for (const auto& e : p.p2p) {
+        if (e.peer == besides) continue;
+        if (e.recvs_issued > e.recvs_completed)
+            return fmt::format("recv #{} from rank {}", e.recvs_completed + 1, e.peer);
+        if (e.sends_issued > e.sends_completed)
+            return fmt::format("send #{} to rank {}", e.sends_completed + 1, e.peer);
+    }
+    return "";
+}
+
+// Whether `r`'s GPU is known to have started its `seq`-th send to (recv: receive from) `peer`.
+bool reached(const RankCommState& r, int peer, bool recv, uint64_t seq) {
+    const PeerP2p* e = peer_entry(r, peer);
+    return e && (recv ? e->recvs_reached : e->sends_reached) >= seq;
+}
+
+// Whether `p` waits in a point-to-point op with `with` (either direction).
+bool waits_with(const RankCommState& p, int with) {
+    const PeerP2p* e = peer_entry(p, with);
+    return e && (e->sends_issued > e->sends_completed || e->recvs_issued > e->recvs_completed);
+}
+
 }  // namespace
 
 // Sends whose receive the peer never posted (and the reverse) among ranks that are otherwise at rest: the counts
@@ -105,8 +131,9 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
     }
     if (pending.empty()) return {};
 
-    std::vector<int> unmatched, dead, unseen, waiting, uncounted, resting;
+    std::vector<int> unmatched, dead, unseen, waiting, uncounted, resting, chained;
     std::vector<std::string> unmatched_ev, matched_ev;
+    std::vector<const Pending*> unmatched_pd;  // the waits whose peer posted no match
     std::string what;
     double stalled_for = 0;
     const Pending* first = &pending.front();
@@ -134,6 +161,18 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         const char* other_prep = pd.recv ? "to" : "from";
         if (got->first < pd.seq) {
             const bool other_waits = got->first > got->second;  // still inside an earlier one of the pair: in order
+            // Alive, inside nothing with this rank but waiting on a third: a link of a chain. Its own wait is judged
+            // as one of the pending ones (or is not yet past the timeout); it is not the cause.
+            if (!other_waits && p->alive && !waits_with(*p, pd.r->comm_rank)) {
+                const std::string there = waits_elsewhere(*p, pd.r->comm_rank);
+                if (!there.empty()) {
+                    chained.push_back(pd.peer);
+                    matched_ev.push_back(fmt::format("p2p: {}; rank {} posted only {} {}{} {} rank {}: it waits in {}",
+                                                     head, pd.peer, got->first, other, got->first == 1 ? "" : "s",
+                                                     other_prep, pd.r->comm_rank, there));
+                    continue;
+                }
+            }
             std::string line = fmt::format("{}, but rank {} posted only {} {}{} {} rank {}", head, pd.peer, got->first,
                                            other, got->first == 1 ? "" : "s", other_prep, pd.r->comm_rank);
             if (!p->alive) {
@@ -144,6 +183,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
             }
             if (!other_waits || !p->alive) {
                 unmatched.push_back(pd.peer);
+                unmatched_pd.push_back(&pd);
                 if (p->alive && at_rest(*p)) resting.push_back(pd.peer);
                 what += (what.empty() ? "" : "; ") + line;
                 unmatched_ev.push_back("p2p: " + line);
@@ -157,7 +197,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         std::sort(v.begin(), v.end());
         v.erase(std::unique(v.begin(), v.end()), v.end());
     };
-    uniq(unmatched), uniq(dead), uniq(unseen), uniq(waiting), uniq(uncounted), uniq(resting);
+    uniq(unmatched), uniq(dead), uniq(unseen), uniq(waiting), uniq(uncounted), uniq(resting), uniq(chained);
 
     Verdict base;
     base.comm_id = view.comm_id;
@@ -175,8 +215,14 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         // on it wait because of it; or every unmatched peer inside other ops of it: the pairs differ.
         v.kind = !dead.empty() ? Kind::Dead : !resting.empty() ? Kind::NotJoined : Kind::Mismatch;
         v.culprits = v.kind == Kind::NotJoined ? resting : unmatched;
-        // The op the culprit has not issued: the match of the first waiter's.
-        if (v.kind == Kind::NotJoined) v.op.op = uint8_t(first->recv ? OpType::Send : OpType::Recv);
+        // The op the culprit has not issued: the match of the longest wait on it.
+        if (v.kind == Kind::NotJoined) {
+            const Pending* on = nullptr;
+            for (const Pending* pd : unmatched_pd)
+                if (pd->peer == resting.front() && (!on || pd->waited > on->waited)) on = pd;
+            if (on) v.seq = v.op.seq = on->seq;
+            v.op.op = uint8_t((on ? on->recv : first->recv) ? OpType::Send : OpType::Recv);
+        }
         v.summary = fmt::format("comm {}: p2p: {}: unmatched send/recv pair", hex_comm(view.comm_id), what);
         v.evidence = unmatched_ev;
         v.evidence.insert(v.evidence.end(), matched_ev.begin(), matched_ev.end());
@@ -188,19 +234,33 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
     if (!unseen.empty()) {
         v.kind = Kind::Unknown;
         v.culprits = unseen;
-        v.summary = fmt::format("comm {}: p2p: {} wait{} in send/recv for {}; the peer{} {} not visible from here",
+        v.summary = fmt::format("comm {}: p2p: {} wait{} in send/recv for {}; {} {} not visible from here",
                                 hex_comm(view.comm_id), ranks_word(waiting), waiting.size() == 1 ? "s" : "",
-                                secs(stalled_for), unseen.size() == 1 ? "" : "s", ranks_word(unseen));
+                                secs(stalled_for), ranks_word(unseen), unseen.size() == 1 ? "is" : "are");
     } else {
         // Proven inside only where the counts are exact (the call's return without GPU tracking, NCCL's profiler):
         // a lower-bound "completed" may lag a send or receive that is done.
-        std::vector<int> bounded;
+        std::vector<int> bounded, unreached;
         for (const auto& pd : pending)
             if (!exact_counts(*pd.r)) bounded.push_back(pd.r->comm_rank);
-        uniq(bounded);
+        // Inside NCCL on both sides only where their GPUs started the op and its match: one queued behind other work
+        // on its GPU (a pipeline's compute on a shared GPU) is not stuck in NCCL.
+        for (const auto& pd : pending) {
+            if (!reached(*pd.r, pd.peer, pd.recv, pd.seq)) unreached.push_back(pd.r->comm_rank);
+            const RankCommState* p = state_of_rank(view, pd.peer);
+            if (p && !reached(*p, pd.r->comm_rank, !pd.recv, pd.seq)) unreached.push_back(pd.peer);
+        }
+        uniq(bounded), uniq(unreached);
         const std::string head = fmt::format("comm {}: p2p: {} wait{} in send/recv for {}", hex_comm(view.comm_id),
                                              ranks_word(waiting), waiting.size() == 1 ? "s" : "", secs(stalled_for));
-        if (bounded.empty() && uncounted.empty()) {
+        if (!chained.empty() && uncounted.empty()) {
+            // Every wait leads to a rank that waits on another whose own wait is not judged yet.
+            v.kind = Kind::Unknown;
+            v.summary = head + fmt::format(
+                                   "; {} wait{} on other ranks in turn, and where that ends is not past the "
+                                   "timeout yet; no rank is proven to hold it up",
+                                   ranks_word(chained), chained.size() == 1 ? "s" : "");
+        } else if (bounded.empty() && uncounted.empty() && unreached.empty()) {
             v.kind = Kind::StuckInNccl;
             v.summary = head + "; every pending op's peer posted its match: stuck inside NCCL (transport?)";
         } else {
@@ -215,6 +275,11 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
                     "bounds ({})",
                     ranks_word(bounded), bounded.size() == 1 ? "its" : "their",
                     bounds_basis(*state_of_rank(view, bounded.front())));
+            if (!unreached.empty())
+                v.summary += fmt::format(
+                    "; the GPU{} of {} {} not shown to have started the pending ops or their "
+                    "matches",
+                    unreached.size() == 1 ? "" : "s", ranks_word(unreached), unreached.size() == 1 ? "is" : "are");
             v.summary += "; no rank is proven to hold it up";
         }
     }

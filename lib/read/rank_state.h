@@ -21,7 +21,8 @@ struct OpSig {
 // PeerP2p's one list of fields, in the order a State frame carries them (read/wire.cpp): X(type, name, wire kind,
 // initial value). peer: the peer's comm rank; t_oldest_*_pending_ns: the issue time of the oldest op of that direction
 // not completed (0: none).
-#define NCW_PEER_P2P_FIELDS(X)                    \
+#define NCW_PEER_P2P_FIELDS(X) NCW_PEER_P2P_FIELDS_1_6(X) NCW_PEER_P2P_FIELDS_1_8(X)
+#define NCW_PEER_P2P_FIELDS_1_6(X)                \
     X(int, peer, i32, -1)                         \
     X(uint64_t, sends_issued, u64, 0)             \
     X(uint64_t, sends_completed, u64, 0)          \
@@ -29,9 +30,15 @@ struct OpSig {
     X(uint64_t, recvs_completed, u64, 0)          \
     X(uint64_t, t_oldest_send_pending_ns, u64, 0) \
     X(uint64_t, t_oldest_recv_pending_ns, u64, 0)
+// Live protocol 1.8 (a State's peer block ends with them; zero from an older rank: not known): the highest send and
+// receive its GPU is known to have started (a record's GPU start: NCCL's profiler, or a sampled CUDA event).
+#define NCW_PEER_P2P_FIELDS_1_8(X)     \
+    X(uint64_t, sends_reached, u64, 0) \
+    X(uint64_t, recvs_reached, u64, 0)
 
 // Point-to-point traffic of one rank with one peer on one communicator, from the rank's ring. p2p sequence numbers
-// count per (comm, peer, direction), so "issued" is the highest seq seen and "completed" the highest that completed.
+// count per (comm, peer, direction), so "issued" is the highest seq seen, "reached" the highest its GPU started and
+// "completed" the highest that completed.
 struct PeerP2p {
 #define NCW_PEER_P2P_MEMBER(type, name, kind, init) type name = init;
     NCW_PEER_P2P_FIELDS(NCW_PEER_P2P_MEMBER)

@@ -149,13 +149,16 @@ uint64_t last_seen(const FileSnapshot& f) noexcept {
     return t;
 }
 
-// Per (comm, peer): the highest send/recv seq issued and completed, and the oldest pending one's issue time. p2p seqs
-// count per (comm, peer, direction) and complete in order, so the highest seq is the count even after the ring
+// Per (comm, peer): the highest send/recv seq issued, reached and completed, and the oldest pending one's issue time.
+// p2p seqs count per (comm, peer, direction) and complete in order, so the highest seq is the count even after the ring
 // wrapped. Only files whose comm slots show p2p traffic pay for reading the ring.
 void read_p2p(const RankFile& file, FileSnapshot& s) {
-    std::vector<uint64_t> comm_ids;
+    std::vector<uint64_t> comm_ids, untracked;
     for (const auto& c : s.comms)
-        if (c.p2p_sends || c.p2p_recvs) comm_ids.push_back(c.comm_id);
+        if (c.p2p_sends || c.p2p_recvs) {
+            comm_ids.push_back(c.comm_id);
+            if (!c.gpu_tracking) untracked.push_back(c.comm_id);
+        }
     s.p2p_read = true;
     if (comm_ids.empty()) return;
     const RecordSet set = file.records();
@@ -185,10 +188,15 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
         if (!is_p2p_of_interest(r)) continue;
         auto& e = entry(r.comm_id, r.peer_or_root);
         const bool send = disk::OpType(r.op) == disk::OpType::Send;
+        const bool gpu_tracked = std::find(untracked.begin(), untracked.end(), r.comm_id) == untracked.end();
         auto& issued = send ? e.sends_issued : e.recvs_issued;
+        auto& reached = send ? e.sends_reached : e.recvs_reached;
         auto& completed = send ? e.sends_completed : e.recvs_completed;
         issued = std::max(issued, r.seq);
         if (done(r)) completed = std::max(completed, r.seq);
+        // Its GPU started it (a GPU start stamp), or it is done. Without GPU tracking, entering the call is as far as
+        // anything is known: reached = issued there, as for collectives.
+        if (r.t_reached_ns != 0 || done(r) || !gpu_tracked) reached = std::max(reached, r.seq);
     }
     for (const auto& r : set.records) {
         if (!is_p2p_of_interest(r)) continue;

@@ -275,7 +275,10 @@ bool decode(const uint8_t* p, size_t n, State& m, std::string* err) noexcept {
                 if (!b.ok()) break;
                 verdict::PeerP2p& p = v.p2p[i].peers[j];
 #define NCW_GET_PEER(type, name, kind, init) p.name = pb.kind(#name);
-                NCW_PEER_P2P_FIELDS(NCW_GET_PEER)
+                NCW_PEER_P2P_FIELDS_1_6(NCW_GET_PEER)
+                if (!pb.at_end()) {  // 1.8
+                    NCW_PEER_P2P_FIELDS_1_8(NCW_GET_PEER)
+                }
 #undef NCW_GET_PEER
                 b.absorb(pb);
             }

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/suspicion.h"
+#include "engine/verdict_text.h"
 #include "report/headline.h"
 #include "report/report_json.h"
 
@@ -154,7 +155,13 @@ WatchEvent stall_event(const JobResult* job, const CommResult* view, const OwnSt
         out.push_back(
             "  the GPU completion poller has not run for over 2 s (a CUDA query blocks?): GPU progress is unknown, the "
             "stall is reported from issue times");
-    if (!own.job_verdict.empty())
+    if (!own.job_verdict.empty() && view && !view->verdicts.empty() &&
+        view->verdicts.front().kind != verdict::Kind::Unknown && !view->missing.empty())
+        out.push_back(
+            fmt::format("  the ranks in {} see only part of the communicator (comm {} on other nodes): the "
+                        "job's verdict above is the live collector's, which sees every node",
+                        own.job_dir, verdict::ranks_word(view->missing)));
+    else if (!own.job_verdict.empty())
         out.push_back(fmt::format("  the ranks in {} cannot name the culprit: it is on another node", own.job_dir));
     else if (view && view->verdicts.empty() && view->missing.empty())
         out.push_back(fmt::format(

@@ -67,9 +67,17 @@ bool complete_offered(Runtime& rt, CommRuntime& cr, ProfilerLink& pl, ProfExpect
         return false;
     }
     if (profiler_withdraw(pl, e)) return false;
+    if (pl.by_identity() && e.captured) {
+        // Issued into a graph capture (its P2pApi or CollApi said so): nothing ran, and its Colls or P2ps are the
+        // graph's replays, observed only. Done once captured, as every captured op.
+        record_add_flags(rt.file, ref, disk::kFlagCaptured);
+        record_done(rt.file, ref, now_mono_ns(), false);
+        return true;
+    }
     // The stream's catch-up event, once it is quiet, proves it done (a claim table that is full leaves it to the
-    // profiler's own rules: a later kernel, or a ring's last stop).
-    if (pool && rt.tracker)
+    // profiler's own rules: a later kernel, or a ring's last stop). Sends and receives: their own channels' stops or a
+    // later kernel (the catch-up of one stream proves nothing of another's p2p).
+    if (pool && rt.tracker && ref.coll_seq)
         if (StreamClaim* claim = cr.claim_for(stream))
             CompletionTracker::follow_profiled(claim, ref.coll_seq, now_mono_ns());
     return true;

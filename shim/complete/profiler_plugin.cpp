@@ -55,9 +55,9 @@ struct Ctx {
 };
 Ctx g_empty_ctx{nullptr, true};
 
-// Coll and KernelCh; NCCL then also sends the Group, GroupApi and CollApi events (v5+), which tie each Coll to its
-// op and its kernel launch.
-constexpr int kWantedEvents = int(prof::kColl | prof::kKernelCh);
+// Coll, P2p and KernelCh; NCCL then also sends the Group, GroupApi, CollApi and P2pApi events (v5+), which tie each
+// Coll and P2p to its op and its kernel launch. (P2p events are used from v5 on; before, they name no op.)
+constexpr int kWantedEvents = int(prof::kColl | prof::kP2p | prof::kKernelCh);
 
 // How far a KernelCh start may seem to precede its op's issue before it is taken for another work's stamp: the GPU's
 // globaltimer and our clock drift apart slowly over a long job, and the bounds on their offset are kept for its life.
@@ -174,9 +174,10 @@ uint64_t to_mono(const ProfilerLink& pl, uint64_t gpu) {
     return off == INT64_MAX ? 0 : uint64_t(int64_t(gpu) + off);
 }
 
-// What a Coll start says of its op, whichever descriptor version carried it.
+// What a Coll (or, v5+, P2p) start says of its op, whichever descriptor version carried it.
 struct CollStart {
     uint32_t kind = 0;      // our op kind (kind_of); 0: not a collective we follow
+    bool p2p = false;       // a P2p: a send or receive
     uint64_t nccl_seq = 0;  // NCCL's per-kind sequence number
     size_t count = 0;
     uint8_t nchannels = 0;
@@ -236,7 +237,8 @@ void start_coll(Ctx* c, void** handle, const CollStart& cs) {
     // A Coll of a captured op is one of its graph's replays: observed only (never the completion of an eager op).
     uint32_t st = ProfExpect::kOffered;
     op->owned = !copy.captured && e->state.compare_exchange_strong(st, ProfExpect::kTaken, std::memory_order_acq_rel);
-    op->ring = cs.algo && strcmp(cs.algo, "RING") == 0;
+    op->p2p = cs.p2p;
+    op->ring = cs.p2p || (cs.algo && strcmp(cs.algo, "RING") == 0);
     op->nchannels = cs.nchannels;
     const auto plan = reinterpret_cast<uintptr_t>(cs.parent_group);
     op->plan = pl->by_identity() && (plan & kHandleTagMask) == kHandlePlan ? uint64_t(plan >> 2) : 0;
@@ -267,7 +269,7 @@ void start_coll_api(Ctx* c, void** handle, bool graph_captured) {
         return;
     e->captured = graph_captured;
     e->api.store(1, std::memory_order_release);
-    *handle = api_handle(e->coll_seq);
+    *handle = api_handle(e->tag.load(std::memory_order_relaxed));
 }
 
 // v5+: NCCL's Group event, one per kernel launch of the communicator: numbered in launch order.
@@ -348,6 +350,8 @@ void start_channel(void** handle, void* parent, uint64_t gpu) {
         if (op->plan > seen) finish_earlier_plans(pl, op->plan, gpu);
     }
     if (!pl.kernel_events.load(std::memory_order_relaxed)) pl.kernel_events.store(true, std::memory_order_release);
+    if (op->p2p && !pl.p2p_kernel_events.load(std::memory_order_relaxed))
+        pl.p2p_kernel_events.store(true, std::memory_order_release);
     *handle = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(op) | kHandleChannel);
 }
 
@@ -368,7 +372,8 @@ void finish_op(ProfOp& op, uint64_t end_mono) {
         if (rec.stamp.load(std::memory_order_acquire) == 2 * op.ticket + 2) {
             rec.t_reached_ns.store(start ? start : stop ? stop : now, std::memory_order_relaxed);
             rec.t_done_ns.store(stop ? stop : now, std::memory_order_relaxed);
-            if (!end_mono) __atomic_fetch_or(&rec.flags, uint8_t(disk::kFlagGpuTimed), __ATOMIC_RELAXED);
+            // In-collective GPU times (the straggler rule's): collectives only.
+            if (!end_mono && !op.p2p) __atomic_fetch_or(&rec.flags, uint8_t(disk::kFlagGpuTimed), __ATOMIC_RELAXED);
         }
         if (!op.started.load(std::memory_order_relaxed)) atomic_max(pl.reached, op.coll_seq);
         atomic_max(pl.completed, op.coll_seq);
@@ -412,7 +417,21 @@ prof::Result start_any(void* ctx, void** handle, Descr* d, bool has_timer) {
         start_channel(handle, d->parent, gpu);
     } else if constexpr (std::is_same_v<Descr, prof::DescrV5>) {
         if (d->type == prof::kCollApi) start_coll_api(c, handle, d->coll_api.graph_captured);
+        if (d->type == prof::kP2pApi) start_coll_api(c, handle, d->p2p_api.graph_captured);
         if (d->type == prof::kGroup) start_plan(c, handle);
+        if (d->type == prof::kP2p) {
+            // Tied to its op by identity only (its parent is our P2pApi handle): NCCL numbers no P2p.
+            CollStart cs;
+            cs.p2p = true;
+            cs.kind = d->p2p.func && strcmp(d->p2p.func, "Send") == 0   ? uint32_t(disk::OpType::Send)
+                      : d->p2p.func && strcmp(d->p2p.func, "Recv") == 0 ? uint32_t(disk::OpType::Recv)
+                                                                        : 0;
+            cs.count = d->p2p.count;
+            cs.nchannels = d->p2p.nchannels;
+            cs.parent = d->parent;
+            cs.parent_group = d->p2p.parent_group;
+            start_coll(c, handle, cs);
+        }
     }
     return 0;
 }
@@ -461,8 +480,23 @@ void profiler_publish_one(CommRuntime& cr) {
                                             : pl->withdrawn.load(std::memory_order_relaxed);
     const bool desynced = pl->desynced.load(std::memory_order_relaxed);
     // A broken communicator's counts stop where the break found them: lower bounds from then on.
-    const bool exact = first && lost == 0 && !desynced && !comm_broken(*s) &&
-                       s->coll_completed.load(std::memory_order_relaxed) + 1 >= first;
+    // Collectives: exact from the first offered one on, once those before it are complete (none offered: exact
+    // when every one issued is complete). Sends and receives: exact once followed (offered) and none took CUDA events
+    // since the kernel events flowed; the ones before are CUDA events, proven once a later one completes.
+    const uint64_t coll_done = s->coll_completed.load(std::memory_order_relaxed);
+    const bool colls_exact =
+        first ? coll_done + 1 >= first : coll_done >= s->coll_issued.load(std::memory_order_relaxed);
+    const bool p2p_unfollowed = pl->p2p_unfollowed.load(std::memory_order_relaxed);
+    const bool p2p_offered = pl->p2p_offered.load(std::memory_order_relaxed);
+    const bool p2p_exact = !p2p_unfollowed && (p2p_offered || !pl->p2p_early.load(std::memory_order_relaxed));
+    const bool exact = (first || p2p_offered) && lost == 0 && !desynced && !comm_broken(*s) && colls_exact && p2p_exact;
+    if (p2p_unfollowed && !pl->p2p_logged.exchange(true, std::memory_order_relaxed))
+        log().info(
+            "communicator {:016x}: sends and receives take CUDA events here ({}): from then on its counts are lower "
+            "bounds",
+            cr.comm_id,
+            pl->by_identity() ? "nonblocking or captured, or NCCL's P2pApi event did not name one"
+                              : "NCCL's profiler before 2.28 names no send or receive");
     if (lost && !pl->by_identity() && !pl->withdrawal_logged.exchange(true, std::memory_order_relaxed))
         log().info(
             "communicator {:016x}: a collective offered to NCCL's profiler events got none within its call "
@@ -497,7 +531,7 @@ void profiler_covered(CommRuntime& cr, uint64_t coll_seq) {
     for (uint64_t i = lo; i < hi; ++i) {
         ProfOp& op = pl->ops[i & (ProfilerLink::kOps - 1)];
         if (op.busy.load(std::memory_order_acquire) && !op.finished.load(std::memory_order_relaxed) && op.owned &&
-            op.coll_seq <= coll_seq)
+            !op.p2p && op.coll_seq <= coll_seq)
             finish_op(op, now);
     }
 }

@@ -48,6 +48,29 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
         pl = cr->prof.load(std::memory_order_acquire);
         offer = pl && pl->kernel_events.load(std::memory_order_relaxed) && !cr->nonblocking &&
                 !(opt.flags & disk::kFlagCaptured);
+    } else if (disk::is_p2p(d.op)) {
+        // By identity only (v5+): NCCL's P2pApi names it inside the call. Observed until a send's or receive's
+        // kernel events are known to flow here (a transport may give them none), offered after. An empty or self
+        // transfer may never reach the GPU: it keeps its own way. Whatever takes CUDA events (pool) is a lower bound
+        // to its communicator's exactness (profiler_link.h).
+        pl = cr->prof.load(std::memory_order_acquire);
+        if (pl) {
+            const bool followable = d.count > 0 && d.root_or_peer != cr->rank;
+            if (!pl->by_identity() || !followable) {
+                if (pool && followable && pl->kernel_events.load(std::memory_order_relaxed))
+                    profiler_p2p_unfollowed(*pl);
+                pl = nullptr;
+            } else {
+                offer = pl->p2p_kernel_events.load(std::memory_order_relaxed) && !cr->nonblocking &&
+                        !(opt.flags & disk::kFlagCaptured);
+                if (!offer && pool) {
+                    if (pl->p2p_offered.load(std::memory_order_relaxed))
+                        profiler_p2p_unfollowed(*pl);
+                    else
+                        profiler_p2p_early(*pl);
+                }
+            }
+        }
     }
     // Outside a group the op is sampled (or not, with a mark or not) now; a group's ops are sampled per stream at
     // ncclGroupEnd.

@@ -7,13 +7,17 @@
 // How a Coll is tied to its op. v5+ (NCCL 2.28): by identity. NCCL starts a CollApi event inside the API call, on the
 // caller's thread, and hands the handle we return for it back as that op's Coll parent, wherever and whenever the
 // Coll starts (at launch, at the outermost ncclGroupEnd, on CUDA's host-callback thread, on an NCCL thread for a
-// nonblocking communicator, at each replay of a captured graph). Our handle names the op's collective sequence
-// number, so no arithmetic on NCCL's own numbering (which skips captured, zero-count and one-rank collectives,
-// renumbers a group's ops by size and counts AllGather and Broadcast in bytes) is needed. v3/v4: by NCCL's per-kind
-// sequence number (comm->seqNumber[func]) and the count, which is right for eager single collectives only.
+// nonblocking communicator, at each replay of a captured graph). Our handle names the op (its index among the
+// communicator's ops), so no arithmetic on NCCL's own numbering (which skips captured, zero-count and one-rank
+// collectives, renumbers a group's ops by size and counts AllGather and Broadcast in bytes) is needed. Sends and
+// receives the same way: a P2pApi event inside ncclSend / ncclRecv, whose handle comes back as the P2p's parent
+// (NCCL gives a P2p no sequence number of its own). v3/v4: collectives by NCCL's per-kind sequence number
+// (comm->seqNumber[func]) and the count, which is right for eager single collectives only; their sends and receives
+// keep CUDA events, and make the communicator's counts lower bounds (`p2p_unfollowed`).
 //
 // When an op is complete on the GPU (every rule exact):
-// - RING: its last KernelCh stop (thread 0 of a ring block moves with the whole block). Other algorithms (TREE,
+// - RING, and a send or receive: its last KernelCh stop (thread 0 of a ring block moves with the whole block; a p2p
+//   channel's work ends with its transfer). Other algorithms (TREE,
 //   NVLS, CollNet, PAT) stamp the stop when thread 0's role is done, which for a tree leaf is a few microseconds
 //   after its start whatever its peers do: those stops prove nothing.
 // - any algorithm: a later kernel of the same communicator started (NCCL serialises a communicator's kernels), which
@@ -40,12 +44,13 @@ struct CommRuntime;
 
 struct ProfExpect {
     enum : uint32_t { kObserve = 0, kOffered = 1, kTaken = 2, kWithdrawn = 3 };
-    std::atomic<uint64_t> tag{0};  // v5+: coll_seq; v3/v4: (op kind << 56) | (NCCL seq + 1); 0 = empty
+    std::atomic<uint64_t> tag{
+        0};  // v5+: the op's index on its comm; v3/v4: (op kind << 56) | (NCCL seq + 1); 0 = empty
     std::atomic<uint32_t> state{kObserve};
     std::atomic<uint32_t> api{0};  // v5+: NCCL's CollApi event named it (NCCL has the op; its Coll will come)
     bool captured = false;         // v5+: issued into a CUDA graph capture (its Colls are replays)
     uint64_t ticket = 0;
-    uint64_t coll_seq = 0;
+    uint64_t coll_seq = 0;  // 0: a send or receive
     uint64_t count = 0;
     uint64_t t_issue_ns = 0;
 };
@@ -58,7 +63,8 @@ struct alignas(64) ProfOp {
     std::atomic<uint32_t> finished{0};  // the op's end was written (once: by whichever rule proved it first)
     std::atomic<uint32_t> votes{0};     // to free it: its end written, and its last channel's stop seen (2 votes)
     bool owned = false;                 // its completion is ours to write (else: observed only)
-    bool ring = false;                  // its algorithm's last KernelCh stop is the op's end (RING)
+    bool ring = false;                  // its last KernelCh stop is the op's end (RING, and every send or receive)
+    bool p2p = false;                   // a send or receive: its end is its record's, never a collective count
     uint32_t nchannels = 1;             // KernelCh events NCCL will send for it; 0: unknown (CollNet says 0)
     uint64_t plan = 0;                  // v5+: the kernel launch it is part of (its Group event), in launch order
     uint64_t ticket = 0;
@@ -82,10 +88,20 @@ struct ProfilerLink {
     int nranks = 0;
     uint64_t comm_hash = 0;
 
-    // Set once the first KernelCh event of this communicator came: from then on its collectives are offered.
+    // Set once the first KernelCh event of this communicator came: from then on its collectives are offered. Its
+    // sends and receives once one of theirs came (a transport may give them none: they then keep CUDA events).
     std::atomic<bool> kernel_events{false};
+    std::atomic<bool> p2p_kernel_events{false};
     std::atomic<uint64_t> withdrawn{0};      // offered ops the wrapper took back (v3/v4: no Coll start within the call)
-    std::atomic<uint64_t> first_offered{0};  // the collective seq of the first op offered (0: none yet)
+    std::atomic<uint64_t> first_offered{0};  // the collective seq of the first collective offered (0: none yet)
+    // Sends and receives: one was offered (v5+); one took CUDA events before any was offered (`p2p_early`: lower
+    // bounds until one is offered; a later one completing proves the earlier ones of its peer and direction); one
+    // took CUDA events after that or while the collectives' events flowed (v3/v4, a nonblocking or captured one, one
+    // NCCL's P2pApi did not name): lower bounds from then on.
+    std::atomic<bool> p2p_offered{false};
+    std::atomic<bool> p2p_early{false};
+    std::atomic<bool> p2p_unfollowed{false};
+    std::atomic<bool> p2p_logged{false};
     std::atomic<bool> withdrawal_logged{false};
     std::atomic<bool> desynced{false};  // a KernelCh stamp older than its op: these events prove nothing from then on
     std::atomic<bool> desync_logged{false};
@@ -119,20 +135,21 @@ struct ProfilerLink {
         return uint32_t((nccl_seq * 16 + kind) & (kExpect - 1));
     }
     static uint64_t tag_of(uint32_t kind, uint64_t nccl_seq) { return uint64_t(kind) << 56 | (nccl_seq + 1); }
-    // v5+: an expectation lives at its collective sequence number, and that number is its tag.
-    static uint32_t expect_index(uint64_t coll_seq) { return uint32_t(coll_seq & (kExpect - 1)); }
+    // v5+: an expectation lives at its op's index on the communicator (from 1), and that index is its tag.
+    static uint32_t expect_index(uint64_t op_index) { return uint32_t(op_index & (kExpect - 1)); }
     bool by_identity() const { return version >= 5; }
 };
 
-// The handles we give NCCL, told apart by their two low bits (a ProfOp is 64-byte aligned): a Coll's is its ProfOp
-// (00), a KernelCh's the ProfOp | 1, a CollApi's names our op (its collective sequence number << 2 | 2), a Group's
-// (one kernel launch) names its plan (plan << 2 | 3). NCCL never looks inside them.
+// The handles we give NCCL, told apart by their two low bits (a ProfOp is 64-byte aligned): a Coll's or P2p's is its
+// ProfOp (00), a KernelCh's the ProfOp | 1, a CollApi's or P2pApi's names our op (its index on the communicator << 2 |
+// 2), a Group's (one kernel launch) names its plan (plan << 2 | 3). NCCL never looks inside them.
 enum : uintptr_t { kHandleChannel = 1, kHandleApi = 2, kHandlePlan = 3, kHandleTagMask = 3 };
-inline void* api_handle(uint64_t coll_seq) { return reinterpret_cast<void*>(uintptr_t(coll_seq << 2) | kHandleApi); }
+inline void* api_handle(uint64_t op_index) { return reinterpret_cast<void*>(uintptr_t(op_index << 2) | kHandleApi); }
 inline void* plan_handle(uint64_t plan) { return reinterpret_cast<void*>(uintptr_t(plan << 2) | kHandlePlan); }
 
 // The collectives NCCL launches as a Coll (its five functions; ncclBcast is its Broadcast). AlltoAll, Gather and
-// Scatter become Send/Recv tasks inside NCCL: they keep the CUDA-event path.
+// Scatter become Send/Recv tasks inside NCCL: they keep the CUDA-event path. Sends and receives are followed by
+// identity only (v5+; profiler_p2p).
 inline bool profiler_covers(disk::OpType op) {
     return op == disk::OpType::AllReduce || op == disk::OpType::Broadcast || op == disk::OpType::Reduce ||
            op == disk::OpType::AllGather || op == disk::OpType::ReduceScatter;
@@ -146,7 +163,7 @@ inline ProfExpect* profiler_expect(ProfilerLink& pl, const OpRef& ref, const Des
     const uint32_t kind = uint32_t(d.op);
     const bool by_id = pl.by_identity();
     ProfExpect& e =
-        pl.expect[by_id ? ProfilerLink::expect_index(ref.coll_seq) : ProfilerLink::expect_index(kind, nccl_seq)];
+        pl.expect[by_id ? ProfilerLink::expect_index(ref.op_index) : ProfilerLink::expect_index(kind, nccl_seq)];
     e.tag.store(0, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
     e.state.store(offer ? ProfExpect::kOffered : ProfExpect::kObserve, std::memory_order_relaxed);
@@ -156,10 +173,21 @@ inline ProfExpect* profiler_expect(ProfilerLink& pl, const OpRef& ref, const Des
     e.coll_seq = ref.coll_seq;
     e.count = d.count;
     e.t_issue_ns = t_issue;
-    e.tag.store(by_id ? ref.coll_seq : ProfilerLink::tag_of(kind, nccl_seq), std::memory_order_release);
-    if (offer && !pl.first_offered.load(std::memory_order_relaxed))
+    e.tag.store(by_id ? ref.op_index : ProfilerLink::tag_of(kind, nccl_seq), std::memory_order_release);
+    if (offer && ref.coll_seq && !pl.first_offered.load(std::memory_order_relaxed))
         pl.first_offered.store(ref.coll_seq, std::memory_order_relaxed);
+    if (offer && !ref.coll_seq && !pl.p2p_offered.load(std::memory_order_relaxed))
+        pl.p2p_offered.store(true, std::memory_order_relaxed);
     return &e;
+}
+
+// A send or receive whose GPU progress comes from CUDA events although this communicator's kernel events flow:
+// from then on its counts are lower bounds. A plain store, once (one issuing thread per communicator).
+inline void profiler_p2p_unfollowed(ProfilerLink& pl) {
+    if (!pl.p2p_unfollowed.load(std::memory_order_relaxed)) pl.p2p_unfollowed.store(true, std::memory_order_relaxed);
+}
+inline void profiler_p2p_early(ProfilerLink& pl) {
+    if (!pl.p2p_early.load(std::memory_order_relaxed)) pl.p2p_early.store(true, std::memory_order_relaxed);
 }
 
 // The op is ours whatever NCCL says of it (it failed, or there is no room to follow it): a later Coll observes it only.
@@ -175,6 +203,7 @@ inline bool profiler_withdraw(ProfilerLink& pl, ProfExpect& e) {
     uint32_t st = ProfExpect::kOffered;
     if (!e.state.compare_exchange_strong(st, ProfExpect::kWithdrawn, std::memory_order_acq_rel)) return false;
     if (!pl.by_identity()) pl.withdrawn.fetch_add(1, std::memory_order_relaxed);
+    if (!e.coll_seq) profiler_p2p_unfollowed(pl);
     return true;
 }
 

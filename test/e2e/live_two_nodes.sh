@@ -10,7 +10,9 @@
 #   3. rank 3 issues a smaller all_reduce: MISMATCH rank 3 (node A's local rank 0 says the collector's verdict);
 #   4. rank 3 leaves the loop early and exits with code 0 (exit handlers run, its Bye goes out: a run out of data):
 #      DEAD rank 3, exit code 0, not a rank that merely has not joined yet;
-#   5. 1 and 2 again with a relay per node (`ncclwatch-collector relay`, as at thousands of nodes, the ranks of each
+#   5. a pipeline (each rank a stage, send/recv only) whose stage 2 is away in its own code before its send: NOT_JOINED
+#      rank 2, judged from the point-to-point counts each rank's State carries (node A's ranks wait on rank 1 and 2);
+#   6. 1 and 2 again with a relay per node (`ncclwatch-collector relay`, as at thousands of nodes, the ranks of each
 #      node pointed at theirs): the same verdicts in the same three places.
 . "$(dirname "$0")/lib.sh"
 SERVE_PID=""
@@ -137,7 +139,24 @@ stop_job
 check_same exit0 "DEAD r3"
 stop_serve
 
-# ---- 5. the same through a relay per node ----
+# ---- 5. a pipeline stage away before its send ----
+start_serve pipeline
+launch pipeline -- --pipeline --steps 10 --sleep-rank 2 --sleep-step 5 --sleep-ms 60000 --hold-ms 60000
+wait_for 30 has_live pipeline || fail "pipeline: no live report: $(cat "$WORK/pipeline.err")"
+wait_for 20 lead_is "$(live_report pipeline)" "NOT_JOINED r2" ||
+    fail "pipeline: the live collector says $(lead "$(live_report pipeline)"), want NOT_JOINED r2"
+# The verdict holds while the stage stays away: later analyses (the ranks' stacks, their States) do not undo it.
+sleep_until=$(($(date +%s) + 3))
+while [ "$(date +%s)" -lt "$sleep_until" ]; do
+    lead_is "$(live_report pipeline)" "NOT_JOINED r2" ||
+        fail "pipeline: the live collector went from NOT_JOINED r2 to $(lead "$(live_report pipeline)")"
+done
+node_a_quotes pipeline NOT_JOINED
+stop_job
+check_same pipeline "NOT_JOINED r2"
+stop_serve
+
+# ---- 6. the same through a relay per node ----
 # start_relays NAME: one relay per node, both to the collector of NCCLWATCH_COLLECTOR; RELAY_A, RELAY_B their ports.
 start_relays() {
     for n in a b; do

@@ -3,7 +3,9 @@
 # KernelCh events with GPU timers 1000 s ahead of our clock): with NCCL_PROFILER_PLUGIN unset, the shim points NCCL at
 # itself; each collective's GPU start and end come from NCCL's events (gpu_timed records, converted to our clock),
 # and the counts are exact. For the v3, v4 and v5 tables; off with NCCLWATCH_PROFILER=off; a plugin the user set is
-# kept (and said so); and a rank that skips a collective is NOT_JOINED, with its peers proven inside the op.
+# kept (and said so); and a rank that skips a collective is NOT_JOINED, with its peers proven inside the op. Sends and
+# receives (a pipeline, one stage per rank): followed through NCCL's P2p events by identity (v5: P2pApi), exact; with
+# the v4 table (no identity) never called exact; and a stage away before its send is NOT_JOINED, the waits proven.
 . "$(dirname "$0")/lib.sh"
 unset NCCL_PROFILER_PLUGIN FAKE_NCCL_PROFILER_VERSION NCCLWATCH_PROFILER
 
@@ -44,6 +46,49 @@ for v in 5 4 3; do
     echo "ok: profiler v$v: exact counts, GPU times on our clock"
 done
 
+# check_p2p VERSION: a clean pipeline's point-to-point records, and what the communicator's counts claim.
+check_p2p() {
+    local f
+    for f in "$(job_dir)"/rank*.ncw; do
+        "$NCW_COLLECTOR" dump --json "$f" >"$WORK/dump.json" || fail "dump $f"
+        "$PY" - "$WORK/dump.json" "$1" <<'EOF' || fail "v$1: $f: see above"
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = int(sys.argv[2])
+c = [c for c in d["comms"] if c["p2p_sends"] + c["p2p_recvs"] > 0][0]
+p2p = [r for r in d["records"]["items"] if r["op"] in ("Send", "Recv")]
+if len(p2p) != c["p2p_sends"] + c["p2p_recvs"] or any(r["done_ms"] is None for r in p2p):
+    sys.exit(f"{sum(r['done_ms'] is None for r in p2p)} of {len(p2p)} send/recv records not done")
+if v >= 5 and (c["gpu_source"], c["progress_exact"]) != ("nccl-profiler", True):
+    sys.exit(f"v5: gpu_source {c['gpu_source']}, exact {c['progress_exact']}: want nccl-profiler, exact")
+if v < 5 and c["gpu_source"] == "nccl-profiler" and c["progress_exact"]:
+    sys.exit("v4: exact counts claimed, but no P2p event names its op")
+EOF
+    done
+}
+for v in 5 4; do
+    rm -rf "$NCCLWATCH_DIR"
+    FAKE_NCCL_PROFILER_VERSION=$v run_job 4 --pipeline --steps 10
+    [ "$JOB_RC" = 0 ] || fail "pipeline v$v: job exit $JOB_RC"
+    check_p2p $v
+    echo "ok: profiler v$v: a pipeline's sends and receives $([ $v = 5 ] && echo "followed, exact" || echo "never called exact")"
+done
+
+# A communicator with both (a group of an all_reduce and a ring send/recv each step, on the fake GPU): with v5 every
+# count exact at the end; with v4 its sends and receives take CUDA events, so its counts are never called exact.
+for v in 5 4; do
+    rm -rf "$NCCLWATCH_DIR"
+    FAKE_NCCL_PROFILER_VERSION=$v run_job 2 --fake-cuda --group --steps 20 --count 4096
+    [ "$JOB_RC" = 0 ] || fail "group v$v: job exit $JOB_RC"
+    want=$([ $v = 5 ] && echo True || echo False)
+    for f in "$(job_dir)"/rank*.ncw; do
+        "$NCW_COLLECTOR" dump --json "$f" >"$WORK/dump.json" || fail "dump $f"
+        json_get "$WORK/dump.json" "[(c['gpu_source'], c['progress_exact']) for c in d['comms'] if c['p2p_sends']][0]" |
+            grep -qx "('nccl-profiler', $want)" || fail "group v$v: $f: want nccl-profiler, exact $want"
+    done
+    echo "ok: profiler v$v: collectives and sends/receives on one communicator: exact $want"
+done
+
 rm -rf "$NCCLWATCH_DIR"
 NCCLWATCH_PROFILER=off run_job 2 --steps 5
 [ "$JOB_RC" = 0 ] || fail "off: job exit $JOB_RC"
@@ -79,3 +124,19 @@ if (c["coll_issued"], c["coll_reached"], c["coll_completed"], c["progress_exact"
 EOF
 done
 echo "ok: NOT_JOINED under the profiler, the waiting ranks proven inside #10"
+
+# A pipeline stage away before its send, under the v5 profiler: the waits are exact, and the stage NOT_JOINED.
+rm -rf "$NCCLWATCH_DIR"
+launch_job 4 --pipeline --steps 10 --sleep-rank 2 --sleep-step 5 --sleep-ms 60000 --hold-ms 60000
+wait_for 30 has_files '*.report.json' 3 || fail "pipeline: no report from the three waiting ranks"
+for r in "$(job_dir)"/rank[013]-*.report.json; do
+    kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
+    culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
+    [ "$kind" = NOT_JOINED ] && [ "$culprits" = "[2]" ] || fail "pipeline: $r: verdict $kind $culprits, want NOT_JOINED [2]"
+done
+for f in "$(job_dir)"/rank[013]-*.ncw; do
+    "$NCW_COLLECTOR" dump --json "$f" >"$WORK/dump.json" || fail "dump $f"
+    json_get "$WORK/dump.json" "[(c['gpu_source'], c['progress_exact']) for c in d['comms'] if c['p2p_sends'] + c['p2p_recvs']][0]" |
+        grep -qx "('nccl-profiler', True)" || fail "pipeline: $f: the waits are not exact"
+done
+echo "ok: a pipeline stage away before its send: NOT_JOINED rank 2, the waits exact (NCCL's P2p events)"

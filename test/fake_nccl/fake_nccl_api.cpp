@@ -36,7 +36,7 @@ ncclResult_t collective(ncclComm_t comm, const char* name, size_t count, ncclDat
     return submit(op);
 }
 
-ncclResult_t p2p(ncclComm_t comm, OpKind kind, ncclDataType_t datatype, int peer, cudaStream_t stream) {
+ncclResult_t p2p(ncclComm_t comm, OpKind kind, size_t count, ncclDataType_t datatype, int peer, cudaStream_t stream) {
     const char* name = kind == OpKind::Send ? "Send" : "Recv";
     Comm* c = from_handle(comm, name);
     if (c == nullptr) return group_error(ncclInvalidArgument);
@@ -44,7 +44,9 @@ ncclResult_t p2p(ncclComm_t comm, OpKind kind, ncclDataType_t datatype, int peer
         return invalid(std::string(name) + ": invalid datatype " + std::to_string(datatype));
     }
     if (peer < 0 || peer >= c->nranks) return invalid(std::string(name) + ": invalid peer " + std::to_string(peer));
-    return submit(Op{kind, c, name, peer, 0, stream});
+    Op op{kind, c, name, peer, 0, stream, count};
+    op.coll_api = profiler_p2p_api(c, name, count, stream);  // inside the call, as NCCL's P2pApi event
+    return submit(op);
 }
 
 ncclResult_t init_checked(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
@@ -324,15 +326,15 @@ NCW_EXPORT ncclResult_t pncclScatter(const void*, void*, size_t count, ncclDataT
 }
 NCW_ALIAS(ncclScatter)
 
-NCW_EXPORT ncclResult_t pncclSend(const void*, size_t, ncclDataType_t datatype, int peer, ncclComm_t comm,
+NCW_EXPORT ncclResult_t pncclSend(const void*, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                   cudaStream_t stream) {
-    return p2p(comm, OpKind::Send, datatype, peer, stream);
+    return p2p(comm, OpKind::Send, count, datatype, peer, stream);
 }
 NCW_ALIAS(ncclSend)
 
-NCW_EXPORT ncclResult_t pncclRecv(void*, size_t, ncclDataType_t datatype, int peer, ncclComm_t comm,
+NCW_EXPORT ncclResult_t pncclRecv(void*, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                   cudaStream_t stream) {
-    return p2p(comm, OpKind::Recv, datatype, peer, stream);
+    return p2p(comm, OpKind::Recv, count, datatype, peer, stream);
 }
 NCW_ALIAS(ncclRecv)
 

@@ -67,9 +67,11 @@ void post(Op& op) {
             break;
         case OpKind::Send:
             op.target = s->pairs[c->rank][op.peer].sends.fetch_add(1, std::memory_order_acq_rel) + 1;
+            profiler_op_posted(op);
             break;
         case OpKind::Recv:
             op.target = s->pairs[op.peer][c->rank].recvs.fetch_add(1, std::memory_order_acq_rel) + 1;
+            profiler_op_posted(op);
             break;
         case OpKind::Join:
             op.target = 1;  // attaching already published joined = 1

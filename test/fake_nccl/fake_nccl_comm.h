@@ -49,7 +49,7 @@ struct Op {
     size_t count = 0;
     static constexpr int kChannels = 2;  // NCCL channels the op "runs" on, each with a profiler KernelCh event
     void* channels[kChannels] = {};      // their event handles, once posted (nullptr again once stopped)
-    void* coll_api = nullptr;            // v5: the plugin's handle for the op's CollApi event, taken at the call
+    void* coll_api = nullptr;  // v5: the plugin's handle for the op's CollApi (P2pApi) event, taken at the call
 };
 
 // Settings read once from the environment: FAKE_NCCL_TIMEOUT_SEC (default 120, fractions allowed) and

@@ -135,6 +135,23 @@ void* profiler_coll_api(Comm* c, const char* name, size_t count, void* stream) {
     return h;
 }
 
+void* profiler_p2p_api(Comm* c, const char* name, size_t count, void* stream) {
+    const Plugin& p = plugin();
+    const int mask = __atomic_load_n(&g_mask, __ATOMIC_RELAXED);
+    if (p.version < 5 || !c->prof_ctx || !(mask & (prof::kP2p | prof::kKernelCh))) return nullptr;
+    prof::DescrV5 d{};
+    d.type = prof::kP2pApi;
+    d.rank = c->rank;
+    d.p2p_api.func = name;
+    d.p2p_api.count = count;
+    d.p2p_api.datatype = "ncclFloat32";
+    d.p2p_api.stream = stream;
+    void* h = nullptr;
+    start_event(c->prof_ctx, &h, &d);
+    stop_event(h);
+    return h;
+}
+
 static void stop_channel(void* h) {
     const Plugin& p = plugin();
     prof::StateArgsV4 a{};
@@ -149,11 +166,26 @@ void profiler_op_posted(Op& op) {
     const Plugin& p = plugin();
     Comm* c = op.comm;
     const int mask = __atomic_load_n(&g_mask, __ATOMIC_RELAXED);
-    if (op.kind != OpKind::Collective) return;
-    const uint64_t seq = c->prof_seq[kind_index(op.name)]++;  // NCCL counts even without a plugin
-    if (!p.version || !c->prof_ctx || !(mask & prof::kColl)) return;
+    if (op.kind != OpKind::Collective && op.kind != OpKind::Send && op.kind != OpKind::Recv) return;
+    const bool p2p = op.kind != OpKind::Collective;
+    const uint64_t seq = p2p ? 0 : c->prof_seq[kind_index(op.name)]++;  // NCCL counts even without a plugin
+    if (!p.version || !c->prof_ctx || !(mask & (p2p ? prof::kP2p : prof::kColl))) return;
+    if (p2p && p.version < 5) return;  // the fake's older tables send no P2p events (ours would not use them)
     void* coll = nullptr;
-    if (p.version == 3) {
+    if (p2p) {
+        // No Group (launch) event: the fake posts a group's sends and receives one by one, and a later "launch"
+        // would claim the earlier ones done. Their ends are their channels' stops.
+        prof::DescrV5 d{};
+        d.type = prof::kP2p;
+        d.rank = c->rank;
+        d.parent = op.coll_api;
+        d.p2p.func = op.name;
+        d.p2p.count = op.count;
+        d.p2p.datatype = "float32";
+        d.p2p.peer = op.peer;
+        d.p2p.nchannels = Op::kChannels;
+        start_event(c->prof_ctx, &coll, &d);
+    } else if (p.version == 3) {
         prof::DescrV3 d{};
         d.type = uint8_t(prof::kColl);
         d.rank = c->rank;
@@ -207,7 +239,7 @@ void profiler_op_posted(Op& op) {
             start_event(c->prof_ctx, &op.channels[ch], &d);
         }
     }
-    if (early_stop(c))
+    if (!p2p && early_stop(c))
         for (void*& h : op.channels)
             if (h) stop_channel(std::exchange(h, nullptr));
 }

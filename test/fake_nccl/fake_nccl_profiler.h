@@ -8,7 +8,9 @@
 // at its launch (per-kind sequence number, count, two channels, the algorithm), stopped at once ("enqueued"); one
 // KernelCh event per channel when its "kernel" starts (here: when posted), with a GPU globaltimer stamp (our
 // monotonic clock plus a large offset, so that a plugin must convert it), and their stop when the operation
-// completes. An operation that never completes never stops its channels, as on a GPU.
+// completes. An operation that never completes never stops its channels, as on a GPU. Sends and receives (v5 only:
+// older tables name no op in them) the same way: a P2pApi event inside the call, a P2p event (its parent the
+// P2pApi's handle, no sequence number) at its launch, and its channels.
 //
 // FAKE_NCCL_ALGO=TREE (default RING) says the collectives run as NCCL's tree: on a leaf (rank r with 2r+1 >= nranks),
 // thread 0 only sends its data up, so its channels stop a few microseconds after they start, whatever the peers do,
@@ -26,7 +28,9 @@ struct Op;
 void profiler_init_comm(Comm* c);  // at communicator creation, on the creating thread
 // v5: the CollApi event of a collective's call (nullptr: none); its handle goes with the op.
 void* profiler_coll_api(Comm* c, const char* name, size_t count, void* stream);
-void profiler_op_posted(Op& op);       // a collective was posted (its kernel "starts")
+// v5: the P2pApi event of a send's or receive's call (nullptr: none); its handle goes with the op.
+void* profiler_p2p_api(Comm* c, const char* name, size_t count, void* stream);
+void profiler_op_posted(Op& op);       // a collective, send or receive was posted (its kernel "starts")
 void profiler_op_done(const Op& op);   // it completed
 void profiler_finalize_comm(Comm* c);  // at destroy
 

@@ -370,6 +370,7 @@ private:
             if (o_.exit_how == "abort") std::abort();
             std::exit(o_.exit_code);
         }
+        if (o_.pipeline) return pipeline_step();
         if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);
         if (step_ == o_.pause_step) sleep_ms(o_.pause_ms);
         if (rank_ == o_.late_rank && o_.late_ms > 0) sleep_ms(o_.late_ms);
@@ -402,6 +403,23 @@ private:
             cuda_.set_capturing(stream(main_comm()), 0);
         }
         return true;
+    }
+
+    // One pipeline stage's step on the world communicator, each send and receive on its own (as torch's dist.send and
+    // dist.recv): forward from rank - 1 to rank + 1, then the gradients back.
+    bool pipeline_step() {
+        ncclComm_t w = world_comm_;
+        auto send = [&](int peer) {
+            return check(ncclSend(buf(2), o_.count, ncclFloat32, peer, w, stream(w)), "ncclSend");
+        };
+        auto recv = [&](int peer) {
+            return check(ncclRecv(buf(3), o_.count, ncclFloat32, peer, w, stream(w)), "ncclRecv");
+        };
+        if (rank_ > 0 && !recv(rank_ - 1)) return false;
+        if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);  // away before this step's send
+        if (rank_ < world_ - 1 && (!send(rank_ + 1) || !recv(rank_ + 1))) return false;
+        if (rank_ > 0 && !send(rank_ - 1)) return false;
+        return settle_all("step");
     }
 
     bool teardown() {

@@ -48,6 +48,10 @@ const char* usage_text() {
            "                          all_reduce on the TP group (the one --skip/--mismatch/--extra act on), then\n"
            "                          one on the DP group\n"
            "  --group                 each step's all_reduce(s) and a ring send/recv in one group\n"
+           "  --pipeline              each step is a pipeline stage instead of the all_reduce: recv from rank - 1,\n"
+           "                          send to rank + 1, then the gradients back (recv from rank + 1, send to rank - "
+           "1);\n"
+           "                          --sleep-rank sleeps between its forward recv and its send\n"
            "  --nonblocking           init with config.blocking = 0; poll ncclCommGetAsyncError after each op\n"
            "  --async-watchdog-ms M   a thread polls ncclCommGetAsyncError on the world communicator every M ms, as\n"
            "                          PyTorch's watchdog; on an error it aborts the communicator (the blocked call\n"
@@ -116,11 +120,9 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--capture-ms", &o.capture_ms, 0},
     };
     const std::pair<const char*, bool*> flags[] = {
-        {"--split", &o.split},
-        {"--group", &o.group},
-        {"--bcast-legacy", &o.bcast_legacy},
-        {"--never-nccl", &o.never_nccl},
-        {"--nonblocking", &o.nonblocking},
+        {"--split", &o.split},           {"--group", &o.group},
+        {"--pipeline", &o.pipeline},     {"--bcast-legacy", &o.bcast_legacy},
+        {"--never-nccl", &o.never_nccl}, {"--nonblocking", &o.nonblocking},
         {"--fake-cuda", &o.fake_cuda},
     };
 

@@ -31,6 +31,10 @@ struct Options {
     bool split = false;
     int grid = 0;  // tensor-parallel group size: TP groups (color rank / grid) and DP groups (color rank % grid)
     bool group = false;
+    // One pipeline stage per rank instead of the all_reduce: each step, activations forward (recv from rank - 1, send
+    // to rank + 1), gradients back; --sleep-rank then sleeps between its forward recv and its send (a stage away in
+    // its own code before sending).
+    bool pipeline = false;
     bool bcast_legacy = false;
     bool never_nccl = false;
     bool nonblocking = false;

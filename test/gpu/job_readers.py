@@ -86,6 +86,23 @@ def is_diagnosis(e):
     return isinstance(e, dict) and e.get("type") in DIAGNOSES and not is_suspicion(e)
 
 
+def before_hang(scenario, verdicts, truth):
+    """Whether a diagnosis (its verdicts, lead first) is about an op before the scenario's hang, so not about the hang
+    under test. A pipeline on one shared GPU starts seconds behind its CPUs, and a first send/recv may wait past the
+    timeout (a stall of its own, kept and noted, not judged): its hang is the departing stage's step s, whose sends
+    and receives are #s+1. Only the pipeline says its op; before its stage departed (no t_depart yet) every
+    diagnosis is before it."""
+    if scenario != "pipeline":
+        return False
+    steps = [t.get("step") for t in (truth or {}).values() if isinstance(t, dict) and "t_depart" in t and
+             isinstance(t.get("step"), int)]
+    if not steps:
+        return True
+    lead = next((v for v in verdicts or [] if isinstance(v, dict)), None)
+    seq = lead.get("seq") if lead else None
+    return isinstance(seq, int) and seq < min(steps) + 1
+
+
 def is_final_verdict(e):
     """The verdict a rank's shim gave as its process was ended (SIGTERM/SIGINT from the launcher: type 'final')."""
     return isinstance(e, dict) and e.get("type") == "final" and bool(e.get("verdicts") or e.get("collector_verdict"))

@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from run_scenario import end_job, kill_tagged, read_truth, report_events, run_tool, scenario_args  # noqa: E402
-from job_readers import is_diagnosis, is_suspicion  # noqa: E402
+from job_readers import before_hang, is_diagnosis, is_suspicion  # noqa: E402
 
 GRID = {"grid_stall": "stall", "grid_death": "death", "grid_clean": "clean"}
 # Seconds after the first diagnosis to end the job; None: it ends by itself (within --max-sec). A dying rank: the
@@ -144,12 +144,15 @@ class LiveWatch:
                 out.write(text)
             self.history.append({"t_seen": time.time(), "path": f, "kept": kept, "report": doc})
 
-    def first_diagnosis(self):
-        """The first version with a verdict that is not a suspicion, or None."""
+    def first_diagnosis(self, skip=lambda verdicts: False):
+        """The first version with a verdict that is not a suspicion (nor, skip(verdicts), before the hang), or None."""
         for h in self.history:
             vs = h["report"].get("verdicts") if isinstance(h["report"], dict) else None
+            if skip(vs):
+                continue
+            # A straggler is "not a hang" (a shared GPU's time slices make one): it does not end the job.
             if any(isinstance(v, dict) and not is_suspicion({"verdicts": [v]}) and v.get("suspected") is not True
-                   for v in vs or []):
+                   and v.get("kind") != "STRAGGLER" for v in vs or []):
                 return h
         return None
 
@@ -233,9 +236,17 @@ def main():
         if first is None:
             # A slow communicator init under load (twenty ranks starting on one GPU) is not the hang under test:
             # it does not end the job (it is kept, and judged, all the same).
+            # Nor is a stall before the scenario's hang (a pipeline's start on a shared GPU: job_readers.before_hang).
+            truth_now = read_truth(truth_dir)
+
+            def early(vs):
+                # The collector's report of a slow init is not the hang under test either.
+                slow_init = a.scenario != "init_hang" and any(
+                    isinstance(v, dict) and v.get("kind") == "INIT_HANG" for v in vs or [])
+                return slow_init or before_hang(a.scenario, vs, truth_now)
             evs = [e for d in dirs for e in report_events(d) if is_diagnosis(e) and
-                   (e.get("type") != "init_hang" or a.scenario == "init_hang")]
-            lf = live.first_diagnosis()
+                   (e.get("type") != "init_hang" or a.scenario == "init_hang") and not early(e.get("verdicts"))]
+            lf = live.first_diagnosis(early)
             if evs or lf:
                 first = (t, "a shim's " + evs[0].get("type", "?") if evs else "the live collector's report")
                 log(f"first diagnosis after {t - t_launch:.1f} s: {first[1]}")

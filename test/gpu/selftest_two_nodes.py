@@ -320,6 +320,33 @@ def two_node_checks():
                         "--scenarios", "pipeline"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     check(r.returncode == 1 and "no result.json" in r.stdout, f"a run without result.json: {r.stdout[-300:]}")
 
+    # A pipeline on a shared GPU: a stall at its start (an op before the departing stage's step, #2) is not the hang
+    # under test; the first report of the hang (#61: stage 2 departs at step 60) is judged.
+    res = base_skip()
+    res["scenario"] = "pipeline"
+    res["truth"] = {str(r): {"rank": r, "t_loop_end": 1000.0} for r in (0, 1, 3)}
+    res["truth"]["2"] = {"rank": 2, "t_depart": 990.0, "step": 60}
+    early_v = verdict("UNKNOWN", [], seq=2)
+    hang_v = verdict("NOT_JOINED", [2], seq=61, headline="rank 2 never issued Send #61")
+    quoted_h = dict(hang_v, source="collector")
+    res["events0"] = [stall(0, 11, [early_v]), stall(0, 30, [verdict("UNKNOWN", [], seq=61), quoted_h]),
+                      stall(1, 30.1, [verdict("UNKNOWN", [], seq=61), quoted_h])]
+    res["events1"] = [stall(3, 11, [early_v], node_dir="nodeB"), stall(3, 30, [hang_v], node_dir="nodeB")]
+    res["live_history"] = [{"t_seen": 1011.5, "kept": "", "report": live_doc([early_v], res["live"]["comms"])},
+                           {"t_seen": 1030.5, "kept": "", "report": live_doc([hang_v], res["live"]["comms"])}]
+    res["live"] = live_doc([hang_v], res["live"]["comms"])
+    res["analyze"] = analysis([an_verdict("NOT_JOINED", [2], seq=61)], res["live"]["comms"])
+    row = run_judge("pipeline", res)
+    check(row["pass"] is True and row["live"] == "NOT_JOINED r2", f"pipeline: {row['live']} {row['why']}")
+    check(any("before the scenario's hang" in n for n in row.get("notes") or []), "pipeline: the early stall unnoted")
+    res["live_history"] = res["live_history"][:1]  # only the start's report: the hang was never reported live
+    res["live"] = res["live_history"][0]["report"]
+    row = run_judge("pipeline", res)
+    check(row["pass"] is False, "pipeline: a report of the start taken for the hang's")
+    check(tnt.before_hang("pipeline", [early_v], {"2": {"step": 60}}) is True,
+          "before_hang: before the departure every diagnosis is before the hang")
+    check(tnt.before_hang("skip", [early_v], {}) is False, "before_hang: only the pipeline says its op")
+
     # lead_of: the verdict whose headline is the analysis's; else the first neither cascade nor consequence.
     vs = [verdict("NOT_JOINED", [1], role="cascade", headline="a"), verdict("MISMATCH", [2], consequence=True,
                                                                             headline="b"),

@@ -34,8 +34,9 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from job_readers import (HANG_SCENARIOS, comm_rank_map, culprits_global, event_time, hang_start,  # noqa: E402
-                         is_diagnosis, is_recovery, is_suspicion, live_verdict_events, load, norm_id, parse_time)
+from job_readers import (HANG_SCENARIOS, before_hang, comm_rank_map, culprits_global, event_time,  # noqa: E402
+                         hang_start, is_diagnosis, is_recovery, is_suspicion, live_verdict_events, load, norm_id,
+                         parse_time)
 
 LAST, BEFORE_LAST = "last", "before_last"
 # kind: the verdict; rank: the culprit's global rank; words: in the verdict's words (lib/engine/causal.cpp's end
@@ -239,9 +240,12 @@ def stderr_said(lines, rank):
 def node_view(res, node, cmap, world, skip_init=False):
     """{rank: {"own": Said, "quote": Said or None, "said": Said (what the rank's lead says), "t": time}} of the
     ranks of one node that reported a diagnosis (or, with none, a final verdict), and the node's recovered events.
-    skip_init: an init hang (a slow init under load, in a scenario that is not about init) is not the lead."""
+    skip_init: an init hang (a slow init under load, in a scenario that is not about init) is not the lead; nor is a
+    diagnosis of an op before the scenario's hang (job_readers.before_hang)."""
     events = sorted((e for e in res.get(f"events{node}") or [] if isinstance(e, dict) and
-                     not (skip_init and e.get("type") == "init_hang")), key=lambda e: event_time(e) or 0)
+                     not (skip_init and e.get("type") == "init_hang") and
+                     not (is_diagnosis(e) and before_hang(res.get("scenario"), e.get("verdicts"), res.get("truth")))),
+                    key=lambda e: event_time(e) or 0)
     lines = res.get(f"lines{node}") or []
     firsts = {}
     # A rank with no diagnosis of its own (a node whose ranks are not held up) may still say the collector's verdict
@@ -350,8 +354,18 @@ def judge(scenario, res):
     if slow_init:
         row["notes"] = [f"{len(slow_init)} init-hang report(s) in a scenario not about init (a slow init under "
                         "load?): not taken for the lead"]
-    first_h = next((h for h in hist if lead_of(h["report"].get("verdicts")) and not (
-        skip_init and lead_of(h["report"].get("verdicts")).get("kind") == "INIT_HANG")), None)
+    early = [h for h in hist if before_hang(scenario, h["report"].get("verdicts"), res.get("truth"))]
+    if early:
+        row.setdefault("notes", []).append(
+            f"{len(early)} live report(s) of an op before the scenario's hang (its start on the shared GPU): not "
+            "taken for the lead")
+    # A straggler report is "not a hang": not the lead of a hang scenario's first report (noted; a clean run's last
+    # report still judges it).
+    strag = [h for h in hist if (lead_of(h["report"].get("verdicts")) or {}).get("kind") == "STRAGGLER"]
+    if strag:
+        row.setdefault("notes", []).append(f"{len(strag)} live report(s) led by a STRAGGLER: not taken for the lead")
+    first_h = next((h for h in hist if lead_of(h["report"].get("verdicts")) and h not in early and h not in strag
+                    and not (skip_init and lead_of(h["report"].get("verdicts")).get("kind") == "INIT_HANG")), None)
     live_first = said_of(lead_of(first_h["report"].get("verdicts")), cmap) if first_h else NOTHING
     last_doc = res.get("live") if isinstance(res.get("live"), dict) else (hist[-1]["report"] if hist else None)
     live_last = said_of(lead_of((last_doc or {}).get("verdicts")), cmap) if last_doc else NOTHING

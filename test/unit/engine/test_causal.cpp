@@ -127,3 +127,87 @@ TEST_CASE("causal: a clean exit with a time (the live collector's Bye) is a firs
     CHECK_FALSE(v.ranks[1].alive);
     CHECK(v.ranks[1].exited_clean);
 }
+
+TEST_CASE("causal: a peer that destroyed its communicator and then exited caused its peers' remote error", "[causal]") {
+    // Rank 1 ran out of data: destroy_process_group() at T - 1.5 s closed its connections, and its process ended at T
+    // (its exit handlers, Python's teardown). Rank 0's op failed with ncclRemoteError at T - 1.4 s, before that end:
+    // the error is rank 1 going away, not a first event of its own.
+    CommView v;
+    v.comm_id = 0x14;
+    v.nranks = 2;
+    v.ranks = {rank(0, 0, 11, 10), rank(1, 1, 10, 10)};
+    ends(v.ranks[1], disk::EndKind::Exit, 0, kT);
+    v.ranks[1].comm_state = uint32_t(disk::CommState::Destroyed);
+    v.ranks[0].async_error = 6;
+    v.ranks[0].ops_failed = 1;
+    v.ranks[0].first_failed_seq = 11;
+    v.ranks[0].first_failed_result = 6;
+    v.ranks[0].t_first_failed_ns = kT - 1400 * kMs;
+    const CausalOrder o = order_causally({&v}, kT + 5000 * kMs);
+    REQUIRE(o.any);
+    CHECK(o.first_ns == kT);
+    CHECK_FALSE(v.ranks[1].alive);  // the departure stays the cause: DEAD
+    CHECK(v.ranks[0].alive);
+
+    SECTION("a peer whose communicator was still up when it exited: an error before its end stays the first") {
+        CommView w = v;
+        w.ranks = {rank(0, 0, 11, 10), rank(1, 1, 10, 10)};
+        ends(w.ranks[1], disk::EndKind::Exit, 0, kT);
+        w.ranks[1].comm_state = uint32_t(disk::CommState::Active);
+        w.ranks[0].ops_failed = 1;
+        w.ranks[0].first_failed_seq = 11;
+        w.ranks[0].first_failed_result = 6;
+        w.ranks[0].t_first_failed_ns = kT - 1400 * kMs;
+        const CausalOrder p = order_causally({&w}, kT + 5000 * kMs);
+        CHECK(p.first_ns == kT - 1400 * kMs);
+    }
+}
+
+TEST_CASE("causal: a SIGTERM beside a kill in the first moment is the launcher's teardown, not a second culprit",
+          "[causal]") {
+    // Rank 1 was SIGKILLed (no end recorded; its heartbeat stopped at T). Its node's launcher SIGTERMed rank 2 100 ms
+    // later, within the window taken as simultaneous: rank 1 alone departed first.
+    CommView v;
+    v.comm_id = 0x15;
+    v.nranks = 3;
+    v.ranks = {rank(0, 0, 11, 10), rank(1, 1, 10, 10), rank(2, 2, 11, 10)};
+    const uint64_t now = kT + 5000 * kMs;
+    v.ranks[1].alive = false;
+    v.ranks[1].heartbeat_age_s = 5.0;  // gone at T
+    ends(v.ranks[2], disk::EndKind::Terminated, 15, kT + 100 * kMs);
+    const CausalOrder o = order_causally({&v}, now);
+    REQUIRE(o.any);
+    CHECK(o.first_ns == kT);
+    CHECK_FALSE(v.ranks[1].alive);
+    CHECK(v.ranks[2].alive);  // put back: a consequence
+    CHECK_FALSE(o.ended_together);
+    bool noted = false;
+    for (const auto& n : o.notes) noted = noted || n.find("terminated by SIGTERM") != std::string::npos;
+    CHECK(noted);
+
+    SECTION("every first departure a SIGTERM: the first moment itself (a job ended from outside)") {
+        CommView w;
+        w.comm_id = 0x16;
+        w.nranks = 2;
+        w.ranks = {rank(0, 0, 11, 10), rank(1, 1, 11, 10)};
+        ends(w.ranks[0], disk::EndKind::Terminated, 15, kT);
+        ends(w.ranks[1], disk::EndKind::Terminated, 15, kT + 20 * kMs);
+        const CausalOrder p = order_causally({&w}, now);
+        CHECK(p.ended_together);
+    }
+}
+
+TEST_CASE("causal: a job ended from outside while a send or receive had waited past the timeout was hung", "[causal]") {
+    // A pipeline: no collective outstanding, rank 3's receive from rank 2 pending for 12 s when every rank was
+    // SIGTERMed together.
+    CommView v;
+    v.comm_id = 0x17;
+    v.nranks = 4;
+    for (int r = 0; r < 4; ++r) v.ranks.push_back(rank(r, r, 0, 0));
+    PeerP2p e;
+    e.peer = 2;
+    e.recvs_issued = 61, e.recvs_completed = 60, e.t_oldest_recv_pending_ns = kT - 12000 * kMs;
+    v.ranks[3].p2p = {e};
+    CHECK(hung_before({&v}, kT, 10.0));
+    CHECK_FALSE(hung_before({&v}, kT - 3000 * kMs, 10.0));  // 9 s then: not yet
+}

@@ -9,6 +9,7 @@ PeerP2p peer(int p, uint64_t si, uint64_t sc, uint64_t ri, uint64_t rc, double p
     PeerP2p e;
     e.peer = p;
     e.sends_issued = si, e.sends_completed = sc, e.recvs_issued = ri, e.recvs_completed = rc;
+    e.sends_reached = si, e.recvs_reached = ri;  // its GPU started every one it issued
     if (si > sc) e.t_oldest_send_pending_ns = ago(pending_for);
     if (ri > rc) e.t_oldest_recv_pending_ns = ago(pending_for);
     return e;
@@ -64,6 +65,39 @@ TEST_CASE("verdict: point-to-point", "[verdict]") {
         auto vs = diagnose_stall(v, kNow, kTimeout);
         REQUIRE(vs.size() == 1);
         CHECK(vs[0].kind == Kind::StuckInNccl);
+    }
+    SECTION("both sides posted, but one GPU has not started its op: not called stuck inside NCCL") {
+        // Rank 1's receive is queued behind other work on its GPU (a pipeline's compute on a shared GPU).
+        PeerP2p behind = peer(0, 0, 0, 5, 4, 30.0);
+        behind.recvs_reached = 4;
+        auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}), p2p_rank(1, {behind})});
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::Unknown);
+        CHECK(contains(vs[0].summary, "the GPU of rank 1 is not shown to have started the pending ops"));
+        CHECK(vs[0].culprits.empty());
+    }
+    SECTION("a chain through a rank that is not visible: UNKNOWN naming the chain's end, not the link") {
+        // One node's view of a pipeline: stage 0 waits on stage 1 (posted 4 sends to it), which waits in a receive
+        // from stage 2 on another node. Stage 1 is a link of the chain, not a send/recv pair that differs.
+        auto v = view(3, {p2p_rank(0, {peer(1, 4, 4, 5, 4, 30.0)}),
+                          p2p_rank(1, {peer(0, 4, 4, 4, 4), peer(2, 4, 4, 5, 4, 31.0)})});
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::Unknown);
+        CHECK(vs[0].culprits == Ranks{2});
+        CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(), [](const std::string& e) {
+            return contains(e, "rank 1 posted only 4 sends to rank 0: it waits in recv #5 from rank 2");
+        }));
+    }
+    SECTION("a chain whose end has not waited past the timeout: UNKNOWN, not stuck inside NCCL") {
+        auto v =
+            view(3, {p2p_rank(0, {peer(1, 4, 4, 5, 4, 30.0)}),
+                     p2p_rank(1, {peer(0, 4, 4, 4, 4), peer(2, 4, 4, 5, 4, 3.0)}), p2p_rank(2, {peer(1, 4, 4, 4, 4)})});
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::Unknown);
+        CHECK(contains(vs[0].summary, "rank 1 waits on other ranks in turn"));
     }
     SECTION("a recv whose peer is not visible: UNKNOWN naming it") {
         auto vs = diagnose_stall(view(3, {p2p_rank(0, {peer(2, 0, 0, 3, 2, 30.0)}), p2p_rank(1, {})}), kNow, kTimeout);

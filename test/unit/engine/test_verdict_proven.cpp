@@ -231,6 +231,7 @@ TEST_CASE("proven: point-to-point with lower-bound counts is not called stuck", 
         PeerP2p e;
         e.peer = peer;
         e.sends_issued = si, e.sends_completed = sc, e.recvs_issued = ri, e.recvs_completed = rc;
+        e.sends_reached = si, e.recvs_reached = ri;
         if (si > sc) e.t_oldest_send_pending_ns = ago(30.0);
         if (ri > rc) e.t_oldest_recv_pending_ns = ago(30.0);
         return e;

@@ -495,3 +495,44 @@ TEST_CASE("1.7: a Relay frame carries one whole frame under its channel; RelayCl
         CHECK_FALSE(decode_header(hdr.data(), hdr.size(), v, &err));
     }
 }
+
+TEST_CASE("1.8: a State's peer block ends with the sends and receives the GPU started; a 1.7 block has none") {
+    State st;
+    st.sent_mono_ns = 42;
+    st.p2p_read = true;
+    verdict::PeerP2p p;
+    p.peer = 3;
+    p.sends_issued = 9, p.sends_reached = 8, p.sends_completed = 7;
+    p.recvs_issued = 6, p.recvs_reached = 6, p.recvs_completed = 5;
+    p.t_oldest_send_pending_ns = 11, p.t_oldest_recv_pending_ns = 12;
+    st.p2p = {FileSnapshot::P2pTable{0xabc, {p}}};
+    std::vector<uint8_t> frame, payload;
+    encode(st, frame);
+    split(frame, payload);
+    State back;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), back, &err));
+    REQUIRE(back.p2p.size() == 1);
+    REQUIRE(back.p2p[0].peers.size() == 1);
+    const verdict::PeerP2p& q = back.p2p[0].peers[0];
+#define NCW_SAME_PEER(type, name, kind, init) CHECK(q.name == p.name);
+    NCW_PEER_P2P_FIELDS(NCW_SAME_PEER)
+#undef NCW_SAME_PEER
+    every_truncation_fails<State>(payload);
+
+    // A 1.7 sender's peer block (the last bytes of this payload) ends before the reached counts: they read as 0 (not
+    // known), the rest the same. Its length and its table's lose the 16 bytes.
+    constexpr size_t tail = 16, peer_len = 4 + 6 * 8 + tail, table_len = 8 + 4 + 4 + peer_len;
+    const size_t peer_at = payload.size() - peer_len - 4, table_at = payload.size() - table_len - 4;
+    payload.resize(payload.size() - tail);
+    put_u32(payload, peer_at, uint32_t(peer_len - tail));
+    put_u32(payload, table_at, uint32_t(table_len - tail));
+    State old;
+    REQUIRE(decode(payload.data(), payload.size(), old, &err));
+    REQUIRE(old.p2p.size() == 1);
+    REQUIRE(old.p2p[0].peers.size() == 1);
+    CHECK(old.p2p[0].peers[0].sends_reached == 0);
+    CHECK(old.p2p[0].peers[0].recvs_reached == 0);
+    CHECK(old.p2p[0].peers[0].sends_completed == 7);
+    CHECK(old.p2p[0].peers[0].t_oldest_recv_pending_ns == 12);
+}
