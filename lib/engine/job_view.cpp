@@ -317,8 +317,16 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     AnalysisOptions copt = opt;
     uint64_t judged_at = jr.now_mono_ns;
     const std::string job_name = "job " + (jr.job_id.empty() ? std::string("(no job id)") : jr.job_id);
+    // Whether it hung before it was ended: at the timeout asked for, else the shortest the ranks ran with (an
+    // `analyze` after the end judges stalls at 0, which would call any job killed mid-step hung).
+    double hung_timeout_s = opt.timeout_s;
+    if (hung_timeout_s <= 0)
+        for (const FileSnapshot* f : job_files)
+            if (f && f->ok && f->header.timeout_ms &&
+                (hung_timeout_s <= 0 || f->header.timeout_ms / 1000.0 < hung_timeout_s))
+                hung_timeout_s = f->header.timeout_ms / 1000.0;
     if ((causal.ended_together || causal.first_from_outside) &&
-        verdict::hung_before(views, causal.first_ns, opt.timeout_s)) {
+        verdict::hung_before(views, causal.first_ns, hung_timeout_s)) {
         // A hang that a scheduler, a launcher or a person ended (every rank at once, or node by node as torchrun
         // agents go down): the hang as it stood at the first of those signals. Its culprit never departed first.
         verdict::revive_ended_together(views);

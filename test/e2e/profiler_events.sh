@@ -37,6 +37,17 @@ EOF
     done
 }
 
+# waiting_ranks_say_rank2 WHAT: ranks 0, 1 and 3 each report a stall whose lead is NOT_JOINED rank 2.
+waiting_ranks_say_rank2() {
+    local r kind culprits
+    wait_for 30 has_files '*.report.json' 3 || fail "$1: no report from the three waiting ranks"
+    for r in "$(job_dir)"/rank[013]-*.report.json; do
+        kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
+        culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
+        [ "$kind" = NOT_JOINED ] && [ "$culprits" = "[2]" ] || fail "$1: $r: verdict $kind $culprits, want NOT_JOINED [2]"
+    done
+}
+
 for v in 5 4 3; do
     rm -rf "$NCCLWATCH_DIR"
     FAKE_NCCL_PROFILER_VERSION=$v run_job 2 --steps 20
@@ -106,12 +117,7 @@ echo "ok: a plugin the user set is kept"
 rm -rf "$NCCLWATCH_DIR"
 export NCCLWATCH_TIMEOUT_SEC=2
 launch_job 4 --steps 10 --skip-rank 2 --skip-step 5 --hold-ms 60000
-wait_for 30 has_files '*.report.json' 3 || fail "no report from the three waiting ranks"
-for r in "$(job_dir)"/rank[013]-*.report.json; do
-    kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
-    culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
-    [ "$kind" = NOT_JOINED ] && [ "$culprits" = "[2]" ] || fail "$r: verdict $kind $culprits, want NOT_JOINED [2]"
-done
+waiting_ranks_say_rank2 "skip"
 for f in "$(job_dir)"/rank[013]-*.ncw; do
     "$NCW_COLLECTOR" dump --json "$f" >"$WORK/dump.json" || fail "dump $f"
     "$PY" - "$WORK/dump.json" <<'EOF' || fail "$f: see above"
@@ -128,12 +134,7 @@ echo "ok: NOT_JOINED under the profiler, the waiting ranks proven inside #10"
 # A pipeline stage away before its send, under the v5 profiler: the waits are exact, and the stage NOT_JOINED.
 rm -rf "$NCCLWATCH_DIR"
 launch_job 4 --pipeline --steps 10 --sleep-rank 2 --sleep-step 5 --sleep-ms 60000 --hold-ms 60000
-wait_for 30 has_files '*.report.json' 3 || fail "pipeline: no report from the three waiting ranks"
-for r in "$(job_dir)"/rank[013]-*.report.json; do
-    kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
-    culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
-    [ "$kind" = NOT_JOINED ] && [ "$culprits" = "[2]" ] || fail "pipeline: $r: verdict $kind $culprits, want NOT_JOINED [2]"
-done
+waiting_ranks_say_rank2 pipeline
 for f in "$(job_dir)"/rank[013]-*.ncw; do
     "$NCW_COLLECTOR" dump --json "$f" >"$WORK/dump.json" || fail "dump $f"
     json_get "$WORK/dump.json" "[(c['gpu_source'], c['progress_exact']) for c in d['comms'] if c['p2p_sends'] + c['p2p_recvs']][0]" |

@@ -118,38 +118,40 @@ void profiler_init_comm(Comm* c) {
     __atomic_store_n(&g_mask, mask, __ATOMIC_RELAXED);
 }
 
-void* profiler_coll_api(Comm* c, const char* name, size_t count, void* stream) {
+namespace {
+
+// v5: an API event inside the call (CollApi, or P2pApi for a send or receive); nullptr when none is asked for.
+void* api_event(Comm* c, bool p2p, const char* name, size_t count, void* stream) {
     const Plugin& p = plugin();
     const int mask = __atomic_load_n(&g_mask, __ATOMIC_RELAXED);
-    if (p.version < 5 || !c->prof_ctx || !(mask & (prof::kColl | prof::kKernelCh))) return nullptr;
+    if (p.version < 5 || !c->prof_ctx || !(mask & ((p2p ? prof::kP2p : prof::kColl) | prof::kKernelCh))) return nullptr;
     prof::DescrV5 d{};
-    d.type = prof::kCollApi;
+    d.type = p2p ? prof::kP2pApi : prof::kCollApi;
     d.rank = c->rank;
-    d.coll_api.func = name;
-    d.coll_api.count = count;
-    d.coll_api.datatype = "ncclFloat32";
-    d.coll_api.stream = stream;
+    if (p2p) {
+        d.p2p_api.func = name;
+        d.p2p_api.count = count;
+        d.p2p_api.datatype = "ncclFloat32";
+        d.p2p_api.stream = stream;
+    } else {
+        d.coll_api.func = name;
+        d.coll_api.count = count;
+        d.coll_api.datatype = "ncclFloat32";
+        d.coll_api.stream = stream;
+    }
     void* h = nullptr;
     start_event(c->prof_ctx, &h, &d);
     stop_event(h);  // NCCL stops it once the task is queued; the handle lives on in the task
     return h;
 }
 
+}  // namespace
+
+void* profiler_coll_api(Comm* c, const char* name, size_t count, void* stream) {
+    return api_event(c, false, name, count, stream);
+}
 void* profiler_p2p_api(Comm* c, const char* name, size_t count, void* stream) {
-    const Plugin& p = plugin();
-    const int mask = __atomic_load_n(&g_mask, __ATOMIC_RELAXED);
-    if (p.version < 5 || !c->prof_ctx || !(mask & (prof::kP2p | prof::kKernelCh))) return nullptr;
-    prof::DescrV5 d{};
-    d.type = prof::kP2pApi;
-    d.rank = c->rank;
-    d.p2p_api.func = name;
-    d.p2p_api.count = count;
-    d.p2p_api.datatype = "ncclFloat32";
-    d.p2p_api.stream = stream;
-    void* h = nullptr;
-    start_event(c->prof_ctx, &h, &d);
-    stop_event(h);
-    return h;
+    return api_event(c, true, name, count, stream);
 }
 
 static void stop_channel(void* h) {
