@@ -35,7 +35,8 @@
       "the previous sampled op completed; the others complete by stream order (no cost on small-message latency). "  \
       "all: every op (each reached/completed exactly; about 1 us more per op at 8 bytes)")                           \
     X(profiler, "NCCLWATCH_PROFILER", Enum, ProfilerMode, "auto", "auto|off|empty",                                  \
-      "GPU start and end of every collective from NCCL's profiler interface (NCCL 2.26+): the shim is also NCCL's "  \
+      "GPU start and end of every collective (NCCL 2.26+) and every send and receive (2.28+) from NCCL's profiler "   \
+      "interface: the shim is also NCCL's "                                                                          \
       "profiler plugin, pointed at through NCCL_PROFILER_PLUGIN=STATIC_PLUGIN when that is unset (a plugin set by "  \
       "the user is kept; CUDA events then). off: CUDA events only. empty: NCCL's events on, ours ignored (a cost "   \
       "measurement)")                                                                                                \

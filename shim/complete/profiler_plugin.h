@@ -1,5 +1,6 @@
-// The shim as NCCL's profiler plugin (NCCL 2.26+): the GPU start and end of every collective from NCCL's own
-// events, instead of sampled CUDA events (profiler_link.h says how an op is tied to its events).
+// The shim as NCCL's profiler plugin (NCCL 2.26+): the GPU start and end of every collective (and, 2.28+, every send
+// and receive) from NCCL's own events, instead of sampled CUDA events (profiler_link.h says how an op is tied to its
+// events).
 //
 // How NCCL finds us: at the first communicator init NCCL loads the plugin named by NCCL_PROFILER_PLUGIN. When that is
 // unset, our constructor sets it to STATIC_PLUGIN (before any thread runs, so setenv races with no getenv), which
