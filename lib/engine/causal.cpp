@@ -156,20 +156,16 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
     for (const CommView* v : views)
         for (const auto& r : v->ranks)
             if (process_failed_at(r) <= upto && process_failed_at(r) <= departed_at(r, now_ns)) first_is_failure = true;
-    for (const CommView* v : views)
-        for (const auto& r : v->ranks)
-            if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r))
-                first_is_failure = false;
-
     // A SIGTERM / SIGINT within the first moment, beside a departure that was not one (an exit, a crash, a kill with
     // no end recorded): the launcher tearing the node down after that rank went (torchrun within 0.3 s), a
     // consequence; only when every first departure was such a signal is it the first moment itself.
     bool other_than_term_first = false;
     for (const CommView* v : views)
         for (const auto& r : v->ranks)
-            if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r) &&
-                r.end_kind != uint32_t(disk::EndKind::Terminated))
-                other_than_term_first = true;
+            if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r)) {
+                first_is_failure = false;
+                if (r.end_kind != uint32_t(disk::EndKind::Terminated)) other_than_term_first = true;
+            }
 
     // Who was first: departed (the culprits, DEAD) or failed (waiting ranks whose call gave up: the stall is the
     // story, their error its end). Noted once per process.
@@ -181,8 +177,8 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
             // A rank's own first event: a call that failed before its process departed is where it stood.
             const bool fail_first = fail <= dep;
             const bool in_first = std::min(dep, fail) <= upto;
-            const bool torn_down_after = other_than_term_first && r.end_kind == uint32_t(disk::EndKind::Terminated);
-            const bool first_dep = in_first && !fail_first && !torn_down_after;
+            const bool launcher_term = other_than_term_first && r.end_kind == uint32_t(disk::EndKind::Terminated);
+            const bool first_dep = in_first && !fail_first && !launcher_term;
             all_together = all_together && first_dep;
             if (first_dep) {
                 any_first_dep = true;

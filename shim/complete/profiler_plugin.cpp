@@ -63,7 +63,8 @@ constexpr int kWantedEvents = int(prof::kColl | prof::kP2p | prof::kKernelCh);
 // globaltimer and our clock drift apart slowly over a long job, and the bounds on their offset are kept for its life.
 constexpr int64_t kDesyncSlackNs = 20000000;
 
-// NCCL's function names (ncclFuncToString) as our op kinds; 0: not a collective we follow.
+// NCCL's function names (ncclFuncToString) as our op kinds; 0: not an op we follow (a Coll names a collective, a P2p
+// a Send or Recv).
 uint32_t kind_of(const char* func) {
     if (!func) return 0;
     static const struct {
@@ -76,7 +77,9 @@ uint32_t kind_of(const char* func) {
                  {"ReduceScatter", disk::OpType::ReduceScatter},
                  {"AlltoAll", disk::OpType::AlltoAll},
                  {"Gather", disk::OpType::Gather},
-                 {"Scatter", disk::OpType::Scatter}};
+                 {"Scatter", disk::OpType::Scatter},
+                 {"Send", disk::OpType::Send},
+                 {"Recv", disk::OpType::Recv}};
     for (const auto& n : names)
         if (strcmp(func, n.name) == 0) return uint32_t(n.op);
     return 0;
@@ -423,9 +426,7 @@ prof::Result start_any(void* ctx, void** handle, Descr* d, bool has_timer) {
             // Tied to its op by identity only (its parent is our P2pApi handle): NCCL numbers no P2p.
             CollStart cs;
             cs.p2p = true;
-            cs.kind = d->p2p.func && strcmp(d->p2p.func, "Send") == 0   ? uint32_t(disk::OpType::Send)
-                      : d->p2p.func && strcmp(d->p2p.func, "Recv") == 0 ? uint32_t(disk::OpType::Recv)
-                                                                        : 0;
+            cs.kind = kind_of(d->p2p.func);
             cs.count = d->p2p.count;
             cs.nchannels = d->p2p.nchannels;
             cs.parent = d->parent;

@@ -17,9 +17,9 @@
 //
 // When an op is complete on the GPU (every rule exact):
 // - RING, and a send or receive: its last KernelCh stop (thread 0 of a ring block moves with the whole block; a p2p
-//   channel's work ends with its transfer). Other algorithms (TREE,
-//   NVLS, CollNet, PAT) stamp the stop when thread 0's role is done, which for a tree leaf is a few microseconds
-//   after its start whatever its peers do: those stops prove nothing.
+//   channel's work ends with its transfer). Other algorithms (TREE, NVLS, CollNet, PAT) stamp the stop when thread
+//   0's role is done, which for a tree leaf is a few microseconds after its start whatever its peers do: those stops
+//   prove nothing.
 // - any algorithm: a later kernel of the same communicator started (NCCL serialises a communicator's kernels), which
 //   the Group event of each launch ("plan", v5+) orders;
 // - the last op before a pause: the completion tracker's catch-up event on its stream (the op follows the stream's
@@ -44,8 +44,8 @@ struct CommRuntime;
 
 struct ProfExpect {
     enum : uint32_t { kObserve = 0, kOffered = 1, kTaken = 2, kWithdrawn = 3 };
-    std::atomic<uint64_t> tag{
-        0};  // v5+: the op's index on its comm; v3/v4: (op kind << 56) | (NCCL seq + 1); 0 = empty
+    // v5+: the op's index on its communicator; v3/v4: (op kind << 56) | (NCCL seq + 1); 0 = empty.
+    std::atomic<uint64_t> tag{0};
     std::atomic<uint32_t> state{kObserve};
     std::atomic<uint32_t> api{0};  // v5+: NCCL's CollApi event named it (NCCL has the op; its Coll will come)
     bool captured = false;         // v5+: issued into a CUDA graph capture (its Colls are replays)
@@ -149,7 +149,7 @@ inline void* plan_handle(uint64_t plan) { return reinterpret_cast<void*>(uintptr
 
 // The collectives NCCL launches as a Coll (its five functions; ncclBcast is its Broadcast). AlltoAll, Gather and
 // Scatter become Send/Recv tasks inside NCCL: they keep the CUDA-event path. Sends and receives are followed by
-// identity only (v5+; profiler_p2p).
+// identity only (v5+; shim/intercept/op_hook.h).
 inline bool profiler_covers(disk::OpType op) {
     return op == disk::OpType::AllReduce || op == disk::OpType::Broadcast || op == disk::OpType::Reduce ||
            op == disk::OpType::AllGather || op == disk::OpType::ReduceScatter;
