@@ -186,7 +186,7 @@
     X(i32, rank, -1, num, comm_rank)                                                                                 \
     X(i32, nranks, 0, num, nranks_declared)                                                                          \
     X(i32, cuda_dev, -1, num, cuda_dev)                                                                              \
-    X(i32, blocking, -1, num, )                                                                                      \
+    X(i32, blocking, -1, num, blocking)                                                                              \
     X(u64, comm_id, 0, id, )                                                                                         \
     X(u64, parent_id, 0, id0, )                                                                                      \
     X(i32, split_color, 0, num, )                                                                                    \

@@ -66,6 +66,30 @@ void rewind_to(RankCommState& r, uint64_t t) {
     if (r.stall_since_ns > t) r.stall_since_ns = 0;
 }
 
+// A blocking communicator's ncclCommDestroy or ncclCommFinalize returns only once NCCL has completed its work (it
+// flushes the uncompleted operations). The shim records the teardown as the call begins; a process that then exited
+// with code 0 got past it, so every op it issued there completed, whatever GPU events the exit cut off (NCCL's
+// profiler may report no end for the last kernel before the teardown). Not after an abort, a failed op or an
+// asynchronous error (the flush may have given up), nor after any other end (a guard thread's _exit while the
+// teardown hung, a signal).
+void credit_returned_teardowns(const std::vector<CommView*>& views) {
+    for (CommView* v : views)
+        for (auto& r : v->ranks) {
+            const bool flushed = r.comm_state == uint32_t(disk::CommState::Destroyed) ||
+                                 r.comm_state == uint32_t(disk::CommState::Finalized);
+            const bool exited_0 = (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0) ||
+                                  (r.exited_clean && r.end_kind == uint32_t(disk::EndKind::None));
+            if (!flushed || r.blocking == 0 || !exited_0 || r.ops_failed || r.async_error) continue;
+            r.reached = r.completed = r.returned = r.issued;
+            r.unreached = r.uncompleted = 0;
+            for (auto& e : r.p2p) {
+                e.sends_reached = e.sends_completed = e.sends_issued;
+                e.recvs_reached = e.recvs_completed = e.recvs_issued;
+                e.t_oldest_send_pending_ns = e.t_oldest_recv_pending_ns = 0;
+            }
+        }
+}
+
 }  // namespace
 
 std::string end_words(const RankCommState& r) {
@@ -110,6 +134,7 @@ void revive_ended_together(const std::vector<CommView*>& views) {
 
 CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns) {
     CausalOrder out;
+    credit_returned_teardowns(views);
     // A process's first failed call, over all its communicators: a rank whose op failed on one communicator and
     // which then crashed (torch aborts on the error) departs from every other one as that failure's consequence,
     // not as a first departure of its own there. Taken before the views change below.

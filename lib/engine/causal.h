@@ -2,7 +2,9 @@
 // fail a call is where the job's trouble began; what the others did afterwards (a launcher's SIGTERM, a call that
 // failed because a peer was gone) is a consequence. Each view is put back to that first moment: later departures and
 // failures are undone (those ranks count as alive and waiting, their ops issued after it as not issued yet), with
-// one note per consequence for the evidence.
+// one note per consequence for the evidence. First, a rank that tore a blocking communicator down (destroy or
+// finalize) and then exited with code 0 is credited with every op it issued there: NCCL returns from those calls
+// only once their work is done.
 #pragma once
 
 #include <cstdint>

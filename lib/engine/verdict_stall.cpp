@@ -230,6 +230,32 @@ std::optional<Verdict> dead_verdict(const Stall& s) {
     return s.make(Kind::Dead, dead, dead_what, dead_ev);
 }
 
+// Rule 3b: every live rank issued W (no rank is behind) and a member departed after completing W on its side: the
+// job's first departure (causal.h puts the later ones back). Its peers cannot complete W without it (its part may
+// not have reached them: NCCL's proxy thread sends what the kernel wrote after the kernel ended), nor any op after
+// W. That departure is the story, not the transport: DEAD.
+std::optional<Verdict> gone_after_w_verdict(const Stall& s) {
+    std::vector<int> gone;
+    std::string what;
+    std::vector<std::string> ev;
+    for (size_t i : s.order) {
+        const auto& r = s.view.ranks[i];
+        if (r.alive) continue;  // completed W: rule 3 took the others
+        gone.push_back(r.comm_rank);
+        what += fmt::format(
+            "{}rank {} {} after its part of #{} (completed #{}): the others cannot complete #{} "
+            "without it",
+            what.empty() ? "" : "; ", r.comm_rank, end_words(r), s.W, r.completed, s.W);
+        ev.push_back(fmt::format("{}: last op {}", rank_id(r),
+                                 find_sig(r, r.issued) ? describe_op(*find_sig(r, r.issued)) : last_op(r)));
+    }
+    if (gone.empty()) return std::nullopt;
+    ev.push_back(fmt::format(
+        "a peer that departs can leave its part of an op undelivered (NCCL's proxy thread sends what its kernel "
+        "wrote after the kernel ended): the others wait in an op it completed; not proven a transport fault"));
+    return s.make(Kind::Dead, gone, what, std::move(ev));
+}
+
 // Rule 4: a live process that has not issued W: NOT_JOINED (it can hold with rule 3; both are reported). Ranks in
 // the same position are described together: "ranks 0,1,2 are behind: completed #42, ...".
 std::optional<Verdict> not_joined_verdict(const Stall& s, TieNotes notes) {
@@ -456,6 +482,10 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
     if (behind) out.push_back(std::move(*behind));
     add_mismatches_at_w(s, out);
     if (someone_missing_w) return out;
+    if (auto v = gone_after_w_verdict(s)) {
+        out.push_back(std::move(*v));
+        return out;
+    }
     if (auto v = gpu_not_reached_verdict(s)) {
         out.push_back(std::move(*v));
         return out;

@@ -108,6 +108,7 @@ struct RankCommState {
     int32_t end_status = 0;
     uint64_t end_mono_ns = 0;
     uint32_t comm_state = 0;  // disk::CommState
+    int32_t blocking = -1;    // the communicator's config.blocking (-1: not given, NCCL's default: blocking)
     uint64_t t_init_start_ns = 0;
     uint64_t t_init_done_ns = 0;  // 0 = init has not returned
 

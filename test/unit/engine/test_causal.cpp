@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/causal.h"
+#include "engine/verdict.h"
 #include "ncclwatch/format.h"
 
 using namespace ncw;
@@ -210,4 +211,41 @@ TEST_CASE("causal: a job ended from outside while a send or receive had waited p
     v.ranks[3].p2p = {e};
     CHECK(hung_before({&v}, kT, 10.0));
     CHECK_FALSE(hung_before({&v}, kT - 3000 * kMs, 10.0));  // 9 s then: not yet
+}
+
+TEST_CASE("causal: ranks that destroyed a blocking communicator and then exited 0 completed its ops", "[causal]") {
+    // A clean job's end: every rank issued its last 1-element all_reduce #618 (its GPU started it), called
+    // destroy_process_group() and exited 0, ranks 0 and 2 0.2 s before ranks 1 and 3. The exit cut off NCCL's
+    // profiler events for the last kernel, so #618 reads "not completed" on every rank. The destroy returned (each
+    // process exited after it): #618 completed, and nobody waited for the first two to leave.
+    CommView v;
+    v.comm_id = 0x18;
+    v.nranks = 4;
+    for (int i = 0; i < 4; ++i) {
+        v.ranks.push_back(rank(i, i, 618, 617));
+        v.ranks[i].comm_state = uint32_t(disk::CommState::Destroyed);
+        v.ranks[i].progress_exact = true;
+        v.ranks[i].gpu_tracking = true;
+        ends(v.ranks[i], disk::EndKind::Exit, 0, i % 2 ? kT + 200 * kMs : kT);
+    }
+    CommView w = v;  // the same, variations below
+    const CausalOrder o = order_causally({&v}, kT + 1000 * kMs);
+    for (const auto& r : v.ranks) CHECK(r.completed == 618);
+    CHECK(diagnose_stall(v, o.first_ns, 10.0).empty());
+
+    SECTION("aborted, or exited with another code, or an error: not credited") {
+        w.ranks[1].comm_state = uint32_t(disk::CommState::Aborted);
+        w.ranks[2].end_status = 7;  // a guard thread's os._exit(7) while the teardown may have hung
+        w.ranks[3].async_error = 6;
+        order_causally({&w}, kT + 1000 * kMs);
+        CHECK(w.ranks[0].completed == 618);
+        CHECK(w.ranks[1].completed == 617);
+        CHECK(w.ranks[2].completed == 617);
+        CHECK(w.ranks[3].completed == 617);
+    }
+    SECTION("a nonblocking communicator: its teardown returns before the flush") {
+        for (auto& r : w.ranks) r.blocking = 0;
+        order_causally({&w}, kT + 1000 * kMs);
+        for (const auto& r : w.ranks) CHECK(r.completed == 617);
+    }
 }

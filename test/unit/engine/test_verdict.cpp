@@ -4,7 +4,6 @@
 
 using namespace verdict_fixtures;
 
-
 TEST_CASE("verdict: names and op descriptions", "[verdict]") {
     CHECK(std::string(kind_name(Kind::NotJoined)) == "NOT_JOINED");
     CHECK(std::string(kind_name(Kind::GpuNotReached)) == "GPU_NOT_REACHED");
@@ -113,6 +112,24 @@ TEST_CASE("verdict: the rank that is behind is dead", "[verdict]") {
         CHECK(vs[0].waiting == Ranks{0, 1, 3});
         CHECK(contains(vs[0].summary, "inside #42"));
     }
+    SECTION("died after its part of the op: the others stuck in it wait for the dead rank, not the transport") {
+        // The live collector at two nodes (rank_dies): rank 3 exited with code 3 after completing #42 (its kernel
+        // ended; its proxy's last sends may never have gone); rank 1's GPU is inside #42 past the timeout.
+        auto r3 = idle(3, 44, 12.0);
+        r3.alive = false;
+        r3.end_kind = uint32_t(ncw::disk::EndKind::Exit);
+        r3.end_status = 3;
+        auto vs =
+            diagnose_stall(view(4, {idle(0, 42, 12.0), waiting(1, 41, 12.0), idle(2, 43, 12.0), r3}), kNow, kTimeout);
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].kind == Kind::Dead);
+        CHECK(vs[0].seq == 42);
+        CHECK(vs[0].culprits == Ranks{3});
+        CHECK(contains(vs[0].summary,
+                       "rank 3 exited (exit code 3) after its part of #42 (completed #44): the others "
+                       "cannot complete #42 without it"));
+        CHECK(find_kind(vs, Kind::StuckInNccl) == nullptr);
+    }
     SECTION("one dead, one alive but behind: both named") {
         auto vs =
             diagnose_stall(view(4, {waiting(0, 41, 12.0), idle(1, 41), r2, waiting(3, 41, 12.0)}), kNow, kTimeout);
@@ -172,8 +189,9 @@ TEST_CASE("verdict: an op without GPU events of its own is not called unreached"
         CHECK(vs[0].kind == Kind::Unknown);
         CHECK(vs[0].seq == 45);
         CHECK(vs[0].culprits.empty());
-        CHECK(contains(vs[0].summary, "whether the GPU of rank 0 reached #45 is not known: its counts are lower "
-                                      "bounds (CUDA events, sampled)"));
+        CHECK(contains(vs[0].summary,
+                       "whether the GPU of rank 0 reached #45 is not known: its counts are lower "
+                       "bounds (CUDA events, sampled)"));
         CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(),
                           [](const std::string& e) { return contains(e, "NCCLWATCH_GPU_SAMPLE"); }));
     }
@@ -400,7 +418,6 @@ TEST_CASE("verdict: a minority ahead of an idle majority", "[verdict]") {
         CHECK(vs2[0].culprits == Ranks{2});
     }
 }
-
 
 TEST_CASE("verdict: waiting ranks wait at different sequence numbers", "[verdict]") {
     // Rank 0's GPU finished #42 ahead of rank 1's completion event and now waits in #43; rank 1 still waits in #42;
