@@ -107,7 +107,9 @@ bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout
     const uint64_t timeout_ns = timeout_s > 0 ? uint64_t(timeout_s * 1e9) : 0;
     for (const CommView* v : views)
         for (const auto& r : v->ranks) {
-            if (r.stall_since_ns && r.stall_since_ns < t) return true;
+            // A stall its shim had reported by t: one that had lasted the timeout by then (stall_since_ns is when it
+            // began, and a wait that began just before a kill is reported only a timeout after it).
+            if (r.stall_since_ns && r.stall_since_ns < t && t - r.stall_since_ns >= timeout_ns) return true;
             const uint64_t since = std::max(r.t_last_progress_ns, r.t_last_issue_ns);
             if (timeout_ns && r.issued > r.completed && since && since < t && t - since >= timeout_ns) return true;
             // A send or receive pending that long (a pipeline's stage waiting for the one before it).

@@ -378,11 +378,37 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
 
 }  // namespace
 
+namespace {
+
+// What an analysis that could not even start says (its file list could not be built).
+Analysis out_of_memory() noexcept {
+    Analysis a;
+    try {
+        a.warnings.push_back("analysis failed: out of memory");
+    } catch (...) {
+    }
+    return a;
+}
+
+}  // namespace
+
 Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& opt) noexcept {
+    try {
+        std::vector<const FileSnapshot*> ptrs;
+        ptrs.reserve(files.size());
+        for (const auto& f : files) ptrs.push_back(&f);
+        return analyze(ptrs, opt);
+    } catch (...) {
+        return out_of_memory();
+    }
+}
+
+Analysis analyze(const std::vector<const FileSnapshot*>& files, const AnalysisOptions& opt) noexcept {
     Analysis a;
     try {
         std::map<std::string, JobFiles> by_job;
-        for (const auto& f : files) {
+        for (const FileSnapshot* fp : files) {
+            const FileSnapshot& f = *fp;
             FileSummary sum;
             sum.path = f.path;
             sum.ok = f.ok;
@@ -431,12 +457,7 @@ Analysis analyze_paths(const std::vector<std::string>& paths, const AnalysisOpti
         }
         return analyze(snaps, opt);
     } catch (...) {
-        Analysis a;
-        try {
-            a.warnings.push_back("analysis failed: out of memory");
-        } catch (...) {
-        }
-        return a;
+        return out_of_memory();
     }
 }
 

@@ -86,6 +86,8 @@ struct Analysis {
 std::string format_ranks(const std::vector<int>& ranks);
 
 Analysis analyze(const std::vector<FileSnapshot>& files, const AnalysisOptions& opt) noexcept;
+// The same over snapshots held elsewhere (the live collector's, shared with its analysis thread).
+Analysis analyze(const std::vector<const FileSnapshot*>& files, const AnalysisOptions& opt) noexcept;
 Analysis analyze_paths(const std::vector<std::string>& paths, const AnalysisOptions& opt) noexcept;
 
 }  // namespace ncw

@@ -62,13 +62,13 @@ std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double
     }
     if (!timed_out) return {};
     // Every rank is in (none missing, none failed), the last to enter less than the timeout ago: it was the one that
-    // held the init up, and the init goes on now; nothing is proven to hang yet.
+    // held the init up, and the init goes on now; nothing is proven to hang yet. That last one may have finished
+    // already (a rank 25 s late whose init took 3 s, while the others' frames saying they finished are on the way).
     if (missing.empty() && failed.empty() && any_alive) {
         double newest = timeout_s;
         for (size_t i : order) {
             const auto& r = view.ranks[i];
-            if (r.comm_state == uint32_t(disk::CommState::Initializing) && r.t_init_done_ns == 0 && r.t_init_start_ns)
-                newest = std::min(newest, age_s(now_ns, r.t_init_start_ns));
+            if (r.t_init_start_ns) newest = std::min(newest, age_s(now_ns, r.t_init_start_ns));
         }
         if (newest < timeout_s) return {};
     }

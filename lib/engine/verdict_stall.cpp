@@ -230,17 +230,20 @@ std::optional<Verdict> dead_verdict(const Stall& s) {
     return s.make(Kind::Dead, dead, dead_what, dead_ev);
 }
 
-// Rule 3b: every live rank issued W (no rank is behind) and a member departed after completing W on its side: the
-// job's first departure (causal.h puts the later ones back). Its peers cannot complete W without it (its part may
-// not have reached them: NCCL's proxy thread sends what the kernel wrote after the kernel ended), nor any op after
-// W. That departure is the story, not the transport: DEAD.
+// Rule 3b: every live rank issued W (no rank is behind) and a member died after completing W on its side: the
+// job's first departure (causal.h puts the later ones back), by a crash, an error exit or a kill. Its peers cannot
+// complete W without it (its part may not have reached them: NCCL's proxy thread sends what the kernel wrote after
+// the kernel ended), nor any op after W. That death is the story, not the transport: DEAD. A rank that exited
+// cleanly after completing all it issued is not one: what holds the others is elsewhere (a mismatch that paired its
+// ops with theirs, say).
 std::optional<Verdict> gone_after_w_verdict(const Stall& s) {
     std::vector<int> gone;
     std::string what;
     std::vector<std::string> ev;
     for (size_t i : s.order) {
         const auto& r = s.view.ranks[i];
-        if (r.alive) continue;  // completed W: rule 3 took the others
+        // Completed W (rule 3 took the others); a clean end is not a death.
+        if (r.alive || r.exited_clean || (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0)) continue;
         gone.push_back(r.comm_rank);
         what += fmt::format(
             "{}rank {} {} after its part of #{} (completed #{}): the others cannot complete #{} "

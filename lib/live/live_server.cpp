@@ -1,4 +1,5 @@
-// The live collector (see live_server.h): one class, LiveServer::Impl, run by one thread. It is declared first,
+// The live collector (see live_server.h): one class, LiveServer::Impl, run by one thread (a large job's analysis runs
+// on live/analysis_worker.h's, on snapshots shared with it: own_snapshot copies before a write). It is declared first,
 // with what it keeps per job, rank and connection; its methods follow by part:
 //   connections and frames: accept, read, write, the frame dispatch, HTTP /metrics requests
 //   the ranks' Hello and Digest, kept as snapshots on the collector's clock (clock offsets)
@@ -34,6 +35,7 @@
 
 #include "engine/job_view.h"
 #include "engine/suspicion.h"
+#include "live/analysis_worker.h"
 #include "live/http_request.h"
 #include "live/live_auth.h"
 #include "live/log_limiter.h"
@@ -96,7 +98,15 @@ struct RankState {
 
 struct Job {
     std::string id;
-    std::vector<FileSnapshot> snaps;  // parallel to ranks; timestamps on the collector's clock
+    uint64_t serial = 0;  // this Job among every one made (a task's result is for it, not a later job of its id)
+    // Parallel to ranks; timestamps on the collector's clock. Shared with the analysis thread while it judges the
+    // job (in_analysis): a snapshot it holds (shared[i]) is copied before the loop writes to it (own_snapshot).
+    std::vector<std::shared_ptr<FileSnapshot>> snaps;
+    std::vector<uint8_t> shared;
+    bool in_analysis = false;
+    // Digests read while the analysis thread judges the job, applied once it is done: the frequent frame is not
+    // made to copy a snapshot (copies and their page faults would slow the thread and this one alike).
+    std::vector<std::pair<size_t, wire::Digest>> deferred;
     std::vector<RankState> ranks;
     std::unordered_map<std::string, size_t> index;
     bool dirty = false;
@@ -169,6 +179,7 @@ struct LiveServer::Impl {
     std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
     uint64_t next_conn_id = 16;  // ids below are the listening sockets
     std::map<std::string, std::unique_ptr<Job>> jobs;
+    uint64_t jobs_made = 0;
     size_t ranks_known = 0;
     size_t rank_conns = 0;      // conns that are not HTTP
     size_t buffered_total = 0;  // partly received frames, all connections
@@ -229,6 +240,7 @@ struct LiveServer::Impl {
     // is renamed, for the same reason.
     void put_header_on_our_clock(const RankState& r, HeaderInfo& h);
     void on_digest(Conn& c, wire::Digest& m, uint64_t now);
+    void apply_digest(Job& job, size_t rank, wire::Digest& m);
     void on_state(Conn& c, wire::State& m, uint64_t now);
     // How late the frames read lately were: the latest of this window and the last. Frames wait in the sockets
     // until the one thread reads them, so when those read now are late, every rank's unread ones are: the collector
@@ -262,7 +274,15 @@ struct LiveServer::Impl {
     // after it passes the timeout while the full analysis (for mismatches) runs less often.
     bool something_due(const Job& job, uint64_t now) const;
     void maybe_analyze(uint64_t now);
-    void analyze_job(Job& job, uint64_t now);
+    // false: not run (the analysis thread is busy with another); the next tick tries again.
+    bool analyze_job(Job& job, uint64_t now);
+    // What the loop does with an analysis, inline or from the analysis thread: the verdicts, the report.
+    void judged(Job& job, const Analysis& a, uint64_t now, bool death, double cost_s);
+    // A finished task of the analysis thread, if any (the loop is woken for it).
+    void take_analysis();
+    // The rank's snapshot, to write to: copied first while the analysis thread holds it.
+    FileSnapshot& own_snapshot(Job& job, size_t i);
+    std::unique_ptr<AnalysisWorker> worker;
     // How the ranks' clocks were put on ours (exact, estimated, the widest spread), for the report's clock line.
     report::LiveClocks clocks(const Job& job) const;
     // with_new_stacks: the same verdicts again, now with the ranks' Python stacks (no dump requests).
@@ -570,7 +590,7 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
             RankState& r = c.job->ranks[c.rank];
             r.last_frame_ns = now;
             r.bye = true;
-            HeaderInfo& h = c.job->snaps[c.rank].header;
+            HeaderInfo& h = own_snapshot(*c.job, c.rank).header;
             h.process_state = uint32_t(disk::ProcessState::ExitedClean);
             // When it left, if its last State did not say (engine/causal.h: a departure needs a time to be first).
             if (!h.end_mono_ns) h.end_mono_ns = now;
@@ -773,6 +793,7 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
     if (jit == jobs.end()) {
         auto j = std::make_unique<Job>();
         j->id = hi.job_id;
+        j->serial = ++jobs_made;
         jit = jobs.emplace(hi.job_id, std::move(j)).first;
     }
     Job& job = *jit->second;
@@ -783,7 +804,8 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
         job.index.emplace(key, idx);
         job.ranks.emplace_back();
         job.ranks.back().key = key;
-        job.snaps.emplace_back();
+        job.snaps.push_back(std::make_shared<FileSnapshot>());
+        job.shared.push_back(0);
         ++ranks_known;
         st_ranks = ranks_known;
     } else {
@@ -806,7 +828,7 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
         }
     }
     RankState& r = job.ranks[idx];
-    FileSnapshot& s = job.snaps[idx];
+    FileSnapshot& s = own_snapshot(job, idx);
     const bool restarted = s.ok && s.header.pid != hi.pid;
     r.conn_id = c.id;
     r.last_frame_ns = now;
@@ -822,7 +844,11 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
     if (hi.timeout_ms && (job.ranks_timeout_s == 0 || hi.timeout_ms / 1000.0 < job.ranks_timeout_s))
         job.ranks_timeout_s = hi.timeout_ms / 1000.0;
     s.header = std::move(m.header);
-    if (restarted) s.comms.clear();
+    if (restarted) {
+        s.comms.clear();
+        // Digests of the process before it, read during an analysis, are not this one's.
+        std::erase_if(job.deferred, [&](const auto& d) { return d.first == idx; });
+    }
     put_header_on_our_clock(r, s.header);
     c.hello = true;
     c.job = &job;
@@ -847,9 +873,17 @@ void LiveServer::Impl::put_header_on_our_clock(const RankState& r, HeaderInfo& h
 
 void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
     Job& job = *c.job;
-    RankState& r = job.ranks[c.rank];
-    FileSnapshot& s = job.snaps[c.rank];
-    note_lag(r.heard(now, m.sent_mono_ns), now);
+    note_lag(job.ranks[c.rank].heard(now, m.sent_mono_ns), now);
+    if (job.in_analysis && job.shared[c.rank]) {
+        job.deferred.emplace_back(c.rank, std::move(m));
+        return;
+    }
+    apply_digest(job, c.rank, m);
+}
+
+void LiveServer::Impl::apply_digest(Job& job, size_t rank, wire::Digest& m) {
+    const RankState& r = job.ranks[rank];
+    FileSnapshot& s = own_snapshot(job, rank);
     const int64_t d = r.clock.offset();
     s.header.start_mono_ns = time_base::shift(r.rank_start_mono_ns, d);
     s.header.process_state = m.process_state;
@@ -889,7 +923,7 @@ void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
 void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
     Job& job = *c.job;
     RankState& r = job.ranks[c.rank];
-    FileSnapshot& s = job.snaps[c.rank];
+    FileSnapshot& s = own_snapshot(job, c.rank);
     note_lag(r.heard(now, m.sent_mono_ns), now);
     const int64_t d = r.clock.offset();
     const uint32_t ended_before = s.header.end_kind;
@@ -984,7 +1018,7 @@ bool LiveServer::Impl::something_due(const Job& job, uint64_t now) const {
     for (size_t i = 0; i < job.ranks.size(); ++i) {
         const auto& r = job.ranks[i];
         if (!r.conn_id && !r.bye && now - r.alive_at(now) >= grace) return true;
-        for (const auto& c : job.snaps[i].comms) {
+        for (const auto& c : job.snaps[i]->comms) {
             if (c.stall_since_ns || c.async_error) return true;
             if (c.coll_issued > c.coll_completed) {
                 const uint64_t since = std::max(c.t_last_progress_ns, c.t_last_issue_ns);
@@ -1020,6 +1054,11 @@ void LiveServer::Impl::maybe_analyze(uint64_t now) {
                          (job->dirty && (job->stall_reported_ns || !job->suspected.empty())) ||
                          since >= 4 * full_period;
         if (!run) continue;
+        // An analysis on the analysis thread holds it for as long as it costs: one that nothing made due is not
+        // started when something becomes due within that time, so that the thread is free for it then.
+        if (!due && job->last_analysis_cost_s >= opt.offload_analysis_s &&
+            something_due(*job, now + uint64_t(job->last_analysis_cost_s * 1.5e9)))
+            continue;
         // Behind reading the ranks' frames: what is read so far proves nothing about now (a rank that has moved on
         // would still look behind), so no analysis until it has caught up; skipping it also leaves the thread to
         // reading.
@@ -1031,19 +1070,29 @@ void LiveServer::Impl::maybe_analyze(uint64_t now) {
             job->due_judged = false;
             continue;
         }
-        analyze_job(*job, now);
+        if (!analyze_job(*job, now)) continue;
         job->due_judged = due;
     }
 }
 
-void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
+FileSnapshot& LiveServer::Impl::own_snapshot(Job& job, size_t i) {
+    if (job.in_analysis && job.shared[i]) {
+        job.snaps[i] = std::make_shared<FileSnapshot>(*job.snaps[i]);
+        job.shared[i] = 0;
+    }
+    return *job.snaps[i];
+}
+
+bool LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
+    // A job whose analysis costs more than a tick goes to the analysis thread, one at a time; a small one is judged
+    // here at once (a collector that only ever sees small jobs, as the one inside rank 0, never starts that thread).
+    const bool offload = job.last_analysis_cost_s >= opt.offload_analysis_s;
+    if (offload && (job.in_analysis || (worker && worker->busy()))) return false;
     job.dirty = false;
     job.last_analysis_ns = now;
     // Connected ranks are alive now; a disconnected one ages from its last frame and is gone after dead_after_s.
-    for (size_t i = 0; i < job.ranks.size(); ++i) {
-        const auto& r = job.ranks[i];
-        job.snaps[i].header.heartbeat_mono_ns = r.alive_at(now);
-    }
+    for (size_t i = 0; i < job.ranks.size(); ++i)
+        own_snapshot(job, i).header.heartbeat_mono_ns = job.ranks[i].alive_at(now);
     AnalysisOptions ao;
     ao.live = true;
     ao.now_mono_ns = now;
@@ -1053,7 +1102,45 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     job.end_news = false;
     ao.timeout_s = death ? 0 : timeout_of(job);
     ao.stale_after_s = opt.dead_after_s;
-    const Analysis a = analyze(job.snaps, ao);
+    if (offload) {
+        if (!worker) worker = std::make_unique<AnalysisWorker>(wake_fd);
+        auto task = std::make_unique<AnalysisTask>();
+        task->job_id = job.id;
+        task->job_serial = job.serial;
+        task->snaps.assign(job.snaps.begin(), job.snaps.end());
+        task->options = ao;
+        task->now = now;
+        task->death = death;
+        std::fill(job.shared.begin(), job.shared.end(), uint8_t(1));
+        job.in_analysis = true;
+        if (worker->post(task)) return true;
+        job.in_analysis = false;  // no thread: judged here
+    }
+    std::vector<const FileSnapshot*> files;
+    files.reserve(job.snaps.size());
+    for (const auto& f : job.snaps) files.push_back(f.get());
+    const uint64_t t0 = mono_ns();
+    const Analysis a = analyze(files, ao);
+    judged(job, a, now, death, double(mono_ns() - t0) / 1e9);
+    return true;
+}
+
+void LiveServer::Impl::take_analysis() {
+    if (!worker) return;
+    std::unique_ptr<AnalysisTask> t = worker->take();
+    if (!t) return;
+    auto it = jobs.find(t->job_id);
+    if (it == jobs.end() || it->second->serial != t->job_serial) return;  // evicted meanwhile
+    Job& job = *it->second;
+    job.in_analysis = false;
+    std::vector<std::pair<size_t, wire::Digest>> deferred;
+    deferred.swap(job.deferred);
+    for (auto& [rank, m] : deferred)
+        if (rank < job.ranks.size()) apply_digest(job, rank, m);
+    judged(job, t->result, t->now, t->death, t->cost_s);
+}
+
+void LiveServer::Impl::judged(Job& job, const Analysis& a, uint64_t now, bool death, double cost_s) {
     if (death) {
         const auto refs = a.all_verdicts();
         const bool dead = std::any_of(refs.begin(), refs.end(), [](const Analysis::VerdictRef& ref) {
@@ -1062,10 +1149,12 @@ void LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
         // Nothing waits on it (yet): the timeout judges the job as usual.
         if (!dead) {
             job.dirty = true;
-            return analyze_job(job, now);
+            job.last_analysis_cost_s = cost_s;
+            analyze_job(job, mono_ns());
+            return;
         }
     }
-    last_analysis_s = double(mono_ns() - now) / 1e9;
+    last_analysis_s = cost_s;
     job.last_analysis_cost_s = last_analysis_s;
     ++st_analyses;
 
@@ -1184,7 +1273,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
     json ranks = json::array();
     for (size_t i = 0; i < job.ranks.size(); ++i) {
         const auto& r = job.ranks[i];
-        const auto& h = job.snaps[i].header;
+        const auto& h = job.snaps[i]->header;
         ranks.push_back(json{{"global_rank", h.global_rank},
                              {"host", h.host},
                              {"pid", h.pid},
@@ -1281,7 +1370,7 @@ std::string LiveServer::Impl::render_metrics(metrics::Format format) {
         };
         for (const auto& [comm_id, kind] : job->verdicts) verdicts.push_back({job_label, comm_label(comm_id), kind});
         for (size_t i = 0; i < job->ranks.size(); ++i) {
-            const auto& s = job->snaps[i];
+            const auto& s = *job->snaps[i];
             const auto& r = job->ranks[i];
             for (const auto& ci : s.comms) {
                 if (ci.comm_id == 0) continue;
@@ -1423,7 +1512,7 @@ void LiveServer::Impl::sweep(uint64_t now) {
             all_bye = all_bye && r.bye;
             connected = connected || r.conn_id != 0;
             last = std::max(last, r.last_frame_ns);
-            world = std::max(world, j->snaps[i].header.world_size);
+            world = std::max(world, j->snaps[i]->header.world_size);
         }
         const bool finished = all_bye && j->ranks.size() >= size_t(std::max(world, 1));
         if ((finished && (!connected || now - last > grace_ns)) || (!connected && now - last > keep_ns))
@@ -1534,7 +1623,13 @@ void LiveServer::Impl::run() noexcept {
                     accept_all(metrics_fd, true);
                     continue;
                 }
-                if (id == kWakeId) continue;
+                if (id == kWakeId) {
+                    uint64_t n = 0;
+                    if (read(wake_fd, &n, sizeof n) < 0) {
+                    }
+                    take_analysis();
+                    continue;
+                }
                 auto it = conns.find(id);
                 if (it == conns.end()) continue;  // closed earlier in this batch
                 Conn& c = *it->second;
@@ -1632,6 +1727,7 @@ void LiveServer::stop() noexcept {
     if (write(m.wake_fd, &one, sizeof one) < 0) {
     }
     if (m.thread.joinable()) m.thread.join();
+    m.worker.reset();  // joins the analysis thread (after the task it may be running)
     m.close_all();
     m.started = false;
 }

@@ -6,7 +6,8 @@
 // A relay (`ncclwatch-collector relay`, protocol 1.7) may carry a node's ranks on one connection, each rank a channel
 // that is handled exactly as its own connection would be.
 //
-// One thread (epoll) does everything, so it runs on one core. Used by `ncclwatch-collector serve` and, with
+// One thread (epoll) reads the frames and does everything else; the analysis of a large job runs on a second
+// (live/analysis_worker.h), so that reading never waits for it. Used by `ncclwatch-collector serve` and, with
 // NCCLWATCH_COLLECTOR=auto, inside the shim of global rank 0.
 #pragma once
 
@@ -30,6 +31,9 @@ struct ServerOptions {
     std::string out_dir;              // reports go to OUT_DIR/<job>/ (live-report.txt, .json); "" = stdout only
     bool request_dumps = true;        // ask every rank of a job for a dump when a verdict is reached
     double analyze_period_s = 0.5;    // at most this often per job while digests change
+    // A job whose last analysis took this long or more is judged on a thread of its own, while this one goes on
+    // reading frames (live/analysis_worker.h); 0: every analysis there.
+    double offload_analysis_s = 0.05;
     bool quiet = false;               // no report on stdout (the in-shim collector logs instead)
     size_t max_connections = 262144;  // beyond this, new connections are closed at once
     double hello_timeout_s = 10;      // a connection that sends no Hello within this is closed

@@ -213,6 +213,21 @@ TEST_CASE("causal: a job ended from outside while a send or receive had waited p
     CHECK_FALSE(hung_before({&v}, kT - 3000 * kMs, 10.0));  // 9 s then: not yet
 }
 
+TEST_CASE("causal: a stall that began just before a kill was not a hang before it", "[causal]") {
+    // rank_killed at two nodes: rank 1's last completion was 25 ms before rank 3's SIGKILL (a shared GPU behind its
+    // CPU), so its shim's stall, reported 10 s later, begins then. At the kill it had not lasted the timeout: the
+    // kill is the first event, not the end of a hang.
+    CommView v;
+    v.comm_id = 0x19;
+    v.nranks = 4;
+    for (int r = 0; r < 4; ++r) v.ranks.push_back(rank(r, r, 47, 46));
+    v.ranks[1].stall_since_ns = kT - 25 * kMs;
+    v.ranks[1].t_last_progress_ns = kT - 25 * kMs;
+    v.ranks[1].t_last_issue_ns = kT - 10 * kMs;
+    CHECK_FALSE(hung_before({&v}, kT, 10.0));
+    CHECK(hung_before({&v}, kT + 10000 * kMs, 10.0));  // a stall that had lasted 10 s by then
+}
+
 TEST_CASE("causal: ranks that destroyed a blocking communicator and then exited 0 completed its ops", "[causal]") {
     // A clean job's end: every rank issued its last 1-element all_reduce #618 (its GPU started it), called
     // destroy_process_group() and exited 0, ranks 0 and 2 0.2 s before ranks 1 and 3. The exit cut off NCCL's

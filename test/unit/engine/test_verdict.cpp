@@ -129,6 +129,12 @@ TEST_CASE("verdict: the rank that is behind is dead", "[verdict]") {
                        "rank 3 exited (exit code 3) after its part of #42 (completed #44): the others "
                        "cannot complete #42 without it"));
         CHECK(find_kind(vs, Kind::StuckInNccl) == nullptr);
+
+        // One that exited 0 after completing all it issued died of nothing: not DEAD (type_mismatch at two nodes:
+        // rank 3's Broadcast paired with the others' AllReduce, it finished its loop and left).
+        r3.end_status = 0;
+        vs = diagnose_stall(view(4, {idle(0, 42, 12.0), waiting(1, 41, 12.0), idle(2, 43, 12.0), r3}), kNow, kTimeout);
+        CHECK(find_kind(vs, Kind::Dead) == nullptr);
     }
     SECTION("one dead, one alive but behind: both named") {
         auto vs =

@@ -188,6 +188,15 @@ TEST_CASE("verdict: communicator init that does not finish", "[verdict]") {
             has("checklist: ranks disagree on the master address: ranks 0,1,3 = 10.0.0.1:29500; rank 2 = "
                 "10.0.0.2:29500"));
     }
+    SECTION("the last to enter, 3 s ago, has finished while the others' frames say they still wait: nothing yet") {
+        // init_hang at two nodes: rank 3 came 25 s late; its init took 3 s and finished; the collector has not yet
+        // read the others' frames that say they finished too.
+        auto r3 = initing(3, 3.1);
+        r3.comm_state = uint32_t(ncw::disk::CommState::Active);
+        r3.t_init_done_ns = ago(0.1);
+        auto vs = diagnose_stall(view(4, {initing(0, 25), initing(1, 23), initing(2, 24), r3}), kNow, kTimeout);
+        CHECK(vs.empty());
+    }
     SECTION("every rank entered, none finished: nobody visible is blamed") {
         auto vs = diagnose_stall(view(2, {initing(0, 40), initing(1, 40)}), kNow, kTimeout);
         REQUIRE(vs.size() == 1);
