@@ -62,6 +62,23 @@ bool reached(const RankCommState& r, int peer, bool recv, uint64_t seq) {
     return e && (recv ? e->recvs_reached : e->sends_reached) >= seq;
 }
 
+// Whether every send and receive `p` has pending is served by its peer: the peer completed its side of each (its
+// receives of them, its sends to them). Such ops wait on nobody; they are only still running on p's GPU (or on p's
+// lower-bound records), and p, with no collective pending either, is not held by any rank: as good as at rest.
+bool served(const CommView& view, const RankCommState& p) {
+    if (p.issued > p.completed) return false;
+    for (const auto& e : p.p2p) {
+        if (e.sends_issued <= e.sends_completed && e.recvs_issued <= e.recvs_completed) continue;
+        const RankCommState* q = state_of_rank(view, e.peer);
+        if (!q || !q->alive) return false;
+        const PeerP2p* back = peer_entry(*q, p.comm_rank);
+        if (!back) return false;
+        if (e.sends_issued > e.sends_completed && back->recvs_completed < e.sends_issued) return false;
+        if (e.recvs_issued > e.recvs_completed && back->sends_completed < e.recvs_issued) return false;
+    }
+    return true;
+}
+
 // Whether `p` waits in a point-to-point op with `with` (either direction).
 bool waits_with(const RankCommState& p, int with) {
     const PeerP2p* e = peer_entry(p, with);
@@ -160,7 +177,9 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         const char* other = pd.recv ? "send" : "receive";
         const char* other_prep = pd.recv ? "to" : "from";
         if (got->first < pd.seq) {
-            const bool other_waits = got->first > got->second;  // still inside an earlier one of the pair: in order
+            // Still inside an earlier one of the pair: in order, unless every op the peer has open is served (then
+            // they only run on its GPU, it waits on nobody, and it never posted this one).
+            const bool other_waits = got->first > got->second && !served(view, *p);
             // Alive, inside nothing with this rank but waiting on a third: a link of a chain. Its own wait is judged
             // as one of the pending ones (or is not yet past the timeout); it is not the cause.
             if (!other_waits && p->alive && !waits_with(*p, pd.r->comm_rank)) {
@@ -184,7 +203,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
             if (!other_waits || !p->alive) {
                 unmatched.push_back(pd.peer);
                 unmatched_pd.push_back(&pd);
-                if (p->alive && at_rest(*p)) resting.push_back(pd.peer);
+                if (p->alive && (at_rest(*p) || served(view, *p))) resting.push_back(pd.peer);
                 what += (what.empty() ? "" : "; ") + line;
                 unmatched_ev.push_back("p2p: " + line);
             }

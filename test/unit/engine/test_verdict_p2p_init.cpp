@@ -60,6 +60,26 @@ TEST_CASE("verdict: point-to-point", "[verdict]") {
         CHECK(vs[0].kind == Kind::NotJoined);
         CHECK(vs[0].culprits == Ranks{2});
     }
+    SECTION("a stage that never posted the next pair while its last ones still run on its GPU: NOT_JOINED") {
+        // The pipeline at two nodes: stage 2 went into a Python function after its 60th send and receive with stage
+        // 3; its records still show the last few open (its GPU behind, lower-bound counts), but stage 3 and stage 1
+        // completed their side of every one it posted. Stage 3 waits 13 s in #61, which stage 2 never posted.
+        auto r2 = p2p_rank(2, {peer(1, 56, 55, 56, 55, 10.2), peer(3, 60, 55, 60, 54, 10.1)});
+        auto v = view(4, {p2p_rank(0, {}), p2p_rank(1, {peer(2, 56, 56, 56, 56)}), r2,
+                          p2p_rank(3, {peer(2, 61, 60, 61, 60, 13.1)})});
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::NotJoined);
+        CHECK(vs[0].culprits == Ranks{2});
+        CHECK(vs[0].seq == 61);
+
+        // Where stage 3 has not completed its side of what stage 2 posted, stage 2 is in order behind it: neither
+        // NOT_JOINED nor MISMATCH.
+        v.ranks[3].p2p = {peer(2, 61, 54, 61, 60, 13.1)};
+        vs = diagnose_stall(v, kNow, kTimeout);
+        CHECK(find_kind(vs, Kind::NotJoined) == nullptr);
+        CHECK(find_kind(vs, Kind::Mismatch) == nullptr);
+    }
     SECTION("both sides posted, neither completes: stuck inside NCCL") {
         auto v = view(2, {p2p_rank(0, {peer(1, 5, 4, 0, 0, 30.0)}), p2p_rank(1, {peer(0, 0, 0, 5, 4, 30.0)})});
         auto vs = diagnose_stall(v, kNow, kTimeout);
