@@ -140,9 +140,10 @@ time_base::Frame job_frame(const JobFiles& job_files, const AnalysisOptions& opt
     return frame;
 }
 
-// One comm slot of one file as the engine's rank state, on the frame's clock (d: the file's offset to it).
-verdict::RankCommState rank_state(const FileSnapshot& f, const HeaderInfo& h, const CommInfo& c, int64_t d,
-                                  const time_base::Frame& frame, const LivenessContext& ctx) {
+// One comm slot of one file as the engine's rank state (st: default-made), on the frame's clock (d: the file's offset
+// to it).
+void rank_state(const FileSnapshot& f, const HeaderInfo& h, const CommInfo& c, int64_t d, const time_base::Frame& frame,
+                const LivenessContext& ctx, verdict::RankCommState& st) {
     // Copied only to move its times: on one boot (every rank, in the live collector) there is nothing to move, and
     // the copy (64 signatures) is a large part of an analysis of 131,072 ranks.
     std::optional<CommInfo> moved;
@@ -150,7 +151,7 @@ verdict::RankCommState rank_state(const FileSnapshot& f, const HeaderInfo& h, co
         moved = c;
         time_base::rebase(*moved, d);
     }
-    auto st = to_rank_comm_state(h, moved ? *moved : c, f.path, ctx);
+    to_rank_comm_state(h, moved ? *moved : c, f.path, ctx, st);
     st.master_addr = master_of(h);
     // Rebased exactly on one boot; through the wall clocks otherwise, as good as their NTP sync.
     st.clock_uncertainty_s = d == 0 && h.boot_id_hash == frame.boot ? 0.0 : -1.0;
@@ -164,7 +165,22 @@ verdict::RankCommState rank_state(const FileSnapshot& f, const HeaderInfo& h, co
             e.t_oldest_recv_pending_ns = shift(e.t_oldest_recv_pending_ns, d);
         }
     }
-    return st;
+}
+
+// A rank state is large (544 bytes): sorting 131,072 of them in place moves each many times. Sorted as indices, then
+// moved once each; mostly they come in order already.
+void sort_by_comm_rank(std::vector<verdict::RankCommState>& ranks) {
+    const auto below = [](const verdict::RankCommState& x, const verdict::RankCommState& y) {
+        return x.comm_rank < y.comm_rank;
+    };
+    if (std::is_sorted(ranks.begin(), ranks.end(), below)) return;
+    std::vector<size_t> order(ranks.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return below(ranks[a], ranks[b]); });
+    std::vector<verdict::RankCommState> sorted;
+    sorted.reserve(ranks.size());
+    for (size_t i : order) sorted.push_back(std::move(ranks[i]));
+    ranks = std::move(sorted);
 }
 
 // Every communicator of one job with the ranks its files show, on one clock, in order of creation; no verdicts yet.
@@ -173,6 +189,7 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
     const std::string job_name = job_id.empty() ? "(no job id)" : job_id;
     JobResult jr;
     jr.job_id = job_id;
+    jr.files.reserve(job_files.size());
     for (const auto* f : job_files) jr.files.push_back(f->path);
 
     LivenessContext ctx;
@@ -205,8 +222,6 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
                                    " is not known yet or out of range; skipped");
                 continue;
             }
-            auto st = rank_state(*f, h, c, d, frame, ctx);
-
             auto& acc = comms[c.comm_id];
             if (acc.r.view.ranks.empty() && acc.r.view.nranks == 0) {
                 acc.r.job_id = job_id;
@@ -214,6 +229,11 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
                 acc.r.parent_id = c.parent_id;
                 acc.r.view.comm_id = c.comm_id;
                 acc.r.view.nranks = c.nranks;
+                // A rank state is large: growing the vector moves them all, 131,072 of them several times.
+                const size_t expect = std::min(size_t(c.nranks), job_files.size());
+                acc.r.view.ranks.reserve(expect);
+                acc.seen.reserve(expect);
+                acc.index.reserve(expect);
             }
             acc.first_slot = std::min(acc.first_slot, c.slot);
             if (acc.r.name.empty()) acc.r.name = c.name;
@@ -230,12 +250,14 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
             auto found = acc.index.find(c.rank);
             auto it = found == acc.index.end() ? ranks.end() : ranks.begin() + ptrdiff_t(found->second);
             if (it == ranks.end()) {
-                acc.index.emplace(c.rank, ranks.size());
-                ranks.push_back(std::move(st));
+                rank_state(*f, h, c, d, frame, ctx, ranks.emplace_back());
+                acc.index.emplace(c.rank, ranks.size() - 1);
                 acc.seen.push_back(seen);
                 continue;
             }
             // Two files claim one rank: a restarted process, or one file analysed twice. The newer wins.
+            verdict::RankCommState st;
+            rank_state(*f, h, c, d, frame, ctx, st);
             const size_t i = size_t(it - ranks.begin());
             const bool newer = seen > acc.seen[i];
             warnings.push_back("job " + job_name + ", comm " + hex(c.comm_id) + ": rank " + std::to_string(c.rank) +
@@ -254,9 +276,7 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
                      [](const Acc* x, const Acc* y) { return x->first_slot < y->first_slot; });
     for (Acc* acc : order) {
         CommResult& r = acc->r;
-        std::sort(
-            r.view.ranks.begin(), r.view.ranks.end(),
-            [](const verdict::RankCommState& x, const verdict::RankCommState& y) { return x.comm_rank < y.comm_rank; });
+        sort_by_comm_rank(r.view.ranks);
         std::vector<bool> seen_rank(size_t(r.view.nranks), false);
         for (const auto& s : r.view.ranks) seen_rank[size_t(s.comm_rank)] = true;
         for (int i = 0; i < r.view.nranks; ++i)
@@ -371,7 +391,9 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
         std::stable_sort(c.verdicts.begin(), c.verdicts.end(), by_importance);
         std::stable_sort(c.suspected.begin(), c.suspected.end(), by_importance);
     }
+    if (!opt.audit) return;
     std::vector<audit::ProcessFacts> facts;
+    facts.reserve(job_files.size());
     for (const auto* f : job_files) facts.push_back(audit::ProcessFacts{&f->header, &f->comms});
     jr.audit = audit::audit_job(facts);
 }
@@ -407,6 +429,7 @@ Analysis analyze(const std::vector<const FileSnapshot*>& files, const AnalysisOp
     Analysis a;
     try {
         std::map<std::string, JobFiles> by_job;
+        a.files.reserve(files.size());
         for (const FileSnapshot* fp : files) {
             const FileSnapshot& f = *fp;
             FileSummary sum;

@@ -29,6 +29,9 @@ struct AnalysisOptions {
     bool p2p = true;             // analyze_paths: read the rings for per-peer send/recv counts (the watchdog: off)
     bool stragglers = true;      // run verdict::find_stragglers
     bool suspicion = true;       // with stalls: verdict::diagnose_suspicion where no stall is found (suspicion.h)
+    // JobResult::audit (env_audit.h). The live collector reuses its last while the job's processes and their GPUs
+    // are the same: at 131,072 ranks, parsing every environment again was a fifth of each analysis.
+    bool audit = true;
 };
 
 struct CommResult {

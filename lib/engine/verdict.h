@@ -133,6 +133,11 @@ std::vector<Drift> find_drifts(const CommView& view);
 // began at or before it to be found: a MISMATCH at `seq` may be the first sign of one, and the drift, not the
 // MISMATCH, is the verdict to lead with.
 bool drift_decidable(const CommView& view, uint64_t seq);
+// A MISMATCH at `seq` where the job hung at once, nothing after it to align: whether `odd`'s collectives since its last
+// proven point of agreement with `other`'s equal `other`'s with one op removed (skipped) or one added among ops of one
+// shape, which NCCL pairs silently. Its words ("rank 3 may instead have skipped one AllReduce between #11 and #19:
+// ..."), "" when neither (or both: nothing tells them apart) fits with at least one same-shaped op before `seq`.
+std::string drift_alternative(const RankCommState& odd, const RankCommState& other, uint64_t seq);
 // The words of a drift, after "skipped" / "added": what, "AllReduce #23" or "one AllReduce between #14 and #23"; and
 // with where: "AllReduce #23: its #23..#32 are the others' #24..#33, which NCCL paired silently".
 std::string drift_what(const Drift& d);

@@ -140,7 +140,7 @@ bool drift_decidable(const CommView& view, uint64_t seq) {
 std::vector<Drift> find_drifts(const CommView& view) {
     const auto order = by_comm_rank(view);
     std::vector<Stream> streams;
-    for (size_t i : order) streams.push_back(stream_of(view.ranks[i].recent));
+    for (size_t i : order) streams.push_back(stream_of(view.ranks[i].recent.view()));
     // Per seq: each signature key and the ranks (positions in `order`) that issued it.
     std::map<uint64_t, std::vector<std::pair<Key, std::vector<size_t>>>> by_seq;
     for (size_t p = 0; p < streams.size(); ++p)
@@ -192,6 +192,78 @@ std::vector<Drift> find_drifts(const CommView& view) {
         }
     }
     return out;
+}
+
+namespace {
+
+// One hypothesis of drift_alternative: k = 1, `odd` skipped the others' op p; k = -1, its op p is one it added. The
+// window of p, from the last seq before `seq` where the ranks were proven one for one (there the shifted pairing
+// differs) or from the first both show (then at_or_before).
+struct Alternative {
+    bool fits = false;
+    uint64_t first = 0, last = 0;
+    bool at_or_before = false;
+};
+
+Alternative fit_alternative(const Stream& odd, const Stream& others, uint64_t seq, int k) {
+    Alternative a;
+    uint64_t proven = 0, lowest = seq;
+    for (uint64_t j = seq - 1; j >= 1; --j) {
+        const OpSig *x = at(odd, j), *y = at(others, j);
+        if (!x || !y) break;                     // the start of what both show, or a hole
+        if (key_of(*x) != key_of(*y)) return a;  // an earlier difference: not one drift at `seq`
+        const OpSig* shifted = at(others, uint64_t(int64_t(j) + k));
+        if (shifted && key_of(*shifted) != key_of(*x)) {  // still one for one here
+            proven = j;
+            break;
+        }
+        lowest = j;
+    }
+    if (lowest >= seq) return a;  // no same-shaped op before `seq`
+    const OpSig* own = at(odd, seq);
+    if (k > 0) {
+        // Its op at `seq` would be the others' next one: only if they issue that shape at all.
+        const bool theirs = std::any_of(others.begin(), others.end(), [&](const auto& e) {
+            return e.first < seq && key_of(*e.second) == key_of(*own);
+        });
+        if (!theirs) return a;
+        a.first = proven ? proven + 1 : lowest;
+        a.last = seq;
+    } else {
+        // Its op at `seq` is the others' previous one.
+        const OpSig* prev = at(others, seq - 1);
+        if (!prev || key_of(*prev) != key_of(*own)) return a;
+        a.first = proven ? proven : lowest;
+        a.last = seq - 1;
+    }
+    a.at_or_before = !proven;
+    a.fits = a.first < a.last;
+    return a;
+}
+
+}  // namespace
+
+std::string drift_alternative(const RankCommState& odd, const RankCommState& other, uint64_t seq) {
+    const Stream o = stream_of(odd.recent.view()), t = stream_of(other.recent.view());
+    const OpSig *own = at(o, seq), *theirs = at(t, seq);
+    if (seq < 2 || !own || !theirs || key_of(*own) == key_of(*theirs)) return "";
+    const Alternative skip = fit_alternative(o, t, seq, 1), extra = fit_alternative(o, t, seq, -1);
+    if (skip.fits == extra.fits) return "";
+    const Alternative& a = skip.fits ? skip : extra;
+    const std::string where = a.at_or_before ? fmt::format(
+                                                   "at or before #{} (the signatures before #{} are not all "
+                                                   "visible here)",
+                                                   a.last, a.first)
+                                             : fmt::format("between #{} and #{}", a.first, a.last);
+    if (skip.fits)
+        return fmt::format(
+            "rank {} may instead have skipped one {} {}: NCCL paired its same-shaped ops after it with the others' "
+            "next ones silently, and its {} #{} would be the op the others issue next, not issued yet",
+            odd.comm_rank, disk::op_name(theirs->op), where, disk::op_name(own->op), seq);
+    return fmt::format(
+        "rank {} may instead have added one {} {}: NCCL paired its same-shaped ops after it with the others' previous "
+        "ones silently, and its {} #{} is the others' #{}",
+        odd.comm_rank, disk::op_name(at(o, seq - 1)->op), where, disk::op_name(own->op), seq, seq - 1);
 }
 
 std::string drift_what(const Drift& d) {

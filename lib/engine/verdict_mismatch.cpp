@@ -148,12 +148,14 @@ std::vector<Verdict> find_mismatches(const CommView& view) {
     // 64 signatures each: the first finds the seqs at which any two signatures differ, the second gathers the entries
     // of those seqs only (mostly none). A rank contributes one signature per seq (the first, should it repeat). A set:
     // a rank's history can hold thousands (a linear search made this quadratic: 16 s of a 4,096-file analysis).
+    // The reader's window rises strictly (each seq once), and then needs no set: the first pass finds out per rank.
     std::unordered_set<uint64_t> seen;
-    auto each_sig = [&](const RankCommState& r, auto&& fn) {
-        seen.clear();
+    std::vector<uint8_t> rising(view.ranks.size(), 0);
+    auto each_sig = [&](const RankCommState& r, bool up, auto&& fn) {
+        if (!up) seen.clear();
         for (const auto& s : r.recent) {
             if (s.seq == 0 || !disk::is_collective(OpType(s.op))) continue;
-            if (!seen.insert(s.seq).second) continue;
+            if (!up && !seen.insert(s.seq).second) continue;
             fn(s);
         }
     };
@@ -161,20 +163,50 @@ std::vector<Verdict> find_mismatches(const CommView& view) {
         Key key;
         bool differs = false;
     };
+    // By seq. A rank's rising window walks it from one look-up: the next seq is mostly the next entry.
     std::map<uint64_t, First> first;
-    for (size_t i : order)
-        each_sig(view.ranks[i], [&](const OpSig& s) {
-            const Key k = key_of(s);
-            auto [it, fresh] = first.try_emplace(s.seq, First{k});
-            if (!fresh && !it->second.differs && it->second.key != k) it->second.differs = true;
-        });
+    auto hint = first.end();
+    // Idempotent per rank: a rank's signatures may be noted twice.
+    const auto note_first = [&](const OpSig& s) {
+        const Key k = key_of(s);
+        auto it = hint;
+        if (it == first.end() || it->first != s.seq) {
+            it = first.lower_bound(s.seq);
+            if (it == first.end() || it->first != s.seq) {
+                hint = std::next(first.emplace_hint(it, s.seq, First{k}));
+                return;
+            }
+        }
+        if (!it->second.differs && it->second.key != k) it->second.differs = true;
+        hint = std::next(it);
+    };
+    for (size_t i : order) {
+        const auto& r = view.ranks[i];
+        uint64_t prev = 0;
+        bool up = true;
+        hint = first.end();
+        for (const auto& s : r.recent) {
+            if (s.seq <= prev) {
+                up = false;
+                break;
+            }
+            prev = s.seq;
+            if (disk::is_collective(OpType(s.op))) note_first(s);
+        }
+        if (!up)
+            each_sig(r, false, [&](const OpSig& s) {
+                hint = first.end();
+                note_first(s);
+            });
+        rising[i] = up;
+    }
     std::map<uint64_t, std::vector<std::pair<int, const OpSig*>>> by_seq;
     std::map<int, const RankCommState*> state_of;
     if (std::any_of(first.begin(), first.end(), [](const auto& f) { return f.second.differs; }))
         for (size_t i : order) {
             const auto& r = view.ranks[i];
             state_of.emplace(r.comm_rank, &r);
-            each_sig(r, [&](const OpSig& s) {
+            each_sig(r, rising[i], [&](const OpSig& s) {
                 if (first[s.seq].differs) by_seq[s.seq].emplace_back(r.comm_rank, &s);
             });
         }
@@ -223,6 +255,25 @@ std::vector<Verdict> find_mismatches(const CommView& view) {
     if (!out.empty()) {
         for (auto& v : drift_verdicts(view)) out.push_back(std::move(v));
         fold_drifts(out);
+    }
+    // A MISMATCH of one rank that no drift explains, where the job hung at once: the skip or extra op it may also be.
+    for (auto& v : out) {
+        if (v.kind != Kind::Mismatch || v.consequence || v.culprits.size() != 1) continue;
+        const RankCommState* odd = state_of_rank(view, v.culprits.front());
+        const RankCommState* other = nullptr;
+        for (size_t i : order)
+            if (view.ranks[i].comm_rank != v.culprits.front()) {
+                const OpSig* s = find_sig(view.ranks[i], v.seq);
+                if (s && key_of(*s) == key_of(v.op)) {
+                    other = &view.ranks[i];
+                    break;
+                }
+            }
+        if (!odd || !other) continue;
+        if (const std::string alt = drift_alternative(*odd, *other, v.seq); !alt.empty()) {
+            v.summary += "; " + alt;
+            v.evidence.push_back(alt + " (the signatures since the ranks last agreed one for one fit both)");
+        }
     }
     // std::map iterates in seq order; the p2p pairs come after the collectives.
     for (auto& v : p2p_mismatches(view)) out.push_back(std::move(v));

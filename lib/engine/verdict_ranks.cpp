@@ -13,7 +13,10 @@ namespace ncw::verdict {
 using disk::OpType;
 
 const OpSig* find_sig(const RankCommState& r, uint64_t seq) {
-    if (seq == 0) return nullptr;
+    if (seq == 0 || r.recent.empty()) return nullptr;
+    // The reader's window is one signature per seq, in order: where it has no gap, seq is at its own offset.
+    const uint64_t at = seq - r.recent.front().seq;
+    if (seq >= r.recent.front().seq && at < r.recent.size() && r.recent[at].seq == seq) return &r.recent[at];
     for (const auto& s : r.recent)
         if (s.seq == seq) return &s;
     return nullptr;

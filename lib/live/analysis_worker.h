@@ -22,6 +22,7 @@ namespace ncw::live {
 struct AnalysisTask {
     std::string job_id;
     uint64_t job_serial = 0;  // which job of that id (one evicted during its analysis may be made again)
+    uint64_t facts_gen = 0;   // the job's processes and GPUs as posted (options.audit: audited at that)
     std::vector<std::shared_ptr<const FileSnapshot>> snaps;  // the job's ranks as they stood when posted
     AnalysisOptions options;
     uint64_t now = 0;    // the loop's clock when posted (options.now_mono_ns)

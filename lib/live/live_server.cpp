@@ -47,6 +47,7 @@
 #include "read/safe_write.h"
 #include "read/time_base.h"
 #include "read/wire.h"
+#include "report/analysis_json.h"
 #include "report/headline.h"
 #include "report/metrics.h"
 #include "report/report_json.h"
@@ -127,6 +128,10 @@ struct Job {
     bool end_news = false;
     double ranks_timeout_s = 0;  // the shortest timeout the job's ranks run with (protocol 1.6 Hello); 0: unknown
     bool due_judged = false;     // the latest analysis ran with something due (maybe_analyze)
+    // The environment audit (engine/env_audit.h) of the processes and GPUs as they stood at audited_gen; facts_gen
+    // counts their changes (a Hello, a rank's communicators or GPU changed). Audited again only after one.
+    uint64_t facts_gen = 1, audited_gen = 0;
+    std::vector<audit::Finding> audit;
 };
 
 struct Conn {
@@ -280,6 +285,7 @@ struct LiveServer::Impl {
     void judged(Job& job, const Analysis& a, uint64_t now, bool death, double cost_s);
     // A finished task of the analysis thread, if any (the loop is woken for it).
     void take_analysis();
+    void keep_audit(Job& job, Analysis& a, uint64_t facts_gen);
     // The rank's snapshot, to write to: copied first while the analysis thread holds it.
     FileSnapshot& own_snapshot(Job& job, size_t i);
     std::unique_ptr<AnalysisWorker> worker;
@@ -844,6 +850,7 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
     if (hi.timeout_ms && (job.ranks_timeout_s == 0 || hi.timeout_ms / 1000.0 < job.ranks_timeout_s))
         job.ranks_timeout_s = hi.timeout_ms / 1000.0;
     s.header = std::move(m.header);
+    ++job.facts_gen;
     if (restarted) {
         s.comms.clear();
         // Digests of the process before it, read during an analysis, are not this one's.
@@ -901,18 +908,22 @@ void LiveServer::Impl::apply_digest(Job& job, size_t rank, wire::Digest& m) {
             }
         // And its newest signatures (kMaxDigestSigs): kept across digests up to a signature window (kRecentSigs), so
         // that a drift (engine/verdict.h) is aligned over as many ops as a rank file shows.
-        for (const auto& old : s.comms)
+        // Merged where the old ones are (no allocation per digest) unless an analysis still holds them.
+        for (auto& old : s.comms)
             if (old.comm_id == ci.comm_id && !old.recent.empty()) {
                 const uint64_t first_new = ci.recent.empty() ? UINT64_MAX : ci.recent.front().seq;
-                std::vector<SigInfo> sigs;
-                for (const auto& g : old.recent)
-                    if (g.seq < first_new) sigs.push_back(g);
+                std::vector<SigInfo>& sigs = old.recent.mut();
+                std::erase_if(sigs, [&](const SigInfo& g) { return g.seq >= first_new; });
                 sigs.insert(sigs.end(), ci.recent.begin(), ci.recent.end());
                 if (sigs.size() > disk::kRecentSigs) sigs.erase(sigs.begin(), sigs.end() - disk::kRecentSigs);
-                ci.recent = std::move(sigs);
+                ci.recent = std::move(old.recent);
                 break;
             }
     }
+    const auto same_gpu_facts = [](const CommInfo& x, const CommInfo& y) {
+        return x.comm_id == y.comm_id && x.cuda_dev == y.cuda_dev && x.pci_bus_id == y.pci_bus_id;
+    };
+    if (!std::equal(s.comms.begin(), s.comms.end(), m.comms.begin(), m.comms.end(), same_gpu_facts)) ++job.facts_gen;
     s.comms = std::move(m.comms);
     if (m.py_stacks) take_py_stacks(job, s.header, *m.py_stacks, d);
     job.dirty = true;
@@ -1102,11 +1113,13 @@ bool LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     job.end_news = false;
     ao.timeout_s = death ? 0 : timeout_of(job);
     ao.stale_after_s = opt.dead_after_s;
+    ao.audit = job.audited_gen != job.facts_gen;
     if (offload) {
         if (!worker) worker = std::make_unique<AnalysisWorker>(wake_fd);
         auto task = std::make_unique<AnalysisTask>();
         task->job_id = job.id;
         task->job_serial = job.serial;
+        task->facts_gen = job.facts_gen;
         task->snaps.assign(job.snaps.begin(), job.snaps.end());
         task->options = ao;
         task->now = now;
@@ -1120,9 +1133,23 @@ bool LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     files.reserve(job.snaps.size());
     for (const auto& f : job.snaps) files.push_back(f.get());
     const uint64_t t0 = mono_ns();
-    const Analysis a = analyze(files, ao);
-    judged(job, a, now, death, double(mono_ns() - t0) / 1e9);
+    Analysis a = analyze(files, ao);
+    const double cost_s = double(mono_ns() - t0) / 1e9;
+    keep_audit(job, a, job.facts_gen);
+    judged(job, a, now, death, cost_s);
     return true;
+}
+
+// An analysis that audited (at facts_gen) leaves its findings for the next; one that did not takes them.
+void LiveServer::Impl::keep_audit(Job& job, Analysis& a, uint64_t facts_gen) {
+    for (auto& jr : a.jobs) {
+        if (job.audited_gen == facts_gen) {
+            jr.audit = job.audit;
+        } else {
+            job.audit = jr.audit;
+            job.audited_gen = facts_gen;
+        }
+    }
 }
 
 void LiveServer::Impl::take_analysis() {
@@ -1137,6 +1164,7 @@ void LiveServer::Impl::take_analysis() {
     deferred.swap(job.deferred);
     for (auto& [rank, m] : deferred)
         if (rank < job.ranks.size()) apply_digest(job, rank, m);
+    keep_audit(job, t->result, t->facts_gen);
     judged(job, t->result, t->now, t->death, t->cost_s);
 }
 
@@ -1310,6 +1338,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
                                  {"ranks", std::move(rows)}});
         }
     j["comms"] = std::move(comms);
+    j["audit"] = a.jobs.empty() ? json::array() : report::audit_json(a.jobs.front().audit);
     j["warnings"] = a.warnings.size() > 100
                         ? json(std::vector<std::string>(a.warnings.begin(), a.warnings.begin() + 100))
                         : json(a.warnings);

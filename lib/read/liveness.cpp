@@ -65,6 +65,12 @@ LivenessContext live_context(uint64_t now_mono_ns, double stale_after_s) {
 verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c, const std::string& file,
                                           const LivenessContext& ctx) noexcept {
     verdict::RankCommState s;
+    to_rank_comm_state(h, c, file, ctx, s);
+    return s;
+}
+
+void to_rank_comm_state(const HeaderInfo& h, const CommInfo& c, const std::string& file, const LivenessContext& ctx,
+                        verdict::RankCommState& s) noexcept {
     try {
         // What the engine takes from the header and the slot: the ENGINE column of format_fields.h.
 #define NCW_TO_ENGINE_FROM(from, type, name, init, show, ...) __VA_OPT__(engine_assign(s.__VA_ARGS__, from.name);)
@@ -114,7 +120,6 @@ verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c
 
     } catch (...) {
     }
-    return s;
 }
 
 }  // namespace ncw

@@ -68,7 +68,7 @@ struct CommInfo {
     uint32_t slot = 0;  // index in the comm table
     NCW_COMM_FIELDS(NCW_READER_MEMBER)
 
-    std::vector<SigInfo> recent;  // ordered by seq
+    CowVector<SigInfo> recent;  // ordered by seq; shared by its copies (read/cow_vector.h)
     // Format 1.4: the newest in-collective GPU times, ordered by seq; only where asked for (read/gpu_spans.h) or
     // carried by a live digest.
     std::vector<verdict::GpuSpan> gpu_spans;
@@ -224,6 +224,9 @@ LivenessContext live_context(uint64_t now_mono_ns, double stale_after_s = 5.0);
 // on this host and boot, kill(pid, 0) finds the process.
 verdict::RankCommState to_rank_comm_state(const HeaderInfo& h, const CommInfo& c, const std::string& file,
                                           const LivenessContext& ctx) noexcept;
+// The same into a default-made state where it is kept (a rank state is large: 131,072 are not built by moves).
+void to_rank_comm_state(const HeaderInfo& h, const CommInfo& c, const std::string& file, const LivenessContext& ctx,
+                        verdict::RankCommState& out) noexcept;
 
 // ---- Finding files ----
 

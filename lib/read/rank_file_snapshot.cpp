@@ -164,12 +164,14 @@ bool load_slot(const disk::CommSlot* first, const disk::CommSlot* in, const disk
     const uint64_t g1 = ld(first->generation);
     if ((g1 & 1) || ld(in->generation) != g1 || ld(later->generation) != g1) return false;
     NCW_COMM_FIELDS(NCW_LOAD_FIELD)
-    out.recent.reserve(disk::kRecentSigs);
+    std::vector<SigInfo> recent;
+    recent.reserve(disk::kRecentSigs);
     for (uint32_t j = 0; j < disk::kRecentSigs; ++j) {
         SigInfo g;
-        if (load_sig(in->recent[j], ld(first->recent[j].seq), ld(later->recent[j].seq), j, g)) out.recent.push_back(g);
+        if (load_sig(in->recent[j], ld(first->recent[j].seq), ld(later->recent[j].seq), j, g)) recent.push_back(g);
     }
-    std::sort(out.recent.begin(), out.recent.end(), [](const SigInfo& a, const SigInfo& b) { return a.seq < b.seq; });
+    std::sort(recent.begin(), recent.end(), [](const SigInfo& a, const SigInfo& b) { return a.seq < b.seq; });
+    out.recent = std::move(recent);
     return true;
 }
 

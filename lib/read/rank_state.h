@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "read/cow_vector.h"
 #include "read/py_stacks.h"
 #include "read/reader_fields.h"
 
@@ -112,7 +113,7 @@ struct RankCommState {
     uint64_t t_init_start_ns = 0;
     uint64_t t_init_done_ns = 0;  // 0 = init has not returned
 
-    std::vector<OpSig> recent;  // recent collective signatures, any order
+    CowVector<OpSig> recent;  // recent collective signatures, any order; shared with the snapshot's
     // The newest collectives' in-collective GPU times, by seq (read/gpu_spans.h); empty without NCCL's profiler.
     std::vector<GpuSpan> gpu_spans;
 

@@ -86,9 +86,10 @@ void read_unslotted(const RankFile& file, FileSnapshot& s) {
             g.root = disk::is_rooted(op) ? r.peer_or_root : -1;
             g.tid = r.tid;
             g.stream = r.stream;
-            c->recent.push_back(g);
-            if (c->recent.size() > 2 * disk::kRecentSigs)  // the newest window is enough
-                c->recent.erase(c->recent.begin(), c->recent.begin() + disk::kRecentSigs);
+            auto& recent = c->recent.mut();
+            recent.push_back(g);
+            if (recent.size() > 2 * disk::kRecentSigs)  // the newest window is enough
+                recent.erase(recent.begin(), recent.begin() + disk::kRecentSigs);
         }
     }
     const uint64_t in_ring = found.size();
@@ -137,7 +138,8 @@ void read_history(const RankFile& file, FileSnapshot& s, uint64_t history) {
         older.erase(
             std::unique(older.begin(), older.end(), [](const SigInfo& a, const SigInfo& b) { return a.seq == b.seq; }),
             older.end());
-        c.recent.insert(c.recent.begin(), older.begin(), older.end());
+        auto& recent = c.recent.mut();
+        recent.insert(recent.begin(), older.begin(), older.end());
     }
 }
 

@@ -46,8 +46,12 @@ void rebase(CommInfo& c, int64_t d) noexcept {
         auto& x = c;
         NCW_COMM_FIELDS(NCW_REBASE_FIELD)
     }
-    for (auto& x : c.recent) {
-        NCW_SIG_FIELDS(NCW_REBASE_FIELD)
+    try {
+        for (auto& x : c.recent.mut()) {
+            NCW_SIG_FIELDS(NCW_REBASE_FIELD)
+        }
+    } catch (...) {
+        c.recent.clear();  // no memory for its own copy: better no signatures than ones on another clock
     }
 }
 

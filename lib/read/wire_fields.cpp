@@ -105,8 +105,9 @@ void get_comm(Reader& outer, CommInfo& out) {
     out.slot = r.u32("slot");
     NCW_COMM_FIELDS_1_5(NCW_GET_FIELD)
     const uint32_t n = r.count("signature count", kMaxDigestSigs, kMinBlock);
-    out.recent.assign(n, SigInfo{});
-    for (uint32_t i = 0; i < n && r.ok(); ++i) get_sig(r, out.recent[i]);
+    auto& recent = out.recent.mut();
+    recent.assign(n, SigInfo{});
+    for (uint32_t i = 0; i < n && r.ok(); ++i) get_sig(r, recent[i]);
     // 1.1 (a 1.0 block ends here: no spans).
     out.gpu_spans.clear();
     if (!r.at_end()) {

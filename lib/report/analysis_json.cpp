@@ -21,7 +21,9 @@ json verdict_item(const Analysis::VerdictRef& ref) {
         culprits.push_back(
             json{{"comm_rank", r},
                  {"visible", s != nullptr},
-                 {"global_rank", s ? json(s->global_rank) : json(nullptr)},
+                 {"global_rank", known_global_rank(*ref.job, *ref.comm, r) >= 0
+                                     ? json(known_global_rank(*ref.job, *ref.comm, r))
+                                     : json(nullptr)},
                  {"host", s ? json(s->host) : json(nullptr)},
                  {"pid", s ? json(s->pid) : json(nullptr)},
                  {"gpu", s ? json(s->cuda_dev) : json(nullptr)},
@@ -54,6 +56,17 @@ json verdict_item(const Analysis::VerdictRef& ref) {
 
 }  // namespace
 
+json audit_json(const std::vector<audit::Finding>& findings) {
+    json out = json::array();
+    for (const auto& f : findings)
+        out.push_back(json{{"severity", audit::severity_name(f.severity)},
+                           {"topic", f.topic},
+                           {"summary", f.summary},
+                           {"evidence", f.evidence},
+                           {"global_ranks", f.ranks}});
+    return out;
+}
+
 json analysis_json(const Analysis& a, double timeout_s) {
     json files = json::array();
     for (const auto& f : a.files)
@@ -75,13 +88,7 @@ json analysis_json(const Analysis& a, double timeout_s) {
                                        {"nranks", c.view.nranks},
                                        {"comm_ranks", c.missing},
                                        {"text", format_ranks(c.missing)}});
-        json findings = json::array();
-        for (const auto& f : j.audit)
-            findings.push_back(json{{"severity", audit::severity_name(f.severity)},
-                                    {"topic", f.topic},
-                                    {"summary", f.summary},
-                                    {"evidence", f.evidence},
-                                    {"global_ranks", f.ranks}});
+        const json findings = audit_json(j.audit);
         json verdict_kinds = json::array();
         for (const auto& c : j.comms)
             for (const auto& v : c.verdicts) verdict_kinds.push_back(verdict::kind_name(v.kind));

@@ -14,4 +14,7 @@ inline constexpr int kAnalysisSchemaVersion = 2;
 // The JSON document (schema ncclwatch.analysis/2).
 nlohmann::json analysis_json(const Analysis& a, double timeout_s);
 
+// A job's environment audit findings (engine/env_audit.h), as the analysis and the live report both carry them.
+nlohmann::json audit_json(const std::vector<audit::Finding>& findings);
+
 }  // namespace ncw::report

@@ -30,6 +30,17 @@ bool is_world(const JobResult& job, const CommResult& c) {
     return true;
 }
 
+int known_global_rank(const JobResult& job, const CommResult& c, int comm_rank) {
+    if (const RankCommState* r = find_rank(c, comm_rank)) return r->global_rank;
+    if (!is_world(job, c) || comm_rank < 0 || comm_rank >= c.view.nranks) return -1;
+    bool sized = false;
+    for (const auto& r : c.view.ranks) {
+        if (r.global_rank != r.comm_rank) return -1;
+        sized = sized || r.world_size == c.view.nranks;
+    }
+    return sized ? comm_rank : -1;
+}
+
 // "communicator 0x... (world, 512 ranks)"
 std::string comm_words(const JobResult& job, const CommResult& c) {
     std::string what;
@@ -50,9 +61,13 @@ uint64_t stalled_since_real_ns(const JobResult& job, const verdict::Verdict& v) 
 namespace {
 
 // "rank 317 (host node39, GPU 5, pid 81234)": the global rank where known, the comm rank where it differs.
-std::string where(const CommResult& c, int comm_rank) {
+std::string where(const JobResult& job, const CommResult& c, int comm_rank) {
     const RankCommState* r = find_rank(c, comm_rank);
-    if (!r) return fmt::format("comm rank {} (no rank file here)", comm_rank);
+    if (!r) {
+        const int g = known_global_rank(job, c, comm_rank);
+        return g >= 0 ? fmt::format("rank {} (no rank file here)", g)
+                      : fmt::format("comm rank {} (no rank file here)", comm_rank);
+    }
     std::string out =
         r->global_rank >= 0 ? fmt::format("rank {} (", r->global_rank) : fmt::format("comm rank {} (", comm_rank);
     if (r->global_rank >= 0 && r->global_rank != comm_rank) out += fmt::format("comm rank {}, ", comm_rank);
@@ -63,12 +78,12 @@ std::string where(const CommResult& c, int comm_rank) {
 }
 
 // The culprits in words: each one with where it runs when there are few, a compressed list when there are many.
-std::string who(const CommResult& c, const std::vector<int>& ranks) {
+std::string who(const JobResult& job, const CommResult& c, const std::vector<int>& ranks) {
     if (ranks.empty()) return "no visible rank";
     if (ranks.size() <= 3) {
         std::string out;
         for (size_t i = 0; i < ranks.size(); ++i)
-            out += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + where(c, ranks[i]);
+            out += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + where(job, c, ranks[i]);
         return out;
     }
     std::vector<int> global;
@@ -202,7 +217,7 @@ std::string python_words(const CommResult& c, const verdict::Verdict& v) {
 
 std::string verdict_headline(const JobResult& job, const CommResult& c, const verdict::Verdict& v) {
     const std::string comm = comm_words(job, c);
-    const std::string culprits = who(c, v.culprits);
+    const std::string culprits = who(job, c, v.culprits);
     const std::string op = op_words(v);
     std::string s;
     switch (v.kind) {

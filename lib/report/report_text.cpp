@@ -167,6 +167,14 @@ std::vector<std::string> evidence_lines(const CommResult& c, const verdict::Verd
     return out;
 }
 
+// A finding of the environment audit: its line, then its evidence indented; the same in `analyze` and live.
+std::vector<std::string> audit_lines(const audit::Finding& f) {
+    std::vector<std::string> lines{
+        fmt::format("environment ({}): {}", audit::severity_name(f.severity), clean(f.summary))};
+    for (const auto& e : f.evidence) lines.push_back("    " + clean(e));
+    return lines;
+}
+
 }  // namespace
 
 std::string python_section(const CommResult& c, const verdict::Verdict& v, const TextOptions& opt) {
@@ -292,9 +300,9 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
             }
     for (const auto& j : a.jobs)
         for (const auto& f : j.audit) {
-            noticed.push_back(fmt::format("{}environment ({}): {}", many_jobs ? "job " + job_name(j) + ": " : "",
-                                          audit::severity_name(f.severity), clean(f.summary)));
-            for (const auto& e : f.evidence) noticed.push_back("    " + clean(e));
+            const auto lines = audit_lines(f);
+            noticed.push_back((many_jobs ? "job " + job_name(j) + ": " : "") + lines.front());
+            noticed.insert(noticed.end(), lines.begin() + 1, lines.end());
         }
     for (const auto& j : a.jobs)
         for (const auto& c : j.comms)
@@ -347,6 +355,9 @@ LiveText live_report_text(const Analysis& a, const std::string& job_id, uint64_t
         "the last {} frames (each estimate is late by that rank's smallest one-way network delay; the "
         "widest window spread is {:.3f} ms)\n",
         clocks.exact, clocks.estimated, clocks.window, double(clocks.widest_spread_ns) / 1e6);
+    for (const auto& jr : a.jobs)
+        for (const auto& f : jr.audit)
+            for (const auto& line : audit_lines(f)) text += line + "\n";
     for (const auto& jr : a.jobs) {
         const uint64_t job_now = a.jobs.front().now_mono_ns;
         for (const auto& cr : jr.comms) {

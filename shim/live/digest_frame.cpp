@@ -15,8 +15,10 @@ wire::Digest make_digest(const HeaderInfo& h, std::vector<CommInfo> comms, uint6
     // The file's slots first, then the communicators without one (1.3: past kMaxComms, budgeted by the encoder).
     if (comms.size() > wire::kMaxComms + wire::kMaxExtraComms) comms.resize(wire::kMaxComms + wire::kMaxExtraComms);
     for (CommInfo& c : comms)
-        if (c.recent.size() > wire::kMaxDigestSigs)
-            c.recent.erase(c.recent.begin(), c.recent.end() - wire::kMaxDigestSigs);
+        if (c.recent.size() > wire::kMaxDigestSigs) {
+            auto& recent = c.recent.mut();
+            recent.erase(recent.begin(), recent.end() - wire::kMaxDigestSigs);
+        }
     d.comms = std::move(comms);
     // Once per capture: the collector keeps them (a digest goes out on every change, a capture is rare).
     if (h.py_stacks_seq && h.py_stacks_seq % 2 == 0 && h.py_stacks_seq != py_sent_seq)

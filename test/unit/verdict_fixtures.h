@@ -53,7 +53,7 @@ inline RankCommState idle(int r, uint64_t done, double idle_for = 20.0) {
     s.t_last_issue_ns = s.t_last_progress_ns = ago(idle_for + 0.5);
     for (uint64_t q = done > 3 ? done - 3 : 1; q <= done; ++q) {
         s.recent.push_back(sig(q));
-        s.recent.back().t_issue_ns = ago(idle_for + 1.0 + double(done - q));
+        s.recent.mut().back().t_issue_ns = ago(idle_for + 1.0 + double(done - q));
     }
     return s;
 }
@@ -65,7 +65,7 @@ inline RankCommState waiting(int r, uint64_t done, double for_s, uint64_t issued
     s.reached = done + 1;
     for (uint64_t q = done + 1; q <= s.issued; ++q) {
         s.recent.push_back(sig(q));
-        s.recent.back().t_issue_ns = ago(for_s);
+        s.recent.mut().back().t_issue_ns = ago(for_s);
     }
     s.t_last_issue_ns = ago(for_s);
     s.stall_since_ns = ago(for_s);

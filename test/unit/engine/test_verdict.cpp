@@ -181,7 +181,7 @@ TEST_CASE("verdict: a lone rank's GPU stays busy before its collective past the 
 // rank's counts are lower bounds.
 void sampled_out_from(RankCommState& r, uint64_t first) {
     r = lower_bounds(r);
-    for (auto& g : r.recent)
+    for (auto& g : r.recent.mut())
         if (g.seq >= first) g.flags |= ncw::disk::kFlagSampledOut;
 }
 
@@ -233,7 +233,7 @@ TEST_CASE("verdict: a peer's completion of an all-reduce proves unsampled ops do
         auto b0 = r0, b1 = r1;
         auto b2 = idle(2, 41);
         for (auto* r : {&b0, &b1, &b2})
-            for (auto& g : r->recent)
+            for (auto& g : r->recent.mut())
                 if (g.seq == 41) g.op = uint8_t(OpType::Broadcast), g.root = 2;
         auto bs = diagnose_stall(view(3, {b0, b1, b2}), kNow, kTimeout);
         REQUIRE(!bs.empty());
@@ -241,7 +241,7 @@ TEST_CASE("verdict: a peer's completion of an all-reduce proves unsampled ops do
     }
     SECTION("also over an op with events of its own: a process gone before its poller saw them") {
         auto c0 = r0;
-        for (auto& g : c0.recent) g.flags = 0;
+        for (auto& g : c0.recent.mut()) g.flags = 0;
         c0.alive = false;  // died right after its GPU finished #41; rank 2's completion of #41 proves it
         auto cs = diagnose_stall(view(3, {c0, r1, idle(2, 41)}), kNow, kTimeout);
         REQUIRE(!cs.empty());
@@ -249,7 +249,7 @@ TEST_CASE("verdict: a peer's completion of an all-reduce proves unsampled ops do
     }
     SECTION("not past an op whose signature differs on the peer") {
         auto d2 = idle(2, 41);
-        for (auto& g : d2.recent)
+        for (auto& g : d2.recent.mut())
             if (g.seq == 41) g.count = 7;
         auto ds = diagnose_stall(view(3, {r0, r1, d2}), kNow, kTimeout);
         REQUIRE(!ds.empty());
@@ -316,7 +316,7 @@ TEST_CASE("verdict: how the start of a wait is found", "[verdict]") {
         auto r0 = waiting(0, 41, 0.0);
         r0.stall_since_ns = 0;
         r0.t_last_progress_ns = ago(80.0);
-        for (auto& s : r0.recent)
+        for (auto& s : r0.recent.mut())
             if (s.seq == 42) s.t_issue_ns = ago(25.0);
         auto vs = diagnose_stall(view(2, {r0, idle(1, 41)}), kNow, kTimeout);
         REQUIRE(vs.size() == 1);

@@ -231,3 +231,50 @@ TEST_CASE("drift: one verdict for a skip, its MISMATCHes as consequences", "[ver
         for (const auto& x : vs) CHECK_FALSE(x.consequence);
     }
 }
+
+TEST_CASE(
+    "drift: a job that hangs at the first op of another shape: the MISMATCH says where a skip or an extra op "
+    "could have been",
+    "[verdict][drift]") {
+    // Ranks 0-2 issued `m` and rank 3 `odd`, every rank completed all but the last: the MISMATCH found.
+    const auto mismatch_of = [](const std::vector<OpSig>& m, const std::vector<OpSig>& odd) {
+        const uint64_t done = m.size() - 1;
+        const auto vs = find_mismatches(view(4, {with_stream(idle(0, done), m), with_stream(idle(1, done), m),
+                                                 with_stream(idle(2, done), m), with_stream(idle(3, done), odd)}));
+        const Verdict* v = find_kind(vs, Kind::Mismatch);
+        return v ? std::optional<Verdict>(*v) : std::nullopt;
+    };
+    SECTION("one all_reduce skipped after the broadcast #10: its broadcast #19 meets the others' all_reduce") {
+        auto odd = drifted(stream(20, loop_op), 15, 1);
+        odd.resize(19);
+        const auto v = mismatch_of(stream(19, loop_op), odd);
+        REQUIRE(v);
+        CHECK(v->seq == 19);
+        CHECK(v->culprits == Ranks{3});
+        CHECK_FALSE(v->drift);  // nothing after #19 to prove the shift
+        CHECK(contains(v->summary, "rank 3 may instead have skipped one AllReduce between #11 and #19"));
+        CHECK(contains(v->summary, "its Broadcast #19 would be the op the others issue next"));
+    }
+    SECTION("one all_reduce added: its all_reduce #20 meets the others' broadcast") {
+        const auto m = stream(20, loop_op);
+        const auto v = mismatch_of(m, drifted(m, 15, -1, sig(0)));
+        REQUIRE(v);
+        CHECK(v->seq == 20);
+        CHECK(contains(v->summary, "rank 3 may instead have added one AllReduce between #11 and #19"));
+        CHECK(contains(v->summary, "its AllReduce #20 is the others' #19"));
+    }
+    SECTION("no alternative: an op the others never issue, or a different op right after the ranks last agreed") {
+        const auto broadcast_last = [](std::vector<OpSig> m) {
+            m.back() = sig(m.back().seq, OpType::Broadcast, 1048576, 0);
+            return m;
+        };
+        const auto plain = stream(19, [](uint64_t q) { return sig(q); });
+        const auto v = mismatch_of(plain, broadcast_last(plain));
+        REQUIRE(v);
+        CHECK_FALSE(contains(v->summary, "may instead"));
+        const auto loop = stream(11, loop_op);  // #10 broadcast, #11 all_reduce: no same-shaped op to hide a skip
+        const auto w = mismatch_of(loop, broadcast_last(loop));
+        REQUIRE(w);
+        CHECK_FALSE(contains(w->summary, "may instead"));
+    }
+}

@@ -5,7 +5,7 @@ using namespace verdict_fixtures;
 
 TEST_CASE("verdict: signature mismatches", "[verdict]") {
     auto with = [](RankCommState r, const OpSig& s) {
-        for (auto& x : r.recent)
+        for (auto& x : r.recent.mut())
             if (x.seq == s.seq) x = s;
         return r;
     };
@@ -208,7 +208,7 @@ TEST_CASE("verdict: 1 vs 1, the signature windows break the tie", "[verdict]") {
 
 TEST_CASE("verdict: mismatch fields for AllGather/ReduceScatter and dtypes", "[verdict]") {
     auto with = [](RankCommState r, const OpSig& s) {
-        for (auto& x : r.recent)
+        for (auto& x : r.recent.mut())
             if (x.seq == s.seq) x = s;
         return r;
     };

@@ -548,3 +548,60 @@ TEST_CASE("live server withholds its verdicts while it reads the ranks' frames l
     }));
     CHECK(srv.stats().reports == 1);
 }
+
+TEST_CASE("live server audits the environment again only when a process or its GPUs changed, and keeps what it found") {
+    const double offload_s = GENERATE(0.05, 0.0);
+    TempDir dir("ncw_live");
+    Log log;
+    auto o = options(log, dir.path.string());
+    o.offload_analysis_s = offload_s;
+    live::LiveServer srv(o);
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    const auto hello_algo = [](int r, const std::string& algo, int64_t pid) {
+        wire::Hello m = hello(r, 2);
+        m.header.env = {"NCCL_ALGO=" + algo};
+        m.header.pid = pid;
+        return m;
+    };
+    const auto report_text = [&] {
+        std::ifstream txt(dir.path / "job-live" / "live-report.txt");
+        std::stringstream ss;
+        ss << txt.rdbuf();
+        return ss.str();
+    };
+
+    // Rank 1 runs with another NCCL_ALGO and never issues #5.
+    std::vector<std::unique_ptr<Client>> ranks;
+    for (int r = 0; r < 2; ++r) {
+        ranks.push_back(std::make_unique<Client>(port));
+        ranks.back()->send_msg(hello_algo(r, r == 1 ? "Tree" : "Ring", 900000 + r));
+        REQUIRE(expect_ack(*ranks.back()));
+    }
+    uint64_t t = mono();
+    ranks[0]->send_msg(digest(0, 2, 5, 4, t));
+    ranks[1]->send_msg(digest(1, 2, 4, 4, t));
+    REQUIRE(wait_until([&] { return srv.stats().reports == 1; }));
+    INFO(report_text());
+    CHECK(report_text().find("NCCL_ALGO") != std::string::npos);
+
+    // Recovered, then a stall at #6: the processes are the same, the audit is the one found before.
+    t = mono();
+    for (int r = 0; r < 2; ++r) ranks[size_t(r)]->send_msg(digest(r, 2, 5, 5, t));
+    REQUIRE(wait_until([&] { return log.has("recovered"); }));
+    t = mono();
+    ranks[0]->send_msg(digest(0, 2, 6, 5, t));
+    REQUIRE(wait_until([&] { return srv.stats().reports == 2; }));
+    CHECK(report_text().find("NCCL_ALGO") != std::string::npos);
+
+    // Rank 1 restarts with the others' NCCL_ALGO: audited again, nothing differs now.
+    ranks[1] = std::make_unique<Client>(port);
+    ranks[1]->send_msg(hello_algo(1, "Ring", 950001));
+    REQUIRE(expect_ack(*ranks[1]));
+    t = mono();
+    ranks[0]->send_msg(digest(0, 2, 7, 6, t));
+    ranks[1]->send_msg(digest(1, 2, 6, 6, t));
+    REQUIRE(wait_until([&] { return srv.stats().reports == 3; }));
+    CHECK(report_text().find("NCCL_ALGO") == std::string::npos);
+}

@@ -6,6 +6,7 @@
 
 #include "engine/job_view.h"
 #include "ncclwatch/format.h"
+#include "report/analysis_json.h"
 #include "report/headline.h"
 
 namespace {
@@ -52,7 +53,7 @@ JobResult mismatch_job(OpType odd) {
     return four_rank_job("job-m", [&](int r, verdict::RankCommState& s) {
         s.issued = s.reached = s.completed = 42;
         s.recent.push_back(r == 3 ? sig(42, odd, odd == OpType::AllReduce ? -1 : 0) : sig(42, OpType::AllReduce));
-        if (r == 3 && odd == OpType::AllReduce) s.recent.back().count = 7;
+        if (r == 3 && odd == OpType::AllReduce) s.recent.mut().back().count = 7;
     });
 }
 
@@ -151,4 +152,48 @@ TEST_CASE("a drift leads with the skip in one voice, its MISMATCHes say they are
     CHECK(j["drift"]["first_seq"] == 11);
     CHECK(j["headline"] == report::verdict_headline(job, cr, *lead.verdict));
     CHECK_FALSE(j.contains("consequence"));
+}
+
+TEST_CASE("a rank with no file is named by its global rank where the communicator is the job's world") {
+    // Ranks 0-2 of a world of 4 entered init; rank 3 never created its file.
+    Analysis a;
+    JobResult job;
+    job.job_id = "job-i";
+    CommResult c;
+    c.job_id = job.job_id;
+    c.comm_id = c.view.comm_id = 0xCD;
+    c.view.nranks = 4;
+    c.missing = {3};
+    for (int r = 0; r < 3; ++r) {
+        verdict::RankCommState s;
+        s.comm_rank = s.global_rank = r;
+        s.world_size = 4;
+        s.host = "node0";
+        s.pid = 100 + r;
+        c.view.ranks.push_back(s);
+    }
+    verdict::Verdict v;
+    v.kind = verdict::Kind::InitHang;
+    v.comm_id = 0xCD;
+    v.culprits = {3};
+    v.missing = {3};
+    c.verdicts = {v};
+    job.comms = {c};
+    a.jobs = {job};
+    const auto culprit = [&] { return report::analysis_json(a, 10)["verdicts"][0]["culprits"][0]; };
+
+    CHECK(report::verdict_headline(a.jobs[0], a.jobs[0].comms[0], v).find("rank 3 (no rank file here)") !=
+          std::string::npos);
+    CHECK(culprit()["global_rank"] == 3);
+    CHECK(culprit()["visible"] == false);
+
+    // A split of the world: its comm rank 3 is not global rank 3.
+    a.jobs[0].comms[0].parent_id = 0xAB;
+    CHECK(report::verdict_headline(a.jobs[0], a.jobs[0].comms[0], v).find("comm rank 3 (no rank file here)") !=
+          std::string::npos);
+    CHECK(culprit()["global_rank"].is_null());
+    // Nor a world whose ranks did not record WORLD_SIZE as its size.
+    a.jobs[0].comms[0].parent_id = 0;
+    for (auto& s : a.jobs[0].comms[0].view.ranks) s.world_size = 8;
+    CHECK(culprit()["global_rank"].is_null());
 }
