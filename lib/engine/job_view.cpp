@@ -294,7 +294,8 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
 // ---- The judge ----
 
 // The verdicts of one communicator's view at jr.now_mono_ns, in the order the engine found them.
-void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt) {
+void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt,
+                const std::vector<const verdict::CommView*>& job_views) {
     if (opt.mismatches) r.verdicts = verdict::find_mismatches(r.view);
     if (opt.stalls) {
         // diagnose_stall repeats the mismatch at the stalled seq: keep one copy, the stall's (it knows who waits and
@@ -322,7 +323,7 @@ void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt)
                                        [](const auto& x) { return x.clock_uncertainty_s == 0; });
         r.view.clock_note =
             exact ? "one boot's monotonic clock (exact)" : "clock offsets from wall clocks, uncertainty unknown (NTP)";
-        for (auto& v : verdict::find_stragglers(r.view)) r.verdicts.push_back(std::move(v));
+        for (auto& v : verdict::find_stragglers(r.view, {}, &job_views)) r.verdicts.push_back(std::move(v));
     }
 }
 
@@ -362,8 +363,10 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
                            ": every rank ended at the same moment without an exit, crash or error of its own "
                            "(all killed together from outside): not a hang");
     }
+    // Every communicator: a rank late to one op because its op on another ended late is not a straggler.
+    const std::vector<const verdict::CommView*> job_views(views.begin(), views.end());
     for (auto& c : jr.comms) {
-        judge_comm(c, judged_at, copt);
+        judge_comm(c, judged_at, copt, job_views);
         for (auto& v : c.verdicts)
             if (v.kind != verdict::Kind::Straggler)
                 v.evidence.insert(v.evidence.end(), causal.notes.begin(), causal.notes.end());

@@ -43,12 +43,13 @@ Verdict straggler_at(const CommView& view, const RankCommState& r, uint64_t seq)
 
 // ---- From arrival times, and which way a communicator is judged ----
 
-std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOptions& opt) {
+std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOptions& opt,
+                                     const std::vector<const CommView*>* job) {
     const size_t n = view.ranks.size();
     if (n < 2) return {};
     // The GPU's own times inside each collective, where NCCL's profiler gave them.
     if (std::any_of(view.ranks.begin(), view.ranks.end(), [](const RankCommState& r) { return !r.gpu_spans.empty(); }))
-        return find_gpu_stragglers(view, opt);
+        return find_gpu_stragglers(view, opt, job);
     // Issue times are arrivals only when a call returns once its op is done (no GPU tracking: the test NCCL, or a
     // host-synchronous framework). With CUDA, a rank's CPU enqueues ahead of its GPU, and measured on two H200s one
     // rank of a clean DDP job issued every collective a full step (27.6 ms) after the other: issue skew is not
@@ -154,12 +155,17 @@ std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOption
 // clock: no clock is compared across ranks or hosts, and no clock offset or its uncertainty enters.
 //
 // The rule's numbers (StragglerOptions::gpu_*), and why:
-//   - at least 16 sequence numbers that every rank has a GPU time for: the live collector keeps the last 64 per rank
-//     (read/gpu_spans.h), so a straggler from the first step on is named after 16 steps, well within 50;
-//   - shortest at >= 75 % of them, and that often with a probability of at most 1e-4 by chance alone (binomial,
-//     p = 1 / ranks): which rank is shortest at one seq is noise in a clean job, and at 2 ranks a coin flip, so
-//     12 of 16 comes by chance in 3.8 % of windows; the bound asks for 16 of 16, 27 of 32 or 48 of 64 there (at 4
-//     ranks 75 % of 16 is already 1e-5), and the live collector judges a new window at every analysis;
+//   - the same rank in each of the newest two windows of 12 sequence numbers that every rank has a GPU time for
+//     (three of 16 at 2 ranks): a culprit that flips between ranks within a run (measured: FSDP + tensor parallel on
+//     a 2x2 mesh, a clean run) is nobody; the live collector keeps the last 64 per rank (read/gpu_spans.h), so a
+//     straggler from the first step on is named after 24 steps (48 at 2 ranks), within 50;
+//   - shortest at >= 75 % of each window, and that often with a probability of at most 1e-4 by chance alone
+//     (binomial, p = 1 / ranks): which rank is shortest at one seq is noise in a clean job, and at 2 ranks a coin
+//     flip, so the bound asks for 16 of 16 there (10 of 12 at 4 ranks), and the live collector judges new windows
+//     at every analysis;
+//   - the lateness counted at a seq is never more than the rank's own: its time outside NCCL before the op (since
+//     its previous op on any communicator ended) beyond the others' median. A rank whose op in another communicator
+//     ended later (a tensor-parallel op after a data-parallel one) arrives last without being slow itself;
 //   - a median lateness of at least 2 ms and 5 % of the step time: real GPU runs jitter by +-15 % per DDP step,
 //     and a clean job's ranks still differ by a little every step (which one launches first, CPU scheduling, ranks
 //     time-sliced on one GPU); a rank consistently late by less than 5 % of the step costs less than that jitter
@@ -185,6 +191,22 @@ double binomial_tail(size_t n, size_t k, double p) {
 
 using Row = std::vector<const GpuSpan*>;  // per view rank, its span at one seq
 
+// A process in ProcessBusy: its rank file, or where there is none (a view built by hand) its host and pid.
+std::string busy_key(const RankCommState& r) { return r.file.empty() ? fmt::format("{}:{}", r.host, r.pid) : r.file; }
+
+// The time rank r's GPU spent outside NCCL before the op of span s: from the end of its latest op, on any
+// communicator, that ended by the op's start; < 0 unknown (none seen before it).
+double time_outside(const ProcessBusy& busy, const RankCommState& r, const GpuSpan& s) {
+    const auto it = busy.find(busy_key(r));
+    if (it == busy.end() || s.gpu_ns > s.t_end_ns) return -1;
+    const uint64_t start = s.t_end_ns - s.gpu_ns;
+    const auto& spans = it->second;
+    auto after =
+        std::upper_bound(spans.begin(), spans.end(), start, [](uint64_t t, const BusySpan& b) { return t < b.end_ns; });
+    if (after == spans.begin()) return -1;
+    return double(start - std::prev(after)->end_ns) / 1e9;
+}
+
 // The median of a row's durations without rank `skip`, seconds, from the row's durations sorted once.
 double median_without(const std::vector<uint64_t>& sorted, uint64_t skip_value) {
     // Removing one element equal to skip_value from the sorted list, the median of the n - 1 left (nearest rank,
@@ -197,7 +219,25 @@ double median_without(const std::vector<uint64_t>& sorted, uint64_t skip_value) 
 
 }  // namespace
 
-std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOptions& opt) {
+ProcessBusy process_busy(const std::vector<const CommView*>& views, const std::vector<RankCommState>* ranks) {
+    ProcessBusy out;
+    if (ranks)
+        for (const auto& r : *ranks) out[busy_key(r)];
+    for (const CommView* v : views)
+        for (const auto& r : v->ranks) {
+            if (r.gpu_spans.empty()) continue;
+            auto it = ranks ? out.find(busy_key(r)) : out.try_emplace(busy_key(r)).first;
+            if (it == out.end()) continue;
+            for (const auto& s : r.gpu_spans)
+                if (s.gpu_ns <= s.t_end_ns) it->second.push_back({s.t_end_ns - s.gpu_ns, s.t_end_ns});
+        }
+    for (auto& [key, spans] : out)
+        std::sort(spans.begin(), spans.end(), [](const BusySpan& a, const BusySpan& b) { return a.end_ns < b.end_ns; });
+    return out;
+}
+
+std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOptions& opt,
+                                         const std::vector<const CommView*>* job) {
     const size_t n = view.ranks.size();
     if (n < 2 || n < size_t(std::max(0, view.nranks))) return {};
 
@@ -213,21 +253,36 @@ std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOp
     for (const auto& [seq, row] : at)
         if (std::all_of(row.begin(), row.end(), [](const GpuSpan* s) { return s != nullptr; }))
             common.emplace_back(seq, &row);
-    const size_t total = common.size();
-    if (total < std::max<size_t>(opt.gpu_min_common_seqs, 1)) return {};
+    const size_t all = common.size();
+    // Judged over the newest `windows` windows of `window` seqs each, and the rank must be the shortest in every one.
+    const size_t window = std::max<size_t>(n == 2 ? opt.gpu_window_seqs_two_ranks : opt.gpu_window_seqs, 1);
+    const size_t windows = std::max<size_t>(n == 2 ? opt.gpu_windows_two_ranks : opt.gpu_windows, 1);
+    if (all < window * windows) return {};
+    const size_t total = window * windows, from = all - total;
+    const double p = 1.0 / double(n);
 
     std::vector<size_t> shortest(n, 0);
-    for (const auto& [seq, row] : common) {
-        size_t best = 0;
-        for (size_t i = 1; i < n; ++i)
-            if ((*row)[i]->gpu_ns < (*row)[best]->gpu_ns) best = i;
-        ++shortest[best];
+    std::vector<bool> every_window(n, true);
+    for (size_t w = 0; w < windows; ++w) {
+        std::vector<size_t> in_window(n, 0);
+        for (size_t k = from + w * window; k < from + (w + 1) * window; ++k) {
+            const Row& row = *common[k].second;
+            size_t best = 0;
+            for (size_t i = 1; i < n; ++i)
+                if (row[i]->gpu_ns < row[best]->gpu_ns) best = i;
+            ++in_window[best];
+            ++shortest[best];
+        }
+        for (size_t i = 0; i < n; ++i)
+            if (double(in_window[i]) < opt.gpu_min_shortest_fraction * double(window) ||
+                binomial_tail(window, in_window[i], p) > opt.gpu_max_chance)
+                every_window[i] = false;
     }
 
     // The step time: the median, over consecutive common seqs, of the ranks' median gap between their GPU ends (each
     // gap on one rank's clock).
     std::vector<double> gaps, per_rank;
-    for (size_t k = 1; k < total; ++k) {
+    for (size_t k = 1; k < all; ++k) {
         if (common[k].first != common[k - 1].first + 1) continue;
         per_rank.clear();
         for (size_t i = 0; i < n; ++i) {
@@ -240,22 +295,46 @@ std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOp
     if (step <= 0) return {};
     const double threshold = std::max(opt.gpu_min_lateness_s, opt.gpu_step_fraction * step);
 
+    if (std::none_of(every_window.begin(), every_window.end(), [](bool b) { return b; })) return {};
+    // Only now, for a candidate: what each of these processes' GPUs did on every communicator.
+    const ProcessBusy busy_map = process_busy(job ? *job : std::vector<const CommView*>{&view}, &view.ranks);
+    const ProcessBusy* busy = &busy_map;
+
     std::vector<Verdict> out;
-    const double p = 1.0 / double(n);
     for (size_t i = 0; i < n; ++i) {
+        if (!every_window[i]) continue;
         const double share = double(shortest[i]) / double(total);
-        if (share < opt.gpu_min_shortest_fraction) continue;
         const double chance = binomial_tail(total, shortest[i], p);
-        if (chance > opt.gpu_max_chance) continue;
-        std::vector<double> late, mine, theirs;
+        std::vector<double> late, mine, theirs, outside, outside_others;
         std::vector<uint64_t> sorted;
-        for (const auto& [seq, row] : common) {
+        size_t explained = 0;
+        for (size_t k = from; k < all; ++k) {
+            const Row& row = *common[k].second;
             sorted.clear();
-            for (const GpuSpan* s : *row) sorted.push_back(s->gpu_ns);
+            for (const GpuSpan* s : row) sorted.push_back(s->gpu_ns);
             std::sort(sorted.begin(), sorted.end());
-            const double own = double((*row)[i]->gpu_ns) / 1e9;
-            const double others = median_without(sorted, (*row)[i]->gpu_ns);
-            late.push_back(others - own);
+            const double own = double(row[i]->gpu_ns) / 1e9;
+            const double others = median_without(sorted, row[i]->gpu_ns);
+            double lateness = others - own;
+            // No more than its own doing: its time outside NCCL before the op beyond the others' median.
+            std::vector<double> out_others;
+            const double out_own = time_outside(*busy, view.ranks[i], *row[i]);
+            for (size_t j = 0; j < n && out_own >= 0; ++j)
+                if (j != i) {
+                    const double o = time_outside(*busy, view.ranks[j], *row[j]);
+                    if (o < 0) break;
+                    out_others.push_back(o);
+                }
+            if (out_own >= 0 && out_others.size() == n - 1) {
+                const double others_out = quantile(out_others, 0.5);
+                outside.push_back(out_own);
+                outside_others.push_back(others_out);
+                const double own_doing = std::max(0.0, out_own - others_out);
+                // Counted where it took off more than the jitter of a clean op (1 ms or a tenth).
+                if (lateness - own_doing > std::max(0.001, 0.1 * lateness)) ++explained;
+                lateness = std::min(lateness, own_doing);
+            }
+            late.push_back(lateness);
             mine.push_back(own);
             theirs.push_back(others);
         }
@@ -270,7 +349,7 @@ std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOp
             "#{}) on its GPU: it arrives a median {} (p90 {}) after the others, who wait that long inside each one: "
             "{:.0f}% of the step time ({}, the median gap between collectives) lost to it; a straggler, not a hang",
             view.comm_id, r.comm_rank, r.global_rank, r.host.empty() ? "?" : r.host, shortest[i], total,
-            common.front().first, common.back().first, ms(median), ms(p90), lost * 100, ms(step));
+            common[from].first, common.back().first, ms(median), ms(p90), lost * 100, ms(step));
         v.evidence.push_back(fmt::format(
             "in-collective GPU time (NCCL's profiler: each rank's GPU start and end of the op, each on its own clock; "
             "no clocks compared across ranks): rank {} median {}, the other ranks median {}",
@@ -278,8 +357,17 @@ std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOp
         v.evidence.push_back(
             fmt::format("lateness of rank {} (the other ranks' median in-collective time minus its own) over {} common "
                         "sequence numbers: median {}, p90 {}; shortest at {:.0f}% of them (by chance alone, with {} "
-                        "ranks: p = {:.1e})",
-                        r.comm_rank, total, ms(median), ms(p90), share * 100, n, chance));
+                        "ranks: p = {:.1e}), and at least {:.0f}% in each of {} windows of {}",
+                        r.comm_rank, total, ms(median), ms(p90), share * 100, n, chance,
+                        opt.gpu_min_shortest_fraction * 100, windows, window));
+        if (!outside.empty())
+            v.evidence.push_back(fmt::format(
+                "its GPU's time outside NCCL before each op (since its previous op on any communicator ended): median "
+                "{}, the other ranks' {}: the lateness counted is never more than the difference{}",
+                ms(quantile(outside, 0.5)), ms(quantile(outside_others, 0.5)),
+                explained ? fmt::format(" (less at {} of {} ops: a wait in another communicator, not its own doing)",
+                                        explained, late.size())
+                          : std::string()));
         v.evidence.push_back(fmt::format(
             "median gap between consecutive collectives' GPU ends {}; reported at {} or more (the larger of {} and "
             "{:.0f}% of the gap)",

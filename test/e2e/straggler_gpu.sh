@@ -69,3 +69,17 @@ got=$(json_get "$WORK/analysis.json" "[v['kind'] for v in d['verdicts']]")
 [ "$got" = "[]" ] || fail "clean job: $got"
 ! grep -q STRAGGLER "$(job_dir)/live-report.txt" 2>/dev/null || fail "the live collector named a straggler"
 echo "ok: the same job without the late rank names nobody"
+
+# The 2x2 grid (tensor-parallel pairs {0,1} {2,3}, then data-parallel pairs {0,2} {1,3} each step), rank 1 20 ms late
+# before each step's ops: a straggler of its tensor-parallel pair. In its data-parallel pair it arrives as late, but
+# only because its tensor-parallel op ended late (its time outside NCCL before the data-parallel op is rank 3's):
+# `analyze` names it on the tensor-parallel communicator alone.
+rm -rf "$NCCLWATCH_DIR"
+run_job 4 --steps 150 --count 1024 --grid 2 --late-rank 1 --late-ms 20
+[ "$JOB_RC" = 0 ] || fail "grid job exit $JOB_RC"
+"$NCW_COLLECTOR" analyze --json "$(job_dir)" >"$WORK/analysis.json" || fail "analyze of the grid job"
+got=$(json_get "$WORK/analysis.json" \
+    "sorted((v['kind'], [c['comm_rank'] for c in v['culprits']], [c['nranks'] for c in d['comms'] if c['comm_id']==v['comm_id']][0], sorted(r['global_rank'] for c in d['comms'] if c['comm_id']==v['comm_id'] for r in c['ranks'])) for v in d['verdicts'])")
+[ "$got" = "[('STRAGGLER', [1], 2, [0, 1])]" ] ||
+    fail "grid: $got, want one STRAGGLER naming rank 1 on the tensor-parallel pair {0,1} only"
+echo "ok: the grid's late rank named on its tensor-parallel pair, not on the data-parallel pair it reaches late"

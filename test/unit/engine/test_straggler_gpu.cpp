@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/straggler.h"
@@ -119,16 +120,103 @@ TEST_CASE("GPU straggler: one rank 20 ms late at every step of 4 is named with i
     CHECK(contains(s.evidence[1], "shortest at 100% of them"));
 }
 
-TEST_CASE("GPU straggler: named within 16 steps, not before", "[straggler][gpu]") {
+TEST_CASE(
+    "GPU straggler: the same rank in two windows of 12 steps (three of 16 at 2 ranks): within 50 steps, not "
+    "before",
+    "[straggler][gpu]") {
     Job j;
     j.late_rank = 1;
     j.late_ms = 20;
-    j.seqs = 16;
-    auto out = find_stragglers(make_view(j));
+    for (const auto& [ranks, steps, window] : {std::tuple{4, 24, 12}, std::tuple{2, 48, 16}}) {
+        j.ranks = ranks;
+        j.seqs = steps;
+        auto out = find_stragglers(make_view(j));
+        REQUIRE(out.size() == 1);
+        CHECK(out[0].culprits == std::vector<int>{1});
+        CHECK(contains(out[0].evidence[1],
+                       "in each of " + std::to_string(steps / window) + " windows of " + std::to_string(window)));
+        j.seqs = steps - 1;
+        CHECK(find_stragglers(make_view(j)).empty());
+    }
+}
+
+TEST_CASE("GPU straggler: a rank shortest in one window and another in the next is nobody", "[straggler][gpu]") {
+    // Rank 0 late over the first 16 collectives, rank 1 over the next 16 (the culprit flipping within one run).
+    Job a;
+    a.seqs = 32;
+    a.late_rank = 0;
+    a.late_ms = 20;
+    CommView v = make_view(a);
+    Job b = a;
+    b.late_rank = 1;
+    const CommView w = make_view(b);
+    for (size_t r = 0; r < v.ranks.size(); ++r)
+        for (size_t k = 16; k < 32; ++k) v.ranks[r].gpu_spans[k] = w.ranks[r].gpu_spans[k];
+    CHECK(find_stragglers(v).empty());
+}
+
+TEST_CASE("GPU straggler: late because its op on another communicator ended later is not its own doing",
+          "[straggler][gpu]") {
+    // Two ranks in a tensor-parallel communicator, each also in a data-parallel one (its peers there not shown). Before
+    // each tensor-parallel op, rank 1's data-parallel op ends 15 ms after rank 0's (its data-parallel peer is slower),
+    // then rank 0 computes 5 ms and rank 1 5 + extra_ms: rank 1 arrives 15 + extra_ms late every time.
+    const auto at = [](double ms) { return uint64_t(ms * kMs); };
+    struct Grid {
+        CommView tp, dp;
+    };
+    const auto grid = [&](double extra_ms) {
+        Grid g;
+        g.tp.comm_id = 0x7;
+        g.dp.comm_id = 0x8;
+        g.tp.nranks = 2;
+        g.dp.nranks = 4;
+        for (int r = 0; r < 2; ++r) {
+            RankCommState s;
+            s.comm_rank = s.global_rank = r;
+            s.file = "rank" + std::to_string(r) + ".ncw";
+            s.gpu_tracking = true;
+            s.gpu_source = uint32_t(ncw::disk::GpuSource::Profiler);
+            s.progress_exact = true;
+            g.tp.ranks.push_back(s);
+            g.dp.ranks.push_back(s);
+        }
+        for (int q = 1; q <= 64; ++q) {
+            const double t = 1000 + 60.0 * q;
+            const double dp_end[2] = {t, t + 15};                    // each rank's data-parallel op ends here
+            const double start[2] = {t + 5, t + 15 + 5 + extra_ms};  // then it computes
+            const double end = start[1] + 2;                         // the op ends 2 ms after the last arrival
+            for (int r = 0; r < 2; ++r) {
+                GpuSpan d;
+                d.seq = uint64_t(q);
+                d.t_end_ns = at(dp_end[r]);
+                d.gpu_ns = at(3);
+                g.dp.ranks[size_t(r)].gpu_spans.push_back(d);
+                GpuSpan s;
+                s.seq = uint64_t(q);
+                s.t_end_ns = at(end);
+                s.gpu_ns = at(end - start[r]);
+                g.tp.ranks[size_t(r)].gpu_spans.push_back(s);
+            }
+        }
+        return g;
+    };
+    const Grid g = grid(0);
+    const std::vector<const CommView*> job{&g.tp, &g.dp};
+    CHECK(find_stragglers(g.tp, {}, &job).empty());
+    // Without the other communicator, rank 1 is 15 ms late at every op.
+    const auto out = find_stragglers(g.tp);
     REQUIRE(out.size() == 1);
     CHECK(out[0].culprits == std::vector<int>{1});
-    j.seqs = 15;
-    CHECK(find_stragglers(make_view(j)).empty());
+
+    // Rank 1 also computes 20 ms longer: that much is its own doing, and counted.
+    const Grid slow = grid(20);
+    const std::vector<const CommView*> slow_job{&slow.tp, &slow.dp};
+    const auto own = find_stragglers(slow.tp, {}, &slow_job);
+    REQUIRE(own.size() == 1);
+    CHECK(own[0].culprits == std::vector<int>{1});
+    CHECK(ms_after(own[0].summary, "arrives a median ") == Approx(20).margin(0.5));
+    INFO(own[0].evidence[2]);
+    CHECK(contains(own[0].evidence[2], "(less at 48 of 48 ops: a wait in another communicator"));
 }
 
 TEST_CASE("GPU straggler: jitter alone names nobody", "[straggler][gpu]") {
