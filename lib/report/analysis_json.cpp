@@ -1,6 +1,8 @@
 // The JSON document of an analysis (see analysis_json.h).
 #include "report/analysis_json.h"
 
+#include <algorithm>
+
 #include "engine/env_audit.h"
 #include "ncclwatch/format.h"
 #include "report/headline.h"
@@ -16,14 +18,17 @@ using verdict::RankCommState;
 json verdict_item(const Analysis::VerdictRef& ref) {
     const auto& v = *ref.verdict;
     json culprits = json::array();
+    // A culprit without a file is named by its comm rank where that is its global rank (decided once: a scan).
+    const bool by_comm_rank =
+        std::any_of(v.culprits.begin(), v.culprits.end(), [&](int r) { return !find_rank(*ref.comm, r); }) &&
+        ranks_are_global(*ref.job, *ref.comm);
     for (int r : v.culprits) {
         const RankCommState* s = find_rank(*ref.comm, r);
+        const int global = s ? s->global_rank : by_comm_rank && r >= 0 && r < ref.comm->view.nranks ? r : -1;
         culprits.push_back(
             json{{"comm_rank", r},
                  {"visible", s != nullptr},
-                 {"global_rank", known_global_rank(*ref.job, *ref.comm, r) >= 0
-                                     ? json(known_global_rank(*ref.job, *ref.comm, r))
-                                     : json(nullptr)},
+                 {"global_rank", global >= 0 ? json(global) : json(nullptr)},
                  {"host", s ? json(s->host) : json(nullptr)},
                  {"pid", s ? json(s->pid) : json(nullptr)},
                  {"gpu", s ? json(s->cuda_dev) : json(nullptr)},

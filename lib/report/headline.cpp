@@ -30,15 +30,19 @@ bool is_world(const JobResult& job, const CommResult& c) {
     return true;
 }
 
-int known_global_rank(const JobResult& job, const CommResult& c, int comm_rank) {
-    if (const RankCommState* r = find_rank(c, comm_rank)) return r->global_rank;
-    if (!is_world(job, c) || comm_rank < 0 || comm_rank >= c.view.nranks) return -1;
+bool ranks_are_global(const JobResult& job, const CommResult& c) {
+    if (!is_world(job, c)) return false;
     bool sized = false;
     for (const auto& r : c.view.ranks) {
-        if (r.global_rank != r.comm_rank) return -1;
+        if (r.global_rank != r.comm_rank) return false;
         sized = sized || r.world_size == c.view.nranks;
     }
-    return sized ? comm_rank : -1;
+    return sized;
+}
+
+int known_global_rank(const JobResult& job, const CommResult& c, int comm_rank) {
+    if (const RankCommState* r = find_rank(c, comm_rank)) return r->global_rank;
+    return comm_rank >= 0 && comm_rank < c.view.nranks && ranks_are_global(job, c) ? comm_rank : -1;
 }
 
 // "communicator 0x... (world, 512 ranks)"

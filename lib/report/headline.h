@@ -41,8 +41,10 @@ std::string headline(const Analysis& a);
 std::string plural(size_t n, const char* one, const char* many);              // "1 rank", "3 ranks"
 const verdict::RankCommState* find_rank(const CommResult& c, int comm_rank);  // nullptr: no rank file here
 bool is_world(const JobResult& job, const CommResult& c);  // no parent and no bigger communicator in the job
-// A rank's global rank: from its file, or, with no file, where the communicator is the job's world (as large as the
-// WORLD_SIZE its ranks recorded, every visible rank's global rank its comm rank) the comm rank itself; -1: unknown.
+// Whether the communicator's comm ranks are the job's global ranks: its world (as large as the WORLD_SIZE its ranks
+// recorded), every visible rank's global rank its comm rank. One pass over its ranks: once per verdict, not per rank.
+bool ranks_are_global(const JobResult& job, const CommResult& c);
+// A rank's global rank: from its file, or, with no file, the comm rank itself where ranks_are_global; -1: unknown.
 int known_global_rank(const JobResult& job, const CommResult& c, int comm_rank);
 std::string comm_words(const JobResult& job, const CommResult& c);  // "communicator 0x... (world, 512 ranks)"
 // When the stall began, as wall-clock time (from the job's "now" and the stall length); 0 when unknown.
