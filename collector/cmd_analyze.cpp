@@ -25,6 +25,7 @@
 #include "report/report_json.h"
 #include "report/report_text.h"
 #include "report/report_trace.h"
+#include "report/story.h"
 
 namespace ncw::cli {
 
@@ -71,12 +72,15 @@ std::string timeouts_words(const std::vector<double>& t) {
     return out + (t.size() > 1 ? " (NCCLWATCH_TIMEOUT_SEC; they differ)" : " (NCCLWATCH_TIMEOUT_SEC)");
 }
 
-// The analysis document (schema ncclwatch.analysis/2) with the version of the collector that wrote it and the
-// timeouts the ranks ran with.
-nlohmann::json analysis_doc(const Analysis& a, double timeout_s) {
+// The analysis document (schema ncclwatch.analysis/2) with the version of the collector that wrote it, the
+// timeouts the ranks ran with, and what happened before the end (its first line the headline when nothing is hung,
+// as the text report's).
+nlohmann::json analysis_doc(const Analysis& a, double timeout_s, const std::vector<report::StoryEntry>& story) {
     nlohmann::json doc = report::analysis_json(a, timeout_s);
     doc["ncclwatch_version"] = kVersionLine;
     doc["ranks_timeout_s"] = ranks_timeouts(a);
+    doc["story"] = report::story_json(story);
+    if (a.all_verdicts().empty() && !story.empty()) doc["headline"] = report::story_headline(story);
     return doc;
 }
 
@@ -107,6 +111,9 @@ int run_analyze(const AnalyzeArgs& opt) {
     // analysed together: the same as analyze_paths, which reads them one after the other.
     Analysis a = analyze(snapshot_paths(paths, aopt.p2p), aopt);
     a.warnings.insert(a.warnings.begin(), problems.begin(), problems.end());
+    // What happened before the end: the events the shims wrote beside their rank files, and the files' init times.
+    const std::vector<report::StoryEntry> story =
+        report::build_story(a, report::read_report_docs(paths, &a.warnings), &a.warnings);
     // Past 1,024 files the files share one history budget: say how far back this analysis looked (claim only what
     // was read).
     if (const uint64_t h = history_records_for(paths.size()); a.files_read && h < kHistoryRecords)
@@ -117,7 +124,7 @@ int run_analyze(const AnalyzeArgs& opt) {
             a.files_read, h, kHistoryRecords));
 
     if (a.files_read == 0) {
-        if (opt.as_json) fmt::print("{}\n", report::dump_json(analysis_doc(a, opt.timeout_s)));
+        if (opt.as_json) fmt::print("{}\n", report::dump_json(analysis_doc(a, opt.timeout_s, story)));
         fmt::print(stderr, "{}: analyze: no readable rank file\n", kProg);
         for (const auto& w : a.warnings) fmt::print(stderr, "  {}\n", clean(w));
         return 2;
@@ -126,13 +133,14 @@ int run_analyze(const AnalyzeArgs& opt) {
     if (opt.trace_path == "-") {
         // The trace takes stdout.
     } else if (opt.as_json) {
-        fmt::print("{}\n", report::dump_json(analysis_doc(a, opt.timeout_s)));
+        fmt::print("{}\n", report::dump_json(analysis_doc(a, opt.timeout_s, story)));
     } else {
         report::TextOptions topt;
         topt.color = use_color(opt.color);
         topt.all_ranks = opt.all_ranks;
         topt.timeout_s = opt.timeout_s;
         topt.ranks_timeout = timeouts_words(ranks_timeouts(a));
+        topt.story = &story;
         fmt::print("{}", report::render_text(a, topt));
     }
     fflush(stdout);

@@ -5,6 +5,7 @@
 // Layout (all offsets are in the header, so a reader never assumes them):
 //   [FileHeader, kHeaderBytes] [CommSlot x max_comms] [OpRecord x ring_capacity] [uint64 frames x ring_capacity x
 //   bt_depth] [environment region, env_capacity bytes] (1.1+) [Python stacks region, py_stacks_capacity bytes] (1.5+)
+//   [held Python stacks region, py_held_capacity bytes] (1.8+)
 //
 // Versioning: readers reject a newer major version; a newer minor version only appends fields at the end of a
 // structure (the sizes in the header tell a reader how far to step) or adds record op kinds, which readers skip.
@@ -25,8 +26,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 // (kFlagGpuTimed, CommSlot::gpu_source and what follows it); 1.5: how the process ended (FileHeader::end_kind ...),
 // failed calls (CommSlot::ops_failed ..., appended after the signature window: a 1.4 slot is shorter), the Python
 // stacks region; 1.6: the GPU's UUID (CommSlot::gpu_uuid, in what were two reserved words); 1.7: the stall timeout
-// and the poll period the writer ran with (FileHeader::timeout_ms, poll_ms, appended last).
-inline constexpr uint16_t kFormatMinor = 7;
+// and the poll period the writer ran with (FileHeader::timeout_ms, poll_ms, appended last); 1.8: the held Python
+// stacks capture (FileHeader::py_held_*, appended last, and its region after the Python stacks region).
+inline constexpr uint16_t kFormatMinor = 8;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -180,6 +182,19 @@ struct FileHeader {
     // old a heartbeat may grow (NCCLWATCH_POLL_MS), in milliseconds.
     uint32_t timeout_ms;
     uint32_t poll_ms;
+
+    // Format 1.8, appended last (zero: none, or a writer before it): the held capture. The Python stacks region above
+    // holds the newest capture, which the next one replaces (the exit's, a later stall's); this one keeps the first
+    // capture taken for a stall (PyStacksReason Stall, DumpRequest, Suspected, InitHang) for the rest of the process,
+    // so that after the end a report still shows where a rank was during the job's first stall, once it has moved
+    // on. Its own region, seqlock and fields, as py_stacks_* say.
+    uint64_t py_held_offset;
+    uint32_t py_held_capacity;
+    std::atomic<uint32_t> py_held_len;
+    std::atomic<uint64_t> py_held_seq;
+    std::atomic<uint64_t> py_held_mono_ns;
+    std::atomic<uint32_t> py_held_reason;  // PyStacksReason
+    std::atomic<uint32_t> py_held_status;  // PyStacksStatus
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
 
@@ -306,7 +321,8 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
                                         sizeof(FileHeader::env_offset) + sizeof(FileHeader::env_capacity) +
                                         sizeof(FileHeader::reserved1) +
                                         sizeof(FileHeader::env_bytes) NCW_HEADER_PY_STACKS_FIELDS(NCW_HEADER_BYTES)
-                                            NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES),
+                                            NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES)
+                                                NCW_HEADER_PY_HELD_FIELDS(NCW_HEADER_BYTES),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
                                       sizeof(CommSlot::recent) + sizeof(CommSlot::reserved_end),
@@ -336,6 +352,8 @@ struct Layout {
     uint32_t env_capacity = 0;
     uint64_t py_stacks_offset = 0;  // 0 with py_stacks_capacity 0: no Python stacks region
     uint32_t py_stacks_capacity = 0;
+    uint64_t py_held_offset = 0;  // 0 with py_held_capacity 0: no held capture
+    uint32_t py_held_capacity = 0;
     uint64_t file_size = 0;
 };
 
@@ -353,7 +371,9 @@ inline constexpr Layout compute_layout(uint32_t ring_capacity, uint32_t max_comm
     l.env_capacity = kEnvCapacity;
     l.py_stacks_offset = align_up(l.env_offset + l.env_capacity, 4096);
     l.py_stacks_capacity = kPyStacksCapacity;
-    l.file_size = align_up(l.py_stacks_offset + l.py_stacks_capacity, 4096);
+    l.py_held_offset = align_up(l.py_stacks_offset + l.py_stacks_capacity, 4096);
+    l.py_held_capacity = kPyStacksCapacity;
+    l.file_size = align_up(l.py_held_offset + l.py_held_capacity, 4096);
     return l;
 }
 
@@ -462,6 +482,10 @@ inline void init_header(FileHeader& h, const Layout& l) {
     h.py_stacks_capacity = l.py_stacks_capacity;
     h.py_stacks_len.store(0, std::memory_order_relaxed);
     h.py_stacks_seq.store(0, std::memory_order_relaxed);
+    h.py_held_offset = l.py_held_offset;
+    h.py_held_capacity = l.py_held_capacity;
+    h.py_held_len.store(0, std::memory_order_relaxed);
+    h.py_held_seq.store(0, std::memory_order_relaxed);
     h.file_size = l.file_size;
 }
 

@@ -11,8 +11,8 @@
 //   SHOW   what the value is, which decides how it renders and whether the time base moves it:
 //          num (a count or text, as is), hidden (layout the renderings leave out), id (0x%016x), id0 (id, or null
 //          when 0), ptr (an address, 0x%x), mono (a CLOCK_MONOTONIC instant, 0 = never: rebased, shown in ms),
-//          op, dtype, redop (names), cstate / pstate / gsource (comm / process state, GPU source names), flag (a boolean),
-//          rflags (RecordFlags names)
+//          op, dtype, redop (names), cstate / pstate / gsource (comm / process state, GPU source names), flag (a
+//          boolean), rflags (RecordFlags names)
 //   ENGINE the verdict::RankCommState member it feeds (read/rank_state.h), empty for none
 //
 // Order is the live protocol's field order: append only, like the format itself.
@@ -175,6 +175,17 @@
     X(u64, comms_unslotted, 0, num)                                                                                  \
     X(u32, timeout_ms, 0, num)                                                                                       \
     X(u32, poll_ms, 0, num)
+
+// FileHeader, part 6 (1.8, zero before): the held Python stacks capture (format.h), published as part 4's. Not in the
+// live protocol.
+#define NCW_HEADER_PY_HELD_FIELDS(X)                                                                                 \
+    X(u64, py_held_offset, 0, hidden)                                                                                \
+    X(u32, py_held_capacity, 0, num)                                                                                 \
+    X(u32, py_held_len, 0, num)                                                                                      \
+    X(u64, py_held_seq, 0, num)                                                                                      \
+    X(u64, py_held_mono_ns, 0, num)                                                                                  \
+    X(u32, py_held_reason, 0, pyreason)                                                                              \
+    X(u32, py_held_status, 0, pystatus)
 
 // CommSlot, every field but its seqlock and the signature window: the fields up to 1.5, then those of 1.6 on. The
 // live protocol writes the second list after the signatures and GPU spans of a comm block (wire_fields.cpp), where

@@ -90,6 +90,7 @@ void to_rank_comm_state(const HeaderInfo& h, const CommInfo& c, const std::strin
         s.py_stacks_mono_ns = h.py_stacks_mono_ns;
         if (h.py_stacks_status != uint32_t(disk::PyStacksStatus::Captured))
             s.py_stacks_note = h.py_stacks_text.substr(0, 200);
+        if (h.py_held) s.py_held = py::Capture{h.py_held, h.py_held_status, h.py_held_reason, h.py_held_mono_ns};
 
         s.exited_clean = h.process_state == uint32_t(disk::ProcessState::ExitedClean);
         s.end_kind = h.end_kind;

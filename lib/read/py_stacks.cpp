@@ -143,10 +143,14 @@ const Thread* nccl_thread(const Stacks& s, uint32_t tid) {
             if (t.ident == ident) return &t;
         return nullptr;
     };
+    // A thread with no Python frame ("<no Python frame>": PyTorch's autograd thread, which issues DDP's all_reduces
+    // and has a thread state for its Python hooks) says nothing of where the rank is: the next one is asked.
     if (tid)
         for (const NcclThread& n : s.nccl_threads)
             if (n.tid == tid)
-                if (const Thread* t = by_ident(n.ident)) return t;
+                if (const Thread* t = by_ident(n.ident); t && !t->frames.empty()) return t;
+    for (const NcclThread& n : s.nccl_threads)
+        if (const Thread* t = by_ident(n.ident); t && !t->frames.empty()) return t;
     for (const NcclThread& n : s.nccl_threads)
         if (const Thread* t = by_ident(n.ident)) return t;
     return &s.threads.back();

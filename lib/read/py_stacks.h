@@ -45,7 +45,8 @@ Stacks parse(std::string_view text);
 bool is_library_file(std::string_view file);
 
 // The thread that matters for NCCL: the one whose kernel tid is `tid` (the rank's newest op, 0 = not known), else a
-// thread the shim saw issue NCCL calls, else the last printed (CPython's main thread). nullptr when there are none.
+// thread the shim saw issue NCCL calls, else the last printed (CPython's main thread); one with Python frames before
+// one without. nullptr when there are none.
 const Thread* nccl_thread(const Stacks& s, uint32_t tid = 0);
 
 // Where a thread is, in the user's code: the innermost frame outside the libraries (the innermost of all where every
@@ -68,5 +69,13 @@ std::string frame_words(const Frame& f);
 std::string where_words(const Where& w);
 // "all_reduce at grid.py:20": what a waiting rank waits in (the callee where there is one)
 std::string wait_words(const Where& w);
+
+// One capture of a process's Python stacks, as a reader keeps it: the held one of format 1.8 (rank_state.h).
+struct Capture {
+    std::shared_ptr<const Stacks> stacks;  // nullptr: none (or not stacks: status says)
+    uint32_t status = 0;                   // disk::PyStacksStatus
+    uint32_t reason = 0;                   // disk::PyStacksReason
+    uint64_t mono_ns = 0;                  // when, on the writer's clock
+};
 
 }  // namespace ncw::py

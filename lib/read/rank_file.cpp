@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <tuple>
 #include <utility>
 
 #include "ncclwatch/format.h"
@@ -94,6 +95,8 @@ RankFile& RankFile::operator=(RankFile&& o) noexcept {
     env_capacity_ = o.env_capacity_;
     py_stacks_offset_ = o.py_stacks_offset_;
     py_stacks_capacity_ = o.py_stacks_capacity_;
+    py_held_offset_ = o.py_held_offset_;
+    py_held_capacity_ = o.py_held_capacity_;
     return *this;
 }
 
@@ -212,6 +215,7 @@ void RankFile::prefetch(uint64_t ring_records) const noexcept {
     advise(comm_table_offset_, uint64_t(comms) * comm_slot_size_);
     if (env_capacity_) advise(env_offset_, std::min<uint64_t>(ld(h->env_bytes), env_capacity_));
     if (py_stacks_capacity_) advise(py_stacks_offset_, std::min<uint32_t>(ld(h->py_stacks_len), py_stacks_capacity_));
+    if (py_held_capacity_) advise(py_held_offset_, std::min<uint32_t>(ld(h->py_held_len), py_held_capacity_));
     // The newest ring_records slots, in at most two runs (the ring wraps).
     const uint64_t wt = ld(h->write_ticket), cap = ring_capacity_;
     const uint64_t n = std::min({ring_records, wt, cap});
@@ -316,7 +320,16 @@ bool RankFile::validate() noexcept {
     bt_depth_ = depth;
     usable_comms_ = size_ > comm_off ? uint32_t(std::min<uint64_t>(max_comms, (size_ - comm_off) / slot)) : 0;
     validate_env_region(h, minor, std::max(ring_end, bt_end), file_size);
-    validate_py_stacks_region(h, minor, std::max({ring_end, bt_end, env_offset_ + env_capacity_}), file_size);
+    const uint64_t before_py = std::max({ring_end, bt_end, env_offset_ + env_capacity_});
+    py_stacks_offset_ = py_held_offset_ = 0;
+    py_stacks_capacity_ = py_held_capacity_ = 0;
+    if (minor >= 5)
+        std::tie(py_stacks_offset_, py_stacks_capacity_) = validate_optional_region(
+            ld(h->py_stacks_offset), ld(h->py_stacks_capacity), before_py, file_size, "Python stacks");
+    if (minor >= 8)
+        std::tie(py_held_offset_, py_held_capacity_) = validate_optional_region(
+            ld(h->py_held_offset), ld(h->py_held_capacity),
+            std::max(before_py, py_stacks_offset_ + py_stacks_capacity_), file_size, "held Python stacks");
 
     if (size_ < file_size) {
         truncated_ = true;
@@ -367,27 +380,20 @@ void RankFile::validate_env_region(const void* header, uint16_t minor, uint64_t 
     env_capacity_ = cap;
 }
 
-// The Python stacks region (1.5) is optional evidence too: damaged, it is ignored with a warning.
-void RankFile::validate_py_stacks_region(const void* header, uint16_t minor, uint64_t regions_end,
-                                         uint64_t file_size) noexcept {
-    py_stacks_offset_ = 0;
-    py_stacks_capacity_ = 0;
-    if (minor < 5) return;
-    const auto* h = static_cast<const disk::FileHeader*>(header);
-    const uint64_t off = ld(h->py_stacks_offset);
-    const uint32_t cap = ld(h->py_stacks_capacity);
-    if (off == 0 && cap == 0) return;
+// The Python stacks regions (1.5, 1.8) are optional evidence too: damaged, each is ignored with a warning.
+std::pair<uint64_t, uint32_t> RankFile::validate_optional_region(uint64_t off, uint32_t cap, uint64_t regions_end,
+                                                                 uint64_t file_size, const char* what) noexcept {
+    if (off == 0 && cap == 0) return {0, 0};
     if (cap > kMaxPyStacksCapacity || off < regions_end || off > kMaxOffset || off + cap > file_size) {
         try {
-            warnings_.push_back(
-                strf("Python stacks region ignored: offset %llu, %u bytes (regions end at %llu, file size %llu)",
-                     (unsigned long long)off, cap, (unsigned long long)regions_end, (unsigned long long)file_size));
+            warnings_.push_back(strf("%s region ignored: offset %llu, %u bytes (regions end at %llu, file size %llu)",
+                                     what, (unsigned long long)off, cap, (unsigned long long)regions_end,
+                                     (unsigned long long)file_size));
         } catch (...) {
         }
-        return;
+        return {0, 0};
     }
-    py_stacks_offset_ = off;
-    py_stacks_capacity_ = cap;
+    return {off, cap};
 }
 
 bool request_dump(const std::string& path, std::string* error) noexcept {

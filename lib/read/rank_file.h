@@ -54,6 +54,10 @@ struct HeaderInfo {
     NCW_HEADER_PY_STACKS_FIELDS(NCW_READER_MEMBER)
     std::string py_stacks_text;
     std::shared_ptr<const py::Stacks> py_stacks;
+    // Format 1.8: the held capture (format.h: the first taken for a stall), loaded as the one above.
+    NCW_HEADER_PY_HELD_FIELDS(NCW_READER_MEMBER)
+    std::string py_held_text;
+    std::shared_ptr<const py::Stacks> py_held;
 
     // Communicators the writer watched without a comm slot (format_fields.h NCW_HEADER_TAIL_FIELDS). Not in the live
     // protocol: a live digest carries those communicators themselves.
@@ -157,9 +161,14 @@ public:
 private:
     bool validate() noexcept;
     void validate_env_region(const void* header, uint16_t minor, uint64_t regions_end, uint64_t file_size) noexcept;
-    void validate_py_stacks_region(const void* header, uint16_t minor, uint64_t regions_end,
-                                   uint64_t file_size) noexcept;
-    void load_py_stacks(HeaderInfo& out) const;                      // may throw bad_alloc; header() catches
+    // An optional region (the Python stacks, the held capture): its offset and capacity where it lies in the file
+    // after `regions_end`; damaged, 0 and 0 with a warning naming `what`.
+    std::pair<uint64_t, uint32_t> validate_optional_region(uint64_t off, uint32_t cap, uint64_t regions_end,
+                                                           uint64_t file_size, const char* what) noexcept;
+    void load_py_stacks(HeaderInfo& out) const;  // both captures; may throw bad_alloc; header() catches
+    template <class Decode>
+    void load_capture(size_t from, size_t to, size_t seq_at, uint64_t offset, uint32_t capacity, Decode decode,
+                      std::string& text_out, std::shared_ptr<const py::Stacks>& stacks_out) const;
     std::vector<std::string> env_entries(uint64_t published) const;  // may throw bad_alloc; header() catches
     bool fail(std::string msg) noexcept;
     // Copies n bytes at `off` into dst (pread, or our own memory for open_memory). false: the file ends before
@@ -193,6 +202,8 @@ private:
     uint32_t env_capacity_ = 0;
     uint64_t py_stacks_offset_ = 0;  // format 1.5 Python stacks region; 0 = none (older file, or damaged: ignored)
     uint32_t py_stacks_capacity_ = 0;
+    uint64_t py_held_offset_ = 0;  // format 1.8 held capture; 0 = none (older file, or damaged: ignored)
+    uint32_t py_held_capacity_ = 0;
 };
 
 // Asks the process that writes `path` for a dump: increments FileHeader::dump_request (the one field a reader may

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "ncclwatch/config_table.h"
@@ -112,32 +113,53 @@ HeaderInfo RankFile::header() const noexcept {
     return out;
 }
 
-// The seqlock of the Python stacks: the fields and the text between two equal even reads of py_stacks_seq. A writer
-// that keeps rewriting (it never does for long) leaves the fields and no text after a few tries.
-void RankFile::load_py_stacks(HeaderInfo& out) const {
-    if (!open_ || py_stacks_capacity_ == 0) return;
-    constexpr size_t kFrom = offsetof(disk::FileHeader, py_stacks_offset);
-    constexpr size_t kTo = offsetof(disk::FileHeader, py_stacks_status) + sizeof(uint32_t);
+// The seqlock of a Python stacks capture: its fields [from, to) of the header and its text, between two equal even
+// reads of its seq. A writer that keeps rewriting (it never does for long) leaves the fields and no text after a few
+// tries. `decode` copies the fields out of the header bytes and returns (seq, len, status); the text is parsed where
+// it holds stacks.
+template <class Decode>
+void RankFile::load_capture(size_t from, size_t to, size_t seq_at, uint64_t offset, uint32_t capacity, Decode decode,
+                            std::string& text_out, std::shared_ptr<const py::Stacks>& stacks_out) const {
+    if (!open_ || capacity == 0) return;
     alignas(8) unsigned char hbuf[sizeof(disk::FileHeader)] = {};
-    const auto* in = mapped::header_of(hbuf);
     for (int attempt = 0; attempt < 4; ++attempt) {
-        if (!fetch(kFrom, hbuf + kFrom, kTo - kFrom)) return;
-        NCW_HEADER_PY_STACKS_FIELDS(NCW_LOAD_FIELD)
-        out.py_stacks_offset = py_stacks_offset_;
-        out.py_stacks_capacity = py_stacks_capacity_;
-        if (out.py_stacks_seq % 2) continue;  // being written
-        const uint32_t len = std::min(out.py_stacks_len, py_stacks_capacity_);
+        if (!fetch(from, hbuf + from, to - from)) return;
+        const auto [seq, stored_len, status] = decode(mapped::header_of(hbuf));
+        if (seq % 2) continue;  // being written
+        const uint32_t len = std::min(stored_len, capacity);
         std::string text(len, '\0');
-        if (len && (py_stacks_offset_ >= size_ || !fetch(py_stacks_offset_, text.data(), len))) return;
+        if (len && (offset >= size_ || !fetch(offset, text.data(), len))) return;
         uint64_t after = 0;
-        if (!fetch(offsetof(disk::FileHeader, py_stacks_seq), &after, sizeof after)) return;
-        if (after != out.py_stacks_seq) continue;
-        if (out.py_stacks_status == uint32_t(disk::PyStacksStatus::Captured)) {
-            out.py_stacks = std::make_shared<const py::Stacks>(py::parse(text));
-        }
-        out.py_stacks_text = std::move(text);
+        if (!fetch(seq_at, &after, sizeof after)) return;
+        if (after != seq) continue;
+        if (status == uint32_t(disk::PyStacksStatus::Captured))
+            stacks_out = std::make_shared<const py::Stacks>(py::parse(text));
+        text_out = std::move(text);
         return;
     }
+}
+
+void RankFile::load_py_stacks(HeaderInfo& out) const {
+    load_capture(
+        offsetof(disk::FileHeader, py_stacks_offset), offsetof(disk::FileHeader, py_stacks_status) + sizeof(uint32_t),
+        offsetof(disk::FileHeader, py_stacks_seq), py_stacks_offset_, py_stacks_capacity_,
+        [&](const disk::FileHeader* in) {
+            NCW_HEADER_PY_STACKS_FIELDS(NCW_LOAD_FIELD)
+            out.py_stacks_offset = py_stacks_offset_;
+            out.py_stacks_capacity = py_stacks_capacity_;
+            return std::tuple(out.py_stacks_seq, out.py_stacks_len, out.py_stacks_status);
+        },
+        out.py_stacks_text, out.py_stacks);
+    load_capture(
+        offsetof(disk::FileHeader, py_held_offset), offsetof(disk::FileHeader, py_held_status) + sizeof(uint32_t),
+        offsetof(disk::FileHeader, py_held_seq), py_held_offset_, py_held_capacity_,
+        [&](const disk::FileHeader* in) {
+            NCW_HEADER_PY_HELD_FIELDS(NCW_LOAD_FIELD)
+            out.py_held_offset = py_held_offset_;
+            out.py_held_capacity = py_held_capacity_;
+            return std::tuple(out.py_held_seq, out.py_held_len, out.py_held_status);
+        },
+        out.py_held_text, out.py_held);
 }
 
 namespace {

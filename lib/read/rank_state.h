@@ -135,6 +135,9 @@ struct RankCommState {
     uint32_t py_stacks_reason = 0;
     uint64_t py_stacks_mono_ns = 0;
     std::string py_stacks_note;
+    // Format 1.8: the held capture, the first the process took for a stall (format.h), kept after the one above
+    // replaced it; a report picks the capture taken while the rank was where its verdict says (report/headline.h).
+    py::Capture py_held;
 };
 
 }  // namespace ncw::verdict

@@ -25,18 +25,18 @@ json verdict_item(const Analysis::VerdictRef& ref) {
     for (int r : v.culprits) {
         const RankCommState* s = find_rank(*ref.comm, r);
         const int global = s ? s->global_rank : by_comm_rank && r >= 0 && r < ref.comm->view.nranks ? r : -1;
-        culprits.push_back(
-            json{{"comm_rank", r},
-                 {"visible", s != nullptr},
-                 {"global_rank", global >= 0 ? json(global) : json(nullptr)},
-                 {"host", s ? json(s->host) : json(nullptr)},
-                 {"pid", s ? json(s->pid) : json(nullptr)},
-                 {"gpu", s ? json(s->cuda_dev) : json(nullptr)},
-                 {"pci_bus_id", s ? json(s->pci_bus_id) : json(nullptr)},
-                 {"gpu_uuid", s ? json(s->gpu_uuid) : json(nullptr)},
-                 {"alive", s ? json(s->alive) : json(nullptr)},
-                 {"python_where", s && python_where(*s) ? json(py::where_words(*python_where(*s))) : json(nullptr)},
-                 {"file", s ? json(s->file) : json(nullptr)}});
+        const auto where = s ? python_where(*s, &v) : std::nullopt;
+        culprits.push_back(json{{"comm_rank", r},
+                                {"visible", s != nullptr},
+                                {"global_rank", global >= 0 ? json(global) : json(nullptr)},
+                                {"host", s ? json(s->host) : json(nullptr)},
+                                {"pid", s ? json(s->pid) : json(nullptr)},
+                                {"gpu", s ? json(s->cuda_dev) : json(nullptr)},
+                                {"pci_bus_id", s ? json(s->pci_bus_id) : json(nullptr)},
+                                {"gpu_uuid", s ? json(s->gpu_uuid) : json(nullptr)},
+                                {"alive", s ? json(s->alive) : json(nullptr)},
+                                {"python_where", where ? json(py::where_words(*where)) : json(nullptr)},
+                                {"file", s ? json(s->file) : json(nullptr)}});
     }
     const uint64_t since_ns = stalled_since_real_ns(*ref.job, v);
     json j{{"job_id", ref.job->job_id},

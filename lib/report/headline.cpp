@@ -176,9 +176,43 @@ std::string rank_name(const RankCommState& r) {
 
 }  // namespace
 
-std::optional<py::Where> python_where(const RankCommState& r) {
-    if (!r.py_stacks) return std::nullopt;
-    const py::Thread* t = py::nccl_thread(*r.py_stacks, newest_tid(r));
+StacksChoice stacks_for(const RankCommState& r, const verdict::Verdict* v) {
+    StacksChoice newest{r.py_stacks.get(), r.py_stacks_reason, r.py_stacks_mono_ns, true, false};
+    // The window is read from the rank's collectives: a p2p verdict's seq counts sends or receives, not those.
+    if (!v || v->seq == 0 || !disk::is_collective(disk::OpType(v->op.op)) || (!r.py_stacks && !r.py_held.stacks))
+        return newest;
+    // The window of the rank's own clock in which it was where the verdict says (0, ~0: not bounded).
+    uint64_t t_prev = 0, t_at = 0;
+    for (const verdict::OpSig& g : r.recent) {
+        if (g.seq == v->seq - 1) t_prev = g.t_issue_ns;
+        if (g.seq == v->seq) t_at = g.t_issue_ns;
+    }
+    // A culprit that never joined the op was outside it: after its previous op, before this one (if it issued it
+    // since: the stall recovered). Any other rank that issued it was inside it from then on.
+    const bool outside = v->kind == verdict::Kind::NotJoined &&
+                         std::find(v->culprits.begin(), v->culprits.end(), r.comm_rank) != v->culprits.end();
+    uint64_t lo = 0, hi = ~0ull;
+    if (outside || r.issued < v->seq) {
+        lo = t_prev;
+        if (t_at) hi = t_at;
+    } else {
+        lo = t_at;
+        if (r.completed >= v->seq && r.t_last_progress_ns) hi = r.t_last_progress_ns + 1;
+    }
+    // A capture of unknown time (an older writer's) is not proven outside the window.
+    auto in_window = [&](uint64_t t) { return t == 0 || (t >= lo && t < hi); };
+    if (r.py_stacks && in_window(r.py_stacks_mono_ns)) return newest;
+    if (r.py_held.stacks && in_window(r.py_held.mono_ns))
+        return StacksChoice{r.py_held.stacks.get(), r.py_held.reason, r.py_held.mono_ns, true, true};
+    newest.during = false;
+    if (!newest.stacks) newest = StacksChoice{r.py_held.stacks.get(), r.py_held.reason, r.py_held.mono_ns, false, true};
+    return newest;
+}
+
+std::optional<py::Where> python_where(const RankCommState& r, const verdict::Verdict* v) {
+    const StacksChoice c = stacks_for(r, v);
+    if (!c.stacks || !c.during) return std::nullopt;
+    const py::Thread* t = py::nccl_thread(*c.stacks, newest_tid(r));
     if (!t) return std::nullopt;
     py::Where w = py::where(*t);
     if (!w.known) return std::nullopt;
@@ -191,7 +225,7 @@ std::string python_words(const CommResult& c, const verdict::Verdict& v) {
     for (int cr : v.culprits) {
         const RankCommState* r = find_rank(c, cr);
         if (!r || parts.size() >= 3) continue;
-        if (const auto w = python_where(*r))
+        if (const auto w = python_where(*r, &v))
             parts.push_back(
                 fmt::format("{} {} {}", rank_name(*r), r->alive ? "is in" : "was last seen in", py::where_words(*w)));
     }
@@ -200,7 +234,7 @@ std::string python_words(const CommResult& c, const verdict::Verdict& v) {
     for (int cr : v.waiting) {
         const RankCommState* r = find_rank(c, cr);
         if (!r) continue;
-        const auto w = python_where(*r);
+        const auto w = python_where(*r, &v);
         if (!w) continue;
         const std::string at = py::wait_words(*w);
         auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == at; });
@@ -327,6 +361,19 @@ std::vector<std::string> verdict_lines(const JobResult& job, const CommResult& c
 json verdict_json_with_headline(const JobResult& job, const CommResult& comm, const verdict::Verdict& v) {
     json j = verdict_json(v, job.job_id);
     j["headline"] = verdict_headline(job, comm, v);
+    // Who the culprits are and where in their Python code, as judged now: after the end, analyze tells the story of
+    // a stall that recovered from these (report/story.h), once the ranks have moved on.
+    json where = json::array();
+    const bool by_comm_rank = ranks_are_global(job, comm);
+    for (int cr : v.culprits) {
+        const RankCommState* r = find_rank(comm, cr);
+        const int global = r ? r->global_rank : by_comm_rank && cr >= 0 && cr < comm.view.nranks ? cr : -1;
+        const auto w = r ? python_where(*r, &v) : std::nullopt;
+        where.push_back(json{{"comm_rank", cr},
+                             {"global_rank", global >= 0 ? json(global) : json(nullptr)},
+                             {"python_where", w ? json(py::where_words(*w)) : json(nullptr)}});
+    }
+    j["culprits_where"] = std::move(where);
     return j;
 }
 

@@ -49,9 +49,22 @@ int known_global_rank(const JobResult& job, const CommResult& c, int comm_rank);
 std::string comm_words(const JobResult& job, const CommResult& c);  // "communicator 0x... (world, 512 ranks)"
 // When the stall began, as wall-clock time (from the job's "now" and the stall length); 0 when unknown.
 uint64_t stalled_since_real_ns(const JobResult& job, const verdict::Verdict& v);
-// Where a rank is in its Python code (format 1.5): the innermost user frame of its thread that issued NCCL calls;
-// nothing without stacks.
-std::optional<py::Where> python_where(const verdict::RankCommState& r);
+// The Python stacks capture a report shows for a rank in a verdict (nullptr `v`: the rank on its own). A rank file
+// keeps two (format 1.8): the newest, and the first taken for a stall. The one taken while the rank was where the
+// verdict says is chosen: for a rank that had not issued the verdict's op, after it issued the op before it and before
+// it issued this one; for a rank inside the op, after it issued it (and, once the op completed, no later than its last
+// completion). `during` false: neither capture was taken then (the newest is returned, for what it is).
+struct StacksChoice {
+    const py::Stacks* stacks = nullptr;  // nullptr: no stacks captured
+    uint32_t reason = 0;                 // disk::PyStacksReason
+    uint64_t mono_ns = 0;
+    bool during = true;
+    bool held = false;  // the held capture, the newest having been taken later
+};
+StacksChoice stacks_for(const verdict::RankCommState& r, const verdict::Verdict* v);
+// Where a rank is in its Python code (format 1.5): the innermost user frame of its thread that issued NCCL calls, in
+// the capture stacks_for chooses; nothing without stacks, or where that capture was not taken during the verdict.
+std::optional<py::Where> python_where(const verdict::RankCommState& r, const verdict::Verdict* v = nullptr);
 // "rank 5 is in slow_eval (grid.py:14), called from <module> (grid.py:19); ranks 4,6,7 wait in all_reduce at
 // grid.py:20": the verdict's culprits and waiting ranks in their Python code, "" where no stacks are known. Part of
 // the verdict line.

@@ -128,6 +128,10 @@ json header_json(const HeaderInfo& in) {
         j["py_stacks_ms"] = rel_ms_json(in.py_stacks_mono_ns, in.start_mono_ns);
         NCW_HEADER_TAIL_FIELDS(NCW_SHOW_FIELD)
     }
+    if (in.minor >= 8) {
+        NCW_HEADER_PY_HELD_FIELDS(NCW_SHOW_FIELD)
+        j["py_held_ms"] = rel_ms_json(in.py_held_mono_ns, in.start_mono_ns);
+    }
     return j;
 }
 

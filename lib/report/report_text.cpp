@@ -193,7 +193,8 @@ std::string python_section(const CommResult& c, const verdict::Verdict& v, const
         if (!r) continue;
         const bool unavailable = r->py_stacks_status == uint32_t(disk::PyStacksStatus::Unavailable) ||
                                  r->py_stacks_status == uint32_t(disk::PyStacksStatus::Failed);
-        if (!r->py_stacks && !unavailable) continue;
+        const StacksChoice pick = stacks_for(*r, &v);
+        if (!pick.stacks && !unavailable) continue;
         if (!opt.all_ranks && shown >= opt.max_rows) {
             ++left_out;
             continue;
@@ -201,17 +202,22 @@ std::string python_section(const CommResult& c, const verdict::Verdict& v, const
         ++shown;
         const std::string who =
             r->global_rank >= 0 ? fmt::format("rank {}", r->global_rank) : fmt::format("comm rank {}", cr);
-        if (!r->py_stacks) {
+        if (!pick.stacks) {
             out += fmt::format("  {}: {}\n", who,
                                clean(r->py_stacks_note.empty() ? disk::py_stacks_status_name(r->py_stacks_status)
                                                                : r->py_stacks_note));
             continue;
         }
-        const py::Thread* t = py::nccl_thread(*r->py_stacks, newest_tid(*r));
-        const auto w = python_where(*r);
-        out += fmt::format("  {} (captured at {}, {}): {}\n", who, disk::py_stacks_reason_name(r->py_stacks_reason),
-                           plural(r->py_stacks->threads.size(), "thread", "threads"),
-                           w ? clean(py::where_words(*w)) : std::string("no Python frame"));
+        const py::Thread* t = py::nccl_thread(*pick.stacks, newest_tid(*r));
+        const auto w = python_where(*r, &v);
+        // A capture of another moment is shown for what it is, never as where the rank was during this verdict.
+        out += fmt::format("  {} (captured at {}{}, {}): {}\n", who, disk::py_stacks_reason_name(pick.reason),
+                           pick.held ? ", kept from the first stall" : "",
+                           plural(pick.stacks->threads.size(), "thread", "threads"),
+                           !pick.during ? std::string("taken at another moment; where it was during this stall is "
+                                                      "not known")
+                           : w          ? clean(py::where_words(*w))
+                                        : std::string("no Python frame"));
         if (!t) continue;
         for (size_t i = 0; i < t->frames.size() && i < kFrames; ++i) {
             const py::Frame& f = t->frames[i];
@@ -229,10 +235,13 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
     std::string out;
     const auto all = a.all_verdicts();
     const bool bad = hang_or_mismatch(a);
-    out += paint(all.empty() ? kGreen
-                 : bad       ? kRed
-                             : kYellow,
-                 (all.empty() ? "OK       " : "VERDICT  ") + clean(headline(a))) +
+    const bool story = opt.story && !opt.story->empty();
+    // Nothing stands at the end, but something happened before it: that is the answer (the exit status stays 0).
+    const std::string first = all.empty() && story ? story_headline(*opt.story) : headline(a);
+    out += paint(all.empty() && !story ? kGreen
+                 : bad                 ? kRed
+                                       : kYellow,
+                 (all.empty() ? "OK       " : "VERDICT  ") + clean(first)) +
            "\n";
 
     size_t ncomms = 0;
@@ -245,7 +254,8 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
                        plural(a.jobs.size(), "job", "jobs"), plural(ncomms, "communicator", "communicators"), ranks,
                        opt.timeout_s);
     const bool many_jobs = a.jobs.size() > 1;
-    auto job_name = [](const JobResult& j) { return j.job_id.empty() ? std::string("(no job id)") : clean(j.job_id); };
+    auto job_name_of = [](const std::string& id) { return id.empty() ? std::string("(no job id)") : clean(id); };
+    auto job_name = [&](const JobResult& j) { return job_name_of(j.job_id); };
 
     const auto lead = lead_verdict(a);
     if (lead.verdict) {
@@ -257,6 +267,13 @@ std::string render_text(const Analysis& a, const TextOptions& opt) {
         if (!py.empty())
             out +=
                 "\n" + paint(kBold, "Python stacks") + " (the thread that issued NCCL calls; > the user's code)\n" + py;
+    }
+
+    if (story) {
+        out += "\n" + paint(kBold, "Before the end") + " (over by the end: from the ranks' reports and init times)\n";
+        for (const StoryEntry& s : *opt.story)
+            out += fmt::format("  {}{}{}\n", s.time.empty() ? "" : clean(s.time) + "  ",
+                               many_jobs ? "job " + job_name_of(s.job_id) + ": " : "", clean(s.line));
     }
 
     out += "\n" + paint(kBold, "Communicators") + "\n";

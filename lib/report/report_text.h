@@ -6,8 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/job_view.h"
+#include "report/story.h"
 
 namespace ncw::report {
 
@@ -20,6 +22,8 @@ struct TextOptions {
     // Communicators with more ranks than this print grouped rows (identical progress and state share one row; the
     // culprits keep their own row) unless all_ranks.
     size_t max_rows = 32;
+    // What happened before the end and is over (report/story.h): listed, and the first line when nothing is hung.
+    const std::vector<StoryEntry>* story = nullptr;
 };
 
 // The whole report: verdict line, evidence, per-communicator tables, then "Also noticed".

@@ -92,6 +92,29 @@ struct RegionWriter {
     }
 };
 
+// The held capture (format 1.8): the first taken for a stall is copied once into its own region, which nothing
+// replaces after, so that a report after the end still has the stack of the job's first stall once the newest capture
+// is of a later moment (the exit, a later stall of this rank's own).
+bool for_a_stall(disk::PyStacksReason r) {
+    using R = disk::PyStacksReason;
+    return r == R::Stall || r == R::DumpRequest || r == R::Suspected || r == R::InitHang;
+}
+
+void hold_first_stall_capture(Runtime& rt, disk::PyStacksReason reason, uint32_t len) {
+    disk::FileHeader* h = rt.file.hdr;
+    if (!for_a_stall(reason) || h->py_held_capacity < h->py_stacks_capacity || h->py_held_seq.load() != 0 ||
+        h->py_held_offset + h->py_held_capacity > rt.file.size)
+        return;
+    h->py_held_seq.store(1, std::memory_order_relaxed);  // odd: being written
+    std::atomic_thread_fence(std::memory_order_release);
+    memcpy(rt.file.base + h->py_held_offset, rt.file.base + h->py_stacks_offset, len);
+    h->py_held_len.store(len, std::memory_order_relaxed);
+    h->py_held_mono_ns.store(h->py_stacks_mono_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    h->py_held_reason.store(uint32_t(reason), std::memory_order_relaxed);
+    h->py_held_status.store(uint32_t(disk::PyStacksStatus::Captured), std::memory_order_relaxed);
+    h->py_held_seq.store(2, std::memory_order_release);  // even: published, for good
+}
+
 bool write_all(int fd, const char* s, size_t n) {
     while (n) {
         const ssize_t w = write(fd, s, n);
@@ -247,9 +270,12 @@ disk::PyStacksStatus py_stacks_capture(Runtime& rt, disk::PyStacksReason reason)
             return Status::Disabled;
         }
         if (!g_api.looked_up) look_up(g_api);
-        // No CPython here (or not running): nothing of it is called, and the region says so once.
+        // No CPython here (or not running): nothing of it is called, and the region says so once. A CPython that has
+        // finalized (a SIGTERM or the exit after the interpreter's end) keeps the stacks it had: they are its last.
         if (!g_api.is_initialized || g_api.is_initialized() != 1) {
-            if (h->py_stacks_status.load() != uint32_t(Status::NotPython)) out.text("", Status::NotPython, reason);
+            const uint32_t had = h->py_stacks_status.load();
+            if (had != uint32_t(Status::NotPython) && had != uint32_t(Status::Captured))
+                out.text("", Status::NotPython, reason);
             return Status::NotPython;
         }
         if (!g_api.dump || !g_api.interp_main) {
@@ -296,6 +322,7 @@ disk::PyStacksStatus py_stacks_capture(Runtime& rt, disk::PyStacksReason reason)
         out.begin();
         const size_t got = copy_out(g_memfd, out.region, out.capacity, idents, n_idents);
         out.end(uint32_t(got), Status::Captured, reason);
+        hold_first_stall_capture(rt, reason, uint32_t(got));
         return Status::Captured;
     } catch (...) {
         return Status::Failed;

@@ -28,7 +28,7 @@ live_txt() { ls "$WORK"/live/*/live-report.txt 2>/dev/null | head -1; }
 live_names() { [ -n "$(live_txt)" ] && grep -qF "$1" "$(live_txt)"; }
 export FAKE_NCCL_LIB="$(dirname "$FAKE_RANK")/libnccl.so.2"
 export STALL_RANK=1 STALL_STEP=3 STEPS=6 STOP_FILE="$WORK/stop"
-LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 -- /usr/bin/python3 "$PROG" \
+NCCLWATCH_DUMP_AT_EXIT=1 LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 -- /usr/bin/python3 "$PROG" \
     >"$WORK/launch.out" 2>"$WORK/launch.err" &
 LAUNCH_PID=$!
 
@@ -87,6 +87,26 @@ wait "$LAUNCH_PID"
 rc=$?
 LAUNCH_PID=""
 [ "$rc" = 0 ] || fail "the Python job failed (rc $rc)"
+
+# After the end the story is kept: nothing is hung, so the exit status is 0, and the first line says what happened,
+# with the culprit's frame of that moment (the events of .report.json), although rank 1 has moved on since.
+"$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/after.txt"
+rc=$?
+[ "$rc" = 0 ] || { cat "$WORK/after.txt" >&2; fail "analyze after the end: exit $rc, want 0 (nothing is hung)"; }
+story="recovered: rank 1 held AllReduce #[0-9]* for [0-9.]* s in slow_eval (py_stall.py:$STALL), called from train"
+head -1 "$WORK/after.txt" | grep -q "^OK *$story.*; nothing is hung at the end" ||
+    { cat "$WORK/after.txt" >&2; fail "analyze after the end: the first line is not the recovered stall"; }
+grep -q "^Before the end" "$WORK/after.txt" || fail "analyze after the end lists no 'Before the end'"
+"$NCW_COLLECTOR" analyze --json "$(job_dir)" >"$WORK/after.json" || fail "analyze --json after the end failed"
+[ "$(json_get "$WORK/after.json" "d['story'][0]['kind']")" = recovered ] || fail "analyze --json: no recovered story"
+json_get "$WORK/after.json" "d['headline']" | grep -q "^$story" || fail "analyze --json: the headline is not the story"
+# Rank 1's dump at its exit (Python has finalized by then: nothing to capture) keeps the stacks it had, not "not
+# python"; and its held capture (format 1.8) is the stall's, taken at the dump request.
+d1=$(ls "$(job_dir)"/rank1-*.dump.json)
+[ "$(json_get "$d1" "d['python_stacks']['status']")" = captured ] ||
+    fail "rank 1's dump at exit: its stacks are '$(json_get "$d1" "d['python_stacks']['status']")', want the last captured"
+[ "$(json_get "$d1" "d['header']['py_held_reason']")" = "dump request" ] ||
+    fail "rank 1's held capture is '$(json_get "$d1" "d['header']['py_held_reason']")', want the stall's dump request"
 
 # A process without Python: nothing of CPython is called; its dump says so.
 unset NCCLWATCH_COLLECTOR

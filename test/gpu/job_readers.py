@@ -273,6 +273,19 @@ def all_verdicts(res):
 HANG_SCENARIOS = ("skip", "uneven", "type_mismatch", "init_hang", "validation", "grad_accum")
 
 
+def story_names(an, kinds, rank):
+    """Whether `analyze --json`'s story (what happened and was over by the end, lib/report/story.h) has an entry of
+    one of `kinds` naming global rank `rank`; (ok, words) where words is what it said."""
+    story = (an or {}).get("story") if isinstance(an, dict) else None
+    if not isinstance(story, list) or not story:
+        return False, "no story"
+    said = [f"{e.get('kind')} {e.get('culprits')}" for e in story if isinstance(e, dict)]
+    ok = any(isinstance(e, dict) and e.get("kind") in kinds and rank in (e.get("culprits") or []) for e in story)
+    if ok and isinstance(an.get("headline"), str) and not an.get("verdicts"):
+        ok = an["headline"].startswith(str(story[0].get("line", "")))
+    return ok, "; ".join(said)
+
+
 def _times(truth, key, ranks=None):
     out = []
     for r, t in (truth or {}).items():

@@ -25,11 +25,12 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from job_readers import is_diagnosis, live_verdict_events  # noqa: E402 (an early suspicion is not the diagnosis)
+from job_readers import is_diagnosis, live_verdict_events, story_names  # noqa: E402 (an early suspicion is not the diagnosis)
 
 LAST = "last"  # the last rank (nproc - 1)
 # kinds: what the shim must report while the job runs; rank: the rank it must name; offline: what analyze must still
-# say after the kill (None: no requirement); exit0: the job must end normally; recovered: a "recovered" event.
+# say after the kill (None: no requirement); exit0: the job must end normally; recovered: a "recovered" event; story:
+# what analyze must tell after the end, once it is over (its story's kinds, naming the rank).
 EXPECT = {
     "skip": dict(kinds={"NOT_JOINED"}, rank=LAST, offline={"NOT_JOINED", "DEAD"}),
     "uneven": dict(kinds={"DEAD", "NOT_JOINED"}, rank=LAST, offline={"DEAD", "NOT_JOINED"}),
@@ -37,8 +38,9 @@ EXPECT = {
     "size_mismatch": dict(kinds={"MISMATCH"}, rank=LAST, offline={"MISMATCH"}),
     # torchrun ends the job within a second of the death, before any timeout: only the files can tell.
     "rank_dies": dict(kinds=None, rank=LAST, offline={"DEAD", "NOT_JOINED"}),
-    "init_hang": dict(kinds={"INIT_HANG"}, rank=LAST, exit0=True),
-    "validation": dict(kinds={"NOT_JOINED", "GPU_NOT_REACHED"}, rank=0, exit0=True, recovered=True),
+    "init_hang": dict(kinds={"INIT_HANG"}, rank=LAST, exit0=True, story={"init_waited"}),
+    "validation": dict(kinds={"NOT_JOINED", "GPU_NOT_REACHED"}, rank=0, exit0=True, recovered=True,
+                       story={"recovered", "suspicion_cleared"}),
     "grad_accum": dict(kinds={"EXTRA_OP"}, rank=0, offline={"EXTRA_OP"}),
     "clean": dict(kinds=set(), rank=None, exit0=True, offline=set()),
     # How the culprit ended, in the verdict's words (lib/engine/causal.cpp end_words), live at the launcher's SIGTERM
@@ -205,6 +207,13 @@ def judge_shim(scn, res, exp, want_rank):
         elif off:
             ok = False
             out["why"].append(f"after the end analyze says {fmt_verdicts(off)}, want nothing")
+    if exp.get("story") and res.get("exit_code") == 0:
+        told, words = story_names(an, exp["story"], want_rank)
+        out["after_kill"] += f"; story: {words}"
+        if not told:
+            ok = False
+            out["why"].append(f"after the end analyze's story says {words}, want {'/'.join(sorted(exp['story']))} "
+                              f"naming rank {want_rank}, its first line the headline")
     if res.get("analyze") is None:
         out["after_kill"] = "analyze failed: " + str(res.get("analyze_error", ""))[:120]
     out["ok"] = ok

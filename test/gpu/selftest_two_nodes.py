@@ -268,8 +268,13 @@ def two_node_checks():
     res["live_history"][0]["report"]["verdicts"] = [nj0]
     res["live"] = res["live_history"][0]["report"]
     res["analyze_during"]["analyze"] = analysis([an_verdict("NOT_JOINED", [0])], res["analyze"]["comms"])
-    res["analyze"] = analysis([], res["analyze"]["comms"])
+    line = "recovered: rank 0 held AllReduce #11 for 19.0 s in validate (hang_scenarios.py:118)"
+    res["analyze"] = analysis([], res["analyze"]["comms"], headline=line + "; nothing is hung at the end")
     res["exit_codes"] = [0, 0]
+    # After the end the story must tell it (issue 24): without one the row fails, with it it passes.
+    row = run_judge("validation", res)
+    check(row["pass"] is False and why_has(row, "story"), f"validation with no story after the end: {row['why']}")
+    res["analyze"]["story"] = [{"kind": "recovered", "culprits": [0], "line": line}]
     row = run_judge("validation", res)
     check(row["pass"] is True and row["analyze"].startswith("during the hang: NOT_JOINED r0"),
           f"validation: {row['why']} {row['analyze']}")
@@ -293,7 +298,9 @@ def two_node_checks():
     late = an_verdict("INIT_HANG", [3], comm="0x9999")
     late["culprits"][0].update(visible=False, global_rank=None)
     res["analyze_during"]["analyze"] = analysis([late], [])
-    res["analyze"] = analysis([], [])
+    line = "init of communicator 0x9999 (world, 4 ranks) waited 25.3 s for rank 3, which began its init 25.1 s after"
+    res["analyze"] = analysis([], [], headline=line + "; nothing is hung at the end")
+    res["analyze"]["story"] = [{"kind": "init_waited", "culprits": [3], "line": line}]
     res["exit_codes"] = [0, 0]
     row = run_judge("init_hang", res)
     check(row["pass"] is True and row["live"] == "INIT_HANG r3", f"init_hang: {row['live']} {row['why']}")

@@ -109,6 +109,18 @@ TEST_CASE("the thread that matters is the one that issued NCCL calls; the user's
     CHECK(py::is_library_file("/usr/lib/python3.11/threading.py"));
     CHECK(py::is_library_file("/opt/conda/lib/python3.12/site-packages/torch/nn/modules/module.py"));
     CHECK_FALSE(py::is_library_file("/home/me/train/grid.py"));
+
+    // DDP: the newest op came from PyTorch's autograd thread, which has a thread state and no Python frame; the
+    // thread that says where the rank is is the main one, which issued NCCL calls too.
+    const py::Stacks ddp = py::parse(
+        "# ncclwatch nccl-thread 0x00007f00000000b1 tid 501\n"
+        "# ncclwatch nccl-thread 0x00007f00000000b2 tid 502\n"
+        "Thread 0x00007f00000000b2 (most recent call first):\n  <no Python frame>\n\n"
+        "Thread 0x00007f00000000b1 (most recent call first):\n"
+        "  File \"/work/hang_scenarios.py\", line 118 in validate\n");
+    REQUIRE(py::nccl_thread(ddp, 502) != nullptr);
+    CHECK(py::nccl_thread(ddp, 502)->ident == 0x7f00000000b1ull);
+    CHECK(py::where(*py::nccl_thread(ddp, 502)).at.func == "validate");
 }
 
 TEST_CASE("the verdict line names the culprit's frame and the waiting ranks' line") {
@@ -199,6 +211,97 @@ TEST_CASE("the rank file's Python stacks region reads back; a damaged one is a w
     REQUIRE_FALSE(d.warnings().empty());
     CHECK_THAT(d.warnings()[0], Catch::Contains("Python stacks region ignored"));
     CHECK_FALSE(d.header().py_stacks);
+}
+
+TEST_CASE("the held capture reads back; a report shows the capture taken while the rank was where its verdict says") {
+    // The newest capture is of the exit (the culprit had moved on to its next all_reduce); the held one, of the stall
+    // (format 1.8).
+    TempDir dir;
+    const std::string path = dir.file("r.ncw");
+    auto w = file_with_stacks(kWaiterText);
+    auto* h = reinterpret_cast<disk::FileHeader*>(w.data());
+    h->py_stacks_reason = uint32_t(disk::PyStacksReason::Exit);
+    h->py_stacks_mono_ns = 5000;
+    std::memcpy(reinterpret_cast<unsigned char*>(w.data()) + h->py_held_offset, kCulpritText, strlen(kCulpritText));
+    h->py_held_len = uint32_t(strlen(kCulpritText));
+    h->py_held_status = uint32_t(disk::PyStacksStatus::Captured);
+    h->py_held_reason = uint32_t(disk::PyStacksReason::DumpRequest);
+    h->py_held_mono_ns = 2000;
+    h->py_held_seq = 2;
+    write_words(path, w);
+    RankFile f;
+    REQUIRE(f.open(path));
+    CHECK(f.warnings().empty());
+    const HeaderInfo hi = f.header();
+    REQUIRE(hi.py_held);
+    CHECK(hi.py_held_reason == uint32_t(disk::PyStacksReason::DumpRequest));
+    CHECK(hi.py_held_mono_ns == 2000);
+    REQUIRE(hi.py_stacks);
+    CHECK(hi.py_stacks_reason == uint32_t(disk::PyStacksReason::Exit));
+
+    // Rank 1 issued #20 at 1000, then nothing until #21 at 3000: a verdict about #21 that it had not joined is about
+    // [1000, 3000), when the held capture (2000) was taken, not the newest (5000).
+    JobResult job;
+    job.job_id = "job-held";
+    CommResult c;
+    c.job_id = job.job_id;
+    c.comm_id = c.view.comm_id = 0xAB;
+    c.view.nranks = 2;
+    for (int r = 0; r < 2; ++r) {
+        verdict::RankCommState s;
+        s.comm_rank = r;
+        s.global_rank = r;
+        s.host = "node0";
+        s.pid = 100 + r;
+        c.view.ranks.push_back(s);
+    }
+    verdict::RankCommState& culprit = c.view.ranks[1];
+    culprit.py_stacks = hi.py_stacks;
+    culprit.py_stacks_status = hi.py_stacks_status;
+    culprit.py_stacks_reason = hi.py_stacks_reason;
+    culprit.py_stacks_mono_ns = hi.py_stacks_mono_ns;
+    culprit.py_held = py::Capture{hi.py_held, hi.py_held_status, hi.py_held_reason, hi.py_held_mono_ns};
+    verdict::OpSig s20, s21;
+    s20.seq = 20, s20.t_issue_ns = 1000, s20.tid = 4242;
+    s21.seq = 21, s21.t_issue_ns = 3000, s21.tid = 4242;
+    culprit.recent.push_back(s20);
+    culprit.recent.push_back(s21);
+    culprit.issued = 21;
+    verdict::Verdict v;
+    v.kind = verdict::Kind::NotJoined;
+    v.comm_id = 0xAB;
+    v.seq = 21;
+    v.op.op = uint8_t(disk::OpType::AllReduce);
+    v.culprits = {1};
+    v.waiting = {0};
+    culprit.issued = 20;  // as the verdict has it: it had not issued #21 (yet)
+    culprit.recent.mut().pop_back();
+    c.verdicts.push_back(v);
+    job.comms.push_back(c);
+    const CommResult& jc = job.comms[0];
+    const verdict::RankCommState& r1 = jc.view.ranks[1];
+    // Not issued #21 at all, by the end: any capture since #20 is where it still is: the newest.
+    CHECK_FALSE(report::stacks_for(r1, &jc.verdicts[0]).held);
+    CHECK(report::stacks_for(r1, &jc.verdicts[0]).during);
+
+    // It issued #21 at 3000 after all (the stall recovered): the held capture is the one of the stall.
+    job.comms[0].view.ranks[1].recent.push_back(s21);
+    job.comms[0].view.ranks[1].issued = 21;
+    const report::StacksChoice pick = report::stacks_for(jc.view.ranks[1], &jc.verdicts[0]);
+    CHECK(pick.held);
+    CHECK(pick.during);
+    CHECK(pick.reason == uint32_t(disk::PyStacksReason::DumpRequest));
+    CHECK_THAT(report::verdict_headline(job, jc, jc.verdicts[0]),
+               Catch::Contains("rank 1 is in slow_eval (grid.py:14)"));
+
+    // Neither capture was taken then: no frame is claimed, and the stacks shown say they are of another moment.
+    job.comms[0].view.ranks[1].py_held.mono_ns = 4000;
+    CHECK_FALSE(report::stacks_for(jc.view.ranks[1], &jc.verdicts[0]).during);
+    CHECK_FALSE(report::python_where(jc.view.ranks[1], &jc.verdicts[0]));
+    CHECK_THAT(report::verdict_headline(job, jc, jc.verdicts[0]), !Catch::Contains("rank 1 is in"));
+
+    // A rank on its own (no verdict): its newest capture.
+    CHECK(report::stacks_for(jc.view.ranks[1], nullptr).reason == uint32_t(disk::PyStacksReason::Exit));
 }
 
 }  // namespace
