@@ -22,7 +22,9 @@ rank_segv:     the last rank crashes with a real SIGSEGV at --at-step (a read of
 rank_killed:   the last rank is killed with SIGKILL at --at-step (as the kernel's OOM killer would): nothing of it runs.
 drift_skip:    no model: a loop of same-shaped all_reduces of the statistics tensor with a broadcast every 10 steps
                (test/e2e/drift.sh on GPUs); the last rank skips the all_reduce of --at-step. NCCL pairs the ops by
-               their order, so the ranks drift by one op and disagree only at the next broadcast.
+               their order, so the ranks drift by one op and disagree only at the next broadcast. With
+               --bcast-every 0 every op has one shape: nothing disagrees, and the others wait at the end in the
+               all_reduce the last rank never issues.
 drift_extra:   the same loop; the last rank adds one all_reduce at --at-step.
 init_hang:     the last rank calls init_process_group --delay-sec late (past the watchdog timeout), then all train.
 validation:    rank 0 runs "validation" (GPU work outside NCCL) for --busy-sec at --at-step while the others wait in
@@ -161,6 +163,10 @@ def run_pipeline(args, rank, world, truth):
         if rank > 0:
             dist.send(inp.grad.contiguous(), dst=rank - 1)
         net.zero_grad(set_to_none=True)
+        if args.pipeline_allreduce:
+            # Every rank then all-reduces a metric: the last stage arrives last by the pipeline's own order.
+            metric = loss.detach().reshape(1).clone()
+            dist.all_reduce(metric)
     return step + 1, loss.detach()
 
 
@@ -171,6 +177,8 @@ def main():
     p.add_argument("--steps", type=int, default=80)
     p.add_argument("--at-step", type=int, default=60)
     p.add_argument("--pace-ms", type=float, default=25.0, help="data loading time per step")
+    p.add_argument("--bcast-every", type=int, default=10,
+                   help="drift loops: a broadcast every K steps (0: never, every op one shape: the job hangs at the end)")
     # 256: the gradients fit in DDP's first bucket (1 MiB), so each step is exactly one all_reduce.
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--count", type=int, default=1 << 20, help="elements of the statistics tensor (mismatch)")
@@ -187,6 +195,8 @@ def main():
     p.add_argument("--gpu-busy-sec", type=float, default=60.0, help="gpu_busy: the long kernel's length")
     p.add_argument("--pipeline-stage", type=int, default=-1, help="pipeline: the stage that stalls (-1: world - 2)")
     p.add_argument("--stall-sec", type=float, default=60.0, help="pipeline: how long stage_busy() takes")
+    p.add_argument("--pipeline-allreduce", action="store_true",
+                   help="pipeline: every rank all-reduces a metric after each step (--stall-sec 0: a clean job)")
     p.add_argument("--one-gpu", action="store_true", help="every rank on device 0, each its own NCCL host")
     args = p.parse_args()
 
@@ -263,7 +273,7 @@ def main():
                 truth.mark("t_depart", step=step)
             for _ in range(n):
                 dist.all_reduce(stats)
-            if step % 10 == 0:
+            if args.bcast_every and step % args.bcast_every == 0:
                 dist.broadcast(stats, src=0)
             step += 1
             continue

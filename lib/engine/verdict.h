@@ -138,6 +138,13 @@ bool drift_decidable(const CommView& view, uint64_t seq);
 // shape, which NCCL pairs silently. Its words ("rank 3 may instead have skipped one AllReduce between #11 and #19:
 // ..."), "" when neither (or both: nothing tells them apart) fits with at least one same-shaped op before `seq`.
 std::string drift_alternative(const RankCommState& odd, const RankCommState& other, uint64_t seq);
+// A NOT_JOINED at `seq` where `odd` issued one op fewer than the others (added: an EXTRA_OP, `odd` waits in `seq`,
+// one op more), every op of the window the same shape on every rank: a skip (an added op) NCCL paired silently looks
+// the same. Each rank's own pace (the gaps between its issue times, never compared across clocks) locates where: one
+// gap of `odd`'s about a step longer (shorter) than the others' at the same seq, standing out from every other. Its
+// words ("rank 3 may instead have skipped one AllReduce between its #10 and #11: ..."), "" when no gap stands out or
+// fewer than 8 are comparable.
+std::string pace_shift(const CommView& view, const RankCommState& odd, uint64_t seq, bool added = false);
 // The words of a drift, after "skipped" / "added": what, "AllReduce #23" or "one AllReduce between #14 and #23"; and
 // with where: "AllReduce #23: its #23..#32 are the others' #24..#33, which NCCL paired silently".
 std::string drift_what(const Drift& d);

@@ -266,6 +266,78 @@ std::string drift_alternative(const RankCommState& odd, const RankCommState& oth
         odd.comm_rank, disk::op_name(at(o, seq - 1)->op), where, disk::op_name(own->op), seq, seq - 1);
 }
 
+std::string pace_shift(const CommView& view, const RankCommState& odd, uint64_t seq, bool added) {
+    // Each rank's issue times by seq, on its own clock: only gaps between its own ops are compared, never one rank's
+    // time with another's.
+    const Stream o = stream_of(odd.recent.view());
+    std::vector<Stream> others;
+    for (const RankCommState& r : view.ranks)
+        if (r.comm_rank != odd.comm_rank && r.issued >= (added ? seq - 1 : seq))
+            others.push_back(stream_of(r.recent.view()));
+    if (others.empty() || seq < 3) return "";
+    struct Gap {
+        uint64_t seq;
+        double own_s, others_s;
+    };
+    // The run of one shape that ends at `odd`'s last op before `seq`: a loop's op, which NCCL pairs by order alone.
+    const OpSig* loop = at(o, seq - 1);
+    if (!loop) return "";
+    std::vector<Gap> gaps;
+    for (uint64_t j = seq - 1; j >= 2; --j) {
+        const OpSig *a = at(o, j), *b = at(o, j - 1);
+        if (!a || !b || a->t_issue_ns < b->t_issue_ns || key_of(*b) != key_of(*loop)) break;
+        std::vector<double> theirs;
+        for (const Stream& t : others) {
+            const OpSig *x = at(t, j), *y = at(t, j - 1);
+            if (!x || !y || x->t_issue_ns < y->t_issue_ns) continue;
+            // Every op the same shape as the others' at the same seq: otherwise a MISMATCH tells more.
+            if (key_of(*x) != key_of(*a) || key_of(*y) != key_of(*b)) return "";
+            theirs.push_back((x->t_issue_ns - y->t_issue_ns) / 1e9);
+        }
+        if (theirs.empty()) break;
+        std::nth_element(theirs.begin(), theirs.begin() + theirs.size() / 2, theirs.end());
+        gaps.push_back({j, (a->t_issue_ns - b->t_issue_ns) / 1e9, theirs[theirs.size() / 2]});
+    }
+    if (gaps.size() < 8) return "";
+    // One op of the loop's pace missing from `odd`'s stream shows as one gap before its op about a step longer than
+    // the others': the place where NCCL began pairing its ops with the others' next ones; one op added, as one gap
+    // about a step shorter. It must stand out: at least half the others' typical gap (and 1 ms) off, and twice any
+    // other such difference.
+    std::vector<double> typical;
+    for (const Gap& g : gaps) typical.push_back(g.others_s);
+    std::nth_element(typical.begin(), typical.begin() + typical.size() / 2, typical.end());
+    const double step_s = typical[typical.size() / 2];
+    const auto off = [&](const Gap& g) { return added ? g.others_s - g.own_s : g.own_s - g.others_s; };
+    const Gap* best = nullptr;
+    double second = 0;
+    for (const Gap& g : gaps) {
+        if (!best || off(g) > off(*best)) {
+            if (best) second = std::max(second, off(*best));
+            best = &g;
+        } else {
+            second = std::max(second, off(g));
+        }
+    }
+    // And be about one step of the loop: a skipped op's step (or its compute, where the loop waits for each op), an
+    // added op's gap gone; a pause of many steps is something else.
+    const double excess = off(*best);
+    if (excess < std::max(0.001, step_s / 2) || excess > 2.5 * step_s || second > excess / 2) return "";
+    auto ms_words = [](double s) { return s < 1 ? fmt::format("{:.0f} ms", s * 1e3) : secs(s); };
+    const std::string pace = fmt::format(
+        "by its own pace it took {} from #{} to #{} where the others took {} (a step is "
+        "about {})",
+        ms_words(best->own_s), best->seq - 1, best->seq, ms_words(best->others_s), ms_words(step_s));
+    if (added)
+        return fmt::format(
+            "rank {} may instead have added one {} as its #{}: its ops are the same shape as the others', so NCCL "
+            "would have paired each later one with the others' previous silently; {}",
+            odd.comm_rank, disk::op_name(at(o, best->seq)->op), best->seq, pace);
+    return fmt::format(
+        "rank {} may instead have skipped one {} between its #{} and #{}: its ops are the same shape as the others', "
+        "so NCCL would have paired each later one with the others' next silently; {}",
+        odd.comm_rank, disk::op_name(at(o, best->seq)->op), best->seq - 1, best->seq, pace);
+}
+
 std::string drift_what(const Drift& d) {
     const size_t n = size_t(d.shift > 0 ? d.shift : -d.shift);
     const std::string what = n == 1 && !d.ops.empty() ? fmt::format("one {}", disk::op_name(d.ops.front().op))

@@ -190,6 +190,11 @@ std::optional<Verdict> extra_op_verdict(const Stall& s, TieNotes& notes) {
             "ranks that exit cleanly while another still issues collectives usually ran out of data first "
             "(dataset not divisible by the world size without drop_last=True, or set_epoch missing)");
     ev.insert(ev.end(), tie_ev.begin(), tie_ev.end());
+    // One rank one op ahead, every op the same shape: it may have added one earlier that NCCL paired silently.
+    std::string pace;
+    if (s.waiting.size() == 1)
+        if (const RankCommState* st = state_of_rank(view, s.waiting.front()))
+            if ((pace = pace_shift(view, *st, W, true)); !pace.empty()) ev.push_back(pace);
     Verdict v = s.make(Kind::ExtraOp, s.waiting, "", ev);
     v.summary = fmt::format(
         "comm {}: {} issued {} that no other rank issued ({} rank{} completed #{} and "
@@ -197,6 +202,7 @@ std::optional<Verdict> extra_op_verdict(const Stall& s, TieNotes& notes) {
         hex_comm(view.comm_id), ranks_word(s.waiting), sig_short(s.base.op, true), at_rest.size(),
         at_rest.size() == 1 ? "" : "s", W - 1, s.waiting.size() == 1 ? "it waits in it" : "they wait in it",
         secs(s.stalled_for));
+    if (!pace.empty()) v.summary += "; " + pace;
     return v;
 }
 
@@ -333,6 +339,16 @@ std::optional<Verdict> not_joined_verdict(const Stall& s, TieNotes notes) {
             fmt::format("{} idle outside NCCL: busy elsewhere (validation, checkpoint: wait it out) or "
                         "skipped the collective (a `continue` before backward())",
                         ranks_word(behind)));
+    }
+    // One rank one op behind, every op the same shape: it may have skipped one earlier that NCCL paired silently.
+    // Its own pace says where, when one gap stands out (pace_shift).
+    if (same.size() == 1 && same.front().second.size() == 1 && all_idle && !skip_resolved) {
+        const RankCommState& b = view.ranks[same.front().second.front()];
+        if (b.issued + 1 == W)
+            if (const std::string alt = pace_shift(view, b, W); !alt.empty()) {
+                what += "; " + alt;
+                ev.push_back(alt);
+            }
     }
     return s.make(Kind::NotJoined, behind, what, ev);
 }

@@ -125,3 +125,21 @@ LAUNCH_PID=""
 got=$(lead_of "$WORK/extra.json" "d['verdicts']")
 [ "$got" = "EXTRA_OP [3] -1 14 24 True" ] || fail "extra: analyze lead $got"
 echo "ok: extra op named as the drift's EXTRA_OP, live and offline"
+
+# ---- every op one shape (no broadcast): nothing disagrees, and the job hangs at the end of the loop ----
+# Rank 3 skips step 15's all_reduce of 30 (each step 40 ms of "compute"): its later ops pair silently with the
+# others' next ones, and the others wait in #30, which it never issues. NOT_JOINED rank 3 at #30, and, from each
+# rank's own pace, where the skip could have been: between its #15 and #16 (its gap there two steps).
+rm -rf "$NCCLWATCH_DIR"
+unset NCCLWATCH_COLLECTOR
+launch_job 4 --steps 30 --count 4096 --step-ms 40 --skip-rank 3 --skip-step 15 --hold-ms 60000
+stall_reported() { grep -q "NOT_JOINED: rank 3" "$WORK/launch.err"; }
+wait_for 40 stall_reported || fail "same shape: no NOT_JOINED rank 3 reported"
+pace="rank 3 may instead have skipped one AllReduce between its #15 and #16"
+grep -q "$pace" "$WORK/launch.err" || fail "same shape: the stall report does not say '$pace'"
+kill -KILL -- "-$LAUNCH_PID" 2>/dev/null
+wait "$LAUNCH_PID" 2>/dev/null
+LAUNCH_PID=""
+"$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/pace.txt"
+head -5 "$WORK/pace.txt" | grep -q "$pace" || { head -8 "$WORK/pace.txt" >&2; fail "same shape: analyze does not say '$pace'"; }
+echo "ok: a skip among same-shaped ops located by the ranks' own pace, live and offline"

@@ -374,6 +374,7 @@ private:
         if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);
         if (step_ == o_.pause_step) sleep_ms(o_.pause_ms);
         if (rank_ == o_.late_rank && o_.late_ms > 0) sleep_ms(o_.late_ms);
+        if (o_.step_ms > 0) sleep_ms(o_.step_ms);
         if (step_ == o_.cuda_hold_step && !hold_gpu()) return false;
         if (step_ == o_.capture_step) cuda_.set_capturing(stream(main_comm()), 1);
 

@@ -40,6 +40,7 @@ const char* usage_text() {
            "  --sleep-rank R --sleep-step S --sleep-ms M    rank R sleeps M ms before step S's collectives\n"
            "  --pause-step S --pause-ms M           every rank sleeps M ms before step S (nothing outstanding)\n"
            "  --late-rank R --late-ms M   rank R sleeps M ms before every step's collectives (a straggler)\n"
+           "  --step-ms M             every rank sleeps M ms before every step's collectives (its compute: a pace)\n"
            "  --init-late-rank R --init-late-ms M   rank R sleeps M ms before its communicator init (its shim starts\n"
            "                          after the others')\n"
            "  --split                 also ncclCommSplit(color = rank % 2); one all_reduce on it every step\n"
@@ -105,6 +106,7 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--pause-ms", &o.pause_ms, 0},
         {"--late-rank", &o.late_rank, -1},
         {"--late-ms", &o.late_ms, 0},
+        {"--step-ms", &o.step_ms, 0},
         {"--init-late-rank", &o.init_late_rank, -1},
         {"--init-late-ms", &o.init_late_ms, 0},
         {"--hold-ms", &o.hold_ms, 0},

@@ -26,6 +26,7 @@ struct Options {
     int sleep_rank = -1, sleep_step = -1, sleep_ms = 0;
     int pause_step = -1, pause_ms = 0;          // every rank, with nothing outstanding
     int late_rank = -1, late_ms = 0;            // a straggler: late_rank sleeps late_ms before every step's collectives
+    int step_ms = 0;                            // every rank sleeps step_ms before every step's collectives (compute)
     int init_late_rank = -1, init_late_ms = 0;  // init_late_rank sleeps init_late_ms before its communicator init
 
     bool split = false;

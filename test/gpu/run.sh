@@ -589,7 +589,8 @@ section "4 evidence"
 (cd "$W" && tar czf "$OUT/evidence.tgz" --exclude='*.ncw' --exclude='*.decoded.json' --exclude='trace_rank_*' \
     --exclude='steps' --exclude='nt/ncw' . 2>/dev/null)
 # Of the one-GPU runs, the rank files of the cases a later issue judges (16 MiB a file comes back at most).
-(cd "$W" && find scen one one_gpu/grid_stall one_gpu/grid_death one_gpu/rank_dies one_gpu/two_nodes p7/positions \
+(cd "$W" && find scen one one_gpu/grid_stall one_gpu/grid_death one_gpu/rank_dies one_gpu/two_nodes one_gpu/straggler \
+    p7/positions \
     p7/2n/skip -name '*.ncw' \
     -not -path '*/clean/*' -print0 2>/dev/null |
     tar czf "$OUT/rank-files.tgz" --null -T - 2>/dev/null)

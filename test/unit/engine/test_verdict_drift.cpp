@@ -278,3 +278,64 @@ TEST_CASE(
         CHECK_FALSE(contains(w->summary, "may instead"));
     }
 }
+
+TEST_CASE("drift: a NOT_JOINED where every op has one shape: the rank's own pace says where a skip could have been",
+          "[verdict][drift]") {
+    // 4 ranks, a step of 100 ms per all_reduce (each rank's own clock: rank 3's is 5 s off). Ranks 0-2 issued #1..#30
+    // and wait in #30; rank 3 issued #1..#29 and is idle. `skip_at`: rank 3 skipped the op between its #skip_at - 1
+    // and #skip_at (its gap there two steps); 0: no skip (an even pace).
+    const auto judge = [](uint64_t skip_at, double jitter_ms = 0) {
+        std::vector<RankCommState> ranks;
+        for (int r = 0; r < 4; ++r) {
+            const uint64_t last = r == 3 ? 29 : 30;
+            RankCommState s = r == 3 ? idle(r, last, 15.0) : waiting(r, 29, 15.0);
+            s.recent.clear();
+            uint64_t t = kSec + (r == 3 ? 5 * kSec : 0);
+            for (uint64_t q = 1; q <= last; ++q) {
+                t += 100'000'000ull + (r == 3 && q == skip_at ? 100'000'000ull : 0) +
+                     uint64_t(jitter_ms * 1e6 * double((q * 7 + uint64_t(r)) % 3));
+                OpSig g = sig(q);
+                g.t_issue_ns = t;
+                s.recent.push_back(g);
+            }
+            ranks.push_back(s);
+        }
+        const auto vs = diagnose_stall(view(4, ranks), kNow, kTimeout);
+        const Verdict* v = find_kind(vs, Kind::NotJoined);
+        REQUIRE(v);
+        CHECK(v->culprits == Ranks{3});
+        return v->summary;
+    };
+    CHECK(contains(judge(12), "rank 3 may instead have skipped one AllReduce between its #11 and #12"));
+    CHECK(contains(judge(12), "it took 200 ms from #11 to #12 where the others took 100 ms"));
+    CHECK(contains(judge(25, 10), "between its #24 and #25"));
+    // An even pace, or noise as large as the step: nothing stands out, nothing is said.
+    CHECK_FALSE(contains(judge(0), "may instead"));
+    CHECK_FALSE(contains(judge(0, 60), "may instead"));
+}
+
+TEST_CASE("drift: an EXTRA_OP where every op has one shape: the rank's own pace says where it could have been added",
+          "[verdict][drift]") {
+    // Ranks 0-2 issued #1..#29 at 100 ms a step and are idle; rank 3 issued one more, #12 1 ms after its #11, and
+    // waits in #30.
+    std::vector<RankCommState> ranks;
+    for (int r = 0; r < 4; ++r) {
+        const uint64_t last = r == 3 ? 30 : 29;
+        RankCommState s = r == 3 ? waiting(r, 29, 15.0) : idle(r, 29, 15.0);
+        s.recent.clear();
+        uint64_t t = kSec;
+        for (uint64_t q = 1; q <= last; ++q) {
+            t += r == 3 && q == 12 ? 1'000'000ull : 100'000'000ull;
+            OpSig g = sig(q);
+            g.t_issue_ns = t;
+            s.recent.push_back(g);
+        }
+        ranks.push_back(s);
+    }
+    const auto vs = diagnose_stall(view(4, ranks), kNow, kTimeout);
+    const Verdict* v = find_kind(vs, Kind::ExtraOp);
+    REQUIRE(v);
+    CHECK(v->culprits == Ranks{3});
+    CHECK(contains(v->summary, "rank 3 may instead have added one AllReduce as its #12"));
+    CHECK(contains(v->summary, "it took 1 ms from #11 to #12 where the others took 100 ms"));
+}
