@@ -22,6 +22,10 @@ using json = nlohmann::json;
 namespace {
 
 constexpr size_t kMaxReportBytes = 16u << 20;
+// Every rank that waited in a stall writes a report of it: at thousands of ranks the story is in the first thousands,
+// and parsing them all would cost `analyze` seconds. Past these, the rest are not read, and the analysis says so.
+constexpr size_t kMaxReportDocs = 4096;
+constexpr size_t kMaxReportTotalBytes = 256u << 20;
 
 // Reading a document someone else may have written: a field of the wrong type reads as absent.
 const json* field(const json& o, const char* key) {
@@ -175,9 +179,14 @@ void init_waits(const Analysis& a, std::vector<StoryEntry>& out) {
 std::vector<ReportDoc> read_report_docs(const std::vector<std::string>& rank_files,
                                         std::vector<std::string>* warnings) {
     std::vector<ReportDoc> out;
+    size_t total = 0, left = 0;
     for (const std::string& f : rank_files) {
         if (f.size() < 4 || f.compare(f.size() - 4, 4, ".ncw") != 0) continue;
         const std::string path = f.substr(0, f.size() - 4) + ".report.json";
+        if (out.size() >= kMaxReportDocs || total >= kMaxReportTotalBytes) {
+            left += access(path.c_str(), F_OK) == 0;
+            continue;
+        }
         const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         if (fd < 0) {
             if (errno != ENOENT && warnings)
@@ -212,8 +221,14 @@ std::vector<ReportDoc> read_report_docs(const std::vector<std::string>& rank_fil
             }
         }
         if (problem && warnings) warnings->push_back(path + ": " + problem + " (its events skipped)");
+        total += text.size();
         if (!problem) out.push_back(std::move(d));
     }
+    if (left && warnings)
+        warnings->push_back(
+            fmt::format("the story before the end is told from the first {} reports (.report.json, "
+                        "{} MiB); {} more were not read",
+                        out.size(), total >> 20, left));
     return out;
 }
 

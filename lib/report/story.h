@@ -33,8 +33,9 @@ struct ReportDoc {
     nlohmann::json doc;
 };
 
-// The .report.json beside each rank file that has one (<base>.ncw -> <base>.report.json), at most 16 MiB each;
-// what cannot be read or parsed is a warning, never an error.
+// The .report.json beside each rank file that has one (<base>.ncw -> <base>.report.json), at most 16 MiB each, the
+// first 4,096 (256 MiB in all; the rest are counted in a warning); what cannot be read or parsed is a warning, never
+// an error.
 std::vector<ReportDoc> read_report_docs(const std::vector<std::string>& rank_files, std::vector<std::string>* warnings);
 
 // The story of a job, oldest first: the reports' stalls and suspicions that recovered (one entry per verdict, however

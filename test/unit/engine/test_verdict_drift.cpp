@@ -279,6 +279,24 @@ TEST_CASE(
     }
 }
 
+namespace {
+
+// `s` with the same-shaped all_reduces #1..#last, issued from `t0` on its own clock, gap_ns(q) before #q.
+template <class Gap>
+RankCommState paced(RankCommState s, uint64_t last, uint64_t t0, Gap gap_ns) {
+    s.recent.clear();
+    uint64_t t = t0;
+    for (uint64_t q = 1; q <= last; ++q) {
+        t += gap_ns(q);
+        OpSig g = sig(q);
+        g.t_issue_ns = t;
+        s.recent.push_back(g);
+    }
+    return s;
+}
+
+}  // namespace
+
 TEST_CASE("drift: a NOT_JOINED where every op has one shape: the rank's own pace says where a skip could have been",
           "[verdict][drift]") {
     // 4 ranks, a step of 100 ms per all_reduce (each rank's own clock: rank 3's is 5 s off). Ranks 0-2 issued #1..#30
@@ -286,20 +304,12 @@ TEST_CASE("drift: a NOT_JOINED where every op has one shape: the rank's own pace
     // and #skip_at (its gap there two steps); 0: no skip (an even pace).
     const auto judge = [](uint64_t skip_at, double jitter_ms = 0) {
         std::vector<RankCommState> ranks;
-        for (int r = 0; r < 4; ++r) {
-            const uint64_t last = r == 3 ? 29 : 30;
-            RankCommState s = r == 3 ? idle(r, last, 15.0) : waiting(r, 29, 15.0);
-            s.recent.clear();
-            uint64_t t = kSec + (r == 3 ? 5 * kSec : 0);
-            for (uint64_t q = 1; q <= last; ++q) {
-                t += 100'000'000ull + (r == 3 && q == skip_at ? 100'000'000ull : 0) +
-                     uint64_t(jitter_ms * 1e6 * double((q * 7 + uint64_t(r)) % 3));
-                OpSig g = sig(q);
-                g.t_issue_ns = t;
-                s.recent.push_back(g);
-            }
-            ranks.push_back(s);
-        }
+        for (int r = 0; r < 4; ++r)
+            ranks.push_back(paced(r == 3 ? idle(r, 29, 15.0) : waiting(r, 29, 15.0), r == 3 ? 29 : 30,
+                                  kSec + (r == 3 ? 5 * kSec : 0), [&](uint64_t q) {
+                                      return 100'000'000ull + (r == 3 && q == skip_at ? 100'000'000ull : 0) +
+                                             uint64_t(jitter_ms * 1e6 * double((q * 7 + uint64_t(r)) % 3));
+                                  }));
         const auto vs = diagnose_stall(view(4, ranks), kNow, kTimeout);
         const Verdict* v = find_kind(vs, Kind::NotJoined);
         REQUIRE(v);
@@ -319,19 +329,9 @@ TEST_CASE("drift: an EXTRA_OP where every op has one shape: the rank's own pace 
     // Ranks 0-2 issued #1..#29 at 100 ms a step and are idle; rank 3 issued one more, #12 1 ms after its #11, and
     // waits in #30.
     std::vector<RankCommState> ranks;
-    for (int r = 0; r < 4; ++r) {
-        const uint64_t last = r == 3 ? 30 : 29;
-        RankCommState s = r == 3 ? waiting(r, 29, 15.0) : idle(r, 29, 15.0);
-        s.recent.clear();
-        uint64_t t = kSec;
-        for (uint64_t q = 1; q <= last; ++q) {
-            t += r == 3 && q == 12 ? 1'000'000ull : 100'000'000ull;
-            OpSig g = sig(q);
-            g.t_issue_ns = t;
-            s.recent.push_back(g);
-        }
-        ranks.push_back(s);
-    }
+    for (int r = 0; r < 4; ++r)
+        ranks.push_back(paced(r == 3 ? waiting(r, 29, 15.0) : idle(r, 29, 15.0), r == 3 ? 30 : 29, kSec,
+                              [&](uint64_t q) { return r == 3 && q == 12 ? 1'000'000ull : 100'000'000ull; }));
     const auto vs = diagnose_stall(view(4, ranks), kNow, kTimeout);
     const Verdict* v = find_kind(vs, Kind::ExtraOp);
     REQUIRE(v);

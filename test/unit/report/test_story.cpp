@@ -169,6 +169,19 @@ TEST_CASE("the reports beside the rank files are read; a bad one is a warning, a
     REQUIRE(warnings.size() == 2);
     CHECK_THAT(warnings[0], Catch::Contains("rank1-h-2.report.json: not a report"));
     CHECK_THAT(warnings[1], Catch::Contains("rank3-h-4.report.json"));
+
+    // Thousands of ranks that each reported: the first 4,096 are read, the rest counted.
+    TempDir many;
+    std::vector<std::string> files;
+    for (int r = 0; r < 4100; ++r) {
+        files.push_back(many.file("rank" + std::to_string(r) + "-h-1.ncw"));
+        std::ofstream(many.file("rank" + std::to_string(r) + "-h-1.report.json")) << report_doc("J", {}).dump();
+    }
+    warnings.clear();
+    CHECK(report::read_report_docs(files, &warnings).size() == 4096);
+    REQUIRE(warnings.size() == 1);
+    CHECK_THAT(warnings[0],
+               Catch::Contains("told from the first 4096 reports") && Catch::Contains("4 more were not read"));
 }
 
 }  // namespace
