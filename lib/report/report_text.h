@@ -26,7 +26,7 @@ struct TextOptions {
     const std::vector<StoryEntry>* story = nullptr;
 };
 
-// The whole report: verdict line, evidence, per-communicator tables, then "Also noticed".
+// The whole report: verdict line, evidence, "Before the end" (opt.story), per-communicator tables, then "Also noticed".
 std::string render_text(const Analysis& a, const TextOptions& opt);
 
 // The Python stacks of a verdict's ranks (format 1.5): culprits first, then the waiting ranks; for each, the thread

@@ -43,7 +43,8 @@ def analyze(*paths, timeout=None):
     """Analyses the rank files under the given job folders or files, as `ncclwatch-collector analyze --json` does.
 
     Returns its JSON report as Python objects: a dict with "headline", "problem_found", "verdicts" (each with
-    "kind", "culprits", ...), "comms", "files", "warnings" and the rest of docs/schemas/analysis.schema.json.
+    "kind", "culprits", ...), "story" (what happened and was over by the end: a stall that recovered, an init that
+    waited), "comms", "files", "warnings" and the rest of docs/schemas/analysis.schema.json.
     A hang or a mismatch is a result, not an error. Raises AnalyzeError, with the collector's message, when
     nothing is readable or the arguments are wrong (the collector's exit status 2).
     """
