@@ -1259,7 +1259,6 @@ report::LiveClocks LiveServer::Impl::clocks(const Job& job) const {
 }
 
 void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool with_new_stacks) {
-    ++st_reports;
     const auto refs = a.all_verdicts();
     const std::string job_name = job.id.empty() ? "(no job id)" : clean(job.id);
     const uint64_t real = time_base::clock_ns(CLOCK_REALTIME);
@@ -1352,6 +1351,8 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
         else
             write_failed(dir + "/live-report.json");
     }
+    // Counted once its files are in place: whoever waits for the count then reads this report, not the one before.
+    ++st_reports;
 
     // A straggler is not a hang: no rank is asked for a dump for it alone.
     const bool only_stragglers = std::all_of(refs.begin(), refs.end(), [](const Analysis::VerdictRef& ref) {
