@@ -10,19 +10,12 @@
 #include <cmath>
 #include <map>
 
+#include "engine/verdict_text.h"
 #include "ncclwatch/format.h"
 
 namespace ncw::verdict {
 
 namespace {
-
-// The q-quantile of v, nearest rank (0 for none).
-double quantile(std::vector<double> v, double q) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t i = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
-    return v[i];
-}
 
 std::string ms(double s) { return fmt::format("{:.1f} ms", s * 1e3); }
 

@@ -295,8 +295,7 @@ std::string pace_shift(const CommView& view, const RankCommState& odd, uint64_t 
             theirs.push_back((x->t_issue_ns - y->t_issue_ns) / 1e9);
         }
         if (theirs.empty()) break;
-        std::nth_element(theirs.begin(), theirs.begin() + theirs.size() / 2, theirs.end());
-        gaps.push_back({j, (a->t_issue_ns - b->t_issue_ns) / 1e9, theirs[theirs.size() / 2]});
+        gaps.push_back({j, (a->t_issue_ns - b->t_issue_ns) / 1e9, quantile(std::move(theirs), 0.5)});
     }
     if (gaps.size() < 8) return "";
     // One op of the loop's pace missing from `odd`'s stream shows as one gap before its op about a step longer than
@@ -305,8 +304,7 @@ std::string pace_shift(const CommView& view, const RankCommState& odd, uint64_t 
     // other such difference.
     std::vector<double> typical;
     for (const Gap& g : gaps) typical.push_back(g.others_s);
-    std::nth_element(typical.begin(), typical.begin() + typical.size() / 2, typical.end());
-    const double step_s = typical[typical.size() / 2];
+    const double step_s = quantile(std::move(typical), 0.5);
     const auto off = [&](const Gap& g) { return added ? g.others_s - g.own_s : g.own_s - g.others_s; };
     const Gap* best = nullptr;
     double second = 0;

@@ -17,6 +17,13 @@ using disk::OpType;
 std::string hex_comm(uint64_t id) { return text::hex(id); }
 std::string secs(double s) { return fmt::format("{:.1f} s", s); }
 
+double quantile(std::vector<double> v, double q) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t i = std::min(v.size() - 1, size_t(q * double(v.size() - 1) + 0.5));
+    return v[i];
+}
+
 namespace {
 
 std::string join_ranks(const std::vector<int>& r) {

@@ -25,8 +25,9 @@ inline bool comm_broke(const RankCommState& r) {
            (r.ops_failed && text::nccl_result_breaks_comm(r.first_failed_result)) ||
            r.comm_state == uint32_t(disk::CommState::Aborted);
 }
-std::string hex_comm(uint64_t id);  // "0x00000000000000c0"
-std::string secs(double s);         // "12.5 s"
+std::string hex_comm(uint64_t id);                 // "0x00000000000000c0"
+std::string secs(double s);                        // "12.5 s"
+double quantile(std::vector<double> v, double q);  // nearest rank (the median of 4 is the third); 0 for none
 inline double ns_to_s(uint64_t ns) { return double(ns) / 1e9; }
 inline double age_s(uint64_t now_ns, uint64_t t_ns) { return t_ns && now_ns > t_ns ? ns_to_s(now_ns - t_ns) : 0.0; }
 std::string ranks_word(const std::vector<int>& r);  // "rank 2" / "ranks 0,1,3"

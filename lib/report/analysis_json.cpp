@@ -18,13 +18,11 @@ using verdict::RankCommState;
 json verdict_item(const Analysis::VerdictRef& ref) {
     const auto& v = *ref.verdict;
     json culprits = json::array();
-    // A culprit without a file is named by its comm rank where that is its global rank (decided once: a scan).
-    const bool by_comm_rank =
-        std::any_of(v.culprits.begin(), v.culprits.end(), [&](int r) { return !find_rank(*ref.comm, r); }) &&
-        ranks_are_global(*ref.job, *ref.comm);
-    for (int r : v.culprits) {
+    // A culprit without a file is named by its comm rank where that is its global rank.
+    const std::vector<int> globals = global_ranks(*ref.job, *ref.comm, v.culprits);
+    for (size_t i = 0; i < v.culprits.size(); ++i) {
+        const int r = v.culprits[i], global = globals[i];
         const RankCommState* s = find_rank(*ref.comm, r);
-        const int global = s ? s->global_rank : by_comm_rank && r >= 0 && r < ref.comm->view.nranks ? r : -1;
         const auto where = s ? python_where(*s, &v) : std::nullopt;
         culprits.push_back(json{{"comm_rank", r},
                                 {"visible", s != nullptr},

@@ -40,9 +40,23 @@ bool ranks_are_global(const JobResult& job, const CommResult& c) {
     return sized;
 }
 
+std::vector<int> global_ranks(const JobResult& job, const CommResult& c, const std::vector<int>& comm_ranks) {
+    std::vector<int> out;
+    out.reserve(comm_ranks.size());
+    int by_comm_rank = -1;  // ranks_are_global, once it is asked: -1 not yet
+    for (int cr : comm_ranks) {
+        if (const RankCommState* r = find_rank(c, cr)) {
+            out.push_back(r->global_rank);
+            continue;
+        }
+        if (by_comm_rank < 0) by_comm_rank = ranks_are_global(job, c) ? 1 : 0;
+        out.push_back(by_comm_rank && cr >= 0 && cr < c.view.nranks ? cr : -1);
+    }
+    return out;
+}
+
 int known_global_rank(const JobResult& job, const CommResult& c, int comm_rank) {
-    if (const RankCommState* r = find_rank(c, comm_rank)) return r->global_rank;
-    return comm_rank >= 0 && comm_rank < c.view.nranks && ranks_are_global(job, c) ? comm_rank : -1;
+    return global_ranks(job, c, {comm_rank}).front();
 }
 
 // "communicator 0x... (world, 512 ranks)"
@@ -210,7 +224,10 @@ StacksChoice stacks_for(const RankCommState& r, const verdict::Verdict* v) {
 }
 
 std::optional<py::Where> python_where(const RankCommState& r, const verdict::Verdict* v) {
-    const StacksChoice c = stacks_for(r, v);
+    return where_in(r, stacks_for(r, v));
+}
+
+std::optional<py::Where> where_in(const RankCommState& r, const StacksChoice& c) {
     if (!c.stacks || !c.during) return std::nullopt;
     const py::Thread* t = py::nccl_thread(*c.stacks, newest_tid(r));
     if (!t) return std::nullopt;
@@ -364,13 +381,12 @@ json verdict_json_with_headline(const JobResult& job, const CommResult& comm, co
     // Who the culprits are and where in their Python code, as judged now: after the end, analyze tells the story of
     // a stall that recovered from these (report/story.h), once the ranks have moved on.
     json where = json::array();
-    const bool by_comm_rank = ranks_are_global(job, comm);
-    for (int cr : v.culprits) {
-        const RankCommState* r = find_rank(comm, cr);
-        const int global = r ? r->global_rank : by_comm_rank && cr >= 0 && cr < comm.view.nranks ? cr : -1;
+    const std::vector<int> global = global_ranks(job, comm, v.culprits);
+    for (size_t i = 0; i < v.culprits.size(); ++i) {
+        const RankCommState* r = find_rank(comm, v.culprits[i]);
         const auto w = r ? python_where(*r, &v) : std::nullopt;
-        where.push_back(json{{"comm_rank", cr},
-                             {"global_rank", global >= 0 ? json(global) : json(nullptr)},
+        where.push_back(json{{"comm_rank", v.culprits[i]},
+                             {"global_rank", global[i] >= 0 ? json(global[i]) : json(nullptr)},
                              {"python_where", w ? json(py::where_words(*w)) : json(nullptr)}});
     }
     j["culprits_where"] = std::move(where);

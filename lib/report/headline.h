@@ -44,8 +44,10 @@ bool is_world(const JobResult& job, const CommResult& c);  // no parent and no b
 // Whether the communicator's comm ranks are the job's global ranks: its world (as large as the WORLD_SIZE its ranks
 // recorded), every visible rank's global rank its comm rank. One pass over its ranks: once per verdict, not per rank.
 bool ranks_are_global(const JobResult& job, const CommResult& c);
-// A rank's global rank: from its file, or, with no file, the comm rank itself where ranks_are_global; -1: unknown.
-int known_global_rank(const JobResult& job, const CommResult& c, int comm_rank);
+// Each comm rank's global rank: from its file, or, with no file, the comm rank itself where ranks_are_global (scanned
+// once, and only when some rank has no file); -1: unknown.
+std::vector<int> global_ranks(const JobResult& job, const CommResult& c, const std::vector<int>& comm_ranks);
+int known_global_rank(const JobResult& job, const CommResult& c, int comm_rank);  // global_ranks of one
 std::string comm_words(const JobResult& job, const CommResult& c);  // "communicator 0x... (world, 512 ranks)"
 // When the stall began, as wall-clock time (from the job's "now" and the stall length); 0 when unknown.
 uint64_t stalled_since_real_ns(const JobResult& job, const verdict::Verdict& v);
@@ -65,6 +67,7 @@ StacksChoice stacks_for(const verdict::RankCommState& r, const verdict::Verdict*
 // Where a rank is in its Python code (format 1.5): the innermost user frame of its thread that issued NCCL calls, in
 // the capture stacks_for chooses; nothing without stacks, or where that capture was not taken during the verdict.
 std::optional<py::Where> python_where(const verdict::RankCommState& r, const verdict::Verdict* v = nullptr);
+std::optional<py::Where> where_in(const verdict::RankCommState& r, const StacksChoice& c);  // the same, c chosen
 // "rank 5 is in slow_eval (grid.py:14), called from <module> (grid.py:19); ranks 4,6,7 wait in all_reduce at
 // grid.py:20": the verdict's culprits and waiting ranks in their Python code, "" where no stacks are known. Part of
 // the verdict line.

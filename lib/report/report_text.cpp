@@ -209,7 +209,7 @@ std::string python_section(const CommResult& c, const verdict::Verdict& v, const
             continue;
         }
         const py::Thread* t = py::nccl_thread(*pick.stacks, newest_tid(*r));
-        const auto w = python_where(*r, &v);
+        const auto w = where_in(*r, pick);
         // A capture of another moment is shown for what it is, never as where the rank was during this verdict.
         out += fmt::format("  {} (captured at {}{}, {}): {}\n", who, disk::py_stacks_reason_name(pick.reason),
                            pick.held ? ", kept from the first stall" : "",

@@ -67,28 +67,47 @@ void look_up(PyApi& a) {
     }
 }
 
-// Publishes `len` bytes already in the region (or none) with the given status, under the seqlock.
+// Publishes `len` bytes already in a region (or none) with the given status, under its seqlock: the Python stacks
+// region (1.5) or the held one (1.8), each with its own fields.
 struct RegionWriter {
-    disk::FileHeader* h;
+    std::atomic<uint64_t>& seq;
+    std::atomic<uint32_t>& len;
+    std::atomic<uint64_t>& mono_ns;
+    std::atomic<uint32_t>& reason;
+    std::atomic<uint32_t>& status;
     char* region;
     uint32_t capacity;
 
+    static RegionWriter newest(Runtime& rt) {
+        disk::FileHeader* h = rt.file.hdr;
+        return {h->py_stacks_seq,     h->py_stacks_len,    h->py_stacks_mono_ns,
+                h->py_stacks_reason,  h->py_stacks_status, reinterpret_cast<char*>(rt.file.base + h->py_stacks_offset),
+                h->py_stacks_capacity};
+    }
+    static RegionWriter held(Runtime& rt) {
+        disk::FileHeader* h = rt.file.hdr;
+        return {h->py_held_seq,     h->py_held_len,    h->py_held_mono_ns,
+                h->py_held_reason,  h->py_held_status, reinterpret_cast<char*>(rt.file.base + h->py_held_offset),
+                h->py_held_capacity};
+    }
+
     void begin() {
-        h->py_stacks_seq.fetch_add(1, std::memory_order_relaxed);  // odd
+        seq.fetch_add(1, std::memory_order_relaxed);  // odd
         std::atomic_thread_fence(std::memory_order_release);
     }
-    void end(uint32_t len, disk::PyStacksStatus status, disk::PyStacksReason reason) {
-        h->py_stacks_len.store(len, std::memory_order_relaxed);
-        h->py_stacks_mono_ns.store(now_mono_ns(), std::memory_order_relaxed);
-        h->py_stacks_reason.store(uint32_t(reason), std::memory_order_relaxed);
-        h->py_stacks_status.store(uint32_t(status), std::memory_order_relaxed);
-        h->py_stacks_seq.fetch_add(1, std::memory_order_release);  // even
+    // `at`: when the capture was taken (0: now).
+    void end(uint32_t n, disk::PyStacksStatus st, disk::PyStacksReason why, uint64_t at = 0) {
+        len.store(n, std::memory_order_relaxed);
+        mono_ns.store(at ? at : now_mono_ns(), std::memory_order_relaxed);
+        reason.store(uint32_t(why), std::memory_order_relaxed);
+        status.store(uint32_t(st), std::memory_order_relaxed);
+        seq.fetch_add(1, std::memory_order_release);  // even
     }
-    void text(const char* s, disk::PyStacksStatus status, disk::PyStacksReason reason) {
+    void text(const char* s, disk::PyStacksStatus st, disk::PyStacksReason why) {
         begin();
         const uint32_t n = uint32_t(std::min<size_t>(strlen(s), capacity));
         memcpy(region, s, n);
-        end(n, status, reason);
+        end(n, st, why);
     }
 };
 
@@ -100,19 +119,15 @@ bool for_a_stall(disk::PyStacksReason r) {
     return r == R::Stall || r == R::DumpRequest || r == R::Suspected || r == R::InitHang;
 }
 
-void hold_first_stall_capture(Runtime& rt, disk::PyStacksReason reason, uint32_t len) {
+void hold_first_stall_capture(Runtime& rt, const RegionWriter& newest, disk::PyStacksReason reason, uint32_t n) {
     disk::FileHeader* h = rt.file.hdr;
-    if (!for_a_stall(reason) || h->py_held_capacity < h->py_stacks_capacity || h->py_held_seq.load() != 0 ||
+    if (!for_a_stall(reason) || h->py_held_capacity < n || h->py_held_seq.load() != 0 ||
         h->py_held_offset + h->py_held_capacity > rt.file.size)
         return;
-    h->py_held_seq.store(1, std::memory_order_relaxed);  // odd: being written
-    std::atomic_thread_fence(std::memory_order_release);
-    memcpy(rt.file.base + h->py_held_offset, rt.file.base + h->py_stacks_offset, len);
-    h->py_held_len.store(len, std::memory_order_relaxed);
-    h->py_held_mono_ns.store(h->py_stacks_mono_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    h->py_held_reason.store(uint32_t(reason), std::memory_order_relaxed);
-    h->py_held_status.store(uint32_t(disk::PyStacksStatus::Captured), std::memory_order_relaxed);
-    h->py_held_seq.store(2, std::memory_order_release);  // even: published, for good
+    RegionWriter held = RegionWriter::held(rt);
+    held.begin();
+    memcpy(held.region, newest.region, n);
+    held.end(n, disk::PyStacksStatus::Captured, reason, newest.mono_ns.load(std::memory_order_relaxed));
 }
 
 bool write_all(int fd, const char* s, size_t n) {
@@ -263,7 +278,7 @@ disk::PyStacksStatus py_stacks_capture(Runtime& rt, disk::PyStacksReason reason)
     BusyGuard busy;
     if (!busy.owned) return Status(h->py_stacks_status.load(std::memory_order_relaxed));
     const uint64_t t0 = now_mono_ns();
-    RegionWriter out{h, reinterpret_cast<char*>(rt.file.base + h->py_stacks_offset), h->py_stacks_capacity};
+    RegionWriter out = RegionWriter::newest(rt);
     try {
         if (!rt.cfg.py_stacks) {
             if (h->py_stacks_status.load() != uint32_t(Status::Disabled)) out.text("", Status::Disabled, reason);
@@ -322,7 +337,7 @@ disk::PyStacksStatus py_stacks_capture(Runtime& rt, disk::PyStacksReason reason)
         out.begin();
         const size_t got = copy_out(g_memfd, out.region, out.capacity, idents, n_idents);
         out.end(uint32_t(got), Status::Captured, reason);
-        hold_first_stall_capture(rt, reason, uint32_t(got));
+        hold_first_stall_capture(rt, out, reason, uint32_t(got));
         return Status::Captured;
     } catch (...) {
         return Status::Failed;
