@@ -195,8 +195,8 @@ Command add_analyze(CLI::App& sub) {
                  "default)");
     sub.add_option("DIR_OR_FILE", o->inputs, "rank files, or folders searched recursively for *.ncw")->type_name("");
     sub.footer(R"(Reads every rank file (folders are searched recursively: give one folder per node, or one shared
-folder) and names what holds up each communicator of each job: DEAD, EXTRA_OP, NOT_JOINED, MISMATCH, INIT_HANG,
-ASYNC_ERROR, GPU_NOT_REACHED, STUCK_IN_NCCL, STRAGGLER. Files of several jobs are reported per job; missing ranks and
+folder) and names what holds up each communicator of each job: DEAD, DEADLOCK, EXTRA_OP, NOT_JOINED, MISMATCH,
+INIT_HANG, SETTING_DIFFERS, ASYNC_ERROR, GPU_NOT_REACHED, STUCK_IN_NCCL, UNKNOWN, STRAGGLER. Files of several jobs are reported per job; missing ranks and
 unreadable or truncated files are named, the rest analysed. "Now" is the newest heartbeat of each job, so files
 copied later still read as of the hang. The report starts with one verdict line naming the culprit (rank, host,
 GPU, pid), then the evidence, the per-communicator table and "Also noticed".

@@ -39,6 +39,22 @@ pipeline:      no DDP: a pipeline of one stage per rank (send/recv of activation
                stage --pipeline-stage (default: world - 2) sits in stage_busy(), a Python function, for --stall-sec
                (60 s) at step --at-step before its send to the next stage; the stages after it wait in their recv,
                those before it in the recv of its gradient (NOT_JOINED, that stage's rank).
+order_deadlock: every --metric-every steps each rank all-reduces a metric over group A, reads it (.item()), then
+               over group B (two groups of every rank, as a data-parallel and a context-parallel group of one
+               world); at --at-step the last rank does B first. A deadlock across communicators: the others wait in
+               A for it, it waits in B for them.
+graph_skip:    no model: each step replays a CUDA graph that holds one all_reduce of the statistics tensor (captured
+               once, after a warm-up); the last rank skips the replay of --at-step. NCCL pairs the ops one off; the eager all_reduce after the loop
+               hangs.
+algo_differs:  the last rank runs with NCCL_ALGO=allreduce:tree, the others with allreduce:ring (set before init, as
+               a node's own environment would): the ranks disagree on the algorithm of the first all_reduce.
+leave_early:   the last rank runs out of data --short-by steps early, calls destroy_process_group() and exits 0 while
+               the others go on into an all_reduce it never issues.
+teardown_hang: nothing wrong in training; after its last step every rank's GPU is busy (--gpu-busy-sec) before one
+               more all_reduce, and destroy_process_group() waits for it: the job hangs in its teardown.
+oom:           the last rank asks for 32 TiB at --at-step and dies of the uncaught torch.OutOfMemoryError (exit 1).
+pipeline_wrong_peer: the pipeline; at --at-step stage --pipeline-stage sends its activations to rank 0 instead of
+               the next stage: the next stage waits in its recv from it, and the send waits for a recv never posted.
 clean:         nothing wrong; trains for --duration-sec.
 
 For PyTorch's Flight Recorder runs, --pg-timeout-sec passes the same timeout to init_process_group, and --fr-dump-at-end
@@ -67,7 +83,9 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 SCENARIOS = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
-             "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra", "gpu_busy", "pipeline"]
+             "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra", "gpu_busy", "pipeline",
+             "order_deadlock", "graph_skip", "algo_differs", "leave_early", "teardown_hang", "oom",
+             "pipeline_wrong_peer"]
 DYING = ("rank_dies", "rank_exit0", "rank_segv", "rank_killed")  # the last rank ends itself at --at-step
 DRIFTS = ("drift_skip", "drift_extra")
 
@@ -129,6 +147,23 @@ def stage_busy(rank, seconds):
     log(rank, "stage_busy() done; back to the pipeline")
 
 
+def capture_allreduce_graph(stats):
+    """A CUDA graph holding one all_reduce of `stats`, as torch.cuda.graph captures it: warmed up on a side stream
+    first (NCCL's communicator must exist before a capture)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            dist.all_reduce(stats)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        dist.all_reduce(stats)
+    torch.cuda.synchronize()
+    return g
+
+
 def run_pipeline(args, rank, world, truth):
     """One pipeline stage per rank, one micro-batch a step: activations go forward (recv from rank - 1, send to
     rank + 1), gradients backward. Returns (steps run, the last loss as a tensor)."""
@@ -139,6 +174,10 @@ def run_pipeline(args, rank, world, truth):
     x = torch.randn(64, h, device="cuda")
     pace = args.pace_ms / 1000.0
     loss = torch.zeros((), device="cuda")
+    # A local forward and backward first: torch's first backward imports sympy (seconds with many ranks on a machine),
+    # which would stall the pipeline's first step before anything the scenario does.
+    net(x.clone().requires_grad_(True)).sum().backward()
+    net.zero_grad(set_to_none=True)
     truth.mark("t_loop_start")
     step = 0
     for step in range(args.steps):
@@ -149,10 +188,14 @@ def run_pipeline(args, rank, world, truth):
             dist.recv(inp, src=rank - 1)
         inp.requires_grad_(True)
         out = net(inp)
-        if rank == stage and step == args.at_step and rank < world - 1:
+        if args.scenario == "pipeline" and rank == stage and step == args.at_step and rank < world - 1:
             truth.mark("t_depart", step=step)
             stage_busy(rank, args.stall_sec)
-        if rank < world - 1:
+        if args.scenario == "pipeline_wrong_peer" and rank == stage and step == args.at_step and rank < world - 1:
+            truth.mark("t_depart", step=step)
+            log(rank, f"sending step {step}'s activations to rank 0 instead of rank {rank + 1}")
+            dist.send(out.detach().contiguous(), dst=0)  # the bug: a wrong peer index
+        elif rank < world - 1:
             dist.send(out.detach().contiguous(), dst=rank + 1)
             grad = torch.empty_like(out)
             dist.recv(grad, src=rank + 1)
@@ -197,6 +240,7 @@ def main():
     p.add_argument("--stall-sec", type=float, default=60.0, help="pipeline: how long stage_busy() takes")
     p.add_argument("--pipeline-allreduce", action="store_true",
                    help="pipeline: every rank all-reduces a metric after each step (--stall-sec 0: a clean job)")
+    p.add_argument("--metric-every", type=int, default=5, help="order_deadlock: steps between the metrics")
     p.add_argument("--one-gpu", action="store_true", help="every rank on device 0, each its own NCCL host")
     args = p.parse_args()
 
@@ -207,6 +251,12 @@ def main():
     torch.cuda.set_device(dev)
     s = args.scenario
     truth = Truth(rank, s)
+    if s == "algo_differs":
+        # Before the first NCCL call (NCCL and the shim read the environment then), as a node's own setting would.
+        # For all_reduce only: DDP's first collectives (all_gather, broadcast) have no Tree algorithm, and NCCL would
+        # refuse them (ncclInvalidUsage) instead of hanging.
+        os.environ["NCCL_ALGO"] = "allreduce:tree" if rank == odd else "allreduce:ring"
+        log(rank, f"NCCL_ALGO={os.environ['NCCL_ALGO']}")
 
     if s == "init_hang" and rank == odd:
         log(rank, f"sleeping {args.delay_sec:.0f} s before init_process_group")
@@ -220,7 +270,7 @@ def main():
     log(rank, f"{s}: process group ready after {time.time() - t_init:.1f} s (world {world})")
     scenario_support.give_up_after(args.give_up_sec, lambda: log(rank, "giving up"))
 
-    if s == "pipeline":
+    if s in ("pipeline", "pipeline_wrong_peer"):
         steps_run, loss = run_pipeline(args, rank, world, truth)
         truth.mark("t_loop_end", step=steps_run)
         torch.cuda.synchronize()  # a stage waiting for a peer that never comes hangs here
@@ -246,8 +296,14 @@ def main():
         loss.backward()
         return loss
 
+    groups = []
+    if s == "order_deadlock":
+        groups = [dist.new_group(list(range(world))), dist.new_group(list(range(world)))]  # A, B: every rank
+    graph = None
+    if s == "graph_skip":
+        graph = capture_allreduce_graph(stats)
     steps = args.steps
-    if s == "uneven" and rank == odd:
+    if s in ("uneven", "leave_early") and rank == odd:
         steps = args.steps - args.short_by
     t0 = time.time()
     loss = torch.zeros(())  # the drift loops train nothing
@@ -264,6 +320,15 @@ def main():
                     break
         elif step >= steps:
             break
+        if graph is not None:  # graph_skip: no model, one replay a step
+            time.sleep(pace)
+            if rank == odd and step == args.at_step:
+                log(rank, f"skipping the graph replay of step {step}")
+                truth.mark("t_depart", step=step)
+            else:
+                graph.replay()
+            step += 1
+            continue
         if s in DRIFTS:
             time.sleep(pace)
             n = 1
@@ -281,6 +346,10 @@ def main():
             log(rank, f"dying at step {step} ({s}; rank_dies: os._exit({args.exit_code}))")
             truth.mark("t_depart", step=step)
             die(rank, s, args.exit_code)
+        if s == "oom" and rank == odd and step == args.at_step:
+            log(rank, "allocating 32 TiB (a real CUDA out-of-memory error, not caught)")
+            truth.mark("t_depart", step=step)
+            torch.empty(32 << 40, dtype=torch.uint8, device="cuda")
         if s == "skip" and rank == odd and step == args.at_step:
             log(rank, f"skipping step {step} (a bad batch: `continue` before forward/backward)")
             truth.mark("t_depart", step=step)
@@ -319,6 +388,15 @@ def main():
                 dist.broadcast(stats, src=0)
             else:
                 dist.all_reduce(stats)
+        if s == "order_deadlock" and step % args.metric_every == 0:
+            swapped = rank == odd and step == args.at_step
+            if swapped:
+                log(rank, f"step {step}: the metric over group B first, then group A")
+                truth.mark("t_depart", step=step)
+            for g in (groups[::-1] if swapped else groups):
+                metric = loss.detach().reshape(1).clone()
+                dist.all_reduce(metric, group=g)
+                metric.item()  # a metric read at once: the CPU waits for this all_reduce
         if s == "size_mismatch" and step == args.at_step:
             if rank == odd:
                 log(rank, f"all_reduce of {args.count // 2} elements at step {step} where the others use "
@@ -328,8 +406,15 @@ def main():
                 dist.all_reduce(stats)
         step += 1
 
-    if s == "uneven" and rank == odd:
+    if s in ("uneven", "leave_early") and rank == odd:
         truth.mark("t_depart", step=step)  # it leaves the epoch early
+    if s == "leave_early" and rank == odd:
+        log(rank, "out of data: destroy_process_group() and exit 0 while the others go on")
+        dist.destroy_process_group()
+        log(rank, "exit 0")
+        return
+    if s == "graph_skip":
+        dist.all_reduce(stats)  # eager, after the replays: one off on the skipping rank
     truth.mark("t_loop_end", step=step)
     torch.cuda.synchronize()  # a rank that waits for a peer that never comes hangs here
     truth.mark("t_done")
@@ -343,6 +428,11 @@ def main():
     if s == "uneven" and rank == odd:
         log(rank, "left the epoch early; exiting with code 0 while the others wait")
         sys.exit(0)
+    if s == "teardown_hang":
+        log(rank, f"a {args.gpu_busy_sec:.0f} s kernel, one more all_reduce, then destroy_process_group()")
+        truth.mark("t_depart", step=step)
+        torch.cuda._sleep(int(args.gpu_busy_sec * 2.0e9))
+        dist.all_reduce(stats)
     dist.destroy_process_group()
     log(rank, "exit 0")
 

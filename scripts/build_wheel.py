@@ -64,7 +64,9 @@ FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
 ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2",
                   "libpthread.so.0", "libdl.so.2", "librt.so.1"}
 BINARIES = ("ncclwatch/libncclwatch.so", "ncclwatch/bin/ncclwatch-collector")
-PACKAGE = {"ncclwatch/__init__.py", "ncclwatch/__main__.py", "ncclwatch/_cli.py"} | set(BINARIES)
+PACKAGE = {"ncclwatch/__init__.py", "ncclwatch/__main__.py", "ncclwatch/_cli.py",
+           "ncclwatch/_boot/ncclwatch_last_words.py", "ncclwatch/_boot/sitecustomize.py",
+           "ncclwatch-last-words.pth"} | set(BINARIES)
 DIST_INFO = {"METADATA", "WHEEL", "RECORD", "entry_points.txt", "LICENSE"}
 
 

@@ -27,8 +27,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 // failed calls (CommSlot::ops_failed ..., appended after the signature window: a 1.4 slot is shorter), the Python
 // stacks region; 1.6: the GPU's UUID (CommSlot::gpu_uuid, in what were two reserved words); 1.7: the stall timeout
 // and the poll period the writer ran with (FileHeader::timeout_ms, poll_ms, appended last); 1.8: the held Python
-// stacks capture (FileHeader::py_held_*, appended last, and its region after the Python stacks region).
-inline constexpr uint16_t kFormatMinor = 8;
+// stacks capture (FileHeader::py_held_*, appended last, and its region after the Python stacks region); 1.9: the
+// process's last words (FileHeader::last_words*) and the teardown in progress (teardown_*), appended last.
+inline constexpr uint16_t kFormatMinor = 9;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -195,6 +196,22 @@ struct FileHeader {
     std::atomic<uint64_t> py_held_mono_ns;
     std::atomic<uint32_t> py_held_reason;  // PyStacksReason
     std::atomic<uint32_t> py_held_status;  // PyStacksStatus
+
+    // Format 1.9, appended last (zero: none, or a writer before it): the process's last words, what a Python rank
+    // died of: an uncaught exception's type, message and the user's line ("torch.OutOfMemoryError: CUDA out of
+    // memory. Tried to allocate 32.00 TiB (train.py:88)"), noted once through ncclwatch_note_exception (the launcher's
+    // Python hook). The text is written first, NUL-terminated; last_words_mono_ns, nonzero, publishes it (release).
+    std::atomic<uint64_t> last_words_mono_ns;
+    uint32_t last_words_main;  // 1: raised in the main thread, so the interpreter is exiting
+    uint32_t reserved2;
+    char last_words[1024];
+    // Format 1.9: the communicator teardown in progress (ncclCommDestroy, ncclCommFinalize or ncclCommAbort): the
+    // communicator and the call are written as it begins, then its start time (release); the time goes back to 0 as
+    // it returns. A teardown that hangs is seen from outside (the comm slot keeps its state until the call returns).
+    std::atomic<uint64_t> teardown_comm_id;
+    std::atomic<uint32_t> teardown_op;  // OpType: CommDestroy, CommFinalize or CommAbort
+    uint32_t reserved3;
+    std::atomic<uint64_t> teardown_since_ns;  // 0: none in progress
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
 
@@ -322,7 +339,10 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
                                         sizeof(FileHeader::reserved1) +
                                         sizeof(FileHeader::env_bytes) NCW_HEADER_PY_STACKS_FIELDS(NCW_HEADER_BYTES)
                                             NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES)
-                                                NCW_HEADER_PY_HELD_FIELDS(NCW_HEADER_BYTES),
+                                                NCW_HEADER_PY_HELD_FIELDS(NCW_HEADER_BYTES)
+                                                    NCW_HEADER_LAST_WORDS_FIELDS(NCW_HEADER_BYTES)
+                                                        NCW_HEADER_TEARDOWN_FIELDS(NCW_HEADER_BYTES) +
+                                        sizeof(FileHeader::reserved2) + sizeof(FileHeader::reserved3),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
                                       sizeof(CommSlot::recent) + sizeof(CommSlot::reserved_end),

@@ -187,6 +187,20 @@
     X(u32, py_held_reason, 0, pyreason)                                                                              \
     X(u32, py_held_status, 0, pystatus)
 
+// FileHeader, part 7 (1.9, zero before): the process's last words (format.h), published by their time; the time first,
+// so that a reader that sees it reads the text after it. In the live protocol, after part 3 (wire_fields.cpp).
+#define NCW_HEADER_LAST_WORDS_FIELDS(X)                                                                              \
+    X(u64, last_words_mono_ns, 0, num)                                                                               \
+    X(u32, last_words_main, 0, flag)                                                                                 \
+    X(str, last_words, {}, num)
+
+// FileHeader, part 8 (1.9, zero before): the communicator teardown in progress (format.h); its start time first (0:
+// none), read before what it publishes. In the live protocol after part 7.
+#define NCW_HEADER_TEARDOWN_FIELDS(X)                                                                                \
+    X(u64, teardown_since_ns, 0, num)                                                                                \
+    X(u64, teardown_comm_id, 0, id)                                                                                  \
+    X(u32, teardown_op, 0, num)
+
 // CommSlot, every field but its seqlock and the signature window: the fields up to 1.5, then those of 1.6 on. The
 // live protocol writes the second list after the signatures and GPU spans of a comm block (wire_fields.cpp), where
 // an older decoder stops reading; every other use expands NCW_COMM_FIELDS, both lists.

@@ -35,7 +35,9 @@ inline constexpr uint16_t kMajor = 1;
 //      per rank. A rank's own frames do not change.
 // 1.8: a State's peer block ends with the highest send and receive the rank's GPU started (an older decoder stops
 //      before them).
-inline constexpr uint16_t kMinor = 8;
+// 1.9: a State's live header block ends with the process's last words (format 1.9: an uncaught exception) and the
+//      communicator teardown in progress.
+inline constexpr uint16_t kMinor = 9;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection

@@ -22,6 +22,8 @@ constexpr int32_t kNcclRemoteError = 6;  // a peer's connection went away
 
 // When the rank's process departed, on the views' clock; kNever while it runs (or when nothing says when).
 uint64_t departed_at(const RankCommState& r, uint64_t now_ns) {
+    // An uncaught exception in the main thread is where it left, whenever the exit that followed was recorded.
+    if (r.last_words_main && r.last_words_mono_ns) return r.last_words_mono_ns;
     if (r.end_kind != uint32_t(disk::EndKind::None) && r.end_mono_ns) return r.end_mono_ns;
     // A clean exit whose code is not known but whose time is (the live collector: its Bye's arrival).
     if (r.exited_clean && r.end_mono_ns) return r.end_mono_ns;
@@ -92,15 +94,25 @@ void credit_returned_teardowns(const std::vector<CommView*>& views) {
 
 }  // namespace
 
-std::string end_words(const RankCommState& r) {
+namespace {
+
+std::string how_it_ended(const RankCommState& r) {
     switch (disk::EndKind(r.end_kind)) {
         case disk::EndKind::Exit: return fmt::format("exited (exit code {})", r.end_status);
         case disk::EndKind::FatalSignal: return fmt::format("crashed with {}", signal_words(r.end_status));
         case disk::EndKind::Terminated: return fmt::format("was terminated by {}", signal_words(r.end_status));
         case disk::EndKind::None: break;
     }
+    if (r.last_words_main && r.last_words_mono_ns) return "is exiting on an uncaught exception";
     if (r.exited_clean) return "exited cleanly (exit handlers ran)";
     return fmt::format("is gone (killed?; heartbeat {} old)", secs(r.heartbeat_age_s));
+}
+
+}  // namespace
+
+std::string end_words(const RankCommState& r) {
+    // Its last words, where its launcher's hook noted them: "exited (exit code 1): torch.OutOfMemoryError: ...".
+    return r.last_words.empty() ? how_it_ended(r) : how_it_ended(r) + ": " + r.last_words;
 }
 
 bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout_s) {
@@ -209,8 +221,11 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
             all_together = all_together && first_dep;
             if (first_dep) {
                 any_first_dep = true;
-                from_outside = from_outside && (r.end_kind == uint32_t(disk::EndKind::None) ||
-                                                r.end_kind == uint32_t(disk::EndKind::Terminated));
+                // A rank on its way out after an uncaught exception of its own left by itself.
+                const bool own_exception = r.last_words_main && r.last_words_mono_ns;
+                from_outside = from_outside && !own_exception &&
+                               (r.end_kind == uint32_t(disk::EndKind::None) ||
+                                r.end_kind == uint32_t(disk::EndKind::Terminated));
                 continue;
             }
             // A failure just after a first departure (an asynchronous error within a poll of the peer's death:

@@ -163,13 +163,18 @@ size_t distinct_hosts(const std::vector<Proc>& procs) {
     return hosts.size();
 }
 
-Proc parse(const ProcessFacts& pf) {
+// `only_must_agree`: the variables of NCW_MUST_AGREE_SETTINGS only (must_agree_differences).
+Proc parse(const ProcessFacts& pf, bool only_must_agree = false) {
     Proc p;
     p.h = pf.header;
     p.comms = pf.comms;
     for (const auto& e : pf.header->env) {
         const size_t eq = e.find('=');
         if (eq == std::string::npos || eq == 0) continue;
+        if (only_must_agree) {
+            p.has_env = true;
+            if (!must_agree_why(std::string_view(e).substr(0, eq))) continue;
+        }
         std::string name = e.substr(0, eq), value = e.substr(eq + 1);
         if (starts_with(name, "ncclwatch."))
             p.facts[name.substr(10)] = std::move(value);
@@ -229,6 +234,28 @@ void report_split(std::vector<Finding>& out, const std::vector<Valued>& vals, Se
     out.push_back(std::move(f));
 }
 
+// Each variable of `names` whose value differs across the processes that recorded their environment: the rendezvous
+// and the settings that must agree (NCW_MUST_AGREE_SETTINGS, with why) are errors, the others warnings.
+void split_variables(const std::vector<Proc>& procs, const std::set<std::string>& names, std::vector<Finding>& out) {
+    for (const auto& name : names) {
+        std::vector<Valued> vals;
+        for (const auto& p : procs) {
+            if (!p.has_env) continue;
+            const std::string* v = p.var(name);
+            vals.push_back({&p, v ? "'" + *v + "'" : std::string("(unset)")});
+        }
+        const bool rendezvous = name == "MASTER_ADDR" || name == "MASTER_PORT";
+        const char* why = must_agree_why(name);
+        const size_t before = out.size();
+        report_split(out, vals, rendezvous || why ? Severity::Error : Severity::Warning,
+                     rendezvous ? "rendezvous_mismatch"
+                     : why      ? "setting_mismatch"
+                                : "env_mismatch",
+                     name);
+        if (why && out.size() > before) out.back().evidence.push_back(why);
+    }
+}
+
 void audit_differences(const std::vector<Proc>& procs, std::vector<Finding>& out) {
     std::vector<Valued> nccl, driver, world;
     for (const auto& p : procs) {
@@ -248,17 +275,7 @@ void audit_differences(const std::vector<Proc>& procs, std::vector<Finding>& out
             if (n == "MASTER_ADDR" || n == "MASTER_PORT" || starts_with(n, "TORCH_NCCL_") ||
                 (starts_with(n, "NCCL_") && n != "NCCL_HOSTID"))
                 names.insert(n);
-    for (const auto& name : names) {
-        std::vector<Valued> vals;
-        for (const auto& p : procs) {
-            if (!p.has_env) continue;
-            const std::string* v = p.var(name);
-            vals.push_back({&p, v ? "'" + *v + "'" : std::string("(unset)")});
-        }
-        const bool rendezvous = name == "MASTER_ADDR" || name == "MASTER_PORT";
-        report_split(out, vals, rendezvous ? Severity::Error : Severity::Warning,
-                     rendezvous ? "rendezvous_mismatch" : "env_mismatch", name);
-    }
+    split_variables(procs, names, out);
 }
 
 // ---- (b) GPUs: two ranks on one GPU, NCCL_HOSTID splitting a host, LOCAL_RANK against the device in use ----
@@ -606,16 +623,48 @@ void audit_combinations(const std::vector<Proc>& procs, std::vector<Finding>& ou
 
 }  // namespace
 
+const char* must_agree_why(std::string_view name) {
+#define NCW_MUST_AGREE_CASE(n, why) \
+    if (name == n) return why;
+    NCW_MUST_AGREE_SETTINGS(NCW_MUST_AGREE_CASE)
+#undef NCW_MUST_AGREE_CASE
+    return nullptr;
+}
+
+namespace {
+
+// The processes with their environments parsed (only the settings that must agree, if asked), in global rank order
+// so that every list in the report is.
+std::vector<Proc> parse_all(const std::vector<ProcessFacts>& facts, bool only_must_agree) {
+    std::vector<Proc> procs;
+    procs.reserve(facts.size());
+    for (const auto& pf : facts)
+        if (pf.header) procs.push_back(parse(pf, only_must_agree));
+    std::sort(procs.begin(), procs.end(),
+              [](const Proc& a, const Proc& b) { return a.h->global_rank < b.h->global_rank; });
+    return procs;
+}
+
+}  // namespace
+
+std::vector<Finding> must_agree_differences(const std::vector<ProcessFacts>& facts) {
+    std::vector<Finding> out;
+    try {
+        const std::vector<Proc> procs = parse_all(facts, true);
+        std::set<std::string> names;
+        for (const auto& p : procs)
+            for (const auto& [n, v] : p.env) names.insert(n);
+        split_variables(procs, names, out);
+    } catch (...) {
+        // Out of memory: an extra, never a reason for the verdict to fail.
+    }
+    return out;
+}
+
 std::vector<Finding> audit_job(const std::vector<ProcessFacts>& facts) {
     std::vector<Finding> out;
     try {
-        std::vector<Proc> procs;
-        procs.reserve(facts.size());
-        for (const auto& pf : facts)
-            if (pf.header) procs.push_back(parse(pf));
-        // Processes in global rank order, so every list in the report is.
-        std::sort(procs.begin(), procs.end(),
-                  [](const Proc& a, const Proc& b) { return a.h->global_rank < b.h->global_rank; });
+        const std::vector<Proc> procs = parse_all(facts, false);
         audit_differences(procs, out);
         audit_gpus(procs, out);
         audit_no_effect(procs, out);

@@ -18,6 +18,8 @@
 #include "engine/causal.h"
 #include "engine/straggler.h"
 #include "engine/suspicion.h"
+#include "engine/verdict_deadlock.h"
+#include "engine/verdict_settings.h"
 #include "ncclwatch/format.h"
 #include "read/text.h"
 #include "read/time_base.h"
@@ -206,6 +208,8 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
             moved = f->header;
             moved->heartbeat_mono_ns = shift(moved->heartbeat_mono_ns, d);
             moved->end_mono_ns = shift(moved->end_mono_ns, d);
+            moved->last_words_mono_ns = shift(moved->last_words_mono_ns, d);
+            moved->teardown_since_ns = shift(moved->teardown_since_ns, d);
         }
         const HeaderInfo& h = moved ? *moved : f->header;
         const uint64_t seen = shift(last_seen(*f), d);
@@ -294,8 +298,10 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
 // ---- The judge ----
 
 // The verdicts of one communicator's view at jr.now_mono_ns, in the order the engine found them.
+// `teardown_timeout_s`: how long a teardown call must last to be a hang (the ranks' own timeout after the end, where
+// stalls are judged at 0: a teardown a kill interrupted is no hang).
 void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt,
-                const std::vector<const verdict::CommView*>& job_views) {
+                const std::vector<const verdict::CommView*>& job_views, double teardown_timeout_s) {
     if (opt.mismatches) r.verdicts = verdict::find_mismatches(r.view);
     if (opt.stalls) {
         // diagnose_stall repeats the mismatch at the stalled seq: keep one copy, the stall's (it knows who waits and
@@ -311,6 +317,8 @@ void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt,
         // One verdict per event: a drift joins the stall's NOT_JOINED / EXTRA_OP of its rank, the hang it ends in
         // and its MISMATCHes are its consequences.
         verdict::fold_drifts(r.verdicts);
+        for (auto& v : verdict::diagnose_teardown(r.view, now_mono_ns, teardown_timeout_s))
+            r.verdicts.push_back(std::move(v));
     }
     r.suspect_after_s = verdict::comm_suspect_after_s(r.view);
     if (opt.stalls && opt.suspicion && std::all_of(r.verdicts.begin(), r.verdicts.end(), [](const verdict::Verdict& v) {
@@ -366,7 +374,7 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     // Every communicator: a rank late to one op because its op on another ended late is not a straggler.
     const std::vector<const verdict::CommView*> job_views(views.begin(), views.end());
     for (auto& c : jr.comms) {
-        judge_comm(c, judged_at, copt, job_views);
+        judge_comm(c, judged_at, copt, job_views, std::max(opt.timeout_s, hung_timeout_s));
         for (auto& v : c.verdicts)
             if (v.kind != verdict::Kind::Straggler)
                 v.evidence.insert(v.evidence.end(), causal.notes.begin(), causal.notes.end());
@@ -374,6 +382,20 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     std::vector<verdict::CommVerdicts> cv;
     for (auto& c : jr.comms) cv.push_back({&c.view, &c.verdicts});
     verdict::assign_cascade_roles(cv);
+    // Stalls on communicators that wait on each other in a cycle: one DEADLOCK (verdict_deadlock.h).
+    verdict::find_deadlocks(cv);
+    // A stall in a job whose ranks disagree on a setting NCCL needs them to agree on (verdict_settings.h): read from
+    // the environments only when something stalled.
+    if (copt.stalls && std::any_of(jr.comms.begin(), jr.comms.end(), [](const CommResult& c) {
+            return std::any_of(c.verdicts.begin(), c.verdicts.end(), [](const verdict::Verdict& v) {
+                return v.kind != verdict::Kind::Straggler && v.stalled_for_s > 0;
+            });
+        })) {
+        std::vector<audit::ProcessFacts> facts;
+        facts.reserve(job_files.size());
+        for (const auto* f : job_files) facts.push_back(audit::ProcessFacts{&f->header, &f->comms});
+        verdict::lead_with_settings(audit::must_agree_differences(facts), cv);
+    }
     // Suspicions take part in the cascade pass as the stalls they may become, beside the stalls there are (copies:
     // their verdicts have their roles already).
     if (std::any_of(jr.comms.begin(), jr.comms.end(), [](const CommResult& c) { return !c.suspected.empty(); })) {

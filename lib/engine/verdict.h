@@ -97,6 +97,21 @@ struct Verdict {
     // the lead, never the lead; consequence_of names the lead in its words (drift_words).
     bool consequence = false;
     std::string consequence_of;
+    // UNKNOWN: comm ranks that completed `seq` while the others are proven inside it (their ops were not paired as
+    // numbered: not the transport).
+    std::vector<int> completed_it;
+    // DEADLOCK: the stalls of the cycle, each waiting for the ranks held in the next (the last in the first).
+    struct CycleLink {
+        uint64_t comm_id = 0;
+        uint64_t seq = 0;
+        OpSig op;
+        std::vector<int> waiting;         // comm ranks waiting in seq there
+        std::vector<int> waiting_global;  // the same, global ranks (-1: not known)
+        std::vector<int> for_global;      // the ranks it waits for, which never issued seq there (global ranks)
+    };
+    std::vector<CycleLink> cycle;
+    // SETTING_DIFFERS: the difference in the audit's words ("NCCL_ALGO differs across ranks: rank 3 has 'Tree'; ...").
+    std::string setting;
 };
 
 // A stall is present when some visible rank has issued a collective (or a send/recv, when p2p counts are known) and
@@ -110,6 +125,10 @@ std::vector<Verdict> diagnose_stall(const CommView& view, uint64_t now_ns, doubl
 // appeared, with the seed checklist (size/master disagreement, a missing set_device, two ranks on one GPU).
 // diagnose_stall includes it; exposed for callers that only look at init.
 std::vector<Verdict> diagnose_init(const CommView& view, uint64_t now_ns, double timeout_s);
+
+// Ranks inside ncclCommDestroy, ncclCommFinalize or ncclCommAbort of the communicator for `timeout_s` or longer
+// (verdict_teardown.cpp): TEARDOWN_HANG naming them, with what they still have outstanding there.
+std::vector<Verdict> diagnose_teardown(const CommView& view, uint64_t now_ns, double timeout_s);
 
 // Compares the signatures of the ranks at each sequence number that at least two ranks recorded; reports every
 // sequence number where they disagree, naming the odd rank(s) out against the majority; with p2p counts, also sends

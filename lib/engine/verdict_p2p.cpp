@@ -57,6 +57,12 @@ std::string waits_elsewhere(const RankCommState& p, int besides) {
 }
 
 // Whether `r`'s GPU is known to have started its `seq`-th send to (recv: receive from) `peer`.
+// Whether either rank's ring wrapped past its p2p records: its counts per peer may then miss old traffic.
+// Completed sends and receives with other ranks that make a pair never used before stand out (wrong_peer).
+constexpr uint64_t kSetPatternOps = 8;
+
+bool p2p_wrapped_either(const RankCommState& a, const RankCommState& b) { return a.p2p_wrapped || b.p2p_wrapped; }
+
 bool reached(const RankCommState& r, int peer, bool recv, uint64_t seq) {
     const PeerP2p* e = peer_entry(r, peer);
     return e && (recv ? e->recvs_reached : e->sends_reached) >= seq;
@@ -132,20 +138,21 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         uint64_t seq;  // the oldest pending one in this direction
         double waited;
     };
-    std::vector<Pending> pending;
+    // Every wait (`all`), and those past the timeout (`pending`): a stall needs one of these; the chain it leads
+    // into may end in a wait that began later (a wrong peer's send, after the receive that waits on it).
+    std::vector<Pending> pending, all;
     for (size_t i : by_comm_rank(view)) {
         const auto& r = view.ranks[i];
         if (!r.p2p_known || !r.alive) continue;
         for (const auto& e : r.p2p) {
-            if (e.sends_issued > e.sends_completed && e.t_oldest_send_pending_ns &&
-                age_s(now_ns, e.t_oldest_send_pending_ns) >= timeout_s)
-                pending.push_back(
-                    {&r, e.peer, false, e.sends_completed + 1, age_s(now_ns, e.t_oldest_send_pending_ns)});
-            if (e.recvs_issued > e.recvs_completed && e.t_oldest_recv_pending_ns &&
-                age_s(now_ns, e.t_oldest_recv_pending_ns) >= timeout_s)
-                pending.push_back({&r, e.peer, true, e.recvs_completed + 1, age_s(now_ns, e.t_oldest_recv_pending_ns)});
+            if (e.sends_issued > e.sends_completed && e.t_oldest_send_pending_ns)
+                all.push_back({&r, e.peer, false, e.sends_completed + 1, age_s(now_ns, e.t_oldest_send_pending_ns)});
+            if (e.recvs_issued > e.recvs_completed && e.t_oldest_recv_pending_ns)
+                all.push_back({&r, e.peer, true, e.recvs_completed + 1, age_s(now_ns, e.t_oldest_recv_pending_ns)});
         }
     }
+    for (const auto& w : all)
+        if (w.waited >= timeout_s) pending.push_back(w);
     if (pending.empty()) return {};
 
     std::vector<int> unmatched, dead, unseen, waiting, uncounted, resting, chained;
@@ -227,6 +234,53 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
     base.missing = missing_ranks(view);
     base.stalled_for_s = stalled_for;
     std::vector<Verdict> out;
+    // A wait on a peer that never exchanged anything with this rank in that direction, its first op of the pair,
+    // while both have traffic with other ranks: the pattern of the run is set, and this pair is not in it (a send to
+    // a wrong peer index). The others' waits lead to it in turn.
+    for (const auto& pd : all) {
+        const RankCommState* p = state_of_rank(view, pd.peer);
+        const auto got = p ? posted(*p, pd.r->comm_rank, !pd.recv) : std::nullopt;
+        // The pattern is set once both have completed a few steps' sends and receives with other ranks (not a
+        // pipeline's first step, where a stage's first receive from the next one is still to come).
+        auto has_other_traffic = [](const RankCommState& x, int besides) {
+            uint64_t done = 0;
+            for (const auto& e : x.p2p)
+                if (e.peer != besides) done += e.sends_completed + e.recvs_completed;
+            return done >= kSetPatternOps;
+        };
+        if (!p || !p->alive || !got || got->first != 0 || pd.seq != 1 || p2p_wrapped_either(*pd.r, *p) ||
+            !has_other_traffic(*pd.r, pd.peer) || !has_other_traffic(*p, pd.r->comm_rank))
+            continue;
+        Verdict v = base;
+        v.kind = Kind::Mismatch;
+        v.culprits = {pd.r->comm_rank};
+        v.stalled_for_s = pd.waited;  // since its own wait began, not the oldest wait of the chain
+        v.seq = v.op.seq = 1;
+        v.op.op = uint8_t(pd.recv ? OpType::Recv : OpType::Send);
+        v.op.root = pd.peer;
+        const std::string there = waits_elsewhere(*p, pd.r->comm_rank);
+        v.summary = fmt::format(
+            "comm {}: p2p: rank {} waits {} in {} #1 {} rank {}, its first ever {} rank {}, and rank {} has never "
+            "posted a {} {} rank {}{}: a {} that no {} matches (a wrong peer?)",
+            hex_comm(view.comm_id), pd.r->comm_rank, secs(pd.waited), pd.recv ? "recv" : "send",
+            pd.recv ? "from" : "to", pd.peer, pd.recv ? "from" : "to", pd.peer, pd.peer, pd.recv ? "send" : "receive",
+            pd.recv ? "to" : "from", pd.r->comm_rank, there.empty() ? "" : fmt::format(" (it waits in {})", there),
+            pd.recv ? "receive" : "send", pd.recv ? "send" : "receive");
+        std::string on_it;  // the waits on the culprit itself, which it cannot serve while it waits there
+        for (const auto& w : all)
+            if (w.peer == pd.r->comm_rank)
+                on_it += fmt::format("{}rank {} in {} #{} {} it", on_it.empty() ? "" : ", ", w.r->comm_rank,
+                                     w.recv ? "recv" : "send", w.seq, w.recv ? "from" : "to");
+        if (!on_it.empty()) v.summary += "; waiting on rank " + std::to_string(pd.r->comm_rank) + ": " + on_it;
+        v.evidence.push_back(
+            fmt::format("p2p: {} has exchanged sends and receives with other ranks, and so has rank "
+                        "{}; never with each other in this direction before",
+                        rank_id(*pd.r), pd.peer));
+        v.evidence.insert(v.evidence.end(), unmatched_ev.begin(), unmatched_ev.end());
+        v.evidence.insert(v.evidence.end(), matched_ev.begin(), matched_ev.end());
+        out.push_back(std::move(v));
+        return out;
+    }
     if (!unmatched.empty()) {
         Verdict v = base;
         // Dead; or at rest on this communicator (every op it issued there done: not inside NCCL but in the user's
@@ -241,6 +295,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
                 if (pd->peer == resting.front() && (!on || pd->waited > on->waited)) on = pd;
             if (on) v.seq = v.op.seq = on->seq;
             v.op.op = uint8_t((on ? on->recv : first->recv) ? OpType::Send : OpType::Recv);
+            if (on) v.op.root = on->r->comm_rank;  // the peer it has not posted its match to (the waiting rank)
         }
         v.summary = fmt::format("comm {}: p2p: {}: unmatched send/recv pair", hex_comm(view.comm_id), what);
         v.evidence = unmatched_ev;

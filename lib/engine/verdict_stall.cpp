@@ -218,7 +218,9 @@ std::optional<Verdict> dead_verdict(const Stall& s) {
         if (r.alive || r.completed >= W) continue;
         dead.push_back(r.comm_rank);
         std::string how = end_words(r);  // causal.h: "exited (exit code 3)", "crashed with SIGSEGV (signal 11)", ...
-        dead_clean |= r.exited_clean || (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0);
+        // Exit handlers run at sys.exit(1) too: a clean end is an exit code 0, or handlers that ran with no code known.
+        dead_clean |= (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0) ||
+                      (r.exited_clean && r.end_kind == uint32_t(disk::EndKind::None));
         if (r.issued < W)
             dead_what += fmt::format("{}rank {} {} after its last op {}: completed #{}, never issued #{}",
                                      dead_what.empty() ? "" : "; ", r.comm_rank, how, last_op(r), r.completed, W);
@@ -409,17 +411,20 @@ std::optional<Verdict> unseen_or_stuck_verdict(const Stall& s, double timeout_s)
                                   "here: the likely culprit{}",
                                   view.ranks.size(), W, ranks_word(s.missing), s.missing.size() == 1 ? "" : "s"),
                       {});
-    size_t done = 0;
+    std::vector<int> done;        // completed W
     std::vector<int> reach_open;  // whether their GPU reached W is not known
     std::vector<int> done_open;   // their GPU reached W; whether it completed W is not known
     std::vector<int> inside;      // proven inside W
     uint64_t upto = W;            // the latest op a rank of reach_open may be busy with
     for (size_t i : s.order) {
         const auto& r = view.ranks[i];
-        if (!r.alive) continue;
+        // A rank that completed W and then left proves it done all the same.
         if (r.completed >= W) {
-            ++done;
-        } else if (proven_inside(r, W)) {
+            done.push_back(r.comm_rank);
+            continue;
+        }
+        if (!r.alive) continue;
+        if (proven_inside(r, W)) {
             inside.push_back(r.comm_rank);
         } else if (proven_reached(r, W)) {
             done_open.push_back(r.comm_rank);
@@ -436,14 +441,28 @@ std::optional<Verdict> unseen_or_stuck_verdict(const Stall& s, double timeout_s)
             if (const auto w = wait_seconds(view.ranks[i], s.now_ns); w && view.ranks[i].completed < W)
                 newest = std::min(newest, *w);
         if (newest < timeout_s) return std::nullopt;
-        std::string what = done == 0 ? fmt::format("all {} ranks are inside #{}; none completed", s.nranks, W)
-                                     : fmt::format("all {} ranks issued #{}; {} completed it, {} still inside",
-                                                   s.nranks, W, done, s.waiting.size());
-        what += ": stuck inside NCCL (transport?)";
-        return s.make(Kind::StuckInNccl, {}, what,
-                      {"every rank is proven inside the op (its call has not returned, or its GPU reached the op and "
-                       "provably has not completed it): check the network path (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, "
-                       "GDR/P2P settings) in the environment audit"});
+        if (done.empty())
+            return s.make(
+                Kind::StuckInNccl, {},
+                fmt::format("all {} ranks are inside #{}; none completed: stuck inside NCCL "
+                            "(transport?)",
+                            s.nranks, W),
+                {"every rank is proven inside the op (its call has not returned, or its GPU reached the op and "
+                 "provably has not completed it): check the network path (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, "
+                 "GDR/P2P settings) in the environment audit"});
+        // Some rank completed the op the others are proven inside: one op cannot be both, so the ranks' ops were not
+        // paired as their numbers say. Not the transport: it carried that rank's part to the end.
+        Verdict v = s.make(
+            Kind::Unknown, {},
+            fmt::format("{} completed #{} while {} {} proven inside it: NCCL paired their ops otherwise than their "
+                        "numbers say; no rank is proven to hold it up",
+                        ranks_word(done), W, ranks_word(inside), inside.size() == 1 ? "is" : "are"),
+            {fmt::format("not STUCK_IN_NCCL: {} completed #{}, so the transport carried it; an op issued outside "
+                         "the numbering (a CUDA graph's replay) or a skipped or added op of one shape that NCCL "
+                         "paired silently makes one rank's #{} another's #{} or #{}",
+                         ranks_word(done), W, W, W - 1, W + 1)});
+        v.completed_it = std::move(done);
+        return v;
     }
 
     // Not proven either way: say what is not known, and what is.

@@ -942,13 +942,23 @@ void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
     s.header.end_kind = m.live.end_kind;
     s.header.end_status = m.live.end_status;
     s.header.end_mono_ns = m.live.end_mono_ns ? time_base::shift(m.live.end_mono_ns, d) : 0;
+    const bool new_words = !m.live.last_words.empty() && s.header.last_words.empty();
+    s.header.last_words = m.live.last_words;
+    s.header.last_words_main = m.live.last_words_main;
+    s.header.last_words_mono_ns = m.live.last_words_mono_ns ? time_base::shift(m.live.last_words_mono_ns, d) : 0;
+    s.header.teardown_comm_id = m.live.teardown_comm_id;
+    s.header.teardown_op = m.live.teardown_op;
+    s.header.teardown_since_ns = m.live.teardown_since_ns ? time_base::shift(m.live.teardown_since_ns, d) : 0;
     s.header.write_ticket = m.live.write_ticket;
     s.header.dumps_written = m.live.dumps_written;
     s.header.reports_written = m.live.reports_written;
     // An exit with an error or a crash: a death, judged at once (a clean exit or a launcher's SIGTERM waits for the
     // timeout, as any rank that stopped issuing).
     const auto end = disk::EndKind(m.live.end_kind);
-    if (!ended_before && (end == disk::EndKind::FatalSignal || (end == disk::EndKind::Exit && m.live.end_status != 0)))
+    // An uncaught exception in the main thread: the rank is on its way out (its exit may take a while), judged at once.
+    if ((!ended_before &&
+         (end == disk::EndKind::FatalSignal || (end == disk::EndKind::Exit && m.live.end_status != 0))) ||
+        (new_words && m.live.last_words_main))
         job.end_news = true;
     if (m.p2p_read) {
         for (auto& t : m.p2p)

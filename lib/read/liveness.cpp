@@ -96,12 +96,20 @@ void to_rank_comm_state(const HeaderInfo& h, const CommInfo& c, const std::strin
         s.end_kind = h.end_kind;
         s.end_status = h.end_status;
         s.end_mono_ns = h.end_mono_ns;
+        s.last_words = h.last_words;
+        s.last_words_mono_ns = h.last_words_mono_ns;
+        s.last_words_main = h.last_words_main != 0;
+        if (h.teardown_since_ns && h.teardown_comm_id == c.comm_id) {
+            s.teardown_since_ns = h.teardown_since_ns;
+            s.teardown_op = h.teardown_op;
+        }
         // A process that recorded its exit or crash is gone, whatever its heartbeat says (its watchdog may beat on
         // while the exit handlers run). A SIGTERM / SIGINT may be handled by the program, which lives on: live, its
-        // pid and heartbeat say; after the fact, it ended.
+        // pid and heartbeat say; after the fact, it ended. One with an uncaught exception in its main thread is on
+        // its way out (its handlers and torch's teardown may take seconds) and issues nothing more.
         const auto end = disk::EndKind(h.end_kind);
         s.alive = !s.exited_clean && end != disk::EndKind::Exit && end != disk::EndKind::FatalSignal &&
-                  !(end == disk::EndKind::Terminated && !ctx.live);
+                  !(end == disk::EndKind::Terminated && !ctx.live) && !(s.last_words_main && s.last_words_mono_ns);
         const bool same_boot = h.boot_id_hash != 0 && h.boot_id_hash == ctx.boot_id_hash;
         // Monotonic clocks of different boots do not compare: live, the age of a foreign file's heartbeat is unknown.
         const bool can_age = !ctx.live || same_boot;

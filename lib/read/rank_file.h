@@ -59,6 +59,11 @@ struct HeaderInfo {
     std::string py_held_text;
     std::shared_ptr<const py::Stacks> py_held;
 
+    // Format 1.9: the process's last words (format.h: an uncaught Python exception), "" when none. Sent live.
+    NCW_HEADER_LAST_WORDS_FIELDS(NCW_READER_MEMBER)
+    // Format 1.9: the communicator teardown in progress (format.h), teardown_since_ns 0 when none. Sent live.
+    NCW_HEADER_TEARDOWN_FIELDS(NCW_READER_MEMBER)
+
     // Communicators the writer watched without a comm slot (format_fields.h NCW_HEADER_TAIL_FIELDS). Not in the live
     // protocol: a live digest carries those communicators themselves.
     NCW_HEADER_TAIL_FIELDS(NCW_READER_MEMBER)

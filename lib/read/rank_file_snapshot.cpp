@@ -104,6 +104,12 @@ HeaderInfo RankFile::header() const noexcept {
         NCW_HEADER_WRITER_FIELDS(NCW_LOAD_FIELD)
         NCW_HEADER_LIVE_FIELDS(NCW_LOAD_FIELD)
         NCW_HEADER_TAIL_FIELDS(NCW_LOAD_FIELD)
+        if (out.minor >= 9) {
+            NCW_HEADER_LAST_WORDS_FIELDS(NCW_LOAD_FIELD)
+            if (!out.last_words_mono_ns) out.last_words.clear(), out.last_words_main = 0;  // not published yet
+            NCW_HEADER_TEARDOWN_FIELDS(NCW_LOAD_FIELD)
+            if (!out.teardown_since_ns) out.teardown_comm_id = 0, out.teardown_op = 0;
+        }
         out.env = env_entries(ld(in->env_bytes));
         if (!out.timeout_ms) out.timeout_ms = ms_from_env(out.env, "timeout_sec", "NCCLWATCH_TIMEOUT_SEC", 1000);
         if (!out.poll_ms) out.poll_ms = ms_from_env(out.env, "poll_ms", "NCCLWATCH_POLL_MS", 1);

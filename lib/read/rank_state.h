@@ -108,6 +108,15 @@ struct RankCommState {
     uint32_t end_kind = 0;
     int32_t end_status = 0;
     uint64_t end_mono_ns = 0;
+    // Format 1.9: the process's last words (an uncaught Python exception: "torch.OutOfMemoryError: ... (train.py:88)"),
+    // when they were noted (the view's clock), and whether in the main thread (the process is then on its way out).
+    std::string last_words;
+    uint64_t last_words_mono_ns = 0;
+    bool last_words_main = false;
+    // Format 1.9: this process has been inside a teardown of this communicator since then (the view's clock; 0:
+    // not), in ncclCommDestroy, ncclCommFinalize or ncclCommAbort (teardown_op, disk::OpType).
+    uint64_t teardown_since_ns = 0;
+    uint32_t teardown_op = 0;
     uint32_t comm_state = 0;  // disk::CommState
     int32_t blocking = -1;    // the communicator's config.blocking (-1: not given, NCCL's default: blocking)
     uint64_t t_init_start_ns = 0;

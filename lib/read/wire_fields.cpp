@@ -36,6 +36,9 @@ void put_header(Writer& w, const HeaderInfo& in, size_t env_budget) {
 void put_live(Writer& w, const HeaderInfo& in) {
     const size_t at = w.begin_block();
     NCW_HEADER_LIVE_FIELDS(NCW_PUT_FIELD)
+    // Protocol 1.9: the last words (an uncaught exception) and the teardown in progress, where an older decoder stops.
+    NCW_HEADER_LAST_WORDS_FIELDS(NCW_PUT_FIELD)
+    NCW_HEADER_TEARDOWN_FIELDS(NCW_PUT_FIELD)
     w.end_block(at);
 }
 
@@ -43,6 +46,10 @@ void get_live(Reader& outer, HeaderInfo& out) {
     Reader r = outer.block("live header");
     if (!outer.ok()) return;
     NCW_HEADER_LIVE_FIELDS(NCW_GET_FIELD)
+    if (!r.at_end()) {  // protocol 1.9
+        NCW_HEADER_LAST_WORDS_FIELDS(NCW_GET_FIELD)
+        NCW_HEADER_TEARDOWN_FIELDS(NCW_GET_FIELD)
+    }
     outer.absorb(r);
 }
 

@@ -159,7 +159,8 @@ bool culprit_gone(const CommResult& c, const verdict::Verdict& v) {
 // liveness says.
 std::string dead_words(const CommResult& c, const verdict::Verdict& v) {
     if (v.culprits.size() == 1)
-        if (const auto* s = find_rank(c, v.culprits[0]); s && s->end_kind) return verdict::end_words(*s);
+        if (const auto* s = find_rank(c, v.culprits[0]); s && (s->end_kind || !s->last_words.empty()))
+            return verdict::end_words(*s);
     return culprit_gone(c, v) ? "is gone (process killed or crashed)" : "has exited";
 }
 
@@ -183,9 +184,44 @@ std::optional<uint8_t> odd_op(const CommResult& c, const verdict::Verdict& v) {
     return op;
 }
 
+// A point-to-point verdict's peer (OpSig::root holds it), as a global rank where known; nothing for a collective.
+std::optional<int> p2p_peer(const JobResult& job, const CommResult& c, const verdict::Verdict& v) {
+    const auto op = disk::OpType(v.op.op);
+    if ((op != disk::OpType::Send && op != disk::OpType::Recv) || v.op.root < 0) return std::nullopt;
+    const int g = known_global_rank(job, c, v.op.root);
+    return g >= 0 ? g : v.op.root;
+}
+
 // "rank 5" (global where known).
 std::string rank_name(const RankCommState& r) {
     return r.global_rank >= 0 ? fmt::format("rank {}", r.global_rank) : fmt::format("comm rank {}", r.comm_rank);
+}
+
+// "ranks 0,1,2" from global ranks (-1: not known).
+std::string global_words(const std::vector<int>& g) {
+    std::vector<int> known;
+    for (int r : g)
+        if (r >= 0) known.push_back(r);
+    if (known.size() != g.size()) return plural(g.size(), "rank", "ranks");
+    return (known.size() == 1 ? "rank " : "ranks ") + format_ranks(known);
+}
+
+// DEADLOCK: the culprits (those the first link waits for) wait in the next link's op for its ranks, which wait in the
+// one after, back to the first link's op, which waits for the culprits.
+std::string deadlock_words(const JobResult& job, const CommResult& c, const verdict::Verdict& v) {
+    const size_t n = v.cycle.size();
+    if (n < 2) return fmt::format("deadlock across communicators: {}", who(job, c, v.culprits));
+    std::string s = fmt::format("deadlock across communicators: {}", who(job, c, v.culprits));
+    bool one = v.culprits.size() == 1;
+    for (size_t k = 1; k <= n; ++k) {
+        const auto& link = v.cycle[k % n];
+        const bool back = k == n;
+        const std::string whom = back ? (v.culprits.size() == 1 ? "it" : "them") : global_words(link.for_global);
+        s += fmt::format("{} {} in {} #{} on communicator {} for {}", k == 1 ? "" : ", which", one ? "waits" : "wait",
+                         disk::op_name(link.op.op), link.seq, hex(link.comm_id), whom);
+        one = link.for_global.size() == 1;
+    }
+    return s + ": they issued their ops on these communicators in different orders";
 }
 
 }  // namespace
@@ -286,12 +322,31 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
                                      issued_it ? "" : ", which it never issued");
                 break;
             }
+            if (const auto peer = p2p_peer(job, c, v)) {
+                // "rank 2 never issued Send #41 to rank 3 on ...; rank 3 waits in Recv #41 from it"
+                const bool send = disk::OpType(v.op.op) == disk::OpType::Send;
+                s = fmt::format("{} never issued {} {} rank {} on {}; rank {} waits in {} #{} {} it{}", culprits, op,
+                                send ? "to" : "from", *peer, comm, *peer, send ? "Recv" : "Send", v.seq,
+                                send ? "from" : "to", since(job, v));
+                break;
+            }
             s = fmt::format("{} never issued {} on {}; {} in it{}", culprits, op, comm, waiters(v), since(job, v));
             break;
         case Kind::Dead:
             s = fmt::format("{} {}; {} in {} on {}{}", culprits, dead_words(c, v), waiters(v), op, comm, since(job, v));
             break;
         case Kind::Mismatch:
+            if (const auto peer = p2p_peer(job, c, v)) {
+                // A send (receive) to a peer that never posted its match: "rank 2 waits in Send #1 to rank 0, which
+                // has never posted a Recv from it"
+                const bool send = disk::OpType(v.op.op) == disk::OpType::Send;
+                s = fmt::format(
+                    "{} waits in {} {} rank {} on {}, which has never posted a {} {} it: a {} no {} "
+                    "matches (a wrong peer?){}",
+                    culprits, op, send ? "to" : "from", *peer, comm, send ? "Recv" : "Send", send ? "from" : "to",
+                    send ? "send" : "receive", send ? "receive" : "send", since(job, v));
+                break;
+            }
             if (const auto odd = odd_op(c, v)) {
                 s = fmt::format(
                     "{} issued {} where the other ranks issued {} at #{} on {} (NCCL may complete it silently and "
@@ -338,10 +393,26 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
                     ? fmt::format("init of {} did not finish: every rank entered it, none finished", comm)
                     : fmt::format("init of {} did not finish: {} never entered or finished it", comm, culprits);
             break;
+        case Kind::SettingDiffers:
+            s = fmt::format("{}: {} (a setting NCCL needs every rank to agree on); {} in {} on {}{}", culprits,
+                            v.setting, waiters(v), op, comm, since(job, v));
+            break;
+        case Kind::Deadlock: s = deadlock_words(job, c, v); break;
+        case Kind::TeardownHang:
+            s = fmt::format("{} {} been inside the teardown of {} for {:.1f} s{}", culprits,
+                            v.culprits.size() == 1 ? "has" : "have", comm, v.stalled_for_s, since(job, v));
+            break;
         case Kind::Straggler:
             s = fmt::format("{} is consistently last to arrive at collectives on {} (not a hang)", culprits, comm);
             break;
         case Kind::Unknown:
+            if (!v.completed_it.empty()) {
+                s = fmt::format(
+                    "{} completed {} on {} while {} in it{}: their ops were not paired as numbered (an op outside the "
+                    "numbering, or a skip or an extra op of one shape); not the transport",
+                    who(job, c, v.completed_it), op, comm, waiters(v), since(job, v));
+                break;
+            }
             if (v.missing.empty()) {
                 // Every rank in sight, none proven to hold the op up (lower-bound counts): the summary says what
                 // is not known.
@@ -359,7 +430,8 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
     // Where the culprit and the waiting ranks are in their Python code (format 1.5), where their stacks are known.
     if (const std::string py = python_words(c, v); !py.empty()) s += ": " + py;
     if (v.consequence) s += fmt::format(" (a consequence, not the cause: {})", v.consequence_of);
-    if (v.role == Role::Initiating) s += " (stalled first: other communicators wait because of it)";
+    if (v.role == Role::Initiating && v.kind != Kind::Deadlock)
+        s += " (stalled first: other communicators wait because of it)";
     if (v.role == Role::Cascade)
         s += v.caused_by_comm ? fmt::format(" (cascade: waits because of communicator {})", hex(v.caused_by_comm))
                               : std::string(" (cascade of another communicator's stall)");

@@ -132,6 +132,10 @@ json header_json(const HeaderInfo& in) {
         NCW_HEADER_PY_HELD_FIELDS(NCW_SHOW_FIELD)
         j["py_held_ms"] = rel_ms_json(in.py_held_mono_ns, in.start_mono_ns);
     }
+    if (in.minor >= 9) {
+        NCW_HEADER_LAST_WORDS_FIELDS(NCW_SHOW_FIELD)
+        NCW_HEADER_TEARDOWN_FIELDS(NCW_SHOW_FIELD)
+    }
     return j;
 }
 
@@ -199,6 +203,19 @@ void add_drift_json(json& j, const verdict::Verdict& v) {
         j["consequence"] = true;
         j["consequence_of"] = v.consequence_of;
     }
+    if (!v.cycle.empty()) {
+        json links = json::array();
+        for (const auto& l : v.cycle)
+            links.push_back(json{{"comm_id", hex(l.comm_id)},
+                                 {"seq", l.seq},
+                                 {"op", op_json(l.op)},
+                                 {"waiting", l.waiting},
+                                 {"waiting_global", l.waiting_global},
+                                 {"for_global", l.for_global}});
+        j["cycle"] = std::move(links);
+    }
+    if (!v.setting.empty()) j["setting"] = v.setting;
+    if (!v.completed_it.empty()) j["completed_it"] = v.completed_it;
 }
 
 json verdict_json(const verdict::Verdict& v, const std::string& job_id) {

@@ -247,6 +247,27 @@ WatchEvent init_suspected_event(const JobResult& job, const CommResult& view, ui
     return e;
 }
 
+WatchEvent teardown_hang_event(const JobResult* job, const CommResult* view, uint64_t comm_id, int rank,
+                               const char* call, double waited_s) {
+    WatchEvent e;
+    e.lines.push_back(
+        fmt::format("TEARDOWN_HANG on communicator {:#018x} (this process is rank {}): inside {} for "
+                    "{:.1f} s",
+                    comm_id, rank, call, waited_s));
+    // The communicator's verdicts, the lead worded in full (a stall that holds the teardown up leads it).
+    json verdicts = json::array();
+    if (job && view && !view->verdicts.empty()) {
+        add_verdict(e.lines, *job, *view, view->verdicts.front(), "  ", "");
+        for (const verdict::Verdict& v : view->verdicts) verdicts.push_back(verdict_json_with_headline(*job, *view, v));
+    }
+    e.event = json{{"type", "teardown_hang"},
+                   {"comm_id", hex(comm_id)},
+                   {"call", call},
+                   {"waited_s", waited_s},
+                   {"verdicts", std::move(verdicts)}};
+    return e;
+}
+
 WatchEvent init_hang_event(const JobResult* job, const CommResult* view, uint64_t comm_id, int rank, int nranks,
                            double waited_s, const std::string& job_verdict) {
     WatchEvent e;

@@ -63,6 +63,10 @@ WatchEvent init_suspected_event(const JobResult& job, const CommResult& view, ui
                                 double waited_s, double timeout_s);
 // An init past the timeout: the engine's INIT_HANG verdict, or what this node saw when there is none. With
 // `job_verdict` (the live collector's line, where this node sees only part of the communicator), it leads.
+// A teardown (ncclCommDestroy, ncclCommFinalize, ncclCommAbort) of this process that has not returned for the timeout:
+// the engine's TEARDOWN_HANG verdict of the communicator (every rank of it this node sees), or the bare facts.
+WatchEvent teardown_hang_event(const JobResult* job, const CommResult* view, uint64_t comm_id, int rank,
+                               const char* call, double waited_s);
 WatchEvent init_hang_event(const JobResult* job, const CommResult* view, uint64_t comm_id, int rank, int nranks,
                            double waited_s, const std::string& job_verdict = {});
 // A mismatch, or a drift with the mismatches it explains after it; led by `job_verdict` as init_hang_event's.

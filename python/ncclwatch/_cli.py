@@ -97,6 +97,12 @@ def run_environment(options, environ):
     pre = env.get("LD_PRELOAD", "")
     if so not in pre.replace(" ", ":").split(":"):
         env["LD_PRELOAD"] = pre + ":" + so if pre.strip() else so
+    # A Python rank's last words (an uncaught exception) go into its rank file: the hook's folder first on
+    # PYTHONPATH (its sitecustomize hands over to any other one).
+    boot = os.path.join(os.path.dirname(os.path.abspath(ncclwatch.__file__)), "_boot")
+    path = env.get("PYTHONPATH", "")
+    if boot not in path.split(os.pathsep):
+        env["PYTHONPATH"] = boot + os.pathsep + path if path else boot
     return env
 
 

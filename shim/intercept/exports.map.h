@@ -1,5 +1,5 @@
 /* Preprocessed into the linker version script: the exported symbols are exactly the API table's wrappers,
-   NCCL's profiler-plugin tables, and _exit/_Exit. */
+   NCCL's profiler-plugin tables, _exit/_Exit and ncclwatch_note_exception. */
 #include "ncclwatch/api_table.h"
 // clang-format off
 #define NCW_EXPORT_OP(name, params, args, desc) name;
@@ -10,8 +10,9 @@
     NCW_NCCL_OPS(NCW_EXPORT_OP)
     NCW_NCCL_HOOKED(NCW_EXPORT_HOOKED)
     NCW_PROFILER_VERSIONS(NCW_EXPORT_PROFILER)
-    /* How the process ended (process_end.cpp): recorded, then the real one. */
-    _exit; _Exit;
+    /* How the process ended (process_end.cpp): recorded, then the real one; and its last words (an uncaught
+       Python exception, from the launcher's hook). */
+    _exit; _Exit; ncclwatch_note_exception;
   local: *;
 };
 // clang-format on

@@ -238,8 +238,36 @@ ncclResult_t ncclCommShrink(CallScope& s, ncclComm_t comm, int* excludeRanksList
     return run_init(info, newcomm, call);
 }
 
+// The teardown in progress (format 1.9, FileHeader::teardown_*): from before the real call until it returns, so that a
+// teardown that hangs is seen. Only for communicators we watch; the comm id is taken before the call unregisters it.
+class TeardownMark {
+public:
+    TeardownMark(ncclComm_t comm, disk::OpType op) noexcept {
+        Runtime* rt = runtime();
+        CommRuntime* cr = rt ? rt->comms.find(comm) : nullptr;
+        if (!cr) return;
+        hdr_ = rt->file.hdr;
+        hdr_->teardown_comm_id.store(cr->comm_id, std::memory_order_relaxed);
+        hdr_->teardown_op.store(uint32_t(op), std::memory_order_relaxed);
+        since_ = now_mono_ns();
+        hdr_->teardown_since_ns.store(since_ ? since_ : 1, std::memory_order_release);
+    }
+    ~TeardownMark() {
+        // Back to none, unless another thread's teardown began since (it clears its own).
+        if (uint64_t mine = since_ ? since_ : 1; hdr_)
+            hdr_->teardown_since_ns.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
+    }
+    TeardownMark(const TeardownMark&) = delete;
+    TeardownMark& operator=(const TeardownMark&) = delete;
+
+private:
+    disk::FileHeader* hdr_ = nullptr;
+    uint64_t since_ = 0;
+};
+
 ncclResult_t ncclCommFinalize(CallScope& s, ncclComm_t comm) {
     CompletionTracker::Settle settle;
+    TeardownMark mark(comm, disk::OpType::CommFinalize);
     {
         ErrnoKeeper keep;
         settle = settle_begin(comm);
@@ -254,6 +282,7 @@ ncclResult_t ncclCommFinalize(CallScope& s, ncclComm_t comm) {
 
 ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
     CompletionTracker::Settle settle;
+    TeardownMark mark(comm, disk::OpType::CommDestroy);
     CommRuntime* gone = nullptr;
     {
         ErrnoKeeper keep;
@@ -270,6 +299,7 @@ ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
 }
 
 ncclResult_t ncclCommAbort(CallScope& s, ncclComm_t comm) {
+    TeardownMark mark(comm, disk::OpType::CommAbort);
     {
         ErrnoKeeper keep;
         // What NCCL's profiler events proved before the abort (the slot is released with it).

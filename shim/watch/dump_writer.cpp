@@ -133,6 +133,12 @@ void DumpWriter::report_init_suspected(const disk::CommSlot& slot, const JobResu
     emit(report::init_suspected_event(job, view, slot.comm_id, slot.rank, waited_s, rt_.cfg.timeout_sec));
 }
 
+void DumpWriter::report_teardown_hang(uint64_t comm_id, int rank, const char* call, const JobResult* job,
+                                      const CommResult* view, double waited_s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    emit(report::teardown_hang_event(job, view, comm_id, rank, call, waited_s));
+}
+
 void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view,
                                   double waited_s, const std::string& job_verdict) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -30,6 +30,8 @@ public:
     // Early suspicion (engine/suspicion.h): one line (the lead suspected verdict, and why) and a "suspected" event.
     void report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
                           double suspect_after_s, uint64_t gap_p99_ns);
+    void report_teardown_hang(uint64_t comm_id, int rank, const char* call, const JobResult* job,
+                              const CommResult* view, double waited_s);
     void report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view, double waited_s,
                           const std::string& job_verdict);
     // An init waiting past verdict::kInitSuspectS for a rank never seen (view->suspected holds its verdicts).

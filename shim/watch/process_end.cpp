@@ -198,6 +198,37 @@ namespace {
 }
 }  // namespace
 
+// The process's last words (format 1.9), from the launcher's Python hook (python/ncclwatch/_boot) through
+// ctypes: an uncaught exception's "Type: message (file:line)". The first call wins. One from the main thread means
+// the interpreter is exiting (its handlers and torch's teardown can take seconds): the live collector is told at
+// once. Returns 0 when recorded; 1 when not (no rank file yet, a forked child, already said, or no text).
+extern "C" __attribute__((visibility("default"))) int ncclwatch_note_exception(const char* text, int main_thread) {
+    const int saved = errno;
+    int rc = 1;
+    ncw::disk::FileHeader* h = ncw::g_hdr.load(std::memory_order_acquire);
+    // One writer: two threads dying at once must not interleave their texts.
+    static std::atomic<bool> claimed{false};
+    if (h && text && *text && getpid() == ncw::g_owner_pid.load(std::memory_order_relaxed) &&
+        h->last_words_mono_ns.load(std::memory_order_acquire) == 0 && !claimed.exchange(true)) {
+        // One line of printable text, cut at a UTF-8 character's start: it goes into reports and logs as is.
+        size_t n = 0;
+        const size_t cap = sizeof h->last_words - 1;
+        for (; text[n] && n < cap; ++n) {
+            const unsigned char c = static_cast<unsigned char>(text[n]);
+            h->last_words[n] = c < 0x20 || c == 0x7f ? ' ' : char(c);
+        }
+        while (n > 0 && text[n] && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;  // mid-character
+        h->last_words[n] = '\0';
+        h->last_words_main = main_thread ? 1 : 0;
+        const uint64_t now = ncw::mono_now();
+        h->last_words_mono_ns.store(now ? now : 1, std::memory_order_release);
+        if (main_thread) ncw::tell_live_end();
+        rc = 0;
+    }
+    errno = saved;
+    return rc;
+}
+
 // _exit and _Exit (Python's os._exit, a launcher-style child's fast exit): recorded, then the real one. exit()
 // reaches the kernel through glibc's own _exit, not through these.
 extern "C" __attribute__((visibility("default"), noreturn)) void _exit(int status) {

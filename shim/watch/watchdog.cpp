@@ -210,6 +210,29 @@ private:
         });
         recover_finished(now, true);
         check_init_hangs(now, lim);
+        check_teardown_hang(now);
+    }
+
+    // This process's teardown call (format 1.9: FileHeader::teardown_*) that has not returned for the timeout:
+    // reported once per call, with the Python stacks (where it was called) and a dump.
+    void check_teardown_hang(uint64_t now) {
+        disk::FileHeader& h = *rt_.file.hdr;
+        const uint64_t since = h.teardown_since_ns.load(std::memory_order_acquire);
+        if (!since || since == teardown_reported_ || now < since || double(now - since) / 1e9 < rt_.cfg.timeout_sec)
+            return;
+        teardown_reported_ = since;
+        const uint64_t comm_id = h.teardown_comm_id.load(std::memory_order_relaxed);
+        const char* call = disk::op_name(uint8_t(h.teardown_op.load(std::memory_order_relaxed)));
+        py_stacks_capture(rt_, disk::PyStacksReason::Stall);
+        Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
+        const JobResult* j = find_job(a, rt_.id.job_id);
+        const CommResult* c = find_comm(j, comm_id);
+        int rank = -1;
+        if (c)
+            for (const auto& r : c->view.ranks)
+                if (r.pid == rt_.id.pid) rank = r.comm_rank;
+        dumps_.report_teardown_hang(comm_id, rank, call, j, c, double(now - since) / 1e9);
+        dumps_.write_dump("teardown_hang", disk::PyStacksReason::Stall, false);
     }
 
     StallLimits limits() const {
@@ -461,6 +484,7 @@ private:
     DumpWriter dumps_;
     SiblingFiles siblings_;
     std::map<uint64_t, CommWatch> watch_;
+    uint64_t teardown_reported_ = 0;  // the start of the teardown call last reported (check_teardown_hang)
     uint64_t said_collector_at_ = 0;  // the live collector's verdict already in a report (its arrival time)
     bool sees_part_ = false;          // a communicator of this process has ranks with no rank file on this node
     // How long a stall report that cannot name the culprit waits for the collector's verdict of the same stall.

@@ -1,6 +1,7 @@
 #!/bin/bash
 # libncclwatch.so: no DT_NEEDED on NCCL, CUDA, spdlog, fmt or libunwind; exports exactly the API table's functions
-# and NCCL's profiler-plugin tables (NCW_PROFILER_VERSIONS), and _exit/_Exit (how the process ended: process_end.cpp).
+# and NCCL's profiler-plugin tables (NCW_PROFILER_VERSIONS), _exit/_Exit (how the process ended: process_end.cpp)
+# and ncclwatch_note_exception (its last words, from the launcher's Python hook).
 set -u
 so=$1
 table=$2
@@ -12,7 +13,7 @@ done
 exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TWDBRV]$/ {print $3}' | sort)
 want=$( (grep -oE '^ *X\((nccl[A-Za-z]+),' "$table" | sed -E 's/^ *X\((nccl[A-Za-z]+),/\1/'
         sed -n 's/^#define NCW_PROFILER_VERSIONS(X) //p' "$table" | grep -oE '[0-9]+' | sed 's/^/ncclProfiler_v/'
-        echo _exit; echo _Exit) | sort)
+        echo _exit; echo _Exit; echo ncclwatch_note_exception) | sort)
 if [ "$exported" != "$want" ]; then
     echo "FAIL: exported symbols differ from the API table" >&2
     diff <(echo "$want") <(echo "$exported") >&2

@@ -24,6 +24,21 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# A live collector on loopback (serve --timeout 2 --dead-after 5, reports under $WORK/live) for the job's ranks to
+# stream to: NCCLWATCH_COLLECTOR and a 50 ms digest period exported, killed at the test's end. live_txt: its report.
+start_live_serve() {
+    SERVE_PID=""
+    trap '[ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2>/dev/null; cleanup' EXIT
+    mkdir -p "$WORK/live"
+    "$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --timeout 2 --dead-after 5 --out "$WORK/live" >"$WORK/serve.out" \
+        2>"$WORK/serve.err" &
+    SERVE_PID=$!
+    wait_for 10 grep -q "listening on" "$WORK/serve.out" || fail "serve did not start: $(cat "$WORK/serve.err")"
+    export NCCLWATCH_COLLECTOR="127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")"
+    export NCCLWATCH_DIGEST_MS=50
+}
+live_txt() { ls "$WORK"/live/*/live-report.txt 2>/dev/null | head -1; }
+
 # A live collector a test started (its pid in SERVE_PID), and the job, each ended at once.
 stop_serve() {
     [ -n "${SERVE_PID:-}" ] && kill -KILL "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null

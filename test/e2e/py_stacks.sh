@@ -15,16 +15,7 @@ CALLER=$(line_of CALLER_LINE)
 export NCCLWATCH_TIMEOUT_SEC=2 NCCLWATCH_SUSPECT=0
 
 # The live collector the ranks stream their digests to.
-SERVE_PID=""
-trap '[ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2>/dev/null; cleanup' EXIT
-mkdir -p "$WORK/live"
-"$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --timeout 2 --dead-after 5 --out "$WORK/live" >"$WORK/serve.out" \
-    2>"$WORK/serve.err" &
-SERVE_PID=$!
-wait_for 10 grep -q "listening on" "$WORK/serve.out" || fail "serve did not start: $(cat "$WORK/serve.err")"
-export NCCLWATCH_COLLECTOR="127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")"
-export NCCLWATCH_DIGEST_MS=50
-live_txt() { ls "$WORK"/live/*/live-report.txt 2>/dev/null | head -1; }
+start_live_serve
 live_names() { [ -n "$(live_txt)" ] && grep -qF "$1" "$(live_txt)"; }
 export FAKE_NCCL_LIB="$(dirname "$FAKE_RANK")/libnccl.so.2"
 export STALL_RANK=1 STALL_STEP=3 STEPS=6 STOP_FILE="$WORK/stop"

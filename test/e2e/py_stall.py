@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # A small CPython training loop over the test NCCL (ctypes on test/fake_nccl's libnccl.so.2), run by fake_launch:
 # rank STALL_RANK stalls in slow_eval at step STALL_STEP until STOP_FILE exists; the others wait in all_reduce. A
-# second Python thread (a "loader") is there so that the report must pick the thread that issued NCCL calls.
+# second Python thread (a "loader") is there so that the report must pick the thread that issued NCCL calls. Rank
+# RAISE_RANK dies at step RAISE_STEP of an uncaught exception (as torch's CUDA out-of-memory error), and its exit then
+# takes EXIT_SLOW_SEC (atexit work, as torch's teardown) before the process is gone.
 import ctypes
 import os
 import sys
@@ -18,6 +20,8 @@ stall_rank = int(os.environ.get("STALL_RANK", "-1"))
 stall_step = int(os.environ.get("STALL_STEP", "3"))
 steps = int(os.environ.get("STEPS", "6"))
 stop_file = os.environ.get("STOP_FILE", "")
+raise_rank = int(os.environ.get("RAISE_RANK", "-1"))
+raise_step = int(os.environ.get("RAISE_STEP", "3"))
 
 
 class UniqueId(ctypes.Structure):
@@ -71,6 +75,10 @@ def slow_eval():
         evt.wait(0.05)  # STALL_LINE
 
 
+def allocate():
+    raise RuntimeError("CUDA out of memory. Tried to allocate 32.00 TiB")  # RAISE_LINE
+
+
 def loader():
     while True:
         time.sleep(0.2)  # LOADER_LINE
@@ -81,6 +89,13 @@ def train(comm):
     for step in range(steps):
         if rank == stall_rank and step == stall_step:
             slow_eval()  # CALLER_LINE
+        if rank == raise_rank and step == raise_step:
+            slow = float(os.environ.get("EXIT_SLOW_SEC", "0"))
+            if slow:
+                import atexit
+
+                atexit.register(time.sleep, slow)
+            allocate()
         all_reduce(comm, buf)
 
 

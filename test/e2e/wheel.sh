@@ -47,6 +47,15 @@ for kv in "NCCLWATCH_TIMEOUT_SEC=2.5" "NCCLWATCH_DIR=$WORK/rel" "NCCLWATCH_ACTIO
     "NCCLWATCH_COLLECTOR=127.0.0.1:9" "LD_PRELOAD=libm.so.6:$so"; do
     grep -qxF "$kv" "$WORK/run_env.txt" || fail "ncclwatch run: no $kv in $(grep -E 'NCCLWATCH|PRELOAD' "$WORK/run_env.txt")"
 done
+# And the last-words hook: its folder in the installed package first on PYTHONPATH, where Python finds it; a plain
+# LD_PRELOAD user of the installed wheel gets it from ncclwatch-last-words.pth.
+boot=$("$WORK/venv/bin/python" -c 'import ncclwatch, os; print(os.path.join(os.path.dirname(ncclwatch.__file__), "_boot"))')
+grep -q "^PYTHONPATH=$boot" "$WORK/run_env.txt" || fail "ncclwatch run: PYTHONPATH is $(grep PYTHONPATH "$WORK/run_env.txt")"
+[ -f "$boot/sitecustomize.py" ] && [ -f "$boot/ncclwatch_last_words.py" ] || fail "the hook is not in the wheel"
+LD_PRELOAD="$so" NCCLWATCH_ENABLE=0 "$WORK/venv/bin/python" -c 'import sys; sys.exit(0 if getattr(sys, "_ncclwatch_last_words", False) else 3)' ||
+    fail "the wheel's .pth does not install the hook under the shim"
+"$WORK/venv/bin/python" -c 'import sys; sys.exit(3 if getattr(sys, "_ncclwatch_last_words", False) else 0)' ||
+    fail "the wheel's .pth installs the hook without the shim"
 ncclwatch run -- sh -c 'exit 7'
 [ $? = 7 ] || fail "ncclwatch run does not pass on its command's exit status"
 ncclwatch run --timeout x -- true 2>"$WORK/usage.txt"

@@ -91,6 +91,11 @@ ncclResult_t wait_op(const Op& op, Clock::time_point deadline) {
             auto done = [&] {
                 for (int i = 0; i < c->nranks; ++i)
                     if (counter(i) < op.target) return false;
+                // Every rank is in it; ranks that run different algorithms wait for each other forever.
+                for (int i = 1; i < c->nranks; ++i)
+                    if (s->ranks[i].algo.load(std::memory_order_acquire) !=
+                        s->ranks[0].algo.load(std::memory_order_acquire))
+                        return false;
                 return true;
             };
             return wait_until(c, what.c_str(), deadline, done,
@@ -214,6 +219,12 @@ ncclResult_t create_comm(const ncclUniqueId& id, int nranks, int rank, int devic
     seg->attached.fetch_add(1, std::memory_order_acq_rel);
     seg->ranks[rank].left.store(0, std::memory_order_relaxed);
     seg->ranks[rank].pid.store(getpid(), std::memory_order_release);
+    uint64_t algo = 0;
+    if (const char* a = std::getenv("NCCL_ALGO"); a != nullptr && *a != '\0') {
+        algo = 1469598103934665603ull;
+        for (; *a; ++a) algo = (algo ^ uint8_t(*a)) * 1099511628211ull;
+    }
+    seg->ranks[rank].algo.store(algo, std::memory_order_release);
     auto* c = new Comm;
     c->seg = seg;
     c->shm_name = std::move(name);
@@ -358,6 +369,13 @@ ncclResult_t revoke_comm(Comm* c) {
 }
 
 ncclResult_t destroy_comm(Comm* c) {
+    // FAKE_NCCL_DESTROY_HOLD_MS (on FAKE_NCCL_DESTROY_HOLD_RANK's process, every one when unset): a teardown that
+    // hangs that long inside NCCL, as one waiting for its threads or a peer.
+    if (const char* ms = std::getenv("FAKE_NCCL_DESTROY_HOLD_MS"); ms != nullptr && *ms != '\0') {
+        const char* who = std::getenv("FAKE_NCCL_DESTROY_HOLD_RANK");
+        if (who == nullptr || *who == '\0' || std::atoi(who) == c->rank)
+            std::this_thread::sleep_for(std::chrono::milliseconds(std::max(0L, std::strtol(ms, nullptr, 10))));
+    }
     profiler_finalize_comm(c);
     leave(c);
     if (!c->aborted.load()) {

@@ -24,6 +24,9 @@ struct alignas(64) RankSlot {
     std::atomic<uint64_t> xchg_read;    // split rounds whose data this rank has finished reading
     std::atomic<int32_t> pid;           // the rank's process (set at attach): a peer gone without leaving is an error
     std::atomic<uint32_t> left;         // 1 once the rank destroyed or aborted its communicator
+    // FNV-1a of the rank's NCCL_ALGO at attach (0: unset). NCCL picks each op's algorithm on each rank from its own
+    // setting: ranks that disagree never complete a collective (the fake's model of that hang).
+    std::atomic<uint64_t> algo;
 };
 
 // Point-to-point counters of one ordered pair. pairs[a][b].sends is written by a only, .recvs by b only.

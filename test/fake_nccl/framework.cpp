@@ -166,6 +166,16 @@ public:
                 return kNcclError;
             }
         }
+        if (o_.swap_rank >= 0) {
+            if (o_.split) {
+                std::fprintf(stderr, "fake-framework: --swap-rank and --split both use the second communicator\n");
+                return kUsageError;
+            }
+            if (!check(ncclCommSplit(world_comm_, 0, rank_, &sub_comm_, nullptr), "ncclCommSplit(B)") ||
+                !settle(sub_comm_, "ncclCommSplit(B)")) {
+                return kNcclError;
+            }
+        }
         if (o_.grid > 0) {
             if (world_ % o_.grid != 0) {
                 std::fprintf(stderr, "fake-framework: --grid %d does not divide the world size %d\n", o_.grid, world_);
@@ -379,7 +389,11 @@ private:
         if (step_ == o_.capture_step) cuda_.set_capturing(stream(main_comm()), 1);
 
         if (o_.group && !check(ncclGroupStart(), "ncclGroupStart")) return false;
+        const bool swapped = at(o_.swap_rank, o_.swap_step);
+        if (swapped) std::fprintf(stderr, "fake-framework: rank %d: B before A at step %d\n", rank_, step_);
+        if (swapped && !all_reduce(sub_comm_, o_.count, ncclFloat32)) return false;
         if (!main_collective()) return false;
+        if (o_.swap_rank >= 0 && !swapped && !all_reduce(sub_comm_, o_.count, ncclFloat32)) return false;
         if (o_.group) {
             int next = (rank_ + 1) % world_;
             int prev = (rank_ + world_ - 1) % world_;
@@ -418,7 +432,9 @@ private:
         };
         if (rank_ > 0 && !recv(rank_ - 1)) return false;
         if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);  // away before this step's send
-        if (rank_ < world_ - 1 && (!send(rank_ + 1) || !recv(rank_ + 1))) return false;
+        // --wrong-peer-rank: a wrong peer index (its send to rank 0 waits for a receive never posted).
+        const int next = at(o_.wrong_peer_rank, o_.wrong_peer_step) ? 0 : rank_ + 1;
+        if (rank_ < world_ - 1 && (!send(next) || !recv(rank_ + 1))) return false;
         if (rank_ > 0 && !send(rank_ - 1)) return false;
         return settle_all("step");
     }

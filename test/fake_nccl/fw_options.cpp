@@ -30,6 +30,11 @@ const char* usage_text() {
            "                          count: half the count; dtype: float16; op: broadcast instead of all_reduce;\n"
            "                          root: step S is a broadcast step for all and rank R uses root 1 (not 0)\n"
            "  --extra-rank R --extra-step S         rank R issues one extra all_reduce at step S\n"
+           "  --swap-rank R --swap-step S           a second communicator of every rank (B, split off the world);\n"
+           "                          each step all-reduces on the world, then on B; rank R does B first at step S\n"
+           "                          (a deadlock across communicators)\n"
+           "  --wrong-peer-rank R --wrong-peer-step S   (--pipeline) rank R sends step S's activations to rank 0\n"
+           "                          instead of rank R + 1\n"
            "  --exit-rank R --exit-step S [--exit-code X]   rank R calls exit(X) (default 1) before step S\n"
            "  --exit-how exit|_exit|segv|abort      how --exit-rank ends: exit(X), _exit(X) (Python's os._exit), a\n"
            "                          SIGSEGV (a null write), abort()\n"
@@ -93,6 +98,10 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--mismatch-step", &o.mismatch_step, -1},
         {"--extra-rank", &o.extra_rank, -1},
         {"--extra-step", &o.extra_step, -1},
+        {"--swap-rank", &o.swap_rank, -1},
+        {"--swap-step", &o.swap_step, -1},
+        {"--wrong-peer-rank", &o.wrong_peer_rank, -1},
+        {"--wrong-peer-step", &o.wrong_peer_step, -1},
         {"--exit-rank", &o.exit_rank, -1},
         {"--exit-step", &o.exit_step, -1},
         {"--exit-code", &o.exit_code, 0},

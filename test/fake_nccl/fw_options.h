@@ -18,6 +18,10 @@ struct Options {
     int mismatch_rank = -1, mismatch_step = -1;
     MismatchKind mismatch_kind = MismatchKind::None;
     int extra_rank = -1, extra_step = -1;
+    // A second communicator of every rank (B, split off the world with one color); each step all-reduces on the
+    // world (A) then on B; rank swap_rank does B first at swap_step (a deadlock across communicators).
+    int swap_rank = -1, swap_step = -1;
+    int wrong_peer_rank = -1, wrong_peer_step = -1;  // --pipeline: it sends its forward to rank 0, not rank + 1
     int exit_rank = -1, exit_step = -1, exit_code = 1;
     std::string exit_how = "exit";  // how --exit-rank ends: exit, _exit (os._exit), segv (a crash), abort
     std::string own_handlers;       // install SIGSEGV and SIGTERM handlers before init that note the signal here

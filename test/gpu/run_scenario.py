@@ -41,6 +41,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+BOOT = os.path.join(REPO, "python", "ncclwatch", "_boot")  # the last-words hook `ncclwatch run` puts on PYTHONPATH
 sys.path.insert(0, HERE)
 from job_readers import hang_start, is_diagnosis, is_suspicion, log_lines  # noqa: E402
 
@@ -259,6 +260,8 @@ def main():
         args += ["--one-gpu"]
     if a.variant == "shim":
         env.update({"LD_PRELOAD": a.shim, "NCCLWATCH_DIR": ncw_dir, "NCCLWATCH_TIMEOUT_SEC": str(a.timeout)})
+        # As `ncclwatch run` does: the last-words hook (an uncaught exception into the rank file) first on PYTHONPATH.
+        env["PYTHONPATH"] = os.pathsep.join(x for x in (BOOT, env.get("PYTHONPATH", "")) if x)
         if a.live:
             env["NCCLWATCH_COLLECTOR"] = a.live
             if a.live == "auto" and "NCCLWATCH_COLLECTOR_PORT" not in env:

@@ -37,6 +37,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+BOOT = os.path.join(REPO, "python", "ncclwatch", "_boot")  # the last-words hook `ncclwatch run` puts on PYTHONPATH
 sys.path.insert(0, HERE)
 from run_scenario import end_job, kill_tagged, read_truth, report_events, run_tool, scenario_args  # noqa: E402
 from job_readers import before_hang, is_diagnosis, is_suspicion  # noqa: E402
@@ -203,7 +204,9 @@ def main():
     dirs = [os.path.join(work, "nodeA"), os.path.join(work, "nodeB")]
     base_env = dict(os.environ, LD_PRELOAD=a.shim, NCCLWATCH_TIMEOUT_SEC=str(a.timeout), NCCLWATCH_COLLECTOR=coll_addr,
                     NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1",
-                    PYTHONUNBUFFERED="1", NCW_RUN_TAG=work, NCW_TRUTH_DIR=truth_dir)
+                    PYTHONUNBUFFERED="1", NCW_RUN_TAG=work, NCW_TRUTH_DIR=truth_dir,
+                    # As `ncclwatch run` does: the last-words hook first on PYTHONPATH.
+                    PYTHONPATH=os.pathsep.join(x for x in (BOOT, os.environ.get("PYTHONPATH", "")) if x))
     script, args = job_args(a.scenario, a.timeout, a.one_gpu, a.max_sec + 30)
     args += shlex.split(a.script_args)
     nodes = []  # [(process, folder, log file)]

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from job_readers import is_diagnosis, live_verdict_events, story_names  # noqa: E402 (an early suspicion is not the diagnosis)
 
 LAST = "last"  # the last rank (nproc - 1)
+BEFORE_LAST = "before_last"  # nproc - 2 (the pipeline's stalling stage)
 # kinds: what the shim must report while the job runs; rank: the rank it must name; offline: what analyze must still
 # say after the kill (None: no requirement); exit0: the job must end normally; recovered: a "recovered" event; story:
 # what analyze must tell after the end, once it is over (its story's kinds, naming the rank).
@@ -51,6 +52,17 @@ EXPECT = {
     # The drift named where it began (lib/engine/verdict_drift.cpp's words), live and after the end.
     "drift_skip": dict(kinds={"NOT_JOINED"}, rank=LAST, offline={"NOT_JOINED"}, exit_text="paired silently"),
     "drift_extra": dict(kinds={"EXTRA_OP"}, rank=LAST, offline={"EXTRA_OP"}, exit_text="paired silently"),
+    # Issue 25: the hangs real jobs have, each as what it is.
+    "order_deadlock": dict(kinds={"DEADLOCK"}, rank=LAST, offline={"DEADLOCK"}),
+    "graph_skip": dict(kinds={"NOT_JOINED"}, rank=LAST, offline={"NOT_JOINED"}),
+    "algo_differs": dict(kinds={"SETTING_DIFFERS"}, rank=LAST, offline={"SETTING_DIFFERS"}),
+    "leave_early": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="exited (exit code 0)"),
+    # Every rank's destroy waits for its GPU, busy with a long kernel before the last all_reduce: where (the teardown)
+    # and why (the GPU) are both the right answer.
+    "teardown_hang": dict(kinds={"TEARDOWN_HANG", "GPU_NOT_REACHED"}, rank=0),
+    "oom": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="OutOfMemoryError"),
+    # A send to a peer that never posts its receive: the pair differs (MISMATCH), named with its peer.
+    "pipeline_wrong_peer": dict(kinds={"MISMATCH"}, rank=BEFORE_LAST, offline={"MISMATCH"}, exit_text="to rank 0"),
 }
 # The right answers where the two-GPU rows were written before they could be had (kept there, so that the recorded
 # two-GPU runs stay comparable): the harness's 4-rank run states them.
@@ -58,7 +70,8 @@ EXPECT_ONE_GPU = {
     "rank_dies": dict(kinds={"DEAD"}, rank=LAST, offline={"DEAD"}, exit_text="exit code 3"),
 }
 ORDER = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
-         "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra"]
+         "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra", "order_deadlock", "graph_skip",
+         "algo_differs", "leave_early", "teardown_hang", "oom", "pipeline_wrong_peer"]
 DIAGNOSES = ("stall", "mismatch", "drift", "init_hang")
 
 
@@ -317,7 +330,7 @@ def main():
         if a.one_gpu:
             exp.update(EXPECT_ONE_GPU.get(scn, {}))
             exp["lead"] = True
-        want = a.nproc - 1 if exp["rank"] == LAST else exp["rank"]
+        want = {LAST: a.nproc - 1, BEFORE_LAST: a.nproc - 2}.get(exp["rank"], exp["rank"])
         js = judge_shim(scn, res["shim"], exp, want)
         fr_said, fr_named = judge_fr(res["fr"])
         if fr_named is not None:

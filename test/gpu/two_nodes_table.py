@@ -38,7 +38,7 @@ from job_readers import (HANG_SCENARIOS, before_hang, comm_rank_map, culprits_gl
                          hang_start, is_diagnosis, is_recovery, is_suspicion, live_verdict_events, load, norm_id,
                          parse_time, story_names)
 
-LAST, BEFORE_LAST = "last", "before_last"
+LAST, BEFORE_LAST, ALL = "last", "before_last", "all"  # ALL: every rank of the world is the culprit
 # kind: the verdict; rank: the culprit's global rank; words: in the verdict's words (lib/engine/causal.cpp's end
 # words); recovers: the job goes on and ends normally.
 EXPECT = {
@@ -61,18 +61,29 @@ EXPECT = {
     "gpu_busy": dict(kind="GPU_NOT_REACHED", rank=LAST),
     "pipeline": dict(kind="NOT_JOINED", rank=BEFORE_LAST),
     "clean": dict(kind=None),
+    # Issue 25: the hangs real jobs have, each as what it is.
+    "order_deadlock": dict(kind="DEADLOCK", rank=LAST),
+    "graph_skip": dict(kind="NOT_JOINED", rank=LAST),
+    "algo_differs": dict(kind="SETTING_DIFFERS", rank=LAST),
+    "leave_early": dict(kind="DEAD", rank=LAST, words="exit code 0"),
+    # Every rank's destroy waits for its GPU, busy with a long kernel: where (the teardown) and why (the GPU) are both
+    # the right answer, naming every rank.
+    "teardown_hang": dict(kind="TEARDOWN_HANG", also=("GPU_NOT_REACHED",), rank=ALL),
+    "oom": dict(kind="DEAD", rank=LAST, words="OutOfMemoryError"),
+    "pipeline_wrong_peer": dict(kind="MISMATCH", rank=BEFORE_LAST, words="to rank 0"),
     "grid_stall": dict(kind="NOT_JOINED", rank=5),
     "grid_death": dict(kind="DEAD", rank=5, words="exit code 3"),
     "grid_clean": dict(kind=None),
 }
 ORDER = list(EXPECT)
 KINDS = ("NOT_JOINED", "GPU_NOT_REACHED", "STUCK_IN_NCCL", "MISMATCH", "DEAD", "ASYNC_ERROR", "UNKNOWN", "EXTRA_OP",
-         "INIT_HANG", "STRAGGLER")
+         "INIT_HANG", "STRAGGLER", "DEADLOCK", "SETTING_DIFFERS", "TEARDOWN_HANG")
 KIND_LINE = re.compile(r"^\s*(?P<sus>SUSPECTED )?(?P<kind>" + "|".join(KINDS) + r")\b[^:]{0,60}:")
 # "the collector", "the live collector's verdict", "collector:" -- not "ncclwatch-collector analyze" (advice).
 COLLECTOR_MARK = re.compile(r"(?<![\w-])collector(?!\s+analyze)", re.I)
 # The first rank a verdict line names: "rank 3 (host ...)", not "comm rank 1 (...)".
 LINE_RANK = re.compile(r"(?<!comm )\brank (\d+) \(")
+LINE_RANGE = re.compile(r"\branks (\d+)-(\d+) \(\d+ ranks on")
 VAGUE = ("UNKNOWN", "none", None)  # a lead that names nobody: the shim's own view is then the collector's to give
 SOURCE_KEYS = ("source", "from", "origin", "by", "verdict_source", "quoted_from", "said_by")
 
@@ -83,6 +94,8 @@ def want_rank(exp, world):
         return world - 1
     if r == BEFORE_LAST:
         return max(world - 2, 0)
+    if r == ALL:
+        return list(range(world))
     return r
 
 
@@ -103,7 +116,8 @@ class Said:
         return f"{self.kind}{' r' + who if who else ''}{mark}"
 
     def matches(self, kind, rank, also=()):
-        return (self.kind == kind or self.kind in also) and self.ranks == [rank] and not self.unknown
+        return (self.kind == kind or self.kind in also) and \
+            self.ranks == (rank if isinstance(rank, list) else [rank]) and not self.unknown
 
     def same(self, other):
         return other is not None and self.kind == other.kind and self.ranks == other.ranks
@@ -195,12 +209,19 @@ def line_said(msg, where, collector):
     m = KIND_LINE.match(msg)
     if not m or m.group("sus"):
         return None
-    r = LINE_RANK.search(msg)
-    if not r and m.group("kind") == "INIT_HANG":
-        # A rank never seen has no global rank to name: at the job's first init (the world's) its comm rank is it.
-        r = re.search(r"\bcomm rank (\d+) \(", msg)
-    return Said(m.group("kind"), [int(r.group(1))] if r else [], [] if r else ["no rank in the line"], msg.strip(),
-                collector, where)
+    # The culprits are named before the verdict's first ';': "rank 0 (host ...) and rank 1 (host ...)", or a range
+    # "ranks 0-3 (4 ranks on 1 host)".
+    head = msg.split(";")[0]
+    ranks = [int(x) for x in LINE_RANK.findall(head)]
+    for a, b in LINE_RANGE.findall(head):
+        ranks += list(range(int(a), int(b) + 1))
+    if not ranks:
+        r = LINE_RANK.search(msg)
+        if not r and m.group("kind") == "INIT_HANG":
+            # A rank never seen has no global rank to name: at the job's first init (the world's) its comm rank is it.
+            r = re.search(r"\bcomm rank (\d+) \(", msg)
+        ranks = [int(r.group(1))] if r else []
+    return Said(m.group("kind"), ranks, [] if ranks else ["no rank in the line"], msg.strip(), collector, where)
 
 
 def event_said(e, cmap, world):
@@ -327,7 +348,7 @@ def judge(scenario, res):
         why.append(row["got"])
         return row
     cmap = full_cmap(res)
-    want = Said(kind, [rank]) if kind else NOTHING
+    want = Said(kind, rank if isinstance(rank, list) else [rank]) if kind else NOTHING
 
     def right(s, what):
         """Says whether s is the truth; notes why not."""

@@ -108,14 +108,27 @@ TEST_CASE("differences across ranks name the minority and the majority value", "
     CHECK(contains(rdv[0].summary, "MASTER_ADDR"));
     CHECK(any_evidence(rdv[0], "MASTER_ADDR 'node9' on rank 1"));
 
+    // NCCL_ALGO is a setting every rank must agree on (NCW_MUST_AGREE_SETTINGS): an error, with why.
+    const auto setting = with_topic(all, "setting_mismatch");
+    REQUIRE(setting.size() == 1);
+    CHECK(setting[0].severity == Severity::Error);
+    CHECK(contains(setting[0].summary, "NCCL_ALGO"));
+    CHECK(setting[0].ranks == std::vector<int>{1});
+    CHECK(any_evidence(setting[0], "NCCL_ALGO 'Ring' on ranks 0, 2, 3 (the majority"));
+    CHECK(any_evidence(setting[0], "each rank picks every op's algorithm from its own NCCL_ALGO"));
     const auto env = with_topic(all, "env_mismatch");
-    REQUIRE(env.size() == 2);
-    CHECK(contains(env[0].summary, "NCCL_ALGO"));
-    CHECK(env[0].ranks == std::vector<int>{1});
-    CHECK(any_evidence(env[0], "NCCL_ALGO 'Ring' on ranks 0, 2, 3 (the majority"));
-    CHECK(contains(env[1].summary, "TORCH_NCCL_ASYNC_ERROR_HANDLING"));
-    CHECK(env[1].ranks == std::vector<int>{0});  // set on one rank only: that rank is the odd one out
-    CHECK(any_evidence(env[1], "(unset) on ranks 1-3"));
+    REQUIRE(env.size() == 1);
+    CHECK(contains(env[0].summary, "TORCH_NCCL_ASYNC_ERROR_HANDLING"));
+    CHECK(env[0].ranks == std::vector<int>{0});  // set on one rank only: that rank is the odd one out
+    CHECK(any_evidence(env[0], "(unset) on ranks 1-3"));
+
+    // The engine's cheap pass sees the same difference, and only the settings that must agree.
+    std::vector<ProcessFacts> facts;
+    for (const auto& h : j.headers) facts.push_back(ProcessFacts{&h, nullptr});
+    const auto must = must_agree_differences(facts);
+    REQUIRE(must.size() == 1);
+    CHECK(must[0].topic == "setting_mismatch");
+    CHECK(must[0].ranks == std::vector<int>{1});
 }
 
 TEST_CASE("ranks without a recorded environment (format 1.0) take no part in variable comparisons", "[env_audit]") {

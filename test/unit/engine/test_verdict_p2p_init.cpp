@@ -224,3 +224,36 @@ TEST_CASE("verdict: communicator init that does not finish", "[verdict]") {
         CHECK(contains(vs[0].summary, "every rank entered (bootstrap network or master address?)"));
     }
 }
+TEST_CASE("verdict: a send to a peer that never takes from this rank (a wrong peer)", "[verdict]") {
+    // A pipeline of 4 stages, 40 steps done (forward r -> r+1, gradients back); at step 41 rank 2 sends to rank 0
+    // instead of rank 3. Rank 3 waits in its recv #41 from 2, rank 0 in its recv #41 from 1 (the gradients), rank 1 in
+    // its recv #41 from 2.
+    auto pipeline = [](double wrong_for) {
+        return view(4, {p2p_rank(0, {peer(1, 41, 41, 41, 40, 20.0)}),
+                        p2p_rank(1, {peer(0, 41, 41, 41, 41), peer(2, 41, 41, 41, 40, 20.0)}),
+                        p2p_rank(2, {peer(1, 41, 41, 41, 41), peer(3, 40, 40, 40, 40), peer(0, 1, 0, 0, 0, wrong_for)}),
+                        p2p_rank(3, {peer(2, 40, 40, 41, 40, 20.0)})});
+    };
+    auto vs = diagnose_stall(pipeline(15.0), kNow, kTimeout);
+    REQUIRE(!vs.empty());
+    CHECK(vs[0].kind == Kind::Mismatch);
+    CHECK(vs[0].culprits == std::vector<int>{2});
+    CHECK(vs[0].op.op == uint8_t(OpType::Send));
+    CHECK(vs[0].op.root == 0);                   // its peer
+    CHECK(vs[0].stalled_for_s == Approx(15.0));  // its own wait, not the chain's oldest
+    CHECK(contains(vs[0].summary, "rank 2 waits 15.0 s in send #1 to rank 0, its first ever to rank 0"));
+    CHECK(contains(vs[0].summary, "waiting on rank 2: rank 1 in recv #41 from it, rank 3 in recv #41 from it"));
+
+    SECTION("the wrong send younger than the timeout, the receive that waits on it older: the same verdict") {
+        auto young = diagnose_stall(pipeline(5.0), kNow, kTimeout);
+        REQUIRE(!young.empty());
+        CHECK(young[0].kind == Kind::Mismatch);
+        CHECK(young[0].culprits == std::vector<int>{2});
+    }
+    SECTION("a pipeline's first step: a stage's first receive from the next one is not a wrong peer") {
+        auto first = view(
+            3, {p2p_rank(0, {peer(1, 1, 1, 1, 0, 20.0)}), p2p_rank(1, {peer(0, 1, 1, 1, 1), peer(2, 1, 0, 0, 0, 20.0)}),
+                p2p_rank(2, {peer(1, 0, 0, 1, 0, 20.0)})});
+        for (const auto& v : diagnose_stall(first, kNow, kTimeout)) CHECK(!contains(v.summary, "its first ever"));
+    }
+}

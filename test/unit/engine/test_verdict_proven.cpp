@@ -180,7 +180,11 @@ TEST_CASE("proven: a peer's completion raises what it proves, never past a rank'
     auto vs = diagnose_stall(view(3, {r0, r1, idle(2, 41)}), kNow, kTimeout);
     REQUIRE(!vs.empty());
     CHECK(vs[0].seq == 40);
-    CHECK(vs[0].kind == Kind::StuckInNccl);  // rank 0 proven inside #40 (joined, not completed); the others past it
+    // Rank 0 proven inside #40 (joined, not completed); the others past it: one op cannot be both, so the ops were not
+    // paired as numbered. Never STUCK_IN_NCCL ("check the network path") while a rank completed the op (issue 25).
+    CHECK(vs[0].kind == Kind::Unknown);
+    CHECK(vs[0].completed_it == Ranks{1, 2});
+    CHECK(any_line(vs[0], "not STUCK_IN_NCCL: ranks 1,2 completed #40, so the transport carried it"));
     CHECK(vs[0].waiting == Ranks{0});
     CHECK(any_line(vs[0], "counted as reached (#40 is proven not completed)"));
     CHECK(any_line(vs[0], "#40..#41 not completed on record"));

@@ -1,0 +1,34 @@
+#!/bin/bash
+# Rank 3 runs with NCCL_ALGO=Tree, the others with Ring (issue 25). The test NCCL models what NCCL does: ranks whose
+# algorithms differ never complete a collective, every rank inside it. The lead is SETTING_DIFFERS naming rank 3 and
+# NCCL_ALGO, not STUCK_IN_NCCL ("check the network path"), which follows as its consequence.
+. "$(dirname "$0")/lib.sh"
+export NCCLWATCH_TIMEOUT_SEC=2 FAKE_NCCL_TIMEOUT_SEC=60
+cat >"$WORK/rank.sh" <<EOS
+#!/bin/sh
+if [ "\$RANK" = 3 ]; then export NCCL_ALGO=Tree; else export NCCL_ALGO=Ring; fi
+exec "$FAKE_RANK" "\$@"
+EOS
+chmod +x "$WORK/rank.sh"
+LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 -- "$WORK/rank.sh" --steps 4 \
+    >"$WORK/launch.out" 2>"$WORK/launch.err" &
+LAUNCH_PID=$!
+
+wait_for 30 has_files '*.report.json' 4 || fail "not every rank reported the stall"
+for r in "$(job_dir)"/rank[0-3]-*.report.json; do
+    lead=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]")
+    kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
+    culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
+    [ "$kind" = SETTING_DIFFERS ] || fail "$r: lead $kind, want SETTING_DIFFERS: $lead"
+    [ "$culprits" = "[3]" ] || fail "$r: culprits $culprits, want [3]"
+done
+grep -q "SETTING_DIFFERS: rank 3 (.*): NCCL_ALGO differs across ranks: rank 3 has 'Tree'; the majority (3 of 4) has 'Ring' (a setting NCCL needs every rank to agree on); 4 ranks wait in AllReduce #1" \
+    "$WORK/launch.err" || fail "the stderr report: $(grep -m1 'error:   ' "$WORK/launch.err")"
+grep "error:   STUCK_IN_NCCL" "$WORK/launch.err" | grep -vq "a consequence, not the cause: NCCL_ALGO differs" &&
+    fail "STUCK_IN_NCCL is reported as a cause: $(grep -m1 'error:   STUCK_IN_NCCL' "$WORK/launch.err")"
+
+"$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt"
+head -1 "$WORK/analysis.txt" | grep -q "^VERDICT  rank 3 (.*): NCCL_ALGO differs across ranks" ||
+    fail "analyze's first line: $(head -1 "$WORK/analysis.txt")"
+grep -q "setting_mismatch\|NCCL_ALGO differs across ranks" "$WORK/analysis.txt" || fail "the audit does not say it"
+echo "ok: NCCL_ALGO on rank 3 leads the stall"
