@@ -9,13 +9,10 @@ launch_job 4 --steps 10 --swap-rank 3 --swap-step 5
 
 wait_for 30 has_files '*.report.json' 4 || fail "not every rank reported the stall"
 for r in "$(job_dir)"/rank[0-3]-*.report.json; do
-    lead=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]")
-    kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
-    culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
-    links=$(json_get "$r" "len([e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['cycle'])")
-    [ "$kind" = DEADLOCK ] || fail "$r: lead $kind, want DEADLOCK: $lead"
-    [ "$culprits" = "[3]" ] || fail "$r: culprits $culprits, want [3]"
-    [ "$links" = 2 ] || fail "$r: a cycle of $links stalls, want 2"
+    [ "$(stall_lead "$r" kind)" = DEADLOCK ] || fail "$r: lead $(stall_lead "$r"), want DEADLOCK"
+    [ "$(stall_lead "$r" culprits)" = "[3]" ] || fail "$r: culprits $(stall_lead "$r" culprits), want [3]"
+    [ "$(json_get "$r" "len([e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['cycle'])")" = 2 ] ||
+        fail "$r: the cycle is not of 2 stalls: $(stall_lead "$r" cycle)"
 done
 grep -q "DEADLOCK: deadlock across communicators: rank 3 (.*) waits in AllReduce #6 on communicator 0x[0-9a-f]* for ranks 0-2, which wait in AllReduce #6 on communicator 0x[0-9a-f]* for it: they issued their ops on these communicators in different orders" \
     "$WORK/launch.err" || fail "the stderr report does not name the cycle: $(grep -m1 'error:   ' "$WORK/launch.err")"

@@ -34,6 +34,10 @@ wait_for 20 sh -c "f=\$(ls $WORK/live/*/live-report.txt 2>/dev/null | head -1); 
 grep -F "DEAD: rank 3 (" "$(live_txt)" | head -1 | grep -qF "$words" ||
     fail "the live collector's DEAD lacks the words: $(grep -F 'DEAD: rank 3 (' "$(live_txt)" | head -1)"
 [ -e "$OWN_MARK.3" ] || fail "the program's own sitecustomize did not run"
+grep -q "Error in sitecustomize" "$WORK/launch.err" && fail "the hook's sitecustomize failed: $(grep -A1 'Error in sitecustomize' "$WORK/launch.err")"
+# Without a sitecustomize of the program's own, the hook's says nothing either.
+PYTHONPATH="$NCW_SOURCE_ROOT/python/ncclwatch/_boot" /usr/bin/python3 -c 'pass' 2>"$WORK/bare.err"
+[ -s "$WORK/bare.err" ] && fail "the hook's sitecustomize alone writes: $(cat "$WORK/bare.err")"
 hdr=$(ls "$(job_dir)"/rank3-*.ncw)
 "$NCW_COLLECTOR" dump --json "$hdr" >"$WORK/dump3.json" || fail "dump of rank 3's file failed"
 [ "$(json_get "$WORK/dump3.json" "d['header']['last_words']")" = "$words" ] ||

@@ -24,6 +24,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The lead verdict of a shim report's first stall event, or one key of it: stall_lead FILE [KEY].
+stall_lead() {
+    local expr="[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]"
+    [ -n "${2:-}" ] && expr="$expr['$2']"
+    json_get "$1" "$expr"
+}
+
 # A live collector on loopback (serve --timeout 2 --dead-after 5, reports under $WORK/live) for the job's ranks to
 # stream to: NCCLWATCH_COLLECTOR and a 50 ms digest period exported, killed at the test's end. live_txt: its report.
 start_live_serve() {

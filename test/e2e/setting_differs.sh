@@ -16,11 +16,8 @@ LAUNCH_PID=$!
 
 wait_for 30 has_files '*.report.json' 4 || fail "not every rank reported the stall"
 for r in "$(job_dir)"/rank[0-3]-*.report.json; do
-    lead=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]")
-    kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
-    culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
-    [ "$kind" = SETTING_DIFFERS ] || fail "$r: lead $kind, want SETTING_DIFFERS: $lead"
-    [ "$culprits" = "[3]" ] || fail "$r: culprits $culprits, want [3]"
+    [ "$(stall_lead "$r" kind)" = SETTING_DIFFERS ] || fail "$r: lead $(stall_lead "$r"), want SETTING_DIFFERS"
+    [ "$(stall_lead "$r" culprits)" = "[3]" ] || fail "$r: culprits $(stall_lead "$r" culprits), want [3]"
 done
 grep -q "SETTING_DIFFERS: rank 3 (.*): NCCL_ALGO differs across ranks: rank 3 has 'Tree'; the majority (3 of 4) has 'Ring' (a setting NCCL needs every rank to agree on); 4 ranks wait in AllReduce #1" \
     "$WORK/launch.err" || fail "the stderr report: $(grep -m1 'error:   ' "$WORK/launch.err")"

@@ -9,11 +9,8 @@ launch_job 4 --steps 10 --pipeline --wrong-peer-rank 2 --wrong-peer-step 5
 
 wait_for 30 has_files '*.report.json' 4 || fail "not every rank reported the stall"
 for r in "$(job_dir)"/rank[0-3]-*.report.json; do
-    lead=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]")
-    kind=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['kind']")
-    culprits=$(json_get "$r" "[e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['culprits']")
-    [ "$kind" = MISMATCH ] || fail "$r: lead $kind, want MISMATCH: $lead"
-    [ "$culprits" = "[2]" ] || fail "$r: culprits $culprits, want [2]"
+    [ "$(stall_lead "$r" kind)" = MISMATCH ] || fail "$r: lead $(stall_lead "$r"), want MISMATCH"
+    [ "$(stall_lead "$r" culprits)" = "[2]" ] || fail "$r: culprits $(stall_lead "$r" culprits), want [2]"
 done
 grep -q "MISMATCH: rank 2 (.*) waits in Send #1 to rank 0 on communicator .*, which has never posted a Recv from it: a send no receive matches (a wrong peer?)" \
     "$WORK/launch.err" || fail "the stderr report: $(grep -m1 'error:   ' "$WORK/launch.err")"
