@@ -95,6 +95,13 @@ bool wait_of(const CommVerdicts& c, Node& n) {
 }  // namespace
 
 void find_deadlocks(const std::vector<CommVerdicts>& comms) {
+    // Nothing to do (and no view to walk) unless some communicator has a stall that names who never issued its op.
+    if (std::none_of(comms.begin(), comms.end(), [](const CommVerdicts& c) {
+            return std::any_of(c.verdicts->begin(), c.verdicts->end(), [](const Verdict& v) {
+                return (v.kind == Kind::NotJoined || v.kind == Kind::ExtraOp) && !v.suspected && v.stalled_for_s > 0;
+            });
+        }))
+        return;
     std::vector<Node> nodes;
     bool any_stall = false;
     for (const auto& c : comms) {
