@@ -65,7 +65,7 @@ void lead_with_settings(const std::vector<audit::Finding>& differences, const st
         if (lead.empty()) continue;
         // The stalls that name no rank follow from it; one that names its own culprit keeps the lead.
         for (auto& v : *c.verdicts)
-            if (names_no_rank(v.kind) && !v.consequence && v.kind != Kind::Straggler) {
+            if (names_no_rank(v.kind) && !v.consequence) {
                 v.consequence = true;
                 v.consequence_of = lead.front().setting;
             }

@@ -23,9 +23,7 @@ std::vector<Verdict> diagnose_teardown(const CommView& view, uint64_t now_ns, do
         inside.push_back(r.comm_rank);
         if (for_s > longest) {
             longest = for_s;
-            call = std::string("ncclComm") + (disk::OpType(r.teardown_op) == disk::OpType::CommFinalize ? "Finalize"
-                                              : disk::OpType(r.teardown_op) == disk::OpType::CommAbort  ? "Abort"
-                                                                                                        : "Destroy");
+            call = std::string("nccl") + disk::op_name(uint8_t(r.teardown_op));  // "ncclCommDestroy"
         }
     }
     if (inside.empty()) return {};

@@ -210,8 +210,8 @@ std::string global_words(const std::vector<int>& g) {
 // one after, back to the first link's op, which waits for the culprits.
 std::string deadlock_words(const JobResult& job, const CommResult& c, const verdict::Verdict& v) {
     const size_t n = v.cycle.size();
-    if (n < 2) return fmt::format("deadlock across communicators: {}", who(job, c, v.culprits));
     std::string s = fmt::format("deadlock across communicators: {}", who(job, c, v.culprits));
+    if (n < 2) return s;
     bool one = v.culprits.size() == 1;
     for (size_t k = 1; k <= n; ++k) {
         const auto& link = v.cycle[k % n];

@@ -7,10 +7,8 @@
 export NCCLWATCH_TIMEOUT_SEC=2
 launch_job 4 --steps 10 --swap-rank 3 --swap-step 5
 
-wait_for 30 has_files '*.report.json' 4 || fail "not every rank reported the stall"
-for r in "$(job_dir)"/rank[0-3]-*.report.json; do
-    [ "$(stall_lead "$r" kind)" = DEADLOCK ] || fail "$r: lead $(stall_lead "$r"), want DEADLOCK"
-    [ "$(stall_lead "$r" culprits)" = "[3]" ] || fail "$r: culprits $(stall_lead "$r" culprits), want [3]"
+every_stall_led_by 4 DEADLOCK "[3]"
+for r in "$(job_dir)"/rank*-*.report.json; do
     [ "$(json_get "$r" "len([e for e in d['events'] if e['type']=='stall'][0]['verdicts'][0]['cycle'])")" = 2 ] ||
         fail "$r: the cycle is not of 2 stalls: $(stall_lead "$r" cycle)"
 done

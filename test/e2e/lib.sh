@@ -31,6 +31,17 @@ stall_lead() {
     json_get "$1" "$expr"
 }
 
+# Every rank of the job reported a stall, each report's first one led by KIND naming CULPRITS (a JSON list of comm
+# ranks): every_stall_led_by NRANKS KIND CULPRITS.
+every_stall_led_by() {
+    wait_for 30 has_files '*.report.json' "$1" || fail "not every rank reported the stall"
+    local r
+    for r in "$(job_dir)"/rank*-*.report.json; do
+        [ "$(stall_lead "$r" kind)" = "$2" ] || fail "$r: lead $(stall_lead "$r"), want $2"
+        [ "$(stall_lead "$r" culprits)" = "$3" ] || fail "$r: culprits $(stall_lead "$r" culprits), want $3"
+    done
+}
+
 # A live collector on loopback (serve --timeout 2 --dead-after 5, reports under $WORK/live) for the job's ranks to
 # stream to: NCCLWATCH_COLLECTOR and a 50 ms digest period exported, killed at the test's end. live_txt: its report.
 start_live_serve() {

@@ -14,11 +14,7 @@ LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 -- "$WOR
     >"$WORK/launch.out" 2>"$WORK/launch.err" &
 LAUNCH_PID=$!
 
-wait_for 30 has_files '*.report.json' 4 || fail "not every rank reported the stall"
-for r in "$(job_dir)"/rank[0-3]-*.report.json; do
-    [ "$(stall_lead "$r" kind)" = SETTING_DIFFERS ] || fail "$r: lead $(stall_lead "$r"), want SETTING_DIFFERS"
-    [ "$(stall_lead "$r" culprits)" = "[3]" ] || fail "$r: culprits $(stall_lead "$r" culprits), want [3]"
-done
+every_stall_led_by 4 SETTING_DIFFERS "[3]"
 grep -q "SETTING_DIFFERS: rank 3 (.*): NCCL_ALGO differs across ranks: rank 3 has 'Tree'; the majority (3 of 4) has 'Ring' (a setting NCCL needs every rank to agree on); 4 ranks wait in AllReduce #1" \
     "$WORK/launch.err" || fail "the stderr report: $(grep -m1 'error:   ' "$WORK/launch.err")"
 grep "error:   STUCK_IN_NCCL" "$WORK/launch.err" | grep -vq "a consequence, not the cause: NCCL_ALGO differs" &&
