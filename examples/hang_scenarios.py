@@ -45,7 +45,7 @@ order_deadlock: every --metric-every steps each rank all-reduces a metric over g
                A for it, it waits in B for them.
 graph_skip:    no model: each step replays a CUDA graph that holds one all_reduce of the statistics tensor (captured
                once, after a warm-up); the last rank skips the replay of --at-step. NCCL pairs the ops one off; the eager all_reduce after the loop
-               hangs.
+               hangs on the others, and the last rank stays alive outside NCCL (--linger-sec).
 algo_differs:  the last rank runs with NCCL_ALGO=allreduce:tree, the others with allreduce:ring (set before init, as
                a node's own environment would): the ranks disagree on the algorithm of the first all_reduce.
 leave_early:   the last rank runs out of data --short-by steps early, calls destroy_process_group() and exits 0 while
@@ -178,6 +178,17 @@ def run_pipeline(args, rank, world, truth):
     # which would stall the pipeline's first step before anything the scenario does.
     net(x.clone().requires_grad_(True)).sum().backward()
     net.zero_grad(set_to_none=True)
+    # And one exchange with each neighbour, both ways: NCCL connects a pair at its first send or receive (over sockets,
+    # with four ranks on one GPU, that took over 10 s: a real stall of the first step, before the scenario's fault).
+    probe = torch.zeros(1, device="cuda")
+    if rank > 0:
+        dist.recv(probe, src=rank - 1)
+    if rank < world - 1:
+        dist.send(probe, dst=rank + 1)
+        dist.recv(probe, src=rank + 1)
+    if rank > 0:
+        dist.send(probe, dst=rank - 1)
+    torch.cuda.synchronize()
     truth.mark("t_loop_start")
     step = 0
     for step in range(args.steps):
@@ -420,7 +431,7 @@ def main():
     truth.mark("t_done")
     elapsed = time.time() - t0
     log(rank, f"done {step} steps in {elapsed:.1f} s, loss {loss.item():.4f}, stats[0] {stats[0].item():.0f}")
-    if (s in ("skip", "grad_accum") and rank == odd) or s in DRIFTS:
+    if (s in ("skip", "grad_accum") and rank == odd) or s in DRIFTS or s == "graph_skip":
         log(rank, f"staying alive {args.linger_sec:.0f} s outside NCCL")
         time.sleep(args.linger_sec)
     if args.fr_dump_at_end:

@@ -8,6 +8,11 @@
 //                      X(name, (params), (args))
 //   NCW_NCCL_INTERNAL: functions the shim calls itself but does not intercept or export. X(name)
 //   NCW_PROFILER_VERSIONS: the profiler-plugin tables exported beside the wrappers. X(N)
+//   NCW_CUDART_HOOKED: the CUDA runtime's graph calls, so that a launch of a graph that holds captured NCCL ops is
+//                      recorded as those ops (shim/intercept/graph_hooks.cpp). X(name, (params), (args)); each
+//                      returns cudaError_t (an int: our declarations, from the runtime's ABI). Handles are opaque
+//                      pointers. cudaGraphInstantiate passes five register-sized arguments on: CUDA 11's has five,
+//                      12's three, and only the first two (the same in both) are read.
 #pragma once
 // clang-format off
 
@@ -97,4 +102,14 @@
 // NCCL's profiler-plugin tables the shim exports, as ncclProfiler_v<N> (include/ncclwatch/nccl_profiler_abi.h declares
 // them; shim/intercept/profiler_exports.cpp defines them). X(N)
 #define NCW_PROFILER_VERSIONS(X) X(3) X(4) X(5) X(6)
+
+#define NCW_CUDART_HOOKED(X)                                                                                         \
+    X(cudaGraphInstantiate, (void** exec, void* graph, uintptr_t a2, uintptr_t a3, uintptr_t a4),                    \
+      (exec, graph, a2, a3, a4))                                                                                     \
+    X(cudaGraphInstantiateWithFlags, (void** exec, void* graph, unsigned long long flags), (exec, graph, flags))    \
+    X(cudaGraphInstantiateWithParams, (void** exec, void* graph, void* params), (exec, graph, params))             \
+    X(cudaGraphLaunch, (void* exec, cudaStream_t stream), (exec, stream))                                            \
+    X(cudaGraphLaunch_ptsz, (void* exec, cudaStream_t stream), (exec, stream))                                       \
+    X(cudaGraphExecDestroy, (void* exec), (exec))                                                                    \
+    X(cudaGraphDestroy, (void* graph), (graph))
 // clang-format on

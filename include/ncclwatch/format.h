@@ -28,8 +28,10 @@ inline constexpr uint16_t kFormatMajor = 1;
 // stacks region; 1.6: the GPU's UUID (CommSlot::gpu_uuid, in what were two reserved words); 1.7: the stall timeout
 // and the poll period the writer ran with (FileHeader::timeout_ms, poll_ms, appended last); 1.8: the held Python
 // stacks capture (FileHeader::py_held_*, appended last, and its region after the Python stacks region); 1.9: the
-// process's last words (FileHeader::last_words*) and the teardown in progress (teardown_*), appended last.
-inline constexpr uint16_t kFormatMinor = 9;
+// process's last words (FileHeader::last_words*) and the teardown in progress (teardown_*), appended last; 1.10: a
+// record's origin (OpRecord::origin and OpSignature::origin, in what were reserved bytes): a call, or a CUDA graph's
+// replay of a captured op.
+inline constexpr uint16_t kFormatMinor = 10;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -69,6 +71,13 @@ inline constexpr uint8_t kKnownRecordFlags = 0
     NCW_RECORD_FLAGS(NCW_FLAG_OR)
 #undef NCW_FLAG_OR
     ;
+
+// OpRecord::origin (format_fields.h: NCW_RECORD_ORIGINS).
+enum class RecordOrigin : uint8_t {
+#define NCW_ORIGIN_ENUM(name, value, show_name) name = value,
+    NCW_RECORD_ORIGINS(NCW_ORIGIN_ENUM)
+#undef NCW_ORIGIN_ENUM
+};
 
 // Process state in FileHeader::process_state (format_fields.h: NCW_PROCESS_STATES).
 enum class ProcessState : uint32_t {
@@ -225,9 +234,9 @@ struct OpSignature {
     uint8_t op;  // OpType
     uint8_t dtype;
     uint8_t flags;
-    uint8_t reserved;
-    int32_t redop;  // ncclRedOp_t (may be a dynamic PreMulSum op)
-    int32_t root;   // -1 for unrooted ops
+    uint8_t origin;  // RecordOrigin (1.10; zero before: a call)
+    int32_t redop;   // ncclRedOp_t (may be a dynamic PreMulSum op)
+    int32_t root;    // -1 for unrooted ops
     uint32_t tid;
     uint64_t stream;
 };
@@ -312,8 +321,8 @@ struct OpRecord {
     uint32_t group_id;  // 0 = not in a group
     uint8_t op;         // OpType
     uint8_t dtype;
-    uint8_t flags;  // RecordFlags
-    uint8_t reserved;
+    uint8_t flags;         // RecordFlags
+    uint8_t origin;        // RecordOrigin (1.10; zero before: a call)
     int32_t peer_or_root;  // root for rooted collectives, peer for p2p, -1 otherwise
     int32_t redop;
     std::atomic<int32_t> result;  // ncclResult_t; -1 until the call returned
@@ -347,11 +356,9 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
                                       sizeof(CommSlot::recent) + sizeof(CommSlot::reserved_end),
               "CommSlot and NCW_COMM_FIELDS disagree");
-static_assert(sizeof(OpSignature) == 0 NCW_SIG_FIELDS(NCW_SIG_BYTES) + sizeof(OpSignature::reserved),
-              "OpSignature and NCW_SIG_FIELDS disagree");
+static_assert(sizeof(OpSignature) == 0 NCW_SIG_FIELDS(NCW_SIG_BYTES), "OpSignature and NCW_SIG_FIELDS disagree");
 static_assert(sizeof(OpRecord) == sizeof(OpRecord::stamp) NCW_RECORD_FIELDS(NCW_RECORD_BYTES) +
-                                      sizeof(OpRecord::reserved) + sizeof(OpRecord::comm_nranks) +
-                                      sizeof(OpRecord::comm_rank),
+                                      sizeof(OpRecord::comm_nranks) + sizeof(OpRecord::comm_rank),
               "OpRecord and NCW_RECORD_FIELDS disagree");
 #undef NCW_HEADER_BYTES
 #undef NCW_COMM_BYTES
@@ -465,6 +472,16 @@ inline const char* end_kind_name(uint32_t s) {
     switch (State(s)) {
         NCW_END_KINDS(NCW_STATE_CASE)
 #undef NCW_STATE_CASE
+    }
+    return "unknown";
+}
+
+inline const char* record_origin_name(uint8_t v) {
+    switch (RecordOrigin(v)) {
+#define NCW_ORIGIN_CASE(name, value, show_name) \
+    case RecordOrigin::name: return show_name;
+        NCW_RECORD_ORIGINS(NCW_ORIGIN_CASE)
+#undef NCW_ORIGIN_CASE
     }
     return "unknown";
 }

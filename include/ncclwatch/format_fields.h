@@ -12,7 +12,7 @@
 //          num (a count or text, as is), hidden (layout the renderings leave out), id (0x%016x), id0 (id, or null
 //          when 0), ptr (an address, 0x%x), mono (a CLOCK_MONOTONIC instant, 0 = never: rebased, shown in ms),
 //          op, dtype, redop (names), cstate / pstate / gsource (comm / process state, GPU source names), flag (a
-//          boolean), rflags (RecordFlags names)
+//          boolean), rflags (RecordFlags names), rorigin (RecordOrigin name)
 //   ENGINE the verdict::RankCommState member it feeds (read/rank_state.h), empty for none
 //
 // Order is the live protocol's field order: append only, like the format itself.
@@ -56,6 +56,12 @@
     /* 1.4: t_reached_ns / t_done_ns are the GPU's own: the first channel's start and the last channel's stop */    \
     /* reported by NCCL's profiler interface (GPU globaltimer, converted to this file's clock). */                  \
     X(kFlagGpuTimed, 7, "gpu_timed")
+
+// OpRecord::origin (1.10), what issued the record: X(NAME, VALUE, SHOW_NAME)
+#define NCW_RECORD_ORIGINS(X)                                                                                        \
+    X(Call, 0, "call")     /* the application's call into NCCL */                                                    \
+    X(Replay, 1, "replay") /* a launch of a CUDA graph that holds this captured op: NCCL runs it again, and the */   \
+                           /* peers pair each run with an op of their own, so it takes a sequence number */
 
 // CommSlot::state: X(NAME, VALUE, SHOW_NAME)
 #define NCW_COMM_STATES(X)                                                                                           \
@@ -252,7 +258,8 @@
     X(str, gpu_uuid, {}, num, gpu_uuid)
 
 // OpSignature (one entry of CommSlot::recent), without its reserved byte.
-#define NCW_SIG_FIELDS(X)                                                                                            \
+#define NCW_SIG_FIELDS(X) NCW_SIG_FIELDS_1_9(X) NCW_SIG_FIELDS_1_10(X)
+#define NCW_SIG_FIELDS_1_9(X)                                                                                        \
     X(u64, seq, 0, num)                                                                                              \
     X(u64, count, 0, num)                                                                                            \
     X(u64, t_issue_ns, 0, mono)                                                                                      \
@@ -263,6 +270,9 @@
     X(i32, root, -1, num)                                                                                            \
     X(u32, tid, 0, num)                                                                                              \
     X(u64, stream, 0, ptr)
+// OpSignature, 1.10 on (zero before): the record's origin (NCW_RECORD_ORIGINS), in what was its reserved byte. The
+// live protocol (1.10) appends it to a signature's block, where an older decoder stops.
+#define NCW_SIG_FIELDS_1_10(X) X(u8, origin, 0, rorigin)
 
 // OpRecord, without its stamp (the protocol, not data) and reserved words.
 #define NCW_RECORD_FIELDS(X)                                                                                         \
@@ -282,6 +292,7 @@
     X(u8, op, 0, op)                                                                                                 \
     X(u8, dtype, 0, dtype)                                                                                           \
     X(u8, flags, 0, rflags)                                                                                          \
+    X(u8, origin, 0, rorigin)                                                                                        \
     X(i32, peer_or_root, -1, num)                                                                                    \
     X(i32, redop, 0, redop)                                                                                          \
     X(i32, result, -1, num)                                                                                          \

@@ -37,7 +37,8 @@ inline constexpr uint16_t kMajor = 1;
 //      before them).
 // 1.9: a State's live header block ends with the process's last words (format 1.9: an uncaught exception) and the
 //      communicator teardown in progress.
-inline constexpr uint16_t kMinor = 9;
+// 1.10: a signature's block ends with its origin (format 1.10: a call, or a CUDA graph's replay).
+inline constexpr uint16_t kMinor = 10;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection

@@ -160,6 +160,7 @@ void rank_state(const FileSnapshot& f, const HeaderInfo& h, const CommInfo& c, i
     if (f.p2p_read) {
         st.p2p_known = true;
         st.p2p_wrapped = f.p2p_wrapped;
+        st.p2p_as_of_ns = f.p2p_as_of_ns ? shift(f.p2p_as_of_ns, d) : 0;
         for (const auto& t : f.p2p)
             if (t.comm_id == c.comm_id) st.p2p = t.peers;
         for (auto& e : st.p2p) {

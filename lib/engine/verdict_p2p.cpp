@@ -104,6 +104,9 @@ std::vector<Verdict> p2p_mismatches(const CommView& view) {
             if (e.sends_issued == 0 || e.sends_issued != e.sends_completed) continue;
             const RankCommState* p = state_of_rank(view, e.peer);
             if (!p) continue;
+            // The peer's counts must be at least as new as this rank's completion of the send: older ones (the live
+            // collector's last State of it, a second apart) say nothing of a receive posted since.
+            if (p->p2p_as_of_ns && r.t_last_progress_ns > p->p2p_as_of_ns) continue;
             const auto got = posted(*p, r.comm_rank, true);
             if (!got || got->first >= e.sends_issued || got->first != got->second) continue;
             Verdict v;

@@ -322,6 +322,55 @@ std::optional<Verdict> not_joined_verdict(const Stall& s, TieNotes notes) {
         what += fmt::format("{}{} {} behind: {} ({})", what.empty() ? "" : "; ", ranks_word(rs),
                             rs.size() == 1 ? "is" : "are", pos_what, last);
     }
+    // A rank's latest op a call where the waiting ranks' op of that number is a CUDA graph's replay (or the reverse):
+    // NCCL paired a call with a replay. The replays each side has on record over the same numbers say how (proven by
+    // the records, whatever the pace says).
+    bool graph_launches_differ = false;
+    const RankCommState* ref = nullptr;  // the first waiting rank: the others' records
+    for (size_t i : s.order)
+        if (s.is_waiting(view.ranks[i].comm_rank)) {
+            ref = &view.ranks[i];
+            break;
+        }
+    for (const auto& [pos, idx] : same)
+        for (size_t i : idx) {
+            const RankCommState& b = view.ranks[i];
+            const OpSig* mine = b.issued ? find_sig(b, b.issued) : nullptr;
+            const OpSig* theirs = ref && mine ? find_sig(*ref, b.issued) : nullptr;
+            if (!theirs || OpType(mine->op) == OpType::None || OpType(theirs->op) == OpType::None ||
+                theirs->origin == mine->origin)
+                continue;
+            graph_launches_differ = true;
+            // Replays on record in #lo..#issued on both sides (the windows' common part).
+            uint64_t lo = b.issued, mine_n = 0, theirs_n = 0;
+            for (uint64_t q = b.issued; q >= 1; --q) {
+                const OpSig* m = find_sig(b, q);
+                const OpSig* t = find_sig(*ref, q);
+                if (!m || !t) break;
+                lo = q;
+                mine_n += m->origin == uint8_t(disk::RecordOrigin::Replay);
+                theirs_n += t->origin == uint8_t(disk::RecordOrigin::Replay);
+            }
+            const auto kind = [](const OpSig* g) {
+                return g->origin == uint8_t(disk::RecordOrigin::Replay) ? "a CUDA graph replay" : "a call";
+            };
+            std::string how;
+            if (mine_n != theirs_n) {
+                what += fmt::format("; rank {} launched a CUDA graph {} times than {} before its #{}", b.comm_rank,
+                                    mine_n < theirs_n ? "fewer" : "more", ranks_word(s.waiting), b.issued);
+                how = fmt::format("in #{}..#{} rank {} has {} replay{} of it, rank {} {} ({})", lo, b.issued,
+                                  b.comm_rank, mine_n, mine_n == 1 ? "" : "s", ref->comm_rank, theirs_n,
+                                  mine_n < theirs_n ? "a skipped replay" : "an added replay");
+            } else {
+                what += fmt::format("; rank {} launched a CUDA graph in another order than {} before its #{}",
+                                    b.comm_rank, ranks_word(s.waiting), b.issued);
+                how = fmt::format("in #{}..#{} both have {} replay{} of it, in another order", lo, b.issued, mine_n,
+                                  mine_n == 1 ? "" : "s");
+            }
+            ev.push_back(fmt::format("rank {}'s #{} is {} where {}'s #{} is {}, and NCCL paired the two: {}",
+                                     b.comm_rank, b.issued, kind(mine), ranks_word(s.waiting), b.issued, kind(theirs),
+                                     how));
+        }
     if (!notes.ambiguous.empty()) {
         what += fmt::format("; ambiguous ({} vs {}): {} may instead have issued an extra collective", s.waiting.size(),
                             behind.size(), ranks_word(s.waiting));
@@ -337,10 +386,17 @@ std::optional<Verdict> not_joined_verdict(const Stall& s, TieNotes notes) {
                         "diverged (gradient accumulation, GradScaler or a code path taken by some ranks)",
                         ranks_word(behind), ranks_word(s.waiting), s.waiting.size() == 1 ? "waits" : "wait", W));
     } else if (all_idle && !skip_resolved) {
-        ev.push_back(
-            fmt::format("{} idle outside NCCL: busy elsewhere (validation, checkpoint: wait it out) or "
-                        "skipped the collective (a `continue` before backward())",
-                        ranks_word(behind)));
+        // #W a graph's replay on the waiting ranks: the idle ones launched that graph fewer times.
+        if (s.base.op.origin == uint8_t(disk::RecordOrigin::Replay))
+            ev.push_back(
+                fmt::format("{} idle outside NCCL, and #{} is a replay of a CUDA graph on {}: {} launched "
+                            "that graph fewer times than they did (a skipped replay), or is busy elsewhere",
+                            ranks_word(behind), W, ranks_word(s.waiting), ranks_word(behind)));
+        else if (!graph_launches_differ)
+            ev.push_back(
+                fmt::format("{} idle outside NCCL: busy elsewhere (validation, checkpoint: wait it out) or "
+                            "skipped the collective (a `continue` before backward())",
+                            ranks_word(behind)));
     }
     // One rank one op behind, every op the same shape: it may have skipped one earlier that NCCL paired silently.
     // Its own pace says where, when one gap stands out (pace_shift).

@@ -46,6 +46,8 @@ std::string sig_body(const OpSig& s) {
     std::string out = fmt::format("{}, {} element{}", disk::dtype_name(s.dtype), s.count, s.count == 1 ? "" : "s");
     if (disk::has_redop(t)) out += fmt::format(", {}", disk::redop_name(s.redop));
     if (disk::is_rooted(t)) out += fmt::format(", root {}", s.root);
+    // Issued by a launch of the CUDA graph it was captured into, not by a call (format 1.10).
+    if (s.origin == uint8_t(disk::RecordOrigin::Replay)) out += ", a CUDA graph replay";
     return out;
 }
 

@@ -31,7 +31,7 @@ double quantile(std::vector<double> v, double q);  // nearest rank (the median o
 inline double ns_to_s(uint64_t ns) { return double(ns) / 1e9; }
 inline double age_s(uint64_t now_ns, uint64_t t_ns) { return t_ns && now_ns > t_ns ? ns_to_s(now_ns - t_ns) : 0.0; }
 std::string ranks_word(const std::vector<int>& r);  // "rank 2" / "ranks 0,1,3"
-std::string sig_body(const OpSig& s);               // "float32, 1048576 elements, sum, root 0"
+std::string sig_body(const OpSig& s);               // "float32, 1048576 elements, sum, root 0[, a CUDA graph replay]"
 // "AllReduce #42 (float32, 1048576 elements, sum)"; without the seq: "AllReduce (float32, ...)".
 std::string sig_short(const OpSig& s, bool with_seq);
 std::string rank_id(const RankCommState& r);  // "rank 0 (global 0, host h, pid 123)"

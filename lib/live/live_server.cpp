@@ -970,9 +970,11 @@ void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
             }
         s.p2p_read = true;
         s.p2p_wrapped = m.p2p_wrapped;
+        s.p2p_as_of_ns = m.sent_mono_ns ? time_base::shift(m.sent_mono_ns, d) : 0;
         s.p2p = std::move(m.p2p);
     } else {
         s.p2p_read = false;
+        s.p2p_as_of_ns = 0;
         s.p2p.clear();
     }
     job.dirty = true;

@@ -128,7 +128,8 @@ struct RankCommState {
 
     // Point-to-point counts per peer (only when the caller read the ring: p2p_known).
     bool p2p_known = false;
-    bool p2p_wrapped = false;  // the ring dropped older records: a peer absent from `p2p` may have had traffic
+    bool p2p_wrapped = false;   // the ring dropped older records: a peer absent from `p2p` may have had traffic
+    uint64_t p2p_as_of_ns = 0;  // when the counts stood at least (the view's clock; 0: not known)
     std::vector<PeerP2p> p2p;
 
     // This rank's clock relative to the view's common clock: add clock_offset_ns to its timestamps. The uncertainty

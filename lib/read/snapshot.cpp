@@ -162,6 +162,7 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
             if (!c.gpu_tracking) untracked.push_back(c.comm_id);
         }
     s.p2p_read = true;
+    s.p2p_as_of_ns = s.header.heartbeat_mono_ns;  // read before the ring: the counts are at least this new
     if (comm_ids.empty()) return;
     const RecordSet set = file.records();
     s.p2p_wrapped = set.first_ticket > 0 || set.dropped > 0;

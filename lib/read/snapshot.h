@@ -27,6 +27,9 @@ struct FileSnapshot {
     };
     bool p2p_read = false;
     bool p2p_wrapped = false;  // the ring had dropped older records
+    // When the counts stood at least (this file's clock; 0: not known): a rank file's heartbeat before its ring was
+    // read, a State frame's sending. A peer's counts older than a rank's completion cannot contradict it.
+    uint64_t p2p_as_of_ns = 0;
     std::vector<P2pTable> p2p;
 };
 

@@ -102,7 +102,10 @@ void get_header(Reader& outer, HeaderInfo& out) {
 void get_sig(Reader& outer, SigInfo& out) {
     Reader r = outer.block("signature");
     if (!outer.ok()) return;
-    NCW_SIG_FIELDS(NCW_GET_FIELD)
+    NCW_SIG_FIELDS_1_9(NCW_GET_FIELD)
+    if (!r.at_end()) {  // protocol 1.10
+        NCW_SIG_FIELDS_1_10(NCW_GET_FIELD)
+    }
     outer.absorb(r);
 }
 

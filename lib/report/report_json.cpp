@@ -108,6 +108,7 @@ void show_pystatus(json& j, const char* key, uint32_t v, const ShowContext&) {
     j[key] = disk::py_stacks_status_name(v);
 }
 void show_rflags(json& j, const char* key, uint8_t v, const ShowContext&) { j[key] = flags_str(v); }
+void show_rorigin(json& j, const char* key, uint8_t v, const ShowContext&) { j[key] = disk::record_origin_name(v); }
 
 }  // namespace
 

@@ -53,6 +53,7 @@ CudaDriver load_driver() {
     // UUID in MIG mode; outside MIG the two agree. (Not checked on MIG hardware.)
     d.cuDeviceGetUuid = reinterpret_cast<decltype(d.cuDeviceGetUuid)>(dlsym(lib, "cuDeviceGetUuid"));
     if (!d.cuDeviceGetUuid) load(lib, gpa, "cuDeviceGetUuid", "cuDeviceGetUuid_v2", d.cuDeviceGetUuid);
+    load(lib, gpa, "cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", d.cuStreamGetCaptureInfo);
     d.ok = true;
     return d;
 }

@@ -23,6 +23,10 @@ struct CudaDriver {
     CUresult (*cuDeviceGetPCIBusId)(char*, int, CUdevice) = nullptr;
     // Optional (nullptr when the driver lacks it; nothing else depends on it): the GPU's UUID for the rank file.
     CUresult (*cuDeviceGetUuid)(CUuuid*, CUdevice) = nullptr;
+    // Optional: which graph a stream's capture builds (CUDA 12's ABI, cuStreamGetCaptureInfo_v2), so that a launch of
+    // it can be recorded as the NCCL ops captured into it (shim/record/graph_registry.h).
+    CUresult (*cuStreamGetCaptureInfo)(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*, const CUgraphNode**,
+                                       size_t*) = nullptr;
 };
 
 // Loads once; `ok` is false when libcuda is not in the process or lacks a function we need.

@@ -509,6 +509,13 @@ void profiler_publish_one(CommRuntime& cr) {
             "communicator {:016x}: more collectives in flight than ncclwatch follows ({}): from then on its GPU "
             "starts are lower bounds",
             cr.comm_id, ProfilerLink::kOps);
+    if (desynced && pl->replayed.load(std::memory_order_relaxed) &&
+        !pl->desync_logged.exchange(true, std::memory_order_relaxed))
+        log().info(
+            "communicator {:016x}: a CUDA graph replays its captured ops (each replay is recorded as those ops): "
+            "NCCL's kernel events cannot be tied to its ops from then on, so its counts come from CUDA events and "
+            "are lower bounds",
+            cr.comm_id);
     if (desynced && !pl->desync_logged.exchange(true, std::memory_order_relaxed))
         log().warn(
             "communicator {:016x}: NCCL's kernel events are out of step with its kernels (a stamp older than its "

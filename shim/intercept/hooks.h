@@ -7,8 +7,28 @@
 
 #include <nccl.h>
 
+#include <cstdint>
+
 #include "ncclwatch/api_table.h"
 #include "shim/record/call_scope.h"
+
+namespace ncw {
+
+struct Runtime;
+
+// The ops this thread gathered (ThreadState::group_ops, recorded at their calls) launched together by `launch(arg)`:
+// the outermost ncclGroupEnd's real call (group_hooks.cpp), or a CUDA graph launch that replays captured ops
+// (graph_hooks.cpp). Returns what `launch` returned; the ops are completed or followed as one launch.
+ncclResult_t launch_gathered(CallScope& s, Runtime& rt, ThreadState& ts, ncclResult_t (*launch)(void*), void* arg);
+
+// The CUDA runtime's graph calls (NCW_CUDART_HOOKED; graph_hooks.cpp), each with the wrapped function's parameters.
+namespace graph_hook {
+#define NCW_GRAPH_HOOK_DECL(name, params, args) int name params;
+NCW_CUDART_HOOKED(NCW_GRAPH_HOOK_DECL)
+#undef NCW_GRAPH_HOOK_DECL
+}  // namespace graph_hook
+
+}  // namespace ncw
 
 namespace ncw::hook {
 

@@ -6,6 +6,7 @@
 #include "shim/complete/op_complete.h"
 #include "shim/intercept/comm_lifecycle.h"
 #include "shim/record/call_scope.h"
+#include "shim/record/graph_registry.h"
 #include "shim/record/profiler_link.h"
 #include "shim/record/recorder.h"
 #include "shim/record/runtime.h"
@@ -46,8 +47,9 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
         nccl_seq = counter.load(std::memory_order_relaxed);  // one thread per communicator at a time, as in NCCL
         counter.store(nccl_seq + 1, std::memory_order_relaxed);
         pl = cr->prof.load(std::memory_order_acquire);
+        // Not once its kernel events are out of step (a CUDA graph replayed here: graph_hooks.cpp).
         offer = pl && pl->kernel_events.load(std::memory_order_relaxed) && !cr->nonblocking &&
-                !(opt.flags & disk::kFlagCaptured);
+                !(opt.flags & disk::kFlagCaptured) && !pl->desynced.load(std::memory_order_relaxed);
     } else if (disk::is_p2p(d.op)) {
         // By identity only (v5+): NCCL's P2pApi names it inside the call. Observed until a send's or receive's
         // kernel events are known to flow here (a transport may give them none), offered after. An empty or self
@@ -62,7 +64,7 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
                 pl = nullptr;
             } else {
                 offer = pl->p2p_kernel_events.load(std::memory_order_relaxed) && !cr->nonblocking &&
-                        !(opt.flags & disk::kFlagCaptured);
+                        !(opt.flags & disk::kFlagCaptured) && !pl->desynced.load(std::memory_order_relaxed);
                 if (!offer && pool) {
                     if (pl->p2p_offered.load(std::memory_order_relaxed))
                         profiler_p2p_unfollowed(*pl);
@@ -82,6 +84,8 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
         if (!smp.gen) opt.flags |= disk::kFlagSampledOut;
     }
     OpRef ref = record_issue(rt->file, *cr, d, opt, t_issue);
+    // Captured: it runs at each launch of its graph, recorded then (graph_hooks.cpp).
+    if (__builtin_expect(opt.flags & disk::kFlagCaptured, 0)) graph_registry().captured(*cr, d, d.stream);
     ProfExpect* expect = pl ? profiler_expect(*pl, ref, d, nccl_seq, t_issue, offer) : nullptr;
     ProfExpect* offered = offer ? expect : nullptr;
     using Kind = CompletionTracker::EventKind;

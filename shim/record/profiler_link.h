@@ -104,6 +104,7 @@ struct ProfilerLink {
     std::atomic<bool> p2p_logged{false};
     std::atomic<bool> withdrawal_logged{false};
     std::atomic<bool> desynced{false};  // a KernelCh stamp older than its op: these events prove nothing from then on
+    std::atomic<bool> replayed{false};  // ...or a CUDA graph replayed captured ops here (graph_hooks.cpp), which does
     std::atomic<bool> desync_logged{false};
 
     ProfExpect expect[kExpect];

@@ -22,7 +22,8 @@ disk::OpRecord* live_record(const RankFileWriter& f, const OpRef& ref) {
     return rec->stamp.load(std::memory_order_acquire) == 2 * ref.ticket + 2 ? rec : nullptr;
 }
 
-void write_signature(disk::CommSlot* slot, uint64_t seq, const OpDesc& d, uint64_t now, uint32_t tid, uint8_t flags) {
+void write_signature(disk::CommSlot* slot, uint64_t seq, const OpDesc& d, uint64_t now, uint32_t tid, uint8_t flags,
+                     uint8_t origin) {
     disk::OpSignature& s = slot->recent[seq % disk::kRecentSigs];
     s.seq.store(0, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
@@ -31,6 +32,7 @@ void write_signature(disk::CommSlot* slot, uint64_t seq, const OpDesc& d, uint64
     s.op = uint8_t(d.op);
     s.dtype = uint8_t(d.dtype);
     s.flags = flags;
+    s.origin = origin;
     s.redop = normalized_redop(d.redop);
     s.root = disk::is_rooted(d.op) ? d.root_or_peer : -1;
     s.tid = tid;
@@ -90,7 +92,7 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
     rec.op = uint8_t(d.op);
     rec.dtype = uint8_t(d.dtype);
     rec.flags = flags;
-    rec.reserved = 0;
+    rec.origin = opt.origin;
     rec.peer_or_root = d.root_or_peer;
     rec.redop = normalized_redop(d.redop);
     rec.result.store(-1, std::memory_order_relaxed);
@@ -102,7 +104,7 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
 
     if (s) {
         if (ref.coll_seq)
-            write_signature(s, ref.coll_seq, d, now, tid, flags);
+            write_signature(s, ref.coll_seq, d, now, tid, flags, opt.origin);
         else if (d.op == disk::OpType::Send)
             s->p2p_sends.fetch_add(1, std::memory_order_relaxed);
         else

@@ -47,6 +47,7 @@ struct IssueOptions {
     uint32_t tid = 0;  // the caller's, cached per thread (gettid is a syscall)
     uint32_t group_id = 0;
     uint8_t flags = 0;
+    uint8_t origin = 0;               // disk::RecordOrigin
     BacktraceFn backtrace = nullptr;  // non-null with NCCLWATCH_BACKTRACE=1
 };
 

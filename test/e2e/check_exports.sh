@@ -1,6 +1,6 @@
 #!/bin/bash
 # libncclwatch.so: no DT_NEEDED on NCCL, CUDA, spdlog, fmt or libunwind; exports exactly the API table's functions
-# and NCCL's profiler-plugin tables (NCW_PROFILER_VERSIONS), _exit/_Exit (how the process ended: process_end.cpp)
+# (NCCL's, and the CUDA runtime's graph calls: NCW_CUDART_HOOKED) and NCCL's profiler-plugin tables (NCW_PROFILER_VERSIONS), _exit/_Exit (how the process ended: process_end.cpp)
 # and ncclwatch_note_exception (its last words, from the launcher's Python hook).
 set -u
 so=$1
@@ -11,7 +11,7 @@ for bad in nccl cuda spdlog fmt unwind; do
     if echo "$needed" | grep -qi "$bad"; then echo "FAIL: DT_NEEDED on $bad" >&2; exit 1; fi
 done
 exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[TWDBRV]$/ {print $3}' | sort)
-want=$( (grep -oE '^ *X\((nccl[A-Za-z]+),' "$table" | sed -E 's/^ *X\((nccl[A-Za-z]+),/\1/'
+want=$( (grep -oE '^ *X\((nccl[A-Za-z]+|cuda[A-Za-z_]+),' "$table" | sed -E 's/^ *X\(([A-Za-z_]+),/\1/'
         sed -n 's/^#define NCW_PROFILER_VERSIONS(X) //p' "$table" | grep -oE '[0-9]+' | sed 's/^/ncclProfiler_v/'
         echo _exit; echo _Exit; echo ncclwatch_note_exception) | sort)
 if [ "$exported" != "$want" ]; then

@@ -55,8 +55,8 @@ burst 500 all
 [ "$UNTRACKED" = 0 ] || fail "GPU_SAMPLE=all: $UNTRACKED untracked records, want 0"
 [ "$RECORDS" = 1000 ] || fail "GPU_SAMPLE=all: $RECORDS events recorded, want 1000"
 [ "$CATCH_UPS" = 0 ] || fail "GPU_SAMPLE=all: $CATCH_UPS catch-up events, want 0"
-# The shim found its 11 driver functions through cuGetProcAddress.
-[ "$(fake_stat 0 proc_address_found)" = 11 ] || fail "cuGetProcAddress served $(fake_stat 0 proc_address_found), want 11"
+# The shim found its 12 driver functions through cuGetProcAddress (the 11 it needs, and cuStreamGetCaptureInfo).
+[ "$(fake_stat 0 proc_address_found)" = 12 ] || fail "cuGetProcAddress served $(fake_stat 0 proc_address_found), want 12"
 
 # A driver whose cuGetProcAddress finds nothing: the shim falls back to the versioned names, and tracks the same.
 burst 500 all FAKE_CUDA_NO_PROC_ADDRESS=1

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -22,6 +24,13 @@ struct Stream {
     bool capturing = false;
     uint64_t records = 0;
     uint64_t records_capturing = 0;
+    uintptr_t graph = 0;       // the graph its capture builds (0: not capturing)
+    uintptr_t last_graph = 0;  // the graph of its last capture that ended
+};
+
+// A captured graph: the nodes a launch runs, in capture order (fakecuda_capture_node).
+struct Graph {
+    std::vector<std::pair<int (*)(void*), void*>> nodes;
 };
 
 struct Event {
@@ -39,6 +48,8 @@ struct State {
     std::mutex mu;
     std::unordered_map<uintptr_t, Stream> streams;
     int capturing_streams = 0;
+    std::unordered_map<uintptr_t, Graph> graphs;
+    uintptr_t next_graph = 0x67000;  // graph handles: any value, never 0
     FakeCudaStats stats{};
     bool initialized = false;
     Context contexts[kDevices];
@@ -134,8 +145,8 @@ CUresult CUDAAPI cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
 CUresult CUDAAPI cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
     if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= kDevices) return CUDA_ERROR_INVALID_DEVICE;
-    const unsigned char b[16] = {0xfa, 0x4e, 0, 0, 0, (unsigned char)dev, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0,
-                                 (unsigned char)dev};
+    const unsigned char b[16] = {0xfa, 0x4e, 0, 0, 0, (unsigned char)dev, 0x40, 0, 0x80, 0,
+                                 0,    0,    0, 0, 0, (unsigned char)dev};
     std::memcpy(uuid->bytes, b, sizeof b);
     return CUDA_SUCCESS;
 }
@@ -237,6 +248,21 @@ CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
     return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus* captureStatus_out,
+                                           cuuint64_t* id_out, CUgraph* graph_out, const CUgraphNode** dependencies_out,
+                                           size_t* numDependencies_out) {
+    if (captureStatus_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const Stream& st = s.stream(key(hStream));
+    *captureStatus_out = st.capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    if (id_out != nullptr) *id_out = st.graph;
+    if (graph_out != nullptr) *graph_out = reinterpret_cast<CUgraph>(st.graph);
+    if (dependencies_out != nullptr) *dependencies_out = nullptr;
+    if (numDependencies_out != nullptr) *numDependencies_out = 0;
+    return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int /*cudaVersion*/, cuuint64_t /*flags*/,
                                      CUdriverProcAddressQueryResult* symbolStatus) {
     if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -258,6 +284,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int /*cudaV
         {"cuEventRecord", reinterpret_cast<void*>(&cuEventRecord)},
         {"cuEventQuery", reinterpret_cast<void*>(&cuEventQuery)},
         {"cuStreamIsCapturing", reinterpret_cast<void*>(&cuStreamIsCapturing)},
+        {"cuStreamGetCaptureInfo", reinterpret_cast<void*>(&cuStreamGetCaptureInfo_v2)},
         {"cuThreadExchangeStreamCaptureMode", reinterpret_cast<void*>(&cuThreadExchangeStreamCaptureMode)},
         {"cuGetProcAddress", reinterpret_cast<void*>(&cuGetProcAddress_v2)},
     };
@@ -303,7 +330,44 @@ void fakecuda_set_capturing(void* stream, int capturing) {
     std::lock_guard<std::mutex> lock(s.mu);
     Stream& st = s.stream(key(stream));
     if (st.capturing != (capturing != 0)) s.capturing_streams += capturing != 0 ? 1 : -1;
+    if (capturing != 0 && !st.capturing) {
+        st.graph = s.next_graph += 0x10;
+        s.graphs[st.graph];
+    } else if (capturing == 0 && st.capturing) {
+        st.last_graph = st.graph;
+        st.graph = 0;
+    }
     st.capturing = capturing != 0;
+}
+
+int fakecuda_capture_node(void* stream, int (*fn)(void*), void* arg) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    Stream& st = s.stream(key(stream));
+    if (!st.capturing) return 0;
+    s.graphs[st.graph].nodes.emplace_back(fn, arg);
+    return 1;
+}
+
+void* fakecuda_last_capture(void* stream) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    return reinterpret_cast<void*>(s.stream(key(stream)).last_graph);
+}
+
+int fakecuda_graph_run(void* graph) {
+    std::vector<std::pair<int (*)(void*), void*>> nodes;
+    {
+        State& s = state();
+        std::lock_guard<std::mutex> lock(s.mu);
+        auto it = s.graphs.find(key(graph));
+        if (it == s.graphs.end()) return 1;
+        nodes = it->second.nodes;
+    }
+    // Outside the lock: a node is a whole operation, which may wait for its peers.
+    for (auto& [fn, arg] : nodes)
+        if (int r = fn(arg); r != 0) return r;
+    return 0;
 }
 
 void fakecuda_stats(FakeCudaStats* out) {

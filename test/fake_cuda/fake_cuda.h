@@ -16,6 +16,11 @@
 //     thread whose capture mode is GLOBAL (every thread's mode until cuThreadExchangeStreamCaptureMode) fails with
 //     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and counts a capture violation, as a capture in global mode forbids it.
 //
+//   - A capture builds a graph (one per fakecuda_set_capturing(s, 1)): cuStreamGetCaptureInfo_v2 names it while the
+//     stream captures, fakecuda_last_capture once the capture ended. The fake NCCL adds each op issued into a
+//     capture as a node (fakecuda_capture_node) instead of running it; fakecuda_graph_run runs the nodes in order, on
+//     the calling thread (the fake libcudart.so.13's cudaGraphLaunch: fake_cudart.cpp).
+//
 // Thread-safe (one mutex). FAKE_CUDA_NO_PROC_ADDRESS=1 makes cuGetProcAddress find nothing, so that a caller must
 // fall back to dlsym of the versioned names. FAKE_CUDA_HOLD_ALL=1 holds every stream from its first use (a GPU that
 // never catches up: what a benchmark of CPU run-ahead needs, without the hold file's look-up on every call).
@@ -46,6 +51,13 @@ void fakecuda_enqueue(void* stream);
 void fakecuda_hold(void* stream, int held);
 // Starts (1) or ends (0) a graph capture on one stream.
 void fakecuda_set_capturing(void* stream, int capturing);
+// Adds a node to the graph `stream`'s capture builds: 1, or 0 when the stream is not capturing. `fn(arg)` runs at
+// each launch of the graph and returns 0 on success.
+int fakecuda_capture_node(void* stream, int (*fn)(void*), void* arg);
+// The graph of the stream's last capture that ended (nullptr: none).
+void* fakecuda_last_capture(void* stream);
+// Runs the graph's nodes in order; the first one's non-zero result, else 0 (1: no such graph).
+int fakecuda_graph_run(void* graph);
 void fakecuda_stats(struct FakeCudaStats* out);
 // Event records on one stream, in all and while it was capturing.
 uint64_t fakecuda_stream_records(void* stream, uint64_t* while_capturing);

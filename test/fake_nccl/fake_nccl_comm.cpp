@@ -45,9 +45,14 @@ std::vector<Comm*>* g_comms = new std::vector<Comm*>;
 // fakecuda_enqueue is looked up when a communicator is created.
 using EnqueueFn = void (*)(void*);
 std::atomic<EnqueueFn> g_fake_cuda_enqueue{nullptr};
+// An op issued into a graph capture is a node of the graph instead (run at each launch of it, as NCCL's kernel).
+using CaptureNodeFn = int (*)(void*, int (*)(void*), void*);
+std::atomic<CaptureNodeFn> g_fake_cuda_capture_node{nullptr};
 
 void find_fake_cuda() {
     if (g_fake_cuda_enqueue.load(std::memory_order_relaxed) != nullptr) return;
+    g_fake_cuda_capture_node.store(reinterpret_cast<CaptureNodeFn>(dlsym(RTLD_DEFAULT, "fakecuda_capture_node")),
+                                   std::memory_order_relaxed);
     g_fake_cuda_enqueue.store(reinterpret_cast<EnqueueFn>(dlsym(RTLD_DEFAULT, "fakecuda_enqueue")),
                               std::memory_order_relaxed);
 }
@@ -271,6 +276,34 @@ ncclResult_t init_all(ncclComm_t* comms, int ndev, const int* devlist) {
     return ncclSuccess;
 }
 
+namespace {
+
+// A node of a captured graph: the op, run anew at each launch (it waits for its peers then, as a launched kernel).
+int run_captured(void* arg) {
+    Op op = *static_cast<const Op*>(arg);
+    post(op);
+    ncclResult_t r = wait_op(op, deadline_from_now());
+    if (r == ncclSuccess) profiler_op_done(op);
+    return r == ncclSuccess ? 0 : 1;
+}
+
+// With the fake libcuda, a collective, send or receive issued into a graph capture runs nothing now: it becomes a
+// node of the graph (counted captured by the fake, as a kernel enqueued into a capture). Never freed: the graph may
+// be launched until the process ends.
+bool capture(const Op& op) {
+    CaptureNodeFn node = g_fake_cuda_capture_node.load(std::memory_order_relaxed);
+    if (node == nullptr || op.kind == OpKind::Join) return false;
+    auto* copy = new Op(op);
+    if (node(op.stream, run_captured, copy) == 0) {
+        delete copy;
+        return false;
+    }
+    if (EnqueueFn enqueue = g_fake_cuda_enqueue.load(std::memory_order_relaxed)) enqueue(op.stream);
+    return true;
+}
+
+}  // namespace
+
 ncclResult_t submit(Op op) {
     Comm* c = op.comm;
     if (c->revoked.load()) {
@@ -284,6 +317,7 @@ ncclResult_t submit(Op op) {
         t_group.ops.push_back(op);
         return ncclSuccess;
     }
+    if (capture(op)) return ncclSuccess;
     post(op);
     ncclResult_t r = wait_op(op, deadline_from_now());
     if (r == ncclSuccess && op.kind != OpKind::Join) op_delay();

@@ -41,6 +41,11 @@ struct FakeCuda {
     decltype(&fakecuda_set_capturing) set_capturing = nullptr;
     decltype(&fakecuda_stats) stats = nullptr;
     decltype(&fakecuda_stream_records) stream_records = nullptr;
+    decltype(&fakecuda_last_capture) last_capture = nullptr;
+    // The CUDA runtime's graph calls (the fake libcudart.so.13), found as the program finds them: the shim's when it
+    // is preloaded.
+    int (*graph_instantiate)(void**, void*, unsigned long long) = nullptr;
+    int (*graph_launch)(void*, void*) = nullptr;
 };
 
 // Loads it as a CUDA application has libcuda loaded before NCCL starts: RTLD_GLOBAL (so that the fake NCCL finds
@@ -56,8 +61,21 @@ bool load_fake_cuda(FakeCuda& f, std::string& error) {
     f.set_capturing = reinterpret_cast<decltype(f.set_capturing)>(dlsym(lib, "fakecuda_set_capturing"));
     f.stats = reinterpret_cast<decltype(f.stats)>(dlsym(lib, "fakecuda_stats"));
     f.stream_records = reinterpret_cast<decltype(f.stream_records)>(dlsym(lib, "fakecuda_stream_records"));
-    if (f.enqueue == nullptr || f.set_capturing == nullptr || f.stats == nullptr || f.stream_records == nullptr) {
+    f.last_capture = reinterpret_cast<decltype(f.last_capture)>(dlsym(lib, "fakecuda_last_capture"));
+    if (f.enqueue == nullptr || f.set_capturing == nullptr || f.stats == nullptr || f.stream_records == nullptr ||
+        f.last_capture == nullptr) {
         error = "the libcuda.so.1 found is not the fake one (no fakecuda_* functions)";
+        return false;
+    }
+    if (dlopen("libcudart.so.13", RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+        error = std::string("dlopen(libcudart.so.13): ") + dlerror();
+        return false;
+    }
+    f.graph_instantiate =
+        reinterpret_cast<decltype(f.graph_instantiate)>(dlsym(RTLD_DEFAULT, "cudaGraphInstantiateWithFlags"));
+    f.graph_launch = reinterpret_cast<decltype(f.graph_launch)>(dlsym(RTLD_DEFAULT, "cudaGraphLaunch"));
+    if (f.graph_instantiate == nullptr || f.graph_launch == nullptr) {
+        error = "no cudaGraphInstantiateWithFlags / cudaGraphLaunch in the process";
         return false;
     }
     return true;
@@ -194,6 +212,8 @@ public:
             if (!run_step()) return kNcclError;
         }
         step_ = -1;
+        // --graph-step: one eager all_reduce after the loop (a metric, as a torch script that replays its step).
+        if (o_.graph_step >= 0 && !all_reduce(main_comm(), o_.count, ncclFloat32)) return kNcclError;
         if (o_.hold_ms > 0) sleep_ms(o_.hold_ms);
         if (!o_.wait_gone.empty()) wait_gone();
         g_watchdog_stop.store(true);
@@ -347,8 +367,31 @@ private:
         return check(ncclAllReduce(buf(0), buf(1), count, dtype, ncclSum, comm, stream(comm)), "ncclAllReduce");
     }
 
+    // --graph-step: the step's all_reduce, captured into a CUDA graph once (at that step, as torch.cuda.graph does)
+    // and launched at that step and every later one, but by --graph-skip-rank at --graph-skip-step.
+    bool graph_collective() {
+        cudaStream_t s = stream(main_comm());
+        if (step_ == o_.graph_step) {
+            cuda_.set_capturing(s, 1);
+            const bool ok = all_reduce(main_comm(), o_.count, ncclFloat32);
+            cuda_.set_capturing(s, 0);
+            if (!ok || cuda_.graph_instantiate(&graph_exec_, cuda_.last_capture(s), 0) != 0) {
+                std::fprintf(stderr, "fake-framework: rank %d: the graph capture failed\n", rank_);
+                return false;
+            }
+        }
+        if (at(o_.graph_skip_rank, o_.graph_skip_step)) {
+            std::fprintf(stderr, "fake-framework: rank %d: skipping the graph launch of step %d\n", rank_, step_);
+            return true;
+        }
+        if (cuda_.graph_launch(graph_exec_, s) == 0) return true;
+        std::fprintf(stderr, "fake-framework: rank %d step %d: cudaGraphLaunch failed\n", rank_, step_);
+        return false;
+    }
+
     // The step's main collective on the world communicator, as this rank issues it.
     bool main_collective() {
+        if (o_.graph_step >= 0 && step_ >= o_.graph_step) return graph_collective();
         if (at(o_.skip_rank, o_.skip_step)) return true;
         if (at(o_.mismatch_rank, o_.mismatch_step)) {
             switch (o_.mismatch_kind) {
@@ -462,6 +505,7 @@ private:
 
     const Options& o_;
     FakeCuda cuda_;
+    void* graph_exec_ = nullptr;  // --graph-step: the instantiated graph of the captured all_reduce
     int rank_;
     int world_;
     int step_ = -1;

@@ -80,7 +80,11 @@ const char* usage_text() {
            "                          item on the main communicator's stream: the GPU is stuck before step S\n"
            "  --capture-step S [--capture-count M] [--capture-ms T]   (--fake-cuda) steps S .. S+M-1 (default M 1)\n"
            "                          are issued while the main communicator's stream is under graph capture, which\n"
-           "                          ends T ms after the last of them\n";
+           "                          ends T ms after the last of them\n"
+           "  --graph-step S          (--fake-cuda) the main all_reduce is captured into a CUDA graph at step S (the\n"
+           "                          fake libcudart.so.13), which is launched at step S and every later one instead;\n"
+           "                          one eager all_reduce follows the last step\n"
+           "  --graph-skip-rank R --graph-skip-step T   rank R does not launch it at step T\n";
 }
 
 bool parse_options(int argc, char** argv, Options& o, std::string& error) {
@@ -129,6 +133,9 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--capture-step", &o.capture_step, -1},
         {"--capture-count", &o.capture_count, 1},
         {"--capture-ms", &o.capture_ms, 0},
+        {"--graph-step", &o.graph_step, -1},
+        {"--graph-skip-rank", &o.graph_skip_rank, -1},
+        {"--graph-skip-step", &o.graph_skip_step, -1},
     };
     const std::pair<const char*, bool*> flags[] = {
         {"--split", &o.split},           {"--group", &o.group},
@@ -239,8 +246,8 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         error = "--mismatch-rank needs --mismatch-kind";
         return false;
     }
-    if ((o.cuda_hold_step >= 0 || o.capture_step >= 0) && !o.fake_cuda) {
-        error = "--cuda-hold-step and --capture-step need --fake-cuda";
+    if ((o.cuda_hold_step >= 0 || o.capture_step >= 0 || o.graph_step >= 0) && !o.fake_cuda) {
+        error = "--cuda-hold-step, --capture-step and --graph-step need --fake-cuda";
         return false;
     }
     return true;

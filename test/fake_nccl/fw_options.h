@@ -59,7 +59,10 @@ struct Options {
     int cuda_hold_step = -1;  // before this step's collectives: hold the GPU (FAKE_CUDA_HOLD_FILE) behind "compute"
     int capture_step = -1;    // steps [capture_step, capture_step + capture_count) run under graph capture
     int capture_count = 1;
-    int capture_ms = 0;  // the capture lasts at least this long
+    int capture_ms = 0;        // the capture lasts at least this long
+    int graph_step = -1;       // the main all_reduce is captured into a CUDA graph at this step, launched from then on
+    int graph_skip_rank = -1;  // ...which this rank does not launch at graph_skip_step
+    int graph_skip_step = -1;
 };
 
 // Parses argv[1..]. Returns false and sets `error` on an unknown option or a bad value.

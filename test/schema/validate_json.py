@@ -149,7 +149,7 @@ SHAPES = {
                 "NCW_HEADER_LAST_WORDS_FIELDS", "NCW_HEADER_TEARDOWN_FIELDS"],
                {"format", "actual_size", "heartbeat_ms", "py_stacks_ms", "py_held_ms"}),
     "comm": (["NCW_COMM_FIELDS_1_5", "NCW_COMM_FIELDS_1_6"], {"slot", "recent"}),
-    "sig": (["NCW_SIG_FIELDS"], set()),
+    "sig": (["NCW_SIG_FIELDS_1_9", "NCW_SIG_FIELDS_1_10"], set()),
     "record": (["NCW_RECORD_FIELDS"], {"ticket", "backtrace"}),
 }
 

@@ -105,6 +105,7 @@ inline CommInfo sample_comm(uint32_t slot, size_t sigs) {
         s.root = -1;
         s.tid = 4242;
         s.stream = 0xabc;
+        s.origin = uint8_t(i % 2);  // 1.10: calls and CUDA graph replays
         c.recent.push_back(s);
     }
     return c;
@@ -112,7 +113,8 @@ inline CommInfo sample_comm(uint32_t slot, size_t sigs) {
 
 inline bool same(const SigInfo& a, const SigInfo& b) {
     return a.seq == b.seq && a.count == b.count && a.t_issue_ns == b.t_issue_ns && a.op == b.op && a.dtype == b.dtype &&
-           a.flags == b.flags && a.redop == b.redop && a.root == b.root && a.tid == b.tid && a.stream == b.stream;
+           a.flags == b.flags && a.redop == b.redop && a.root == b.root && a.tid == b.tid && a.stream == b.stream &&
+           a.origin == b.origin;
 }
 
 inline void check_same(const CommInfo& a, const CommInfo& b) {

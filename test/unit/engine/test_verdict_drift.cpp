@@ -339,3 +339,51 @@ TEST_CASE("drift: an EXTRA_OP where every op has one shape: the rank's own pace 
     CHECK(contains(v->summary, "rank 3 may instead have added one AllReduce as its #12"));
     CHECK(contains(v->summary, "it took 1 ms from #11 to #12 where the others took 100 ms"));
 }
+
+TEST_CASE("drift: a skipped or added CUDA graph replay, proven by the origins of one op number", "[verdict][drift]") {
+    // Ranks 0-2 replayed a captured all_reduce once more than rank 3 (format 1.10: origin "replay"): rank 3's eager
+    // all_reduce #20 was paired with their replay #20, and they wait in their eager #21.
+    const auto replay = [](RankCommState r, uint64_t q) {
+        for (auto& g : r.recent.mut())
+            if (g.seq == q) g.origin = uint8_t(ncw::disk::RecordOrigin::Replay);
+        return r;
+    };
+    SECTION("skipped: NOT_JOINED, said from the records") {
+        std::vector<RankCommState> ranks;
+        for (int r = 0; r < 3; ++r) ranks.push_back(replay(waiting(r, 20, 15.0), 20));
+        ranks.push_back(idle(3, 20, 15.0));
+        const auto vs = diagnose_stall(view(4, ranks), kNow, kTimeout);
+        const Verdict* v = find_kind(vs, Kind::NotJoined);
+        REQUIRE(v);
+        CHECK(v->culprits == Ranks{3});
+        CHECK(contains(v->summary, "rank 3 launched a CUDA graph fewer times than ranks 0,1,2 before its #20"));
+        const bool said = std::any_of(v->evidence.begin(), v->evidence.end(), [](const std::string& e) {
+            return contains(e,
+                            "rank 3's #20 is a call where ranks 0,1,2's #20 is a CUDA graph replay, and NCCL "
+                            "paired the two: in #17..#20 rank 3 has 0 replays of it, rank 0 1 (a skipped replay)");
+        });
+        CHECK(said);
+        // Not also the generic guess.
+        CHECK(std::none_of(v->evidence.begin(), v->evidence.end(),
+                           [](const std::string& e) { return contains(e, "a `continue` before backward()"); }));
+    }
+    SECTION("as many replays in another order: said so, not a skip") {
+        std::vector<RankCommState> ranks;
+        for (int r = 0; r < 3; ++r) ranks.push_back(replay(waiting(r, 20, 15.0), 20));
+        ranks.push_back(replay(idle(3, 20, 15.0), 19));
+        const auto vs = diagnose_stall(view(4, ranks), kNow, kTimeout);
+        const Verdict* v = find_kind(vs, Kind::NotJoined);
+        REQUIRE(v);
+        CHECK(contains(v->summary, "rank 3 launched a CUDA graph in another order than ranks 0,1,2 before its #20"));
+        CHECK_FALSE(contains(v->summary, "fewer"));
+    }
+    SECTION("the same origins: nothing said of graphs") {
+        std::vector<RankCommState> ranks;
+        for (int r = 0; r < 3; ++r) ranks.push_back(waiting(r, 20, 15.0));
+        ranks.push_back(idle(3, 20, 15.0));
+        const auto vs = diagnose_stall(view(4, ranks), kNow, kTimeout);
+        const Verdict* v = find_kind(vs, Kind::NotJoined);
+        REQUIRE(v);
+        CHECK_FALSE(contains(v->summary, "CUDA graph"));
+    }
+}

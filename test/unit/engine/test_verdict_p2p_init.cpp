@@ -257,3 +257,23 @@ TEST_CASE("verdict: a send to a peer that never takes from this rank (a wrong pe
         for (const auto& v : diagnose_stall(first, kNow, kTimeout)) CHECK(!contains(v.summary, "its first ever"));
     }
 }
+
+TEST_CASE("verdict: a completed send whose peer's counts are older than it proves no missing receive", "[verdict]") {
+    // Rank 0 completed its one send to rank 1 (its last progress 1 s ago); rank 1's counts show no receive from rank
+    // 0. Counts of rank 1 taken after that completion contradict it (MISMATCH: rank 1 never posted the receive);
+    // counts taken before it (the live collector's last State of rank 1, sent 2 s ago, at the job's start) say
+    // nothing of a receive posted since.
+    const auto judge = [](double peer_counts_age_s) {
+        RankCommState sender = p2p_rank(0, {peer(1, 1, 1, 0, 0)});
+        sender.t_last_progress_ns = ago(1.0);
+        RankCommState receiver = p2p_rank(1, {peer(0, 0, 0, 0, 0)});
+        receiver.p2p_as_of_ns = ago(peer_counts_age_s);
+        return find_mismatches(view(2, {sender, receiver}));
+    };
+    const auto fresh = judge(0.5);
+    REQUIRE(fresh.size() == 1);
+    CHECK(fresh[0].kind == Kind::Mismatch);
+    CHECK(fresh[0].culprits == Ranks{1});
+    CHECK(contains(fresh[0].summary, "rank 0 completed 1 send to rank 1, but rank 1 posted only 0 receives"));
+    CHECK(judge(2.0).empty());
+}

@@ -1,5 +1,6 @@
 // The live protocol codec: round trips, every truncation rejected, hostile lengths and counts, version rules, and
 // stream reassembly.
+#include "read/wire_io.h"  // the blocks: a signature as a 1.9 sender writes it
 #include "wire_fixtures.h"
 
 using namespace wire_fixtures;
@@ -80,6 +81,39 @@ TEST_CASE("Digest round trips, keeping the most recent signatures") {
     REQUIRE(out.comms[2].recent.size() == kMaxDigestSigs);
     CHECK(out.comms[2].recent.front().seq == in.comms[2].recent[5].seq);
     CHECK(out.comms[2].recent.back().seq == in.comms[2].recent.back().seq);
+}
+
+TEST_CASE("Digest 1.10: a signature's origin rides at the end of its block; a 1.9 block without it reads as a call") {
+    Digest in;
+    in.comms = {sample_comm(0, 2)};
+    REQUIRE(in.comms[0].recent[1].origin == 1);
+    std::vector<uint8_t> frame, payload;
+    encode(in, frame);
+    split(frame, payload);
+    Digest out;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    REQUIRE(out.comms.size() == 1);
+    REQUIRE(out.comms[0].recent.size() == 2);
+    CHECK(out.comms[0].recent[0].origin == 0);
+    CHECK(out.comms[0].recent[1].origin == 1);
+    // A 1.9 sender: each signature block one byte shorter (its length says so), the origin absent.
+    std::vector<uint8_t> bytes;
+    Writer w(bytes);
+    const SigInfo s = in.comms[0].recent[1];
+    const size_t at = w.begin_block();
+#define NCW_PUT_1_9(type, name, ...) w.type(s.name);
+    NCW_SIG_FIELDS_1_9(NCW_PUT_1_9)
+#undef NCW_PUT_1_9
+    w.end_block(at);
+    Reader r(bytes.data(), bytes.size());
+    SigInfo got;
+    got.origin = 7;
+    get_sig(r, got);
+    REQUIRE(r.ok());
+    CHECK(got.seq == s.seq);
+    CHECK(got.stream == s.stream);
+    CHECK(got.origin == 7);  // left as it was: the caller's default (0, a call)
 }
 
 TEST_CASE("Digest 1.1: the newest in-collective GPU times ride along; a 1.0 comm block has none") {
@@ -391,10 +425,10 @@ TEST_CASE("Oversized lengths and counts are refused before anything is allocated
         std::vector<uint8_t> frame, payload;
         encode(d, frame);
         split(frame, payload);
-        // The signature count sits right before the one signature block (4 + 8 * 5 + 4 + 1 * 3 + 4 * 4 + 8 bytes),
-        // which the comm block's GPU span count (1.1, here 0) and its format-1.6 fields (protocol 1.5: the GPU
-        // UUID, a string) follow.
-        const size_t sig_block = 4 + 8 + 8 + 8 + 3 + 4 + 4 + 4 + 8;
+        // The signature count sits right before the one signature block (its length, 3 * 8, 3 * 1, 3 * 4, 8, and the
+        // origin byte of protocol 1.10), which the comm block's GPU span count (1.1, here 0) and its format-1.6 fields
+        // (protocol 1.5: the GPU UUID, a string) follow.
+        const size_t sig_block = 4 + 8 + 8 + 8 + 3 + 4 + 4 + 4 + 8 + 1;
         const size_t tail_1_6 = 4 + d.comms[0].gpu_uuid.size();
         const size_t at = payload.size() - tail_1_6 - 4 - sig_block - 4;
         REQUIRE(payload[at] == 1);
