@@ -387,11 +387,8 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     verdict::find_deadlocks(cv);
     // A stall in a job whose ranks disagree on a setting NCCL needs them to agree on (verdict_settings.h): read from
     // the environments only when something stalled.
-    if (copt.stalls && std::any_of(jr.comms.begin(), jr.comms.end(), [](const CommResult& c) {
-            return std::any_of(c.verdicts.begin(), c.verdicts.end(), [](const verdict::Verdict& v) {
-                return v.kind != verdict::Kind::Straggler && v.stalled_for_s > 0;
-            });
-        })) {
+    if (copt.stalls && std::any_of(jr.comms.begin(), jr.comms.end(),
+                                   [](const CommResult& c) { return verdict::stall_of(c.verdicts) != nullptr; })) {
         std::vector<audit::ProcessFacts> facts;
         facts.reserve(job_files.size());
         for (const auto* f : job_files) facts.push_back(audit::ProcessFacts{&f->header, &f->comms});

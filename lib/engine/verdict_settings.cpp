@@ -15,7 +15,8 @@ bool names_no_rank(Kind k) {
     return k == Kind::StuckInNccl || k == Kind::Unknown || k == Kind::GpuNotReached || k == Kind::AsyncError;
 }
 
-// The communicator's stall (its most important verdict with ranks waiting), or null.
+}  // namespace
+
 const Verdict* stall_of(const std::vector<Verdict>& vs) {
     const Verdict* best = nullptr;
     for (const auto& v : vs) {
@@ -24,8 +25,6 @@ const Verdict* stall_of(const std::vector<Verdict>& vs) {
     }
     return best;
 }
-
-}  // namespace
 
 void lead_with_settings(const std::vector<audit::Finding>& differences, const std::vector<CommVerdicts>& comms) {
     for (const auto& c : comms) {

@@ -12,6 +12,9 @@
 
 namespace ncw::verdict {
 
+// The communicator's stall (its most important verdict with ranks waiting past its timeout), or null.
+const Verdict* stall_of(const std::vector<Verdict>& vs);
+
 // One SETTING_DIFFERS verdict per stalled communicator with a minority rank of a difference in `differences`
 // (audit::must_agree_differences: global ranks), added to its verdicts.
 void lead_with_settings(const std::vector<audit::Finding>& differences, const std::vector<CommVerdicts>& comms);

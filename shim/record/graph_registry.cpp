@@ -81,8 +81,9 @@ void GraphRegistry::captured(CommRuntime& cr, const OpDesc& d, cudaStream_t stre
 }
 
 void GraphRegistry::captured(const RankFileWriter& f, const OpRef& ref, cudaStream_t stream) {
-    const disk::OpRecord& rec = f.ring[ref.ticket & f.ring_mask];
-    if (!ref.cr || rec.stamp.load(std::memory_order_acquire) != 2 * ref.ticket + 2) return;
+    const disk::OpRecord* rec_p = ref.cr ? live_record(f, ref) : nullptr;
+    if (!rec_p) return;
+    const disk::OpRecord& rec = *rec_p;
     OpDesc d{};
     d.op = disk::OpType(rec.op);
     d.sendbuf = reinterpret_cast<const void*>(rec.sendbuf);

@@ -16,12 +16,6 @@ namespace {
 // recorded as one value (ncclNumOps, shown as "premulsum") so that ranks compare equal.
 int32_t normalized_redop(int32_t op) { return op >= int32_t(ncclNumOps) ? int32_t(ncclNumOps) : op; }
 
-// The record of `ref`, unless the ring has wrapped over it since.
-disk::OpRecord* live_record(const RankFileWriter& f, const OpRef& ref) {
-    disk::OpRecord* rec = &f.ring[ref.ticket & f.ring_mask];
-    return rec->stamp.load(std::memory_order_acquire) == 2 * ref.ticket + 2 ? rec : nullptr;
-}
-
 void write_signature(disk::CommSlot* slot, uint64_t seq, const OpDesc& d, uint64_t now, uint32_t tid, uint8_t flags,
                      uint8_t origin) {
     disk::OpSignature& s = slot->recent[seq % disk::kRecentSigs];
@@ -41,6 +35,11 @@ void write_signature(disk::CommSlot* slot, uint64_t seq, const OpDesc& d, uint64
 }
 
 }  // namespace
+
+disk::OpRecord* live_record(const RankFileWriter& f, const OpRef& ref) {
+    disk::OpRecord* rec = &f.ring[ref.ticket & f.ring_mask];
+    return rec->stamp.load(std::memory_order_acquire) == 2 * ref.ticket + 2 ? rec : nullptr;
+}
 
 OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, const IssueOptions& opt, uint64_t now) {
     OpRef ref;

@@ -54,6 +54,9 @@ struct IssueOptions {
 // Claims a ticket, writes the record and advances the issued counters. Returns what later updates need.
 OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, const IssueOptions& opt, uint64_t now);
 
+// The record of `ref`, unless the ring has wrapped over it since (nullptr).
+disk::OpRecord* live_record(const RankFileWriter& f, const OpRef& ref);
+
 // The call returned (result known).
 void record_return(const RankFileWriter& f, const OpRef& ref, ncclResult_t result, uint64_t now);
 // The call returned an error (not success, not in progress): counted failed, never completed (format 1.5); the

@@ -84,12 +84,9 @@ TEST_CASE("Digest round trips, keeping the most recent signatures") {
 }
 
 TEST_CASE("Digest 1.10: a signature's origin rides at the end of its block; a 1.9 block without it reads as a call") {
-    Digest in;
-    in.comms = {sample_comm(0, 2)};
-    REQUIRE(in.comms[0].recent[1].origin == 1);
-    std::vector<uint8_t> frame, payload;
-    encode(in, frame);
-    split(frame, payload);
+    const CommInfo in = sample_comm(0, 2);
+    REQUIRE(in.recent[1].origin == 1);
+    const std::vector<uint8_t> payload = one_comm_payload(in);
     Digest out;
     std::string err;
     REQUIRE(decode(payload.data(), payload.size(), out, &err));
@@ -100,7 +97,7 @@ TEST_CASE("Digest 1.10: a signature's origin rides at the end of its block; a 1.
     // A 1.9 sender: each signature block one byte shorter (its length says so), the origin absent.
     std::vector<uint8_t> bytes;
     Writer w(bytes);
-    const SigInfo s = in.comms[0].recent[1];
+    const SigInfo s = in.recent[1];
     const size_t at = w.begin_block();
 #define NCW_PUT_1_9(type, name, ...) w.type(s.name);
     NCW_SIG_FIELDS_1_9(NCW_PUT_1_9)
