@@ -12,6 +12,11 @@
 // machines, either side; both arms here share one process, so its mode. Without LD_PRELOAD both arms are NCCL's:
 // the method's own error (an A/A run).
 //   call_cost --cuda --group 2 --ab [--rounds R] [--iters ITERS]
+// --ab-cpu: the CPU per call, in one process, through the shim and around it: batches of CALLS calls (the GPU work
+// synchronised after each, untimed) alternate, ABBA, between NCCL's own entry points and the linked ones. A process
+// on the H200 hosts lands in one of two speed modes about 150 ns per call apart, whatever the build; both arms share
+// the process's. Prints the linked arm's usual line, then the pairs' "abcpu" line.
+//   call_cost --cuda --ab-cpu [--rounds R] [--calls CALLS]
 // --nranks N --rank R --id-file PATH: one rank of an N-rank communicator, one process per rank (rank 0 writes the
 // ncclUniqueId to PATH, the others wait for it; 30 s at most), on device --device (0): several ranks on one GPU,
 // each its own NCCL host (NCCL_HOSTID), as test/gpu's one-GPU jobs. Every rank must be given the same options; the
@@ -103,7 +108,7 @@ bool share_unique_id(ncclUniqueId& id, int rank, const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    bool cuda = false, ab = false;
+    bool cuda = false, ab = false, ab_cpu = false;
     int batches = 60, calls = 2000, group = 0, rounds = 60, iters = 1000;
     int nranks = 1, rank = 0, device = 0, sweep_iters = 5;
     size_t sweep_min = 0, sweep_max = 0;
@@ -113,6 +118,8 @@ int main(int argc, char** argv) {
             cuda = true;
         else if (!strcmp(argv[i], "--ab"))
             ab = true;
+        else if (!strcmp(argv[i], "--ab-cpu"))
+            ab_cpu = true;
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
@@ -304,6 +311,64 @@ int main(int argc, char** argv) {
     for (int w = 0; multi ? w < 50 : Clock::now() < warm_end; ++w) {
         for (int i = 0; i < 100; ++i) one();
         sync();
+    }
+    if (ab_cpu && cuda) {
+        // What the shim's capture check costs on its own (every op outside a group, with GPU tracking): the driver's
+        // cuStreamIsCapturing on the loop's stream.
+        using IsCapturing = int (*)(cudaStream_t, int*);
+        void* cuda_lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        auto is_capturing = cuda_lib ? reinterpret_cast<IsCapturing>(dlsym(cuda_lib, "cuStreamIsCapturing")) : nullptr;
+        if (is_capturing) {
+            int status = 0;
+            constexpr int kCalls = 200000;
+            for (int i = 0; i < 1000; ++i) is_capturing(streams[0], &status);
+            const auto t0 = Clock::now();
+            for (int i = 0; i < kCalls; ++i) is_capturing(streams[0], &status);
+            printf("driver cuStreamIsCapturing: %.1f ns/call\n",
+                   std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kCalls);
+        }
+    }
+    if (ab_cpu) {
+        NcclFns real;
+        if (!load_real_nccl(real)) {
+            fprintf(stderr, "call_cost: cannot find libnccl.so.2's own entry points\n");
+            return 2;
+        }
+        const bool same = real.all_reduce == linked.all_reduce;
+        auto batch = [&](const NcclFns& f) {
+            auto t0 = Clock::now();
+            for (int i = 0; i < calls; ++i) one_via(f);
+            auto t1 = Clock::now();
+            sync();
+            return std::chrono::duration<double, std::nano>(t1 - t0).count() / calls;
+        };
+        for (int w = 0; w < 10; ++w) {
+            batch(real);
+            batch(linked);
+        }
+        std::vector<double> a, b, d;
+        for (int r = 0; r < rounds; ++r) {
+            double ta, tb;
+            if (r % 2) {  // ABBA: a drift during the run cancels
+                ta = batch(real);
+                tb = batch(linked);
+            } else {
+                tb = batch(linked);
+                ta = batch(real);
+            }
+            a.push_back(ta);
+            b.push_back(tb);
+            d.push_back(tb - ta);
+        }
+        printf("nccl %d %s: median %.1f ns/call, p10 %.1f, p90 %.1f (%d batches of %d)\n", version,
+               cuda ? "GPU" : "fake", median_of(b), quantile_of(b, 1, 10), quantile_of(b, 9, 10), rounds, calls);
+        printf(
+            "abcpu nccl %d %s, %s: NCCL's own %.1f ns/call, linked %.1f ns/call; added: median %.1f ns, p10 %.1f, "
+            "p90 %.1f (%d pairs of %d calls)\n",
+            version, cuda ? "GPU" : "fake", same ? "A/A (no shim)" : "linked = the shim", median_of(a), median_of(b),
+            median_of(d), quantile_of(d, 1, 10), quantile_of(d, 9, 10), rounds, calls);
+        for (auto c : comms) ncclCommDestroy(c);
+        return 0;
     }
     std::vector<double> per_call;
     for (int b = 0; b < batches + 5; ++b) {

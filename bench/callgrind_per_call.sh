@@ -1,13 +1,16 @@
 #!/bin/bash
-# The shim's own instructions per intercepted ncclAllReduce, counted by callgrind: a number that does not move with
-# the machine's load (the wall clock on a shared VM does, by a factor of two). Runs bench/call_cost.cpp's fake loop
-# (the fake NCCL, with the fake libcuda.so.1 preloaded so that GPU tracking is on) under callgrind, collecting only
-# inside the shim's ncclAllReduce, ncclGroupStart and ncclGroupEnd: entering the real one inside each toggles the
-# collection off, so NCCL's own work is left out. Divided by the ops counted (the loop's warm-up is timed, so their
-# number varies); with NCW_CALL_COST_ARGS="--group 2", a group's cost is shared by its two ops.
+# The shim's own instructions per intercepted ncclAllReduce, and how many of them are locked (a lock prefix, or an
+# xchg with memory: each a full barrier, about 20 cycles), counted by callgrind: numbers that do not move with the
+# machine's load (the wall clock on a shared VM does, by a factor of two). Runs bench/call_cost.cpp's fake loop (the
+# fake NCCL, with the fake libcuda.so.1 preloaded so that GPU tracking is on) under callgrind, collecting only inside
+# the shim's ncclAllReduce, ncclGroupStart and ncclGroupEnd: entering the real one inside each toggles the collection
+# off, so NCCL's own work is left out. Divided by the ops counted (the loop's warm-up is timed, so their number
+# varies); with NCW_CALL_COST_ARGS="--group 2", a group's cost is shared by its two ops. The locked instructions are
+# found by address in the shim's disassembly (objdump) and counted from callgrind's per-instruction costs.
 #   bench/callgrind_per_call.sh BUILD_DIR SHIM_SO [ENV=VALUE...]
 #   e.g. bench/callgrind_per_call.sh build build/shim/libncclwatch.so FAKE_CUDA_HOLD_ALL=1
-# Without SHIM_SO ("") the count is the fake NCCL's own instructions per call.
+# Prints "N instructions per op (M ops); L locked per op". Without SHIM_SO ("") the count is the fake NCCL's own
+# instructions per call (and no locked count).
 set -u
 build=$1
 shim=$2
@@ -16,28 +19,58 @@ out=$(mktemp /tmp/ncw-callgrind-XXXXXX)
 export NCCLWATCH_DIR=$(mktemp -d /tmp/ncw-bench-XXXXXX)
 trap 'rm -rf "$out" "$NCCLWATCH_DIR"' EXIT
 read -r -a more <<<"${NCW_CALL_COST_ARGS:-}"
-env "$@" LD_PRELOAD="$build/test/fake_cuda/libcuda.so.1 $shim" valgrind --tool=callgrind --toggle-collect=ncclAllReduce \
-    --toggle-collect=ncclGroupStart --toggle-collect=ncclGroupEnd --callgrind-out-file="$out" \
-    "$build/bench/call_cost_fake" --batches 10 --calls 2000 "${more[@]}" >/dev/null 2>&1 ||
+env "$@" LD_PRELOAD="$build/test/fake_cuda/libcuda.so.1 $shim" valgrind --tool=callgrind --dump-instr=yes \
+    --toggle-collect=ncclAllReduce --toggle-collect=ncclGroupStart --toggle-collect=ncclGroupEnd \
+    --callgrind-out-file="$out" "$build/bench/call_cost_fake" --batches 10 --calls 2000 "${more[@]}" >/dev/null 2>&1 ||
     { echo "callgrind failed" >&2; exit 1; }
-python3 - "$out" <<'EOF'
-import re, sys
-names, calls, total, callee = {}, 0, 0, None
-for line in open(sys.argv[1]):
-    m = re.match(r'c?fn=\((\d+)\)(?: (.*))?', line)
-    if m:
-        if m.group(2):
-            names[m.group(1)] = m.group(2).strip()
-        if line.startswith('cfn='):
-            callee = names.get(m.group(1), '')
+python3 - "$out" "$shim" <<'PY'
+import os, re, subprocess, sys
+path, shim = sys.argv[1], sys.argv[2]
+names, objs, cost = {}, {}, {}
+calls = total = 0
+callee = obj = None
+pos = 0
+call_line = False
+for line in open(path):
+    c = line[0]
+    if c.isdigit() or c in '+-*':  # a cost line: instruction address (absolute, relative or the same), line, Ir
+        parts = line.split()
+        tok = parts[0]
+        pos = pos if tok == '*' else pos + int(tok[1:], 0) if c == '+' else pos - int(tok[1:], 0) if c == '-' \
+            else int(tok, 0)
+        if call_line:  # the inclusive cost of a call made here: not this instruction's own
+            call_line = False
+        elif len(parts) >= 3:
+            cost[(obj, pos)] = cost.get((obj, pos), 0) + int(parts[2])
         continue
-    # Calls of a function each intercepted call makes once, where collecting: the shim's record, or without the shim
-    # the fake NCCL's enqueue of the op's "kernel".
-    if line.startswith('calls=') and callee and re.search(r'record_issue\(|^fakecuda_enqueue$', callee):
-        calls += int(line.split('=')[1].split()[0])
-    if line.startswith(('summary:', 'totals:')):
+    m = re.match(r'(c?)(ob|fn)=\((\d+)\)(?: (.*))?', line)
+    if m:
+        table = objs if m.group(2) == 'ob' else names
+        if m.group(4):
+            table[m.group(3)] = m.group(4).strip()
+        if m.group(2) == 'ob' and not m.group(1):
+            obj = objs.get(m.group(3))
+        if m.group(2) == 'fn' and m.group(1):
+            callee = names.get(m.group(3), '')
+        continue
+    if line.startswith('calls='):
+        call_line = True
+        # Calls of a function each intercepted call makes once, where collecting: the shim's record, or without the
+        # shim the fake NCCL's enqueue of the op's "kernel".
+        if callee and re.search(r'record_issue\(|^fakecuda_enqueue$', callee):
+            calls += int(line.split('=')[1].split()[0])
+    elif line.startswith(('summary:', 'totals:')):
         total = int(line.split()[1])
 if not calls:
     sys.exit('no calls counted')
-print(f'{total / calls:.0f} instructions per op ({calls} ops)')
-EOF
+text = f'{total / calls:.0f} instructions per op ({calls} ops)'
+if shim:
+    dis = subprocess.run(['objdump', '-d', '--no-show-raw-insn', shim], capture_output=True, text=True).stdout
+    locked = {int(m.group(1), 16) for m in re.finditer(r'^\s*([0-9a-f]+):\s+(?:lock\b|xchg\w*\s+[^\n]*\()', dis, re.M)}
+    if not locked and 'lock' not in dis:
+        sys.exit('objdump gave no disassembly of ' + shim)
+    base = os.path.basename(os.path.realpath(shim))
+    n = sum(v for (o, a), v in cost.items() if o and os.path.basename(o) == base and a in locked)
+    text += f'; {n / calls:.3f} locked per op'
+print(text)
+PY

@@ -5,6 +5,7 @@ bench/gpu_profiler_ab.sh (which sets the library path) and by test/gpu/run.sh's 
     gpu_profiler_ab.py --shim SO --call-cost EXE --collector EXE [--budget-sec 75] [--rounds 3] [--gpus 1]
                        [--work DIR] [--out TABLE.md] [--rows DIR]
     gpu_profiler_ab.py --parse WORK_DIR ...   (tables again from the raw outputs a run left; no GPU)
+    gpu_profiler_ab.py ... --cpu-only          (only the CPU per call, pinned, with its in-process A/B: many rounds)
 
 Modes (one process environment each; NCCL_PROFILER_PLUGIN is never set by us):
   none      no shim
@@ -13,7 +14,8 @@ Modes (one process environment each; NCCL_PROFILER_PLUGIN is never set by us):
   events    the shim with NCCLWATCH_PROFILER=off: the CUDA-event fallback
   neither   the shim with NCCLWATCH_PROFILER=off NCCLWATCH_GPU_EVENTS=0: no GPU tracking at all
 Per mode and round (the modes' order rotates every round; rounds until --rounds or the budget):
-  cpu    `call_cost --cuda`: CPU per intercepted call, 8 B all_reduce on a 1-rank communicator (NCCL runs one-rank
+  cpu    `call_cost --cuda --ab-cpu`: CPU per intercepted call, and the same in one process against NCCL's own
+         entry points (a process lands in one of two speed modes ~150 ns apart: the in-process figure is immune), 8 B all_reduce on a 1-rank communicator (NCCL runs one-rank
          collectives as a copy: no profiler events there, so this is the wrappers and NCCL's API-level profiler hooks)
   pair   two processes on device 0, each its own NCCL host (NCCL_HOSTID, NCCL_SOCKET_IFNAME=lo: the socket transport,
          where the profiler's Coll and KernelCh events do fire): `call_cost --cuda --nranks 2 --ab` (the in-process
@@ -51,6 +53,8 @@ AB_RE = re.compile(r"^ab nccl \d+ (?:GPU|fake)(?P<what>[^,]*), (?P<who>[^:]+): N
                    r"(?P<own_l>[-0-9.]+)\), linked (?P<lnk>[-0-9.]+) us/iter \(launch (?P<lnk_l>[-0-9.]+)\); added: "
                    r"median (?P<add>[-0-9.]+) us, p10 (?P<p10>[-0-9.]+), p90 (?P<p90>[-0-9.]+).*?(?:launch added: "
                    r"median (?P<add_l>[-0-9.]+) us)?$", re.M)
+ABCPU_RE = re.compile(r"^abcpu nccl \d+ GPU, [^:]+: NCCL's own (?P<own>[0-9.]+) ns/call, linked (?P<lnk>[0-9.]+) "
+                      r"ns/call; added: median (?P<add>[-0-9.]+) ns", re.M)
 CPU_RE = re.compile(r"^nccl \d+ GPU: median (?P<ns>[0-9.]+) ns/call", re.M)
 SWEEP_RE = re.compile(r"^sweep ranks (\d+) bytes (\d+) us ([0-9.]+) busbw ([0-9.]+)$", re.M)
 
@@ -140,10 +144,13 @@ def parse_dir(d):
     """One mode-round's numbers from the raw outputs in its folder."""
     rec = {}
     try:
-        m = CPU_RE.search(open(os.path.join(d, "cpu.out"), errors="replace").read())
-        rec["cpu_ns"] = float(m.group("ns")) if m else None
+        text = open(os.path.join(d, "cpu.out"), errors="replace").read()
     except OSError:
-        rec["cpu_ns"] = None
+        text = ""
+    m = CPU_RE.search(text)
+    rec["cpu_ns"] = float(m.group("ns")) if m else None
+    m = ABCPU_RE.search(text)
+    rec["cpu_in_ns"] = float(m.group("add")) if m else None
     try:
         m = CPU_RE.search(open(os.path.join(d, "cpu_unpinned.out"), errors="replace").read())
         rec["cpu_free_ns"] = float(m.group("ns")) if m else None
@@ -201,7 +208,7 @@ def summarize(recs):
     sizes = sorted({b for m in by for r in by[m] for b in r.get("bw", {})})
     g2 = any(r.get("g2_add") is not None for m in by for r in by[m])
     head = ["mode", "what", "NCCL's profiler plugin (init log)", "gpu_source (2-rank comm)", "CPU ns/call (1 rank)",
-            "vs none", "8 B A/B added, in-process (2 ranks)", "launch added", "NCCL's own arm us/iter (2 ranks)",
+            "vs none", "added in-process (1 rank)", "8 B A/B added, in-process (2 ranks)", "launch added", "NCCL's own arm us/iter (2 ranks)",
             "vs none"] + [f"busbw {b >> 20} MB" for b in sizes] + (["8 B A/B added, group of 2 GPUs"] if g2 else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m, _, what in MODES:
@@ -210,6 +217,7 @@ def summarize(recs):
         ab = spread(col(m, "add"))
         cells = [m, what, by[m][0].get("plugin", "-"), by[m][0].get("source", "-"), f(med(col(m, "cpu_ns")), 1),
                  f(med(paired(m, "cpu_ns")), 1, True) if m != "none" else "",
+                 f(med(col(m, "cpu_in_ns")), 1, True) + (f" ({len([x for x in col(m, 'cpu_in_ns') if x is not None])})"),
                  f(med(col(m, "add")), 3, True) + (f" ({ab[0]:+.3f}..{ab[1]:+.3f})" if ab and len(by[m]) > 1 else ""),
                  f(med(col(m, "add_l")), 3, True), f(med(col(m, "own")), 2),
                  f(med(paired(m, "own")), 3, True) if m != "none" else ""]
@@ -252,6 +260,15 @@ def summarize(recs):
                 f"{f(med(paired('events', 'cpu_ns')), 1, True)}, neither {f(med(paired('neither', 'cpu_ns')), 1, True)}"
                 if cpu else "no numbers"),
         "pass": (None if cpu and med(cpu) > 100 and min(cpu) <= 100 else bool(cpu) and med(cpu) <= 100)}))
+    for m, goal in (("neither", 60), ("profiler", 150)):
+        inproc = [x for x in col(m, "cpu_in_ns") if x is not None]
+        vs_none = paired(m, "cpu_ns")
+        rows.append((f"26-{m}-cpu", {
+            "case": f"cost: CPU per intercepted call, {m} (8 B all_reduce, 1 rank, pinned)",
+            "expected": f"<= +{goal} ns (median of >= 5 rounds, in-process A/B against NCCL's own entry points)",
+            "got": (f"{f(med(inproc), 1, True)} ns in-process ({len(inproc)} rounds {min(inproc):+.0f}..{max(inproc):+.0f}); "
+                    f"{f(med(vs_none), 1, True)} ns vs the no-shim process ({len(vs_none)} pairs)" if inproc else "no numbers"),
+            "pass": len(inproc) >= 5 and med(inproc) <= goal}))
     free = {m: [r.get("cpu_free_ns") for r in by[m] if r.get("cpu_free_ns") is not None] for m, _, _ in MODES}
     if any(free.values()):
         rows.append(("52-profiler-cpu-unpinned", {
@@ -299,6 +316,8 @@ def main():
     p.add_argument("--out", default="")
     p.add_argument("--rows", default="")
     p.add_argument("--parse", default="", help="a work folder a run left: the table again, no GPU")
+    p.add_argument("--cpu-only", action="store_true", help="only the CPU per call and its in-process A/B")
+    p.add_argument("--cpu-rounds", type=int, default=40, help="pairs of batches in each process's in-process A/B")
     a = p.parse_args()
     t0 = time.time()
     work = a.parse or a.work
@@ -315,7 +334,10 @@ def main():
                 os.makedirs(d, exist_ok=True)
                 # Pinned to one core: unpinned, the per-call figure fell into two clusters a factor of three apart
                 # (+64..+116 ns and +240..+290 ns over none) whatever the mode, by where the process ran.
-                run(PIN + [a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu.out"), 30)
+                run(PIN + [a.call_cost, "--cuda", "--ab-cpu", "--rounds", str(a.cpu_rounds)], env_for(m, a.shim, d),
+                    os.path.join(d, "cpu.out"), 30)
+                if a.cpu_only:
+                    continue
                 run([a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu_unpinned.out"), 30)
                 rcs = run_pair(a.call_cost, m, a.shim, d, 60)
                 if rcs != [0, 0]:  # where it stopped: each rank's last lines (init, the A/B, the sweep)

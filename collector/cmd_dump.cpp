@@ -66,6 +66,7 @@ int run_dump(bool as_json, const std::string& path) {
                  {"records", json{{"write_ticket", rs.write_ticket},
                                   {"first_ticket", rs.first_ticket},
                                   {"dropped", rs.dropped},
+                                  {"unwritten", rs.unwritten},
                                   {"torn", rs.torn},
                                   {"unknown_op", rs.unknown_op},
                                   {"cut", rs.cut},
@@ -117,9 +118,12 @@ int run_dump(bool as_json, const std::string& path) {
                        c.recent.back().seq);
     }
 
-    fmt::print("\nrecords: tickets {}..{}: {} valid, {} overwritten, {} torn, {} of unknown type, {} past the end\n",
-               rs.first_ticket, rs.write_ticket ? rs.write_ticket - 1 : 0, rs.records.size(), rs.dropped, rs.torn,
-               rs.unknown_op, rs.cut);
+    fmt::print(
+        "\nrecords: tickets {}..{}: {} valid, {} overwritten, {} not written (yet), {} torn, {} of unknown type, {} "
+        "past "
+        "the end\n",
+        rs.first_ticket, rs.write_ticket ? rs.write_ticket - 1 : 0, rs.records.size(), rs.dropped, rs.unwritten,
+        rs.torn, rs.unknown_op, rs.cut);
     if (rs.records.empty()) return 0;
     fmt::print(
         "{:>8} {:<18} {:<13} {:>6} {:>10} {:<9} {:<6} {:>5} {:<14} {:>7} {:>5} {:>11} {:>11} {:>11} {:>11} "

@@ -81,6 +81,8 @@ def main():
     p.add_argument("--steps", type=int, default=0, help="steps to train; 0: for --train-sec (agreed by all ranks)")
     p.add_argument("--train-sec", type=float, default=30.0, help="with --steps 0: how long to train")
     p.add_argument("--agree-every", type=int, default=10, help="with --steps 0: steps between the agreements")
+    p.add_argument("--warmup", type=int, default=0,
+                   help="steps run before the timed ones, not counted (FSDP's lazy init, cuBLAS, NCCL's connections)")
     p.add_argument("--pace-ms", type=float, default=20.0, help="data loading time per step")
     p.add_argument("--dim", type=int, default=512)
     p.add_argument("--mult", type=int, default=2, help="hidden width of a block: mult * dim")
@@ -144,6 +146,11 @@ def main():
     evaluated = False
     loss_val = float("nan")
 
+    for _ in range(args.warmup):  # as ddp_train.py's --warmup: the timing below starts after these
+        time.sleep(pace)
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
     t0 = time.time()
     step = 0

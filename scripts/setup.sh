@@ -9,6 +9,7 @@ packages=(meson ninja-build g++ pkg-config catch2 libspdlog-dev libfmt-dev libun
           nlohmann-json3-dev libcli11-dev python3 procps util-linux binutils clang libclang-rt-14-dev prometheus)
 packages+=(python3-mesonpy python3-build python3-wheel python3-venv)  # the wheel: scripts/build_wheel.py, test/e2e/wheel.sh
 packages+=(python3-jsonschema)  # test/schema/validate_json.py checks every JSON the tests make (docs/schemas/)
+packages+=(valgrind)  # bench/hot_path_budget.sh: the hot path's instruction and locked-instruction counts (callgrind)
 # libcli11-dev: the collector's command line (CLI11, header-only).
 # clang and libclang-rt-14-dev: the libFuzzer targets in test/fuzz (Debian 12 names; skipped when absent).
 # prometheus: its promtool checks the /metrics output (test/e2e/metrics_utf8.sh; skipped when absent).

@@ -30,14 +30,20 @@ inline constexpr uint16_t kFormatMajor = 1;
 // stacks capture (FileHeader::py_held_*, appended last, and its region after the Python stacks region); 1.9: the
 // process's last words (FileHeader::last_words*) and the teardown in progress (teardown_*), appended last; 1.10: a
 // record's origin (OpRecord::origin and OpSignature::origin, in what were reserved bytes): a call, or a CUDA graph's
-// replay of a captured op.
-inline constexpr uint16_t kFormatMinor = 10;
+// replay of a captured op; 1.11: tickets handed out in chunks of kRingChunk to one writing thread at a time (a ticket
+// may stay unwritten: readers count it so, RecordSet::unwritten), and the return time of a call whose completion is
+// not followed by CUDA events is its issue time (one clock read per op).
+inline constexpr uint16_t kFormatMinor = 11;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
 inline constexpr uint32_t kRecentSigs = 64;  // per-comm window of collective signatures, indexed by seq % kRecentSigs
 inline constexpr uint32_t kDefaultRingCapacity = 16384;
 inline constexpr uint32_t kMinRingCapacity = 256;
+// Tickets go to a writing thread kRingChunk at a time (write_ticket moves by that much): one locked instruction per
+// chunk, and the chunk's records written by that thread alone (shim/record/ring_publish.h).
+inline constexpr uint32_t kRingChunk = 16;
+static_assert(kMinRingCapacity % kRingChunk == 0);
 inline constexpr uint32_t kMaxRingCapacity = 1u << 22;
 inline constexpr uint32_t kMaxBacktraceDepth = 32;
 inline constexpr uint32_t kEnvCapacity = 16384;
@@ -148,8 +154,9 @@ struct FileHeader {
     std::atomic<uint64_t> heartbeat_mono_ns;  // the watchdog writes it every poll: a stale one means a dead process
     std::atomic<uint32_t> process_state;      // ProcessState
     std::atomic<uint32_t> num_comms;          // comm slots ever used (1.3+: a destroyed comm's slot may be reused)
-    std::atomic<uint64_t> write_ticket;       // tickets handed out; record i lives in slot i % ring_capacity
-    std::atomic<uint64_t> dump_request;       // a sibling increments it to ask this process for a dump
+    std::atomic<uint64_t>
+        write_ticket;  // tickets handed out (1.11: by chunks); record i lives in slot i % ring_capacity
+    std::atomic<uint64_t> dump_request;  // a sibling increments it to ask this process for a dump
     std::atomic<uint64_t> dumps_written;
     std::atomic<uint64_t> reports_written;
 
@@ -302,9 +309,9 @@ struct CommSlot {
 inline constexpr uint32_t kCommSlotBytes14 = offsetof(CommSlot, ops_failed);
 
 struct OpRecord {
-    // 2*ticket+1 while written, 2*ticket+2 once the issue-time fields are complete; never back to an older ticket.
-    // 0: no record (never written, or marked so by a writer overtaken by a lap while it wrote:
-    // shim/record/ring_publish.h)
+    // 2*ticket+1 while written, 2*ticket+2 once the issue-time fields are complete. 0: no record (never written;
+    // before 1.11 also a writer overtaken by a lap while it wrote). Written by one thread at a time: the owner of the
+    // ticket's chunk (shim/record/ring_publish.h).
     std::atomic<uint64_t> stamp;
     uint64_t comm_id;
     uint64_t seq;       // collective sequence number, or p2p sequence number per (comm, peer, direction)

@@ -105,6 +105,7 @@ struct RecordSet {
     uint64_t write_ticket = 0;    // as read at the start of the snapshot
     uint64_t first_ticket = 0;    // the oldest ticket the ring could still hold
     uint64_t dropped = 0;         // overwritten before they could be read (ring wrapped)
+    uint64_t unwritten = 0;       // handed out and not written (yet): the rest of a thread's chunk (format.h)
     uint64_t torn = 0;            // being written during the read, or stamp inconsistent
     uint64_t unknown_op = 0;      // op types this reader does not know (written by a newer minor): skipped
     uint64_t cut = 0;             // slots beyond the end of a truncated file

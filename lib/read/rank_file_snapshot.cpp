@@ -336,9 +336,9 @@ RecordSet RankFile::records(uint64_t since_ticket) const noexcept {
             const uint64_t want = 2 * t + 2;
             const uint64_t stamp = s1[t - start];
             if (stamp != want) {
-                // A later stamp: the slot already holds a newer lap's record. Anything else: not written yet,
-                // being written, or damaged.
-                ++(stamp > want ? set.dropped : set.torn);
+                // A later stamp: the slot already holds a newer lap's record. An earlier even one (an older lap's
+                // record, or none): the ticket is not written yet. An odd one: being written, or damaged.
+                ++(stamp > want ? set.dropped : stamp % 2 == 0 ? set.unwritten : set.torn);
                 continue;
             }
             Record out;

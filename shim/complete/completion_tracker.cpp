@@ -131,7 +131,7 @@ using namespace completion;
 // ---- Record and the poller ----
 
 CompletionTracker::CompletionTracker(const RankFileWriter* file, const CommRegistry* comms)
-    : impl_(new Impl), file_(file), comms_(comms) {}
+    : impl_(new Impl), file_(file), comms_(comms), is_capturing_(cuda_driver().cuStreamIsCapturing) {}
 
 CompletionTracker* CompletionTracker::create(const Config& cfg, const RankFileWriter* file, const CommRegistry* comms) {
     if (!cfg.gpu_events) return nullptr;
@@ -172,7 +172,7 @@ DevicePool* CompletionTracker::pool_for_device(int dev) {
 
 bool CompletionTracker::capturing(cudaStream_t stream) const {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (cuda_driver().cuStreamIsCapturing(reinterpret_cast<CUstream>(stream), &st) != CUDA_SUCCESS) return false;
+    if (is_capturing_(reinterpret_cast<CUstream>(stream), &st) != CUDA_SUCCESS) return false;
     return st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
@@ -405,7 +405,8 @@ void CompletionTracker::poll_forever() {
         });
 
         // Completion times of followers' ring records (best effort). Only records claimed before the previous poll
-        // are read: the issuing thread is done writing them, so reading them costs it no cache line.
+        // are read (their chunk's thread has mostly written them), and the scan waits at one not written yet, unless
+        // the head has gone half a lap past it: its thread then leaves it unwritten (ring_publish.h).
         const uint64_t head = ring_head_prev;
         ring_head_prev = file_->hdr->write_ticket.load(std::memory_order_acquire);
         const uint64_t capacity = uint64_t(file_->ring_mask) + 1;
@@ -413,8 +414,9 @@ void CompletionTracker::poll_forever() {
         for (; ring_cursor < head; ++ring_cursor) {
             const disk::OpRecord& r = file_->ring[ring_cursor & file_->ring_mask];
             if (r.stamp.load(std::memory_order_acquire) != 2 * ring_cursor + 2) {
-                if (r.stamp.load(std::memory_order_acquire) < 2 * ring_cursor + 2) break;  // still being written
-                continue;                                                                  // overwritten
+                const bool pending = r.stamp.load(std::memory_order_acquire) < 2 * ring_cursor + 2;
+                if (pending && ring_head_prev <= ring_cursor + capacity / 2) break;  // to be written
+                continue;                                                            // overwritten, or left
             }
             if (disk::is_collective(disk::OpType(r.op)) || disk::is_p2p(disk::OpType(r.op)))
                 unstamped.push_back(ring_cursor);

@@ -29,9 +29,11 @@
 #include <cstdint>
 
 #include "shim/base/config.h"
+#include "shim/base/cuda_driver.h"
 #include "shim/record/comm_registry.h"
 #include "shim/record/comm_slots.h"
 #include "shim/record/rank_file_writer.h"
+#include "shim/record/recorder.h"
 
 namespace ncw {
 
@@ -90,16 +92,13 @@ public:
     // event or queue slot could be had (a Mark's claim then counts it dropped; the others are fallbacks).
     bool record(DevicePool* pool, cudaStream_t stream, const OpRef* refs, int n, EventKind kind,
                 StreamClaim* claim = nullptr, uint64_t gen = 0);
-    // Ops without events of their own, enqueued on the claim's stream (their calls returned).
+    // Ops without events of their own, enqueued on the claim's stream (their calls returned). A claim is its
+    // communicator's, so these have one writer at a time (NCCL's rule): plain stores, the count last (release).
     static void follow(StreamClaim* claim, const OpRef* refs, int n) {
         uint64_t seq = 0;
         for (int i = 0; i < n; ++i) seq = refs[i].coll_seq > seq ? refs[i].coll_seq : seq;
-        if (seq) {
-            uint64_t cur = claim->follower_seq.load(std::memory_order_relaxed);
-            while (cur < seq && !claim->follower_seq.compare_exchange_weak(cur, seq, std::memory_order_relaxed)) {
-            }
-        }
-        claim->followers.fetch_add(uint64_t(n), std::memory_order_release);
+        if (seq) raise_to(claim->follower_seq, seq);
+        bump(claim->followers, uint64_t(n));
     }
 
     // A collective NCCL's profiler completes, enqueued on the claim's stream (its call returned): the poller's catch-up
@@ -156,6 +155,7 @@ private:
     Impl* impl_;
     const RankFileWriter* file_;
     const CommRegistry* comms_;
+    CUresult (*is_capturing_)(CUstream, CUstreamCaptureStatus*);  // the driver's, looked up once (the hot path asks)
     std::atomic<uint64_t> recorded_{0};
     std::atomic<uint64_t> catch_ups_{0};
     std::atomic<uint64_t> marks_{0};

@@ -48,13 +48,16 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
         record_done(rt.file, ref, now, false);
         return;
     }
-    record_done(rt.file, ref, now);
+    if (rt.completes_on_return)
+        record_done_on_return(rt.file, ref, now);
+    else
+        record_done(rt.file, ref, now);
 }
 
 // A nonblocking op whose call said "in progress", now enqueued (ncclCommGetAsyncError said success): its completed
 // event, recorded late (other work may have come after it on the stream since).
 bool complete_offered(Runtime& rt, CommRuntime& cr, ProfilerLink& pl, ProfExpect& e, const OpRef& ref,
-                      cudaStream_t stream, DevicePool* pool, ncclResult_t r) {
+                      cudaStream_t stream, DevicePool* pool, ncclResult_t r, uint64_t now) {
     if (r == ncclInProgress && pl.by_identity() && e.api.load(std::memory_order_acquire)) {
         // Nonblocking after all (a split of a nonblocking parent, or NCCL_COMM_BLOCKING=0): NCCL launches it from its
         // own thread and its Coll names it when it does. No catch-up: nothing may be on the stream yet. Later ops
@@ -71,15 +74,14 @@ bool complete_offered(Runtime& rt, CommRuntime& cr, ProfilerLink& pl, ProfExpect
         // Issued into a graph capture (its P2pApi or CollApi said so): nothing ran, and its Colls or P2ps are the
         // graph's replays, observed only. Done once captured, as every captured op.
         record_add_flags(rt.file, ref, disk::kFlagCaptured);
-        record_done(rt.file, ref, now_mono_ns(), false);
+        record_done(rt.file, ref, now, false);
         return true;
     }
     // The stream's catch-up event, once it is quiet, proves it done (a claim table that is full leaves it to the
     // profiler's own rules: a later kernel, or a ring's last stop). Sends and receives: their own channels' stops or a
     // later kernel (the catch-up of one stream proves nothing of another's p2p).
     if (pool && rt.tracker && ref.coll_seq)
-        if (StreamClaim* claim = cr.claim_for(stream))
-            CompletionTracker::follow_profiled(claim, ref.coll_seq, now_mono_ns());
+        if (StreamClaim* claim = cr.claim_for(stream)) CompletionTracker::follow_profiled(claim, ref.coll_seq, now);
     return true;
 }
 

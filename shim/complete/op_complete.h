@@ -30,9 +30,9 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
 // After the call of an op offered to NCCL's profiler (profiler_link.h): true when NCCL has it (the profiler then
 // proves its GPU start and end; its stream's claim notes it, so that the tracker's catch-up event proves it complete
 // once the stream is quiet: the last op before a pause, whose algorithm's stops prove nothing); false when it is ours
-// again (never seen by NCCL's profiler, or failed).
+// again (never seen by NCCL's profiler, or failed). `now`: the time its return is stamped with.
 bool complete_offered(Runtime& rt, CommRuntime& cr, ProfilerLink& pl, ProfExpect& e, const OpRef& ref,
-                      cudaStream_t stream, DevicePool* pool, ncclResult_t r);
+                      cudaStream_t stream, DevicePool* pool, ncclResult_t r, uint64_t now);
 // A nonblocking op whose call said "in progress", now enqueued (ncclCommGetAsyncError said success).
 void complete_deferred(Runtime& rt, CommRuntime& cr, const DeferredOp& op, uint64_t now);
 

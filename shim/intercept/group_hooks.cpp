@@ -126,7 +126,7 @@ ncclResult_t launch_gathered(CallScope& s, Runtime& rt, ThreadState& ts, ncclRes
         GroupOp& g = offered[i];
         record_return(rt.file, g.ref, r, now);
         ProfilerLink* pl = g.ref.cr->prof.load(std::memory_order_relaxed);
-        if (pl && complete_offered(rt, *g.ref.cr, *pl, *g.offered, g.ref, g.stream, g.pool, r)) continue;
+        if (pl && complete_offered(rt, *g.ref.cr, *pl, *g.offered, g.ref, g.stream, g.pool, r, now)) continue;
         // Ours again (rare: NCCL never saw it through its profiler, or it failed): its own events, unless its stream
         // is being captured.
         DevicePool* pool = g.pool;

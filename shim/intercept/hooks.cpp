@@ -22,11 +22,9 @@ namespace ncw {
 
 thread_local ThreadState tl_state __attribute__((tls_model("initial-exec")));
 
-uint32_t CallScope::tid() {
-    if (__builtin_expect(ts_.tid == 0, 0)) {
-        ts_.tid = uint32_t(syscall(SYS_gettid));
-        py_note_nccl_thread(ts_.tid);  // once per thread: which Python thread issues NCCL calls (py_stacks.h)
-    }
+uint32_t CallScope::first_tid() {
+    ts_.tid = uint32_t(syscall(SYS_gettid));
+    py_note_nccl_thread(ts_.tid);  // once per thread: which Python thread issues NCCL calls (py_stacks.h)
     return ts_.tid;
 }
 

@@ -42,7 +42,9 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     ProfilerLink* pl = nullptr;
     uint64_t nccl_seq = 0;
     bool offer = false;
-    if (profiler_covers(d.op)) {
+    if (rt->completes_on_return) {
+        // No GPU tracking: NCCL's profiler events are not ours, nothing to offer or count for them.
+    } else if (profiler_covers(d.op)) {
         std::atomic<uint64_t>& counter = cr->nccl_seq[uint8_t(d.op) & 15];
         nccl_seq = counter.load(std::memory_order_relaxed);  // one thread per communicator at a time, as in NCCL
         counter.store(nccl_seq + 1, std::memory_order_relaxed);
@@ -96,19 +98,28 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     } else if (__builtin_expect(smp.mark, 0)) {
         rt->tracker->record(pool, d.stream, &ref, 1, Kind::Mark, claim);
     }
-    errno = scope.saved_errno();
+    scope.restore_errno();
     ts.current_op = cr;
     ts.api_expect = expect;  // NCCL's CollApi event, inside the call, names it (profiler_plugin.cpp)
     ncclResult_t r = call();
     ts.current_op = nullptr;
     ts.api_expect = nullptr;
-    ErrnoKeeper keep;
-    uint64_t now = now_mono_ns();
+    ErrnoKeeper keep(scope.errno_location());
+    if (rt->completes_on_return && !in_group && r == ncclSuccess) {  // no GPU tracking: returned is done
+        record_returned_done(rt->file, ref, t_issue);
+        return r;
+    }
+    // One clock read per op, at its issue. The return is timed only where that time is compared with others: an op
+    // whose CUDA events follow it (marks and catch-ups order the stream's ops by their returns), and a failure (the
+    // communicator's first failure is dated). Elsewhere the record's return carries its issue time: a returned call
+    // is what counts there, and a clock read is about 20 ns on the GPU hosts.
+    const bool timed = r != ncclSuccess || (!in_group && pool && !offered);
+    const uint64_t now = timed ? now_mono_ns() : t_issue;
     record_return(rt->file, ref, r, now);
     if (in_group) return r;
     // Taken by NCCL (its CollApi, or its Coll start, came within the call): the profiler completes it, and the
     // stream's catch-up event once the stream is quiet. Otherwise it is ours again.
-    if (offered && complete_offered(*rt, *cr, *pl, *offered, ref, d.stream, pool, r)) return r;
+    if (offered && complete_offered(*rt, *cr, *pl, *offered, ref, d.stream, pool, r, now)) return r;
     complete_after_return(*rt, *cr, ref, d.stream, pool, claim, smp.gen, r, now, pool ? After::Event : After::Return);
     return r;
 }

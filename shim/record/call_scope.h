@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "shim/record/comm_registry.h"
+#include "shim/record/ring_publish.h"
 
 namespace ncw {
 
@@ -33,6 +34,7 @@ struct ThreadState {
     ProfExpect* api_expect = nullptr;     // that op's expectation for NCCL's profiler (profiler_link.h), if any
     CommRuntime* initializing = nullptr;  // the communicator whose blocking init runs on this thread (its profiler
                                           // init then comes on this thread too: profiler_plugin.cpp)
+    RingCursor ring;                      // this thread's chunk of the ring (ring_publish.h)
 };
 
 // Small and initial-exec: one TLS access per call without __tls_get_addr, and small enough for the static TLS
@@ -43,16 +45,20 @@ inline ThreadState& thread_state() { return tl_state; }
 // Entered by every wrapper. nested() is true when another wrapper of ours is already on this thread's stack.
 class CallScope {
 public:
-    CallScope() : ts_(thread_state()), saved_errno_(errno) { nested_ = ts_.call_depth++ > 0; }
+    CallScope() : ts_(thread_state()), errno_at_(&errno), saved_errno_(*errno_at_) { nested_ = ts_.call_depth++ > 0; }
     ~CallScope() { --ts_.call_depth; }
     bool nested() const { return nested_; }
     ThreadState& ts() { return ts_; }
-    uint32_t tid();
+    uint32_t tid() { return __builtin_expect(ts_.tid != 0, 1) ? ts_.tid : first_tid(); }
     // Our bookkeeping must not change what the host program sees in errno after the real call.
     int saved_errno() const { return saved_errno_; }
+    void restore_errno() const { *errno_at_ = saved_errno_; }
+    int* errno_location() const { return errno_at_; }  // errno is a call into the C library each time it is named
 
 private:
+    uint32_t first_tid();
     ThreadState& ts_;
+    int* errno_at_;
     int saved_errno_;
     bool nested_;
 };
@@ -60,10 +66,12 @@ private:
 // Keeps errno as the real call left it while our post-processing runs.
 class ErrnoKeeper {
 public:
-    ErrnoKeeper() : e_(errno) {}
-    ~ErrnoKeeper() { errno = e_; }
+    ErrnoKeeper() : at_(&errno), e_(*at_) {}
+    explicit ErrnoKeeper(int* at) : at_(at), e_(*at) {}
+    ~ErrnoKeeper() { *at_ = e_; }
 
 private:
+    int* at_;
     int e_;
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shim/record/call_scope.h"
 #include "shim/record/profiler_link.h"
 #include "shim/record/ring_publish.h"
 
@@ -52,29 +53,24 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
     if (s && s->ops_completed.load(std::memory_order_relaxed) >= s->ops_issued.load(std::memory_order_relaxed))
         s->t_last_progress_ns.store(now, std::memory_order_relaxed);
     // The counters that hand out sequence numbers live in the progress block itself, so "last issued" needs no
-    // second atomic: the allocation is the publication.
-    ref.op_index = (s ? s->ops_issued : cr.op_index).fetch_add(1, std::memory_order_acq_rel) + 1;
+    // second store: the allocation is the publication. One writer at a time (bump): NCCL's rule for a communicator.
+    ref.op_index = bump(s ? s->ops_issued : cr.op_index);
     uint64_t seq;
     if (disk::is_p2p(d.op)) {
         uint32_t peer = uint32_t(d.root_or_peer) % (cr.peer_slots ? cr.peer_slots : 1);
         auto* counters = d.op == disk::OpType::Send ? cr.send_seq : cr.recv_seq;
-        seq = counters ? counters[peer].fetch_add(1, std::memory_order_relaxed) + 1 : 0;
+        seq = counters ? bump(counters[peer]) : 0;
     } else {
-        seq = ref.coll_seq = (s ? s->coll_issued : cr.coll_seq).fetch_add(1, std::memory_order_acq_rel) + 1;
+        seq = ref.coll_seq = bump(s ? s->coll_issued : cr.coll_seq);
     }
     const uint32_t tid = opt.tid;
-    // The record is made on the stack, the call stack above all, and copied into its ring slot in one go: see
-    // ring_publish.h for why several writers need that, and what becomes of a writer overtaken by a whole lap.
     uint8_t flags = opt.flags | (cr.nonblocking ? disk::kFlagNonBlocking : 0);
-    uint64_t frames[disk::kMaxBacktraceDepth];
-    uint32_t nframes = 0;
-    if (opt.backtrace && f.frames) {
-        nframes = std::min(f.bt_depth, disk::kMaxBacktraceDepth);
-        const int n = opt.backtrace(reinterpret_cast<void**>(frames), int(nframes));
-        for (uint32_t i = n < 0 ? 0 : uint32_t(n); i < nframes; ++i) frames[i] = 0;
-        flags |= disk::kFlagHasBacktrace;
-    }
-    disk::OpRecord rec;  // every field set below (value-initialising would zero it first: a rep stos, ~20 ns)
+    // The record goes straight into a slot of this thread's chunk of the ring (ring_publish.h): plain stores between
+    // the stamp's two.
+    ref.ticket = take_ticket(f, thread_state().ring);
+    uint64_t* frames = opt.backtrace ? record_frames(f, ref.ticket) : nullptr;
+    if (frames) flags |= disk::kFlagHasBacktrace;
+    disk::OpRecord& rec = open_record(f, ref.ticket);
     rec.comm_id = cr.comm_id;
     rec.seq = seq;
     rec.op_index = ref.op_index;
@@ -98,16 +94,26 @@ OpRef record_issue(const RankFileWriter& f, CommRuntime& cr, const OpDesc& d, co
     rec.comm_slot = cr.slot_index;
     rec.comm_nranks = cr.nranks > 0 && cr.nranks <= 0xffff ? uint16_t(cr.nranks) : 0;
     rec.comm_rank = cr.rank;
-    ref.ticket = f.hdr->write_ticket.fetch_add(1, std::memory_order_relaxed);
-    publish_record(f, ref.ticket, rec, frames, nframes);
+    if (frames) {
+        const uint32_t depth = std::min(f.bt_depth, disk::kMaxBacktraceDepth);
+        const int n = opt.backtrace(reinterpret_cast<void**>(frames), int(depth));
+        for (uint32_t i = n < 0 ? 0 : uint32_t(n); i < depth; ++i) frames[i] = 0;
+    }
+    close_record(rec, ref.ticket);
+    // The ring is larger than the caches: the next record's two lines are asked for now, so that its stores do not
+    // wait for them.
+    const RingCursor& cur = thread_state().ring;
+    if (cur.next != cur.end) {
+        const auto* next = reinterpret_cast<const char*>(&f.ring[cur.next & f.ring_mask]);
+        __builtin_prefetch(next, 1);
+        __builtin_prefetch(next + 64, 1);
+    }
 
     if (s) {
         if (ref.coll_seq)
             write_signature(s, ref.coll_seq, d, now, tid, flags, opt.origin);
-        else if (d.op == disk::OpType::Send)
-            s->p2p_sends.fetch_add(1, std::memory_order_relaxed);
         else
-            s->p2p_recvs.fetch_add(1, std::memory_order_relaxed);
+            bump(d.op == disk::OpType::Send ? s->p2p_sends : s->p2p_recvs);
         s->t_last_issue_ns.store(now, std::memory_order_relaxed);
     }
     return ref;
@@ -119,7 +125,7 @@ void record_return(const RankFileWriter& f, const OpRef& ref, ncclResult_t resul
         rec->result.store(int32_t(result), std::memory_order_relaxed);
     }
     disk::CommSlot* s = ref.cr->slot;
-    if (ref.coll_seq && s) atomic_max(s->coll_returned, ref.coll_seq);
+    if (ref.coll_seq && s) raise_to(s->coll_returned, ref.coll_seq);  // only the issuing thread writes it
 }
 
 void record_failed(const RankFileWriter&, const OpRef& ref, int32_t result, uint64_t now) {
@@ -163,6 +169,36 @@ void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool p
         // earlier one that is stuck.
         s->ops_completed.fetch_add(1, std::memory_order_acq_rel);
         if (progress) s->t_last_progress_ns.store(now, std::memory_order_relaxed);
+    }
+}
+
+void record_done_on_return(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
+    if (disk::OpRecord* rec = live_record(f, ref)) stamp_done(*rec, now);
+    if (disk::CommSlot* s = ref.cr->slot) {
+        if (ref.coll_seq) {
+            raise_to(s->coll_reached, ref.coll_seq);
+            raise_to(s->coll_completed, ref.coll_seq);
+        }
+        s->t_last_progress_ns.store(now, std::memory_order_relaxed);
+        bump(s->ops_completed);  // after the time: a reader that sees the count sees when it moved
+    }
+}
+
+void record_returned_done(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
+    if (disk::OpRecord* rec = live_record(f, ref)) {
+        rec->t_return_ns.store(now, std::memory_order_relaxed);
+        rec->result.store(int32_t(ncclSuccess), std::memory_order_relaxed);
+        rec->t_reached_ns.store(now, std::memory_order_relaxed);
+        rec->t_done_ns.store(now, std::memory_order_relaxed);
+    }
+    if (disk::CommSlot* s = ref.cr->slot) {
+        if (ref.coll_seq) {
+            raise_to(s->coll_returned, ref.coll_seq);
+            raise_to(s->coll_reached, ref.coll_seq);
+            raise_to(s->coll_completed, ref.coll_seq);
+        }
+        s->t_last_progress_ns.store(now, std::memory_order_relaxed);
+        bump(s->ops_completed);
     }
 }
 
@@ -222,7 +258,10 @@ void record_add_flags(const RankFileWriter& f, const OpRef& ref, uint8_t flags) 
 
 void record_event(const RankFileWriter& f, const CommRuntime* cr, uint64_t comm_id, disk::OpType op, int32_t result,
                   int32_t arg, uint64_t now) {
-    disk::OpRecord rec{};  // zero but for these
+    const uint64_t ticket = take_ticket(f, thread_state().ring);
+    disk::OpRecord& rec = open_record(f, ticket);
+    // Zero but for these (the stamp, first, is already set).
+    std::memset(reinterpret_cast<unsigned char*>(&rec) + sizeof rec.stamp, 0, sizeof rec - sizeof rec.stamp);
     rec.comm_id = comm_id;
     rec.t_issue_ns = now;
     rec.t_return_ns.store(now, std::memory_order_relaxed);
@@ -234,7 +273,7 @@ void record_event(const RankFileWriter& f, const CommRuntime* cr, uint64_t comm_
     rec.comm_slot = cr ? cr->slot_index : 0xffff;
     rec.comm_nranks = cr && cr->nranks > 0 && cr->nranks <= 0xffff ? uint16_t(cr->nranks) : 0;
     rec.comm_rank = cr ? cr->rank : -1;
-    publish_record(f, f.hdr->write_ticket.fetch_add(1, std::memory_order_relaxed), rec, nullptr, 0);
+    close_record(rec, ticket);
 }
 
 }  // namespace ncw

@@ -28,6 +28,19 @@ struct OpDesc {
     cudaStream_t stream;
 };
 
+// A counter with one writer at a time: a load and a release store, no locked instruction. Sequence numbers and the
+// issue-side counts of a communicator have one: NCCL lets one thread at a time use a communicator.
+template <class T>
+inline T bump(std::atomic<T>& a, T by = 1) {
+    const T v = a.load(std::memory_order_relaxed) + by;
+    a.store(v, std::memory_order_release);
+    return v;
+}
+template <class T>
+inline void raise_to(std::atomic<T>& a, T v) {  // atomic_max's single-writer form
+    if (a.load(std::memory_order_relaxed) < v) a.store(v, std::memory_order_release);
+}
+
 template <class T>
 inline void atomic_max(std::atomic<T>& a, T v) {
     T cur = a.load(std::memory_order_relaxed);
@@ -82,6 +95,11 @@ inline bool comm_broken(const disk::CommSlot& s) {
 // progress=false: counted as done (nothing left to wait for, e.g. no event could be had) without proving that the
 // GPU moved, so the stall clock is not reset.
 void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool progress = true);
+// record_done where the calling thread is its communicator's only completer (Runtime::completes_on_return: no GPU
+// tracking at all, so no poller and no profiler thread writes its progress block): plain stores.
+void record_done_on_return(const RankFileWriter& f, const OpRef& ref, uint64_t now);
+// record_return and record_done_on_return in one: the call returned ncclSuccess, and that completes the op.
+void record_returned_done(const RankFileWriter& f, const OpRef& ref, uint64_t now);
 // A record's completion time, and its "reached" time if it has none: a completed op was necessarily reached. One
 // completer per op; "reached" may race with the poller's own, and either time is right.
 inline void stamp_done(disk::OpRecord& rec, uint64_t now) {

@@ -69,6 +69,9 @@ struct Runtime {
     SlotTable slots;
     PassCounter watchdog_pass;             // the watchdog's polls (comm_slots.h)
     CompletionTracker* tracker = nullptr;  // nullptr: CPU semantics (complete on return)
+    // No GPU tracking at all (no tracker, and NCCL's profiler events not ours): every op completes on its return, on
+    // the thread that issued it, which is then its communicator's only completer (record_done_on_return).
+    bool completes_on_return = false;
     BacktraceFn backtrace = nullptr;
     std::atomic<uint32_t> group_counter{0};
     std::atomic<uint64_t> initall_counter{0};

@@ -104,6 +104,8 @@ Runtime* start_runtime_locked() {
     rt->file.hdr->nccl_version = rt->nccl_version;
     rt->slots.bind(rt->file.comms, rt->file.hdr->max_comms, &rt->file.hdr->num_comms, &rt->file.hdr->comms_unslotted);
     rt->tracker = CompletionTracker::create(cfg, &rt->file, &rt->comms);
+    rt->completes_on_return =
+        !rt->tracker && (profiler_setup().mode != ProfilerMode::Auto || profiler_setup().user_plugin != nullptr);
     rt->slots.watch_passes(0, &rt->watchdog_pass);
     if (rt->tracker) rt->slots.watch_passes(1, &rt->tracker->pass_counter());
     rt->file.hdr->cuda_driver_version = cuda_driver().driver_version;

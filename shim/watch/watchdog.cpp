@@ -300,6 +300,16 @@ private:
         Analysis a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
         const JobResult* j = find_job(a, rt_.id.job_id);
         const CommResult* c = find_comm(j, cr.comm_id);
+        // Every rank visible, and no verdict: each is inside the op, the last to join it for less than the timeout.
+        // The first rank to time out usually sees that, as the others joined moments after it; their waits pass the
+        // timeout within moments too, so the report waits for them (half a second at most) rather than say "no
+        // verdict" of a stall about to have one.
+        for (int i = 0; i < 10 && c && c->missing.empty() && c->verdicts.empty(); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
+            j = find_job(a, rt_.id.job_id);
+            c = find_comm(j, cr.comm_id);
+        }
         std::set<std::string> asked;
         if (python && c && ask_sibling_stacks(*c, asked)) {
             a = analyze_now(rt_.cfg.timeout_sec, true, true, true);

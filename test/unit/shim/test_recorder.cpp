@@ -144,7 +144,7 @@ TEST_CASE("sequence numbers: collectives per communicator, p2p per peer and dire
     CHECK(rs[3].peer_or_root == 2);
     CHECK(issued(x.comm(0)) == Issued{2, 7, 4, 1, 18});
     CHECK(issued(x.comm(1)) == Issued{2, 2, 0, 0, 17});
-    CHECK(x.f.hdr->write_ticket.load() == 9);
+    CHECK(x.f.hdr->write_ticket.load() == disk::kRingChunk);  // one chunk for this thread (ring_publish.h)
 }
 
 TEST_CASE("a communicator without a comm slot counts in its runtime and records none in a slot") {
@@ -285,7 +285,7 @@ TEST_CASE("a ring that wraps keeps the newest records; a late completion of an o
     Fixture x(disk::kMinRingCapacity);
     CommRuntime* cr = make_comm(x.f, 0x6);
     std::vector<OpRef> refs;
-    const uint64_t n = disk::kMinRingCapacity + 44;
+    const uint64_t n = disk::kMinRingCapacity + 48;  // whole chunks of the ring (ring_publish.h)
     for (uint64_t i = 0; i < n; ++i) {
         refs.push_back(record_issue(x.f, *cr, coll(OpType::AllReduce, i), IssueOptions{}, 10 + i));
         if (i >= 10) record_done(x.f, refs.back(), 20 + i);
@@ -296,9 +296,10 @@ TEST_CASE("a ring that wraps keeps the newest records; a late completion of an o
     REQUIRE(x.rf.open(x.f.path));
     const RecordSet rs = x.rf.records();
     REQUIRE(rs.records.size() == disk::kMinRingCapacity);
-    CHECK(rs.dropped == 44);
-    CHECK(rs.first_ticket == 44);
+    CHECK(rs.dropped == 48);
+    CHECK(rs.first_ticket == 48);
     CHECK(rs.torn == 0);
+    CHECK(rs.unwritten == 0);
     for (const Record& r : rs.records) {
         INFO("ticket " << r.ticket);
         CHECK(r.seq == r.ticket + 1);
@@ -387,4 +388,29 @@ TEST_CASE("with backtraces on, the caller's frames go with the record") {
     CHECK(rs[0].flags == disk::kFlagHasBacktrace);
     CHECK(rs[1].flags == 0);
     CHECK(x.rf.backtrace(0) == std::vector<uint64_t>{0x1000, 0x1001, 0x1002});
+}
+
+// Without GPU tracking the issuing thread is its communicator's only completer (Runtime::completes_on_return): the
+// return and the completion in one call, stamped with the time it is given (the op's issue time on the hot path).
+TEST_CASE("a return that completes the op writes the record and the progress block in one call") {
+    Fixture x;
+    CommRuntime* cr = make_comm(x.f, 0x77);
+    const OpRef a = record_issue(x.f, *cr, coll(OpType::AllReduce, 8), IssueOptions{}, 500);
+    record_returned_done(x.f, a, 500);
+    const OpRef b = record_issue(x.f, *cr, coll(OpType::AllGather, 16), IssueOptions{}, 700);
+    record_returned_done(x.f, b, 700);
+    const std::vector<Record> rs = x.records();
+    REQUIRE(rs.size() == 2);
+    for (const Record& r : rs) {
+        CHECK(r.result == 0);
+        CHECK(r.t_return_ns == r.t_issue_ns);
+        CHECK(r.t_reached_ns == r.t_issue_ns);
+        CHECK(r.t_done_ns == r.t_issue_ns);
+    }
+    const CommInfo c = x.comm(0);
+    CHECK(c.coll_returned == 2);
+    CHECK(done(c) == Done{2, 2, 2, 700});
+    // The next op into the now idle communicator starts the stall clock at its own issue.
+    record_issue(x.f, *cr, coll(OpType::AllReduce, 8), IssueOptions{}, 900);
+    CHECK(x.comm(0).t_last_progress_ns == 900);
 }

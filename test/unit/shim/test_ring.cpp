@@ -11,7 +11,6 @@
 #include "read/rank_file.h"
 #include "shim/record/rank_file_writer.h"
 #include "shim/record/recorder.h"
-#include "shim/record/ring_publish.h"
 #include "shim_fixtures.h"
 #include "temp_dir.h"
 
@@ -40,10 +39,12 @@ TEST_CASE("records survive concurrent writers and a concurrent reader") {
     TempDir root("ncw_ring");
     RankFileWriter f = create_rank_file(root.path.string(), test_identity(), 1024, 0);
     REQUIRE(f.file_backed);
-    CommRuntime* cr = make_comm(f, 0xabcdef);
-
+    // One communicator per thread: NCCL lets one thread at a time use a communicator (its counters have one writer),
+    // while the ring is shared by every thread of the process.
     constexpr int kThreads = 4;
     constexpr uint64_t kPerThread = 20000;
+    std::vector<CommRuntime*> comms;
+    for (int t = 0; t < kThreads; ++t) comms.push_back(make_comm(f, 0xabc000 + uint64_t(t), uint16_t(t)));
     std::atomic<bool> stop{false};
     std::atomic<uint64_t> reads{0}, bad{0};
     std::thread reader([&] {
@@ -53,7 +54,8 @@ TEST_CASE("records survive concurrent writers and a concurrent reader") {
             RecordSet rs = rf.records();
             for (const Record& r : rs.records) {
                 // Every field written at issue time must come from the same write.
-                if (r.sendbuf != (r.count ^ kMarker) || r.stream != r.count || r.comm_id != 0xabcdef) bad++;
+                if (r.sendbuf != (r.count ^ kMarker) || r.stream != r.count || r.comm_id != 0xabc000 + (r.count >> 32))
+                    bad++;
             }
             reads++;
         }
@@ -62,7 +64,8 @@ TEST_CASE("records survive concurrent writers and a concurrent reader") {
     for (int t = 0; t < kThreads; ++t)
         writers.emplace_back([&, t] {
             for (uint64_t i = 0; i < kPerThread; ++i) {
-                OpRef ref = record_issue(f, *cr, desc_for((uint64_t(t) << 32) | i), IssueOptions{}, 1000 + i);
+                OpRef ref =
+                    record_issue(f, *comms[size_t(t)], desc_for((uint64_t(t) << 32) | i), IssueOptions{}, 1000 + i);
                 record_return(f, ref, ncclSuccess, 2000 + i);
                 record_done(f, ref, 3000 + i);
             }
@@ -78,53 +81,57 @@ TEST_CASE("records survive concurrent writers and a concurrent reader") {
     RankFile rf;
     REQUIRE(rf.open(f.path));
     RecordSet rs = rf.records();
-    CHECK(rs.records.size() == 1024);
-    CHECK(rs.dropped == kThreads * kPerThread - 1024);
+    // A thread that was off the CPU while the others wrote half the ring leaves the rest of its chunk unwritten
+    // (ring_publish.h): every ticket of the last lap is a record or counted unwritten, none torn.
+    CHECK(rs.records.size() + rs.unwritten == 1024);
+    CHECK(rs.records.size() >= 1024 - kThreads * disk::kRingChunk);
     CHECK(rs.torn == 0);
-    // Sequence numbers are unique across threads and contiguous.
-    std::set<uint64_t> seqs;
-    for (const Record& r : rs.records) seqs.insert(r.seq);
-    CHECK(seqs.size() == 1024);
-    CHECK(*seqs.rbegin() == kThreads * kPerThread);
-    CHECK(f.comms[0].coll_issued.load() == kThreads * kPerThread);
-    CHECK(f.comms[0].coll_completed.load() == kThreads * kPerThread);
-    CHECK(f.comms[0].ops_completed.load() == kThreads * kPerThread);
+    CHECK(rs.write_ticket % disk::kRingChunk == 0);
+    // Sequence numbers are unique per communicator, and the last of each is its count.
+    for (int t = 0; t < kThreads; ++t) {
+        std::set<uint64_t> seqs;
+        for (const Record& r : rs.records)
+            if (r.comm_id == comms[size_t(t)]->comm_id) CHECK(seqs.insert(r.seq).second);
+        CHECK(comms[size_t(t)]->slot.load()->coll_issued.load() == kPerThread);
+        CHECK(comms[size_t(t)]->slot.load()->coll_completed.load() == kPerThread);
+        CHECK(comms[size_t(t)]->slot.load()->ops_completed.load() == kPerThread);
+    }
 }
 
-// A writer delayed between taking its ticket and writing its record while the ring goes a whole lap (ring_publish.h):
-// played here by publishing an old ticket's record by hand.
-TEST_CASE("a writer overtaken by a lap of the ring drops its record instead of writing over a newer one") {
+// Tickets come in chunks to one thread at a time; a chunk half a lap old is left (its slots are handed out again a
+// lap on), and its unwritten tickets read as such, never as records.
+TEST_CASE("a thread's chunk of the ring: its tickets in order, left once half a lap old") {
     TempDir root("ncw_ring");
     RankFileWriter f = create_rank_file(root.path.string(), test_identity(), 256, 0);
-    CommRuntime* cr = make_comm(f, 0xabcdef);
-    for (uint64_t i = 0; i < 257; ++i) record_issue(f, *cr, desc_for(i), IssueOptions{}, 1000 + i);
-    disk::OpRecord late{};
-    late.comm_id = 0xdead;
-    late.count = 12345;
-    late.op = uint8_t(disk::OpType::AllReduce);
-    // Ticket 0's slot holds ticket 256's record, published.
-    CHECK_FALSE(publish_record(f, 0, late, nullptr, 0));
-    // Ticket 300's slot still holds ticket 44's record, but ticket 556 (its next lap) has been handed out.
-    f.hdr->write_ticket.store(600);
-    CHECK_FALSE(publish_record(f, 300, late, nullptr, 0));
-    f.hdr->write_ticket.store(257);
+    CommRuntime* main_comm = make_comm(f, 0xabcdef);
+    CommRuntime* side_comm = make_comm(f, 0x5151, 1);
+    uint64_t side_first = 0, side_second = 0;
+    std::thread([&] { side_first = record_issue(f, *side_comm, desc_for(1), IssueOptions{}, 1000).ticket; }).join();
+    for (uint64_t i = 0; i < 200; ++i) {
+        const OpRef ref = record_issue(f, *main_comm, desc_for(i), IssueOptions{}, 1000 + i);
+        CHECK(ref.ticket == disk::kRingChunk + i);  // the main thread's chunks follow the side thread's first
+    }
+    CHECK(f.hdr->write_ticket.load() == disk::kRingChunk + 208);
+    // The side thread's chunk [0, 16) is now more than half a lap (128) behind the head: its next record takes a
+    // new chunk, at the head.
+    std::thread([&] { side_second = record_issue(f, *side_comm, desc_for(2), IssueOptions{}, 2000).ticket; }).join();
+    CHECK(side_first == 0);
+    CHECK(side_second == disk::kRingChunk + 208);
     RankFile rf;
     REQUIRE(rf.open(f.path));
     RecordSet rs = rf.records();
-    REQUIRE(rs.records.size() == 256);
+    CHECK(rs.unwritten == (disk::kRingChunk - 1) + 8 + (disk::kRingChunk - 1));  // side's two chunks, main's last
     CHECK(rs.torn == 0);
-    for (const Record& r : rs.records) {
-        CHECK(r.comm_id == 0xabcdef);
-        CHECK(r.count == r.ticket);
-    }
-    // A ticket whose slot holds an older lap's record is published.
-    f.hdr->write_ticket.store(258);
-    CHECK(publish_record(f, 257, late, nullptr, 0));
-    rs = rf.records();
-    REQUIRE(rs.records.size() == 256);
-    CHECK(rs.records.back().ticket == 257);
-    CHECK(rs.records.back().count == 12345);
-    if (!ring_publish_restartable()) WARN("no restartable sequences here: records are published by the plain copy");
+    CHECK(rs.records.size() == 202);
+    for (const Record& r : rs.records)
+        CHECK(r.comm_id == (r.ticket == 0 || r.ticket == side_second ? 0x5151 : 0xabcdef));
+
+    // Another ring (a new runtime, or a forked child's): its own chunk, from its start.
+    RankFileWriter g = create_rank_file(root.path.string(), test_identity(), 256, 0);
+    CommRuntime* g_comm = make_comm(g, 0x9);
+    CHECK(record_issue(g, *g_comm, desc_for(3), IssueOptions{}, 3000).ticket == 0);
+    // And back: a thread keeps one chunk, of one ring, so this is a new chunk of the first, after the side thread's.
+    CHECK(record_issue(f, *main_comm, desc_for(4), IssueOptions{}, 3000).ticket == disk::kRingChunk + 224);
 }
 
 TEST_CASE("p2p sequence numbers count per peer and direction") {
