@@ -172,16 +172,24 @@ void record_done(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool p
     }
 }
 
+namespace {
+
+// The progress block's side of a completion whose only completer is the issuing thread: plain stores.
+void slot_done_on_return(disk::CommSlot* s, uint64_t coll_seq, uint64_t now) {
+    if (!s) return;
+    if (coll_seq) {
+        raise_to(s->coll_reached, coll_seq);
+        raise_to(s->coll_completed, coll_seq);
+    }
+    s->t_last_progress_ns.store(now, std::memory_order_relaxed);
+    bump(s->ops_completed);  // after the time: a reader that sees the count sees when it moved
+}
+
+}  // namespace
+
 void record_done_on_return(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
     if (disk::OpRecord* rec = live_record(f, ref)) stamp_done(*rec, now);
-    if (disk::CommSlot* s = ref.cr->slot) {
-        if (ref.coll_seq) {
-            raise_to(s->coll_reached, ref.coll_seq);
-            raise_to(s->coll_completed, ref.coll_seq);
-        }
-        s->t_last_progress_ns.store(now, std::memory_order_relaxed);
-        bump(s->ops_completed);  // after the time: a reader that sees the count sees when it moved
-    }
+    slot_done_on_return(ref.cr->slot, ref.coll_seq, now);
 }
 
 void record_returned_done(const RankFileWriter& f, const OpRef& ref, uint64_t now) {
@@ -191,15 +199,9 @@ void record_returned_done(const RankFileWriter& f, const OpRef& ref, uint64_t no
         rec->t_reached_ns.store(now, std::memory_order_relaxed);
         rec->t_done_ns.store(now, std::memory_order_relaxed);
     }
-    if (disk::CommSlot* s = ref.cr->slot) {
-        if (ref.coll_seq) {
-            raise_to(s->coll_returned, ref.coll_seq);
-            raise_to(s->coll_reached, ref.coll_seq);
-            raise_to(s->coll_completed, ref.coll_seq);
-        }
-        s->t_last_progress_ns.store(now, std::memory_order_relaxed);
-        bump(s->ops_completed);
-    }
+    disk::CommSlot* s = ref.cr->slot;
+    if (s && ref.coll_seq) raise_to(s->coll_returned, ref.coll_seq);
+    slot_done_on_return(s, ref.coll_seq, now);
 }
 
 CompletionBatch::PerComm& CompletionBatch::of(disk::CommSlot* slot) {
