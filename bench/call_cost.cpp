@@ -20,7 +20,8 @@
 // --nranks N --rank R --id-file PATH: one rank of an N-rank communicator, one process per rank (rank 0 writes the
 // ncclUniqueId to PATH, the others wait for it; 30 s at most), on device --device (0): several ranks on one GPU,
 // each its own NCCL host (NCCL_HOSTID), as test/gpu's one-GPU jobs. Every rank must be given the same options; the
-// warm-ups count blocks instead of timing them, so that the ranks issue the same collectives.
+// warm-ups count blocks instead of timing them, so that the ranks issue the same collectives (--warm-blocks, 50 of
+// 100 calls: over sockets on one GPU an op takes 4.5 ms, so fewer there).
 // --sweep MIN:MAX (with --cuda): after the rest, the in-place all_reduce of MIN, 4 MIN, ... MAX bytes (MAX included)
 // through the linked entry points, --sweep-iters (5) each after 2 of warm-up; prints the time and the bus bandwidth
 // per size (nccl-tests' all_reduce factor 2 (n - 1) / n). One line per size: "sweep ranks N bytes B us T busbw G".
@@ -110,7 +111,7 @@ bool share_unique_id(ncclUniqueId& id, int rank, const std::string& path) {
 int main(int argc, char** argv) {
     bool cuda = false, ab = false, ab_cpu = false;
     int batches = 60, calls = 2000, group = 0, rounds = 60, iters = 1000;
-    int nranks = 1, rank = 0, device = 0, sweep_iters = 5;
+    int nranks = 1, rank = 0, device = 0, sweep_iters = 5, warm_blocks = 50;
     size_t sweep_min = 0, sweep_max = 0;
     std::string id_file;
     for (int i = 1; i < argc; ++i) {
@@ -138,6 +139,8 @@ int main(int argc, char** argv) {
             device = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--id-file") && i + 1 < argc)
             id_file = argv[++i];
+        else if (!strcmp(argv[i], "--warm-blocks") && i + 1 < argc)
+            warm_blocks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sweep-iters") && i + 1 < argc)
             sweep_iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sweep") && i + 1 < argc) {
@@ -308,7 +311,7 @@ int main(int argc, char** argv) {
     // Warm up for half a second: caches, the resolver, and the shim's clock anchor (its watchdog publishes one after
     // its first polls). Several ranks: as many calls on each (50 batches of 100).
     const auto warm_end = Clock::now() + std::chrono::milliseconds(500);
-    for (int w = 0; multi ? w < 50 : Clock::now() < warm_end; ++w) {
+    for (int w = 0; multi ? w < warm_blocks : Clock::now() < warm_end; ++w) {
         for (int i = 0; i < 100; ++i) one();
         sync();
     }

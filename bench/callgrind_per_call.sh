@@ -9,6 +9,9 @@
 # found by address in the shim's disassembly (objdump) and counted from callgrind's per-instruction costs.
 #   bench/callgrind_per_call.sh BUILD_DIR SHIM_SO [ENV=VALUE...]
 #   e.g. bench/callgrind_per_call.sh build build/shim/libncclwatch.so FAKE_CUDA_HOLD_ALL=1
+# NCW_CALL_COST_RANKS=N among them: rank 0 of an N-rank communicator is counted, ranks 1..N-1 run beside it without
+# the shim. A one-rank communicator gets no profiler event (as in NCCL, whose one-rank collectives are local copies),
+# so the profiler path is counted at 2 ranks.
 # Prints "N instructions per op (M ops); L locked per op". Without SHIM_SO ("") the count is the fake NCCL's own
 # instructions per call (and no locked count).
 set -u
@@ -19,10 +22,31 @@ out=$(mktemp /tmp/ncw-callgrind-XXXXXX)
 export NCCLWATCH_DIR=$(mktemp -d /tmp/ncw-bench-XXXXXX)
 trap 'rm -rf "$out" "$NCCLWATCH_DIR"' EXIT
 read -r -a more <<<"${NCW_CALL_COST_ARGS:-}"
-env "$@" LD_PRELOAD="$build/test/fake_cuda/libcuda.so.1 $shim" valgrind --tool=callgrind --dump-instr=yes \
+ranks=1
+envs=()
+for a in "$@"; do
+    case $a in
+    NCW_CALL_COST_RANKS=*) ranks=${a#*=} ;;
+    *) envs+=("$a") ;;
+    esac
+done
+case $ranks in [1-8]) ;; *) echo "NCW_CALL_COST_RANKS: 1 to 8, not '$ranks'" >&2; exit 1 ;; esac
+args=(--batches 10 --calls 2000 "${more[@]}")
+peers=()
+if [ "$ranks" -gt 1 ]; then
+    idf="$NCCLWATCH_DIR/nccl-id"
+    for ((r = 1; r < ranks; r++)); do
+        env "${envs[@]}" LD_PRELOAD="$build/test/fake_cuda/libcuda.so.1" "$build/bench/call_cost_fake" \
+            --nranks "$ranks" --rank "$r" --id-file "$idf" "${args[@]}" >/dev/null 2>&1 &
+        peers+=($!)
+    done
+    args+=(--nranks "$ranks" --rank 0 --id-file "$idf")
+fi
+env "${envs[@]}" LD_PRELOAD="$build/test/fake_cuda/libcuda.so.1 $shim" valgrind --tool=callgrind --dump-instr=yes \
     --toggle-collect=ncclAllReduce --toggle-collect=ncclGroupStart --toggle-collect=ncclGroupEnd \
-    --callgrind-out-file="$out" "$build/bench/call_cost_fake" --batches 10 --calls 2000 "${more[@]}" >/dev/null 2>&1 ||
-    { echo "callgrind failed" >&2; exit 1; }
+    --callgrind-out-file="$out" "$build/bench/call_cost_fake" "${args[@]}" >/dev/null 2>&1 ||
+    { echo "callgrind failed" >&2; kill "${peers[@]}" 2>/dev/null; exit 1; }
+for p in "${peers[@]}"; do wait "$p"; done
 python3 - "$out" "$shim" <<'PY'
 import os, re, subprocess, sys
 path, shim = sys.argv[1], sys.argv[2]

@@ -112,6 +112,28 @@ def run_pair(exe, mode, shim, work, timeout):
     return rcs
 
 
+def run_pair_cpu(exe, mode, shim, work, timeout):
+    """Two ranks on device 0 (sockets), each timing its linked all_reduce in batches of 50 (synchronised after each:
+    an op takes milliseconds there); pair_cpu<R>.out. Unpinned: each rank needs its proxy thread."""
+    idf = os.path.join(work, "nccl-id-cpu")
+    procs = []
+    for r in (0, 1):
+        env = env_for(mode, shim, work)
+        env.update({"NCCL_HOSTID": f"abhost{r}", "NCCL_SOCKET_IFNAME": "lo"})
+        cmd = [exe, "--cuda", "--nranks", "2", "--rank", str(r), "--id-file", idf, "--device", "0",
+               "--warm-blocks", "2", "--batches", "25", "--calls", "50"]
+        f = open(os.path.join(work, f"pair_cpu{r}.out"), "w")
+        procs.append((subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True), f))
+    t_end = time.time() + timeout
+    for p, f in procs:
+        try:
+            p.wait(timeout=max(1.0, t_end - time.time()))
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.wait()
+        f.close()
+
+
 def gpu_source(collector, work):
     """gpu_source (and exactness) of the 2-rank communicators in the rank files the pair left."""
     seen = set()
@@ -171,6 +193,15 @@ def parse_dir(d):
         rec["g2_add"] = float(g2.group("add")) if g2 else None
     except OSError:
         rec["g2_add"] = None
+    pair = []
+    for r in (0, 1):
+        try:
+            m = CPU_RE.search(open(os.path.join(d, f"pair_cpu{r}.out"), errors="replace").read())
+            if m:
+                pair.append(float(m.group("ns")))
+        except OSError:
+            pass
+    rec["pair_cpu_ns"] = sum(pair) / 2 if len(pair) == 2 else None
     for k in ("plugin", "source"):
         try:
             rec[k] = open(os.path.join(d, k + ".txt")).read().strip()
@@ -241,6 +272,12 @@ def summarize(recs):
             derived.append(f"- {label}: 8 B us/iter, NCCL's own arm {f(med(own), 3, True)}, through the shim "
                            f"{f(med(lnk), 3, True)}; CPU per call (1 rank) {f(med(cpu), 1, True)} ns")
     lines += [""] + derived
+    if any(r.get("pair_cpu_ns") is not None for m in by for r in by[m]):
+        lines += ["", "CPU per call on a 2-rank communicator (two processes on device 0 over sockets, where NCCL's profiler "
+                  "events flow; each process alone, so the process modes are in it): " + "; ".join(
+                      f"{m} {f(med(col(m, 'pair_cpu_ns')), 1)} ns"
+                      + (f" ({f(med(paired(m, 'pair_cpu_ns')), 1, True)} vs none, paired by round)" if m != "none" else "")
+                      for m, _, _ in MODES if any(x is not None for x in col(m, "pair_cpu_ns")))]
     table = "\n".join(lines)
 
     rows = []
@@ -318,6 +355,9 @@ def main():
     p.add_argument("--parse", default="", help="a work folder a run left: the table again, no GPU")
     p.add_argument("--cpu-only", action="store_true", help="only the CPU per call and its in-process A/B")
     p.add_argument("--cpu-rounds", type=int, default=40, help="pairs of batches in each process's in-process A/B")
+    p.add_argument("--pair-cpu", action="store_true",
+                   help="with --cpu-only: also the CPU per call on a 2-rank communicator, where NCCL's profiler "
+                        "events flow (one process per rank, no A/B: the shim's whole default path against none)")
     a = p.parse_args()
     t0 = time.time()
     work = a.parse or a.work
@@ -337,6 +377,8 @@ def main():
                 run(PIN + [a.call_cost, "--cuda", "--ab-cpu", "--rounds", str(a.cpu_rounds)], env_for(m, a.shim, d),
                     os.path.join(d, "cpu.out"), 30)
                 if a.cpu_only:
+                    if a.pair_cpu and m in ("none", "profiler", "neither"):
+                        run_pair_cpu(a.call_cost, m, a.shim, d, 60)
                     continue
                 run([a.call_cost, "--cuda"], env_for(m, a.shim, d), os.path.join(d, "cpu_unpinned.out"), 30)
                 rcs = run_pair(a.call_cost, m, a.shim, d, 60)

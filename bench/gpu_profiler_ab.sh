@@ -7,7 +7,8 @@
 #   bash bench/gpu_profiler_ab.sh [SHIM_SO] [CALL_COST_GPU] [BUDGET_SEC] [OUT_DIR] [ROWS_DIR]
 # Defaults: .carry/libncclwatch.so, .carry/call_cost_gpu (built with --nranks/--sweep: bench/call_cost.cpp),
 # .carry/ncclwatch-collector, $OUT (or /tmp/ncw-profiler-ab-out) for profiler_ab.md. NCW_AB_ROUNDS (3): rounds at
-# most; NCW_AB_CPU_ONLY=1: only the CPU per call with its in-process A/B (about 4 s a mode: 10 rounds in 200 s).
+# most; NCW_AB_CPU_ONLY=1: only the CPU per call with its in-process A/B (about 4 s a mode: 10 rounds in 200 s);
+# with NCW_AB_PAIR_CPU=1 also the CPU per call at 2 ranks (none, profiler, neither: about 15 s a mode more).
 # Two GPUs or more: the all_reduce_perf -g 2 loop (call_cost --group 2 --ab) per mode as well.
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +32,8 @@ W=$(mktemp -d /tmp/ncw-profiler-ab-XXXXXX)
 mkdir -p "$OUTD"
 timeout $((${BUDGET%.*} + 40)) python3 "$REPO/bench/gpu_profiler_ab.py" --shim "$SHIM" --call-cost "$EXE" \
     --collector "$COLL" --budget-sec "$BUDGET" --gpus "$NGPU" --work "$W" --out "$OUTD/profiler_ab.md" \
-    ${ROWS:+--rows "$ROWS"} ${NCW_AB_ROUNDS:+--rounds "$NCW_AB_ROUNDS"} ${NCW_AB_CPU_ONLY:+--cpu-only}
+    ${ROWS:+--rows "$ROWS"} ${NCW_AB_ROUNDS:+--rounds "$NCW_AB_ROUNDS"} ${NCW_AB_CPU_ONLY:+--cpu-only} \
+    ${NCW_AB_PAIR_CPU:+--pair-cpu}
 rc=$?
 (cd "$W" && tar czf "$OUTD/profiler_ab_raw.tgz" --exclude='*.ncw' . 2>/dev/null)
 rm -rf "$W"

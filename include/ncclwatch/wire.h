@@ -38,7 +38,9 @@ inline constexpr uint16_t kMajor = 1;
 // 1.9: a State's live header block ends with the process's last words (format 1.9: an uncaught exception) and the
 //      communicator teardown in progress.
 // 1.10: a signature's block ends with its origin (format 1.10: a call, or a CUDA graph's replay).
-inline constexpr uint16_t kMinor = 10;
+// 1.11: a State ends with when its point-to-point counts were read from the ring (a rank sends the counts it read up
+//      to a second before): the counts are as new as that, not as the State's sending.
+inline constexpr uint16_t kMinor = 11;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection

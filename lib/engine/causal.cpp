@@ -79,9 +79,7 @@ void credit_returned_teardowns(const std::vector<CommView*>& views) {
         for (auto& r : v->ranks) {
             const bool flushed = r.comm_state == uint32_t(disk::CommState::Destroyed) ||
                                  r.comm_state == uint32_t(disk::CommState::Finalized);
-            const bool exited_0 = (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0) ||
-                                  (r.exited_clean && r.end_kind == uint32_t(disk::EndKind::None));
-            if (!flushed || r.blocking == 0 || !exited_0 || r.ops_failed || r.async_error) continue;
+            if (!flushed || r.blocking == 0 || !ended_clean(r) || r.ops_failed || r.async_error) continue;
             r.reached = r.completed = r.returned = r.issued;
             r.unreached = r.uncompleted = 0;
             for (auto& e : r.p2p) {
@@ -109,6 +107,11 @@ std::string how_it_ended(const RankCommState& r) {
 }
 
 }  // namespace
+
+bool ended_clean(const RankCommState& r) {
+    return (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0) ||
+           (r.exited_clean && r.end_kind == uint32_t(disk::EndKind::None));
+}
 
 std::string end_words(const RankCommState& r) {
     // Its last words, where its launcher's hook noted them: "exited (exit code 1): torch.OutOfMemoryError: ...".
@@ -223,9 +226,9 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
                 any_first_dep = true;
                 // A rank on its way out after an uncaught exception of its own left by itself.
                 const bool own_exception = r.last_words_main && r.last_words_mono_ns;
-                from_outside = from_outside && !own_exception &&
-                               (r.end_kind == uint32_t(disk::EndKind::None) ||
-                                r.end_kind == uint32_t(disk::EndKind::Terminated));
+                from_outside =
+                    from_outside && !own_exception &&
+                    (r.end_kind == uint32_t(disk::EndKind::None) || r.end_kind == uint32_t(disk::EndKind::Terminated));
                 continue;
             }
             // A failure just after a first departure (an asynchronous error within a poll of the peer's death:

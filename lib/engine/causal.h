@@ -16,14 +16,14 @@
 namespace ncw::verdict {
 
 struct CausalOrder {
-    bool any = false;                // some rank departed or failed: the views were put back to `first_ns`
-    uint64_t first_ns = 0;           // the first departure or failure, on the views' clock
-    bool ended_together = false;     // every rank departed at that moment, none by its own exit, crash or error: the
-                                     // job was ended from outside (all killed at once), which is no hang
+    bool any = false;                 // some rank departed or failed: the views were put back to `first_ns`
+    uint64_t first_ns = 0;            // the first departure or failure, on the views' clock
+    bool ended_together = false;      // every rank departed at that moment, none by its own exit, crash or error: the
+                                      // job was ended from outside (all killed at once), which is no hang
     bool first_from_outside = false;  // the first departures were all signals from outside (SIGTERM, SIGINT, or a
                                       // kill with no end recorded), no rank's own exit, crash or failed call: with a
                                       // hang before them, a launcher tearing the job down (node by node, maybe)
-    std::vector<std::string> notes;  // "rank 2 (pid ...): terminated by SIGTERM 0.31 s after ...: a consequence"
+    std::vector<std::string> notes;   // "rank 2 (pid ...): terminated by SIGTERM 0.31 s after ...: a consequence"
 };
 
 // Ranks whose departure or failure lies within this of the first one's are taken as simultaneous with it (a SIGKILLed
@@ -46,5 +46,8 @@ void revive_ended_together(const std::vector<CommView*>& views);
 // How a departed rank ended, in words: "exited (exit code 3)", "crashed with SIGSEGV (signal 11)", "was terminated by
 // SIGTERM", "exited cleanly (exit handlers ran)", "is gone (killed?; heartbeat 2.0 s old)" (no end recorded: SIGKILL).
 std::string end_words(const RankCommState& r);
+// Whether the process ended cleanly: an exit code 0, or exit handlers that ran with no code known (they run at
+// sys.exit(1) and after an uncaught exception too, so "exited_clean" alone is no clean end).
+bool ended_clean(const RankCommState& r);
 
 }  // namespace ncw::verdict

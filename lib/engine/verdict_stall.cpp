@@ -143,7 +143,7 @@ std::optional<Verdict> extra_op_verdict(const Stall& s, TieNotes& notes) {
             others_at_rest = others_at_rest && r.completed + 1 == W;
             continue;
         }
-        const bool rest = r.issued == r.completed && r.completed + 1 == W && (r.alive || r.exited_clean) &&
+        const bool rest = r.issued == r.completed && r.completed + 1 == W && (r.alive || ended_clean(r)) &&
                           !is_async_error(r.async_error);
         others_at_rest = others_at_rest && rest;
         if (rest) at_rest.push_back(r.comm_rank);
@@ -218,9 +218,7 @@ std::optional<Verdict> dead_verdict(const Stall& s) {
         if (r.alive || r.completed >= W) continue;
         dead.push_back(r.comm_rank);
         std::string how = end_words(r);  // causal.h: "exited (exit code 3)", "crashed with SIGSEGV (signal 11)", ...
-        // Exit handlers run at sys.exit(1) too: a clean end is an exit code 0, or handlers that ran with no code known.
-        dead_clean |= (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0) ||
-                      (r.exited_clean && r.end_kind == uint32_t(disk::EndKind::None));
+        dead_clean |= ended_clean(r);
         if (r.issued < W)
             dead_what += fmt::format("{}rank {} {} after its last op {}: completed #{}, never issued #{}",
                                      dead_what.empty() ? "" : "; ", r.comm_rank, how, last_op(r), r.completed, W);
@@ -251,7 +249,7 @@ std::optional<Verdict> gone_after_w_verdict(const Stall& s) {
     for (size_t i : s.order) {
         const auto& r = s.view.ranks[i];
         // Completed W (rule 3 took the others); a clean end is not a death.
-        if (r.alive || r.exited_clean || (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0)) continue;
+        if (r.alive || ended_clean(r)) continue;
         gone.push_back(r.comm_rank);
         what += fmt::format(
             "{}rank {} {} after its part of #{} (completed #{}): the others cannot complete #{} "

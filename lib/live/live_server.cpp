@@ -970,7 +970,9 @@ void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
             }
         s.p2p_read = true;
         s.p2p_wrapped = m.p2p_wrapped;
-        s.p2p_as_of_ns = m.sent_mono_ns ? time_base::shift(m.sent_mono_ns, d) : 0;
+        // When the counts were read (1.11; before, the State's sending, up to a second later than the reading).
+        const uint64_t as_of = m.p2p_read_mono_ns ? m.p2p_read_mono_ns : m.sent_mono_ns;
+        s.p2p_as_of_ns = as_of ? time_base::shift(as_of, d) : 0;
         s.p2p = std::move(m.p2p);
     } else {
         s.p2p_read = false;

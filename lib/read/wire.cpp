@@ -113,6 +113,7 @@ void encode(const State& m, std::vector<uint8_t>& out) {
         }
         w.end_block(b);
     }
+    if (m.p2p_read_mono_ns) w.u64(m.p2p_read_mono_ns);  // 1.11
     finish_frame(w, at);
 }
 
@@ -284,6 +285,7 @@ bool decode(const uint8_t* p, size_t n, State& m, std::string* err) noexcept {
             }
             r.absorb(b);
         }
+        if (r.ok() && !r.at_end()) v.p2p_read_mono_ns = r.u64("p2p_read_mono_ns");  // 1.11
     });
 }
 

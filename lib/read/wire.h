@@ -52,6 +52,7 @@ struct State {
     bool p2p_read = false;
     bool p2p_wrapped = false;
     std::vector<FileSnapshot::P2pTable> p2p;
+    uint64_t p2p_read_mono_ns = 0;  // 1.11: when `p2p` was read (0: not said; before 1.11, the sending's time)
 };
 
 struct KeepAlive {

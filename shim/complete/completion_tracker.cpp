@@ -41,8 +41,8 @@ struct Pending {
     uint64_t gen = 0;              // nonzero: a sampled op's completed event, which releases the claim
     uint64_t followers = 0;        // the claim's follower count and highest seq just before the record
     uint64_t follower_seq = 0;
+    uint64_t follower_op = 0;
     uint64_t profiled_seq = 0;  // a cover event: the profiled collectives it proves done (StreamClaim::profiled_seq)
-    uint64_t t_mark = 0;        // just before the record
     // What it proves (CompletionTracker::EventKind). A catch-up event is a DoneLate with n == 0.
     CompletionTracker::EventKind kind = CompletionTracker::EventKind::DoneLate;
     int n = 0;
@@ -93,8 +93,8 @@ CoverResult record_cover(const CudaDriver& cu, DevicePool* pool, StreamClaim& c,
     out.stream = stream;
     out.followers = c.followers.load(std::memory_order_acquire);  // read before the record: all enqueued before it
     out.follower_seq = c.follower_seq.load(std::memory_order_relaxed);
+    out.follower_op = c.follower_op.load(std::memory_order_relaxed);
     out.profiled_seq = c.profiled_seq.load(std::memory_order_acquire);
-    out.t_mark = now_mono_ns();
     if (cu.cuEventRecord(ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
         pool->free.try_push(ev);
         return CoverResult::Refused;
@@ -119,7 +119,7 @@ Pending pending_for(const CompletionTracker::Cover& cv, CommRuntime* cr) {
     p.followers = cv.followers;
     p.follower_seq = cv.follower_seq;
     p.profiled_seq = cv.profiled_seq;
-    p.t_mark = cv.t_mark;
+    p.follower_op = cv.follower_op;
     p.kind = CompletionTracker::EventKind::DoneLate;  // after followers, perhaps long after: proves nothing pending
     return p;
 }
@@ -194,8 +194,8 @@ bool CompletionTracker::record(DevicePool* pool, cudaStream_t stream, const OpRe
         // Read before the record: every follower counted by now was enqueued before the event.
         p.followers = claim->followers.load(std::memory_order_acquire);
         p.follower_seq = claim->follower_seq.load(std::memory_order_relaxed);
+        p.follower_op = claim->follower_op.load(std::memory_order_relaxed);
     }
-    p.t_mark = now_mono_ns();
     if (cuda_driver().cuEventRecord(p.ev, reinterpret_cast<CUstream>(stream)) != CUDA_SUCCESS) {
         pool->free.try_push(p.ev);
         return fail();
@@ -255,8 +255,8 @@ void CompletionTracker::poll_forever() {
         return cu.cuEventQuery(p.ev);
     };
     // Followers covered by a completed event: counted complete in their communicator's progress block.
-    auto credit = [&](CommRuntime& cr, StreamClaim& c, uint64_t followers, uint64_t seq, uint64_t t_mark) {
-        c.covered_ns = std::max(c.covered_ns, t_mark);
+    auto credit = [&](CommRuntime& cr, StreamClaim& c, uint64_t followers, uint64_t seq, uint64_t op) {
+        c.covered_op = std::max(c.covered_op, op);
         batch.followers_done(cr.slot, c.credit_upto(followers), seq);
     };
     // One catch-up event after the claim's uncovered followers (see record_cover).
@@ -336,7 +336,7 @@ void CompletionTracker::poll_forever() {
                     else
                         batch.reached(*file_, e.refs[k], now, e.kind != EventKind::Mark);
                 }
-                if (e.claim) credit(*e.cr, *e.claim, e.followers, e.follower_seq, e.t_mark);
+                if (e.claim) credit(*e.cr, *e.claim, e.followers, e.follower_seq, e.follower_op);
                 if (e.profiled_seq) profiler_covered(*e.cr, e.profiled_seq);
                 if (e.gen) release(e.claim, e.gen);
                 e.pool->free.try_push(e.ev);
@@ -399,7 +399,7 @@ void CompletionTracker::poll_forever() {
                     batch.followers_done(cr.slot, c.credit_upto(followers), 0, false);
                     if (profiled > c.profiled_covered) profiler_covered(cr, profiled);
                     c.profiled_covered = std::max(c.profiled_covered, profiled);
-                    c.covered_ns = now;
+                    c.covered_op = std::max(c.covered_op, c.follower_op.load(std::memory_order_acquire));
                 }
             }
         });
@@ -440,7 +440,7 @@ void CompletionTracker::poll_forever() {
                 StreamClaim* c = nullptr;
                 for (auto& cl : cr.claims)
                     if (cl.key.load(std::memory_order_relaxed) == uintptr_t(r.stream) + 1) c = &cl;
-                if (c && t_return < c->covered_ns) {
+                if (c && r.op_index <= c->covered_op) {
                     stamp_done(r, now);
                     continue;
                 }
@@ -511,7 +511,7 @@ CompletionTracker::Settle CompletionTracker::settle_begin(CommRuntime& cr) {
 // returned on its stream before it was recorded is complete: the ones this settle credited, and also the ones a
 // poller's pass credited (a mark, or a catch-up) whose records its ring scan has not reached yet. Newest first, up
 // to `n` and the ring's capacity; stamped now, a bound on when they completed.
-void CompletionTracker::stamp_followers(const CommRuntime& cr, cudaStream_t stream, uint64_t t_mark, uint64_t n) {
+void CompletionTracker::stamp_followers(const CommRuntime& cr, cudaStream_t stream, uint64_t follower_op, uint64_t n) {
     const uint64_t head = file_->hdr->write_ticket.load(std::memory_order_acquire);
     const uint64_t capacity = uint64_t(file_->ring_mask) + 1;
     const uint64_t now = now_mono_ns();
@@ -522,7 +522,7 @@ void CompletionTracker::stamp_followers(const CommRuntime& cr, cudaStream_t stre
             r.stream != uint64_t(reinterpret_cast<uintptr_t>(stream)) || !(r.flags & disk::kFlagSampledOut))
             continue;
         const uint64_t t_return = r.t_return_ns.load(std::memory_order_relaxed);
-        if (!t_return || t_return >= t_mark || r.t_done_ns.load(std::memory_order_relaxed)) continue;
+        if (!t_return || r.op_index > follower_op || r.t_done_ns.load(std::memory_order_relaxed)) continue;
         stamp_done(r, now);
         --n;
     }
@@ -541,7 +541,7 @@ void CompletionTracker::settle_end(Settle& s) {
             const uint64_t credited = e.claim->credit_upto(e.followers);
             batch.followers_done(s.cr->slot, credited, e.follower_seq);
             if (e.profiled_seq) profiler_covered(*s.cr, e.profiled_seq);
-            stamp_followers(*s.cr, e.stream, e.t_mark, e.followers);
+            stamp_followers(*s.cr, e.stream, e.follower_op, e.followers);
             e.pool->free.try_push(ev);
             continue;
         }

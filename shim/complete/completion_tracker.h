@@ -95,9 +95,13 @@ public:
     // Ops without events of their own, enqueued on the claim's stream (their calls returned). A claim is its
     // communicator's, so these have one writer at a time (NCCL's rule): plain stores, the count last (release).
     static void follow(StreamClaim* claim, const OpRef* refs, int n) {
-        uint64_t seq = 0;
-        for (int i = 0; i < n; ++i) seq = refs[i].coll_seq > seq ? refs[i].coll_seq : seq;
+        uint64_t seq = 0, op = 0;
+        for (int i = 0; i < n; ++i) {
+            seq = refs[i].coll_seq > seq ? refs[i].coll_seq : seq;
+            op = refs[i].op_index > op ? refs[i].op_index : op;
+        }
         if (seq) raise_to(claim->follower_seq, seq);
+        raise_to(claim->follower_op, op);
         bump(claim->followers, uint64_t(n));
     }
 
@@ -122,7 +126,7 @@ public:
         DevicePool* pool;
         void* ev;  // CUevent
         cudaStream_t stream;
-        uint64_t followers, follower_seq, t_mark;
+        uint64_t followers, follower_seq, follower_op;
         uint64_t profiled_seq;  // the claim's profiled_seq just before the record
     };
     struct Settle {
@@ -150,7 +154,7 @@ public:
 
 private:
     CompletionTracker(const RankFileWriter* file, const CommRegistry* comms);
-    void stamp_followers(const CommRuntime& cr, cudaStream_t stream, uint64_t t_mark, uint64_t n);
+    void stamp_followers(const CommRuntime& cr, cudaStream_t stream, uint64_t follower_op, uint64_t n);
     struct Impl;
     Impl* impl_;
     const RankFileWriter* file_;

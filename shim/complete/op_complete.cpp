@@ -19,7 +19,7 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
             return;
         }
         record_add_flags(rt.file, ref, disk::kFlagUntracked);
-        record_done(rt.file, ref, now, false);
+        record_done(rt.file, ref, now_mono_ns(), false);
         return;
     }
     if (r != ncclSuccess && r != ncclInProgress) {
@@ -45,7 +45,7 @@ void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaS
         }
         // Nothing later would cover it: counted, but it proves no GPU progress.
         record_add_flags(rt.file, ref, disk::kFlagUntracked);
-        record_done(rt.file, ref, now, false);
+        record_done(rt.file, ref, now_mono_ns(), false);
         return;
     }
     if (rt.completes_on_return)

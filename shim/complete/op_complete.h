@@ -24,7 +24,8 @@ enum class After : uint8_t {
 void group_add(Runtime& rt, ThreadState& ts, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
                ProfExpect* offered);
 // After the call returned: the op's completion event (sampled op: `gen` != 0, owning `claim`), a follower entry, or
-// completion on return.
+// completion on return. `now`: the time its return is stamped with, which dates a completion on return (so the
+// caller times the return where the op is done on it); the fallbacks that complete it untracked read the clock.
 void complete_after_return(Runtime& rt, CommRuntime& cr, const OpRef& ref, cudaStream_t stream, DevicePool* pool,
                            StreamClaim* claim, uint64_t gen, ncclResult_t r, uint64_t now, After after);
 // After the call of an op offered to NCCL's profiler (profiler_link.h): true when NCCL has it (the profiler then

@@ -48,7 +48,9 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
         std::atomic<uint64_t>& counter = cr->nccl_seq[uint8_t(d.op) & 15];
         nccl_seq = counter.load(std::memory_order_relaxed);  // one thread per communicator at a time, as in NCCL
         counter.store(nccl_seq + 1, std::memory_order_relaxed);
-        pl = cr->prof.load(std::memory_order_acquire);
+        // Not on a communicator of one rank: NCCL runs its collectives as a local copy and calls no profiler hook for
+        // them (ncclLaunchOneRank), so an expectation would never be met.
+        if (cr->nranks != 1) pl = cr->prof.load(std::memory_order_acquire);
         // Not once its kernel events are out of step (a CUDA graph replayed here: graph_hooks.cpp).
         offer = pl && pl->kernel_events.load(std::memory_order_relaxed) && !cr->nonblocking &&
                 !(opt.flags & disk::kFlagCaptured) && !pl->desynced.load(std::memory_order_relaxed);
@@ -105,21 +107,30 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     ts.current_op = nullptr;
     ts.api_expect = nullptr;
     ErrnoKeeper keep(scope.errno_location());
+    // The return is timed where it dates something: a completion on return (the call may take seconds: a first
+    // send connects its peer inside it, and a completion dated before that would pass a peer's older counts as
+    // current), and a failure (the communicator's first failure is dated). Elsewhere the record's return carries its
+    // issue time: a returned call is what counts there, its completion is dated by whoever proves it (a stream's
+    // events tell its followers apart by op_index, not by time), and a clock read is about 20 ns on the GPU hosts.
     if (rt->completes_on_return && !in_group && r == ncclSuccess) {  // no GPU tracking: returned is done
-        record_returned_done(rt->file, ref, t_issue);
+        record_returned_done(rt->file, ref, now_mono_ns());
         return r;
     }
-    // One clock read per op, at its issue. The return is timed only where that time is compared with others: an op
-    // whose CUDA events follow it (marks and catch-ups order the stream's ops by their returns), and a failure (the
-    // communicator's first failure is dated). Elsewhere the record's return carries its issue time: a returned call
-    // is what counts there, and a clock read is about 20 ns on the GPU hosts.
-    const bool timed = r != ncclSuccess || (!in_group && pool && !offered);
-    const uint64_t now = timed ? now_mono_ns() : t_issue;
+    bool timed = r != ncclSuccess || (!in_group && !pool && !offered);  // done on its return below, or failed
+    uint64_t now = timed ? now_mono_ns() : t_issue;
     record_return(rt->file, ref, r, now);
     if (in_group) return r;
+    if (claim && !smp.gen && r == ncclSuccess) {  // it follows its stream's sample: counted, an event later proves it
+        CompletionTracker::follow(claim, &ref, 1);
+        return r;
+    }
     // Taken by NCCL (its CollApi, or its Coll start, came within the call): the profiler completes it, and the
     // stream's catch-up event once the stream is quiet. Otherwise it is ours again.
     if (offered && complete_offered(*rt, *cr, *pl, *offered, ref, d.stream, pool, r, now)) return r;
+    if (!pool && !timed) {  // NCCL's profiler did not take it after all: done on its return, dated by it
+        now = now_mono_ns();
+        record_return(rt->file, ref, r, now);
+    }
     complete_after_return(*rt, *cr, ref, d.stream, pool, claim, smp.gen, r, now, pool ? After::Event : After::Return);
     return r;
 }

@@ -375,6 +375,7 @@ private:
             st.p2p_read = true;
             st.p2p_wrapped = p2p_cache_wrapped_;
             st.p2p = p2p_cache_;
+            st.p2p_read_mono_ns = p2p_read_at_;  // the counts are as new as their reading, not as this State
         }
         wire::encode(st, out);
         return read_now;

@@ -69,7 +69,7 @@ struct StreamClaim {
     std::atomic<uint64_t> t_last_issue_ns{0};  // the last op issued on this stream (any thread)
     std::atomic<uint64_t> followers{0};        // ops that followed, counted once their call returned (enqueued)
     std::atomic<uint64_t> follower_seq{0};     // the highest collective sequence number among them
-    std::atomic<uint64_t> mark_followers{0};   // `followers` at the stream's last mark or sample
+    std::atomic<uint64_t> follower_op{0};      // and their highest op_index (written before the count)
     std::atomic<uint64_t> mark_due_at{0};      // `followers` from which a mark is looked at again
     // The completion poller's, on a line of their own (`credited` is also raised once by a teardown call).
     alignas(64) std::atomic<uint64_t> credited{0};  // followers counted as completed
@@ -79,8 +79,12 @@ struct StreamClaim {
     // the stream is quiet, tells the profiler that they are done (the last op before a pause, whose algorithm's
     // stops prove nothing). Written by the issuing thread, on this line: the poller reads it once a pass.
     std::atomic<uint64_t> profiled_seq{0};
-    uint64_t covered_ns = 0;                  // work enqueued on the stream before this time is complete
+    // Followers up to this op_index are complete (the poller's: the highest follower_op a done event covered). Their
+    // ring records are told apart by it, not by time, so that no follower's return needs a clock read.
+    uint64_t covered_op = 0;
     std::atomic<uint32_t> marks_resolved{0};  // marks whose event completed or failed (or was never queued)
+    // `followers` at the stream's last mark or sample: the issuing thread's, but only at a mark or a sample.
+    std::atomic<uint64_t> mark_followers{0};
 
     // Raises `credited` to n; returns how many followers that newly credits (zero if another thread got there).
     uint64_t credit_upto(uint64_t n) {

@@ -125,6 +125,7 @@ void* api_event(Comm* c, bool p2p, const char* name, size_t count, void* stream)
     const Plugin& p = plugin();
     const int mask = __atomic_load_n(&g_mask, __ATOMIC_RELAXED);
     if (p.version < 5 || !c->prof_ctx || !(mask & ((p2p ? prof::kP2p : prof::kColl) | prof::kKernelCh))) return nullptr;
+    if (c->nranks == 1) return nullptr;  // as NCCL (ncclLaunchOneRank): a one-rank op is a local copy, no hook
     prof::DescrV5 d{};
     d.type = p2p ? prof::kP2pApi : prof::kCollApi;
     d.rank = c->rank;
@@ -171,7 +172,7 @@ void profiler_op_posted(Op& op) {
     if (op.kind != OpKind::Collective && op.kind != OpKind::Send && op.kind != OpKind::Recv) return;
     const bool p2p = op.kind != OpKind::Collective;
     const uint64_t seq = p2p ? 0 : c->prof_seq[kind_index(op.name)]++;  // NCCL counts even without a plugin
-    if (!p.version || !c->prof_ctx || !(mask & (p2p ? prof::kP2p : prof::kColl))) return;
+    if (!p.version || !c->prof_ctx || !(mask & (p2p ? prof::kP2p : prof::kColl)) || c->nranks == 1) return;
     if (p2p && p.version < 5) return;  // the fake's older tables send no P2p events (ours would not use them)
     void* coll = nullptr;
     if (p2p) {

@@ -130,6 +130,17 @@ TEST_CASE("verdict: the rank that is behind is dead", "[verdict]") {
                        "cannot complete #42 without it"));
         CHECK(find_kind(vs, Kind::StuckInNccl) == nullptr);
 
+        // The same through sys.exit(1) or an uncaught exception (torch.OutOfMemoryError at one node): the exit
+        // handlers ran, and the exit code says it was no clean end.
+        r3.exited_clean = true;
+        r3.end_status = 1;
+        vs = diagnose_stall(view(4, {idle(0, 42, 12.0), waiting(1, 41, 12.0), idle(2, 43, 12.0), r3}), kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::Dead);
+        CHECK(vs[0].culprits == Ranks{3});
+        CHECK(contains(vs[0].summary, "rank 3 exited (exit code 1) after its part of #42"));
+        r3.exited_clean = false;
+
         // One that exited 0 after completing all it issued died of nothing: not DEAD (type_mismatch at two nodes:
         // rank 3's Broadcast paired with the others' AllReduce, it finished its loop and left).
         r3.end_status = 0;

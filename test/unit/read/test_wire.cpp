@@ -527,6 +527,36 @@ TEST_CASE("1.7: a Relay frame carries one whole frame under its channel; RelayCl
     }
 }
 
+TEST_CASE("1.11: a State ends with when its point-to-point counts were read; a 1.10 State reads as not said") {
+    State st;
+    st.sent_mono_ns = 5'000'000'000;
+    st.p2p_read = true;
+    verdict::PeerP2p p;
+    p.peer = 1;
+    p.recvs_issued = 2, p.recvs_completed = 2;
+    st.p2p = {FileSnapshot::P2pTable{0xabc, {p}}};
+    st.p2p_read_mono_ns = 4'200'000'000;  // read 0.8 s before this State went out (the cached table)
+    std::vector<uint8_t> frame, payload;
+    encode(st, frame);
+    split(frame, payload);
+    State back;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), back, &err));
+    CHECK(back.p2p_read_mono_ns == 4'200'000'000);
+    CHECK(back.sent_mono_ns == 5'000'000'000);
+    REQUIRE(back.p2p.size() == 1);
+    CHECK(back.p2p[0].peers[0].recvs_issued == 2);
+    for (size_t cut = 1; cut < 8; ++cut) {  // a field cut short is an error, not a time
+        std::vector<uint8_t> t(payload.begin(), payload.end() - long(cut));
+        CHECK_FALSE(decode(t.data(), t.size(), back, &err));
+    }
+    payload.resize(payload.size() - 8);  // a 1.10 sender: no reading time
+    State old;
+    REQUIRE(decode(payload.data(), payload.size(), old, &err));
+    CHECK(old.p2p_read_mono_ns == 0);
+    CHECK(old.p2p.size() == 1);
+}
+
 TEST_CASE("1.8: a State's peer block ends with the sends and receives the GPU started; a 1.7 block has none") {
     State st;
     st.sent_mono_ns = 42;
