@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "read/endpoint.h"
 #include "report/report_json.h"
 
 namespace ncw::cli {
@@ -33,6 +34,10 @@ Command add_relay(CLI::App& sub);
 // usage error "--NAME: 'TEXT' is not WHAT" (cli_options.cpp).
 CLI::Option* add_value(CLI::App& app, const std::string& name, const std::string& type_name, const std::string& desc,
                        std::function<bool(const std::string&)> parse, const std::string& what);
+// An address: read/endpoint.h's parse_endpoint by the rules of `kind`, the text kept in `out`. A value it refuses is
+// the usage error "--NAME: 'TEXT': WHY (expected FORMS)", the parser's one line.
+CLI::Option* add_endpoint(CLI::App& app, const std::string& name, const std::string& desc, EndpointKind kind,
+                          std::string& out);
 // Seconds: a finite number >= 0 (and <= max).
 bool parse_seconds(const std::string& s, double& out, double max = 1e300);
 // A count or a size: digits, optionally K, M or G (binary multiples) when `suffixes`.

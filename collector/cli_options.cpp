@@ -1,4 +1,4 @@
-// Option values for the collector's command line: numbers, sizes and their usage errors, in one wording.
+// Option values for the collector's command line: numbers, sizes, addresses and their usage errors, in one wording.
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -19,6 +19,21 @@ CLI::Option* add_value(CLI::App& app, const std::string& name, const std::string
         },
         desc);
     opt->type_name(type_name);
+    return opt;
+}
+
+CLI::Option* add_endpoint(CLI::App& app, const std::string& name, const std::string& desc, EndpointKind kind,
+                          std::string& out) {
+    auto* opt = app.add_option_function<std::string>(
+        name,
+        [shown = name.substr(0, name.find(',')), kind, &out](const std::string& v) {
+            Endpoint ep;
+            std::string why;
+            if (!parse_endpoint(v, ep, &why, kind)) throw CLI::ValidationError(fmt::format("{}: {}", shown, why));
+            out = v;
+        },
+        desc);
+    opt->type_name("HOST:PORT");
     return opt;
 }
 

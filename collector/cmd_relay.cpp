@@ -46,18 +46,12 @@ int run_relay(live::RelayOptions& opt) {
 
 Command add_relay(CLI::App& sub) {
     auto o = std::make_shared<live::RelayOptions>();
-    add_value(
-        sub, "--to", "HOST:PORT", "the collector (`serve`) to carry the node's ranks to (required)",
-        [o](const std::string& v) {
-            Endpoint ep;
-            return parse_endpoint(v, ep, nullptr) && (o->upstream = v, true);
-        },
-        "HOST:PORT or [IPv6]:PORT, the port 1..65535")
+    add_endpoint(sub, "--to", "the collector (`serve`) to carry the node's ranks to (required)", EndpointKind::Connect,
+                 o->upstream)
         ->required();
-    add_value(
-        sub, "--listen", "HOST:PORT",
-        "where the node's ranks connect (default 127.0.0.1:29612; port 0\npicks a free one, printed at start)",
-        [o](const std::string& v) { return o->listen = v, true; }, "");
+    add_endpoint(sub, "--listen",
+                 "where the node's ranks connect (default 127.0.0.1:29612; port 0\npicks a free one, printed at start)",
+                 EndpointKind::Listen, o->listen);
     add_value(
         sub, "--max-ranks", "N", "rank connections at once; more are closed at once (default 1024)",
         [o](const std::string& v) { return parse_count(v, o->max_ranks, true); },

@@ -40,10 +40,11 @@ void keep_heap() {
 }
 
 // HOST of HOST:PORT names only this machine: 127.0.0.0/8, ::1 (also v4-mapped), "localhost". A name that needs
-// resolving, "*" or 0.0.0.0 is not loopback.
+// resolving, "*" or 0.0.0.0 is not loopback, nor is an address the parser refuses.
 bool loopback(const std::string& listen) {
-    std::string host = listen.substr(0, listen.rfind(':'));
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    Endpoint ep;
+    if (!parse_endpoint(listen, ep, nullptr, EndpointKind::Listen)) return false;
+    const std::string& host = ep.host;
     if (host == "localhost") return true;
     in_addr a4{};
     if (inet_pton(AF_INET, host.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
@@ -131,11 +132,14 @@ Command add_serve(CLI::App& sub) {
             sub, name, "N", desc, [&out](const std::string& v) { return parse_count(v, out, true); },
             "a count (digits, optionally K, M or G)");
     };
-    text("--listen", "HOST:PORT", o.listen,
-         "where ranks connect (default 127.0.0.1:29610, loopback; 0.0.0.0:PORT\nfor all interfaces; port 0 picks a "
-         "free one, printed at start)");
-    text("--metrics", "HOST:PORT", o.metrics_listen,
-         "serve Prometheus text (OpenMetrics when asked for) at\nhttp://HOST:PORT/metrics (default off)");
+    add_endpoint(sub, "--listen",
+                 "where ranks connect (default 127.0.0.1:29610, loopback; 0.0.0.0:PORT\nor *:PORT for all "
+                 "interfaces, [IPv6]:PORT; port 0 picks a free one,\nprinted at start)",
+                 EndpointKind::Listen, o.listen);
+    add_endpoint(sub, "--metrics",
+                 "serve Prometheus text (OpenMetrics when asked for) at\nhttp://HOST:PORT/metrics (default off; "
+                 "port 0 picks a free one)",
+                 EndpointKind::Listen, o.metrics_listen);
     // Without --timeout, each job's own: the shortest its ranks run with (NCCLWATCH_TIMEOUT_SEC; 60 until they say).
     o.timeout_from_ranks = true;
     add_value(

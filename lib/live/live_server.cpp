@@ -118,7 +118,10 @@ struct Job {
     std::map<uint64_t, std::pair<std::set<int>, std::set<int>>> named;
     std::set<uint64_t> suspected;  // communicators suspected in the latest analysis (engine/suspicion.h)
     std::set<std::pair<uint64_t, std::string>> verdicts;  // (communicator, kind name) of the latest analysis
-    std::set<std::string> suspect_said;                   // suspicions already logged (kind, comm, seq, culprits)
+    // Per communicator whose latest verdict names culprits (report::culprit_verdict): its kind and who, where, in
+    // which op (/metrics' ncclwatch_stall_culprit_info).
+    std::map<uint64_t, std::pair<std::string, report::CulpritLabels>> culprits;
+    std::set<std::string> suspect_said;  // suspicions already logged (kind, comm, seq, culprits)
     uint64_t dump_requests = 0;
     double last_analysis_cost_s = 0;
     bool write_failure_logged = false;
@@ -1202,6 +1205,11 @@ void LiveServer::Impl::judged(Job& job, const Analysis& a, uint64_t now, bool de
 
     job.named.clear();
     job.verdicts.clear();
+    job.culprits.clear();
+    for (const auto& jr : a.jobs)
+        for (const auto& cr : jr.comms)
+            if (const verdict::Verdict* v = report::culprit_verdict(cr))
+                job.culprits[cr.comm_id] = {verdict::kind_name(v->kind), report::culprit_labels(jr, cr, *v)};
     bool stalled = false, fresh = false;
     std::set<std::string> keys;
     for (const auto& ref : a.all_verdicts()) {
@@ -1406,6 +1414,7 @@ std::string LiveServer::Impl::render_metrics(metrics::Format format) {
     const bool hide_ids = !opt.token.empty() && !opt.metrics_ids;
     std::vector<metrics::RankCommSample> samples;
     std::vector<metrics::VerdictSample> verdicts;
+    std::vector<metrics::CulpritSample> culprits;
     for (const auto& [id, job] : jobs) {
         const std::string job_label =
             hide_ids ? fmt::format("job-{:012x}", pseudonym(pseudonym_key, "job " + job->id) >> 16) : job->id;
@@ -1413,6 +1422,8 @@ std::string LiveServer::Impl::render_metrics(metrics::Format format) {
             return hide_ids ? pseudonym(pseudonym_key, fmt::format("comm {} {}", job->id, comm_id)) : comm_id;
         };
         for (const auto& [comm_id, kind] : job->verdicts) verdicts.push_back({job_label, comm_label(comm_id), kind});
+        for (const auto& [comm_id, c] : job->culprits)
+            culprits.push_back({job_label, comm_label(comm_id), c.first, c.second.ranks, c.second.hosts, c.second.op});
         for (size_t i = 0; i < job->ranks.size(); ++i) {
             const auto& s = *job->snaps[i];
             const auto& r = job->ranks[i];
@@ -1459,7 +1470,7 @@ std::string LiveServer::Impl::render_metrics(metrics::Format format) {
     t.analyses = st_analyses;
     t.last_analysis_s = last_analysis_s;
     t.evicted_jobs = st_evicted;
-    return metrics::render(samples, verdicts, t, {kVersion, kGitHash}, format, opt.metrics_max_bytes);
+    return metrics::render(samples, verdicts, culprits, t, {kVersion, kGitHash}, format, opt.metrics_max_bytes);
 }
 
 // ---- the bounds ----

@@ -9,17 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
-namespace ncw::live {
+#include "read/text.h"
 
-bool split_host_port(const std::string& s, std::string& host, std::string& port) {
-    const auto colon = s.rfind(':');
-    if (colon == std::string::npos || colon + 1 >= s.size()) return false;
-    host = s.substr(0, colon);
-    port = s.substr(colon + 1);
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    if (host == "*") host = "0.0.0.0";
-    return !host.empty();
-}
+namespace ncw::live {
 
 std::string peer_name(const sockaddr_storage& ss, std::string& ip) {
     char buf[INET6_ADDRSTRLEN] = "?";
@@ -38,11 +30,14 @@ std::string peer_name(const sockaddr_storage& ss, std::string& ip) {
 }
 
 int listen_on(const std::string& addr, uint16_t& port_out, std::string* err) {
-    std::string host, port;
-    if (!split_host_port(addr, host, port)) {
-        if (err) *err = "'" + addr + "' is not HOST:PORT";
+    Endpoint ep;
+    std::string why;
+    if (!parse_endpoint(addr, ep, &why, EndpointKind::Listen)) {
+        if (err) *err = "cannot listen on " + why;
         return -1;
     }
+    const std::string host = ep.host == "*" ? "0.0.0.0" : ep.host;
+    const std::string port = std::to_string(ep.port);
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -50,7 +45,7 @@ int listen_on(const std::string& addr, uint16_t& port_out, std::string* err) {
     addrinfo* res = nullptr;
     const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
     if (rc != 0) {
-        if (err) *err = "cannot resolve '" + addr + "': " + gai_strerror(rc);
+        if (err) *err = "cannot resolve '" + text::echo(addr) + "': " + gai_strerror(rc);
         return -1;
     }
     int fd = -1;
@@ -70,7 +65,7 @@ int listen_on(const std::string& addr, uint16_t& port_out, std::string* err) {
     }
     freeaddrinfo(res);
     if (fd < 0) {
-        if (err) *err = "cannot listen on " + addr + ": " + last;
+        if (err) *err = "cannot listen on " + text::echo(addr) + ": " + last;
         return -1;
     }
     sockaddr_storage ss{};

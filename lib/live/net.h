@@ -1,5 +1,5 @@
-// The collector's sockets: HOST:PORT to listen on (port 0 = any, "*" = every address), and a peer's name for the log.
-// Used by the live server and the relay.
+// The collector's sockets: HOST:PORT to listen on (read/endpoint.h's Listen rules: port 0 = any, "*" = every IPv4
+// address), and a peer's name for the log. Used by the live server and the relay.
 #pragma once
 
 #include <sys/socket.h>
@@ -11,11 +11,11 @@
 
 namespace ncw::live {
 
-// "host:port", "[v6]:port" or "*:port" into its parts (the port as text; "*" becomes 0.0.0.0). false: not HOST:PORT.
-bool split_host_port(const std::string& s, std::string& host, std::string& port);
 // "ip:port" of a peer; its ip alone in `ip`.
 std::string peer_name(const sockaddr_storage& ss, std::string& ip);
-// Binds HOST:PORT and listens (non-blocking, close-on-exec); the bound port in port_out. -1 with *err.
+// Binds HOST:PORT (parse_endpoint, EndpointKind::Listen; "*" is 0.0.0.0) and listens (non-blocking, close-on-exec);
+// the bound port in port_out. -1 with *err, one line: "cannot listen on 'ADDR': WHY (expected ...)" for an address
+// the parser refuses, else the resolver's or the socket's error.
 int listen_on(const std::string& addr, uint16_t& port_out, std::string* err);
 
 // A non-blocking connection to `ep` (close-on-exec), under way or made: its descriptor, or -1 with *why ("cannot

@@ -465,6 +465,39 @@ json verdict_json_with_headline(const JobResult& job, const CommResult& comm, co
     return j;
 }
 
+const verdict::Verdict* culprit_verdict(const CommResult& c) {
+    const verdict::Verdict* best = nullptr;
+    int best_rank = 0;
+    for (const auto& v : c.verdicts) {
+        if (v.kind == Kind::Straggler || v.suspected || v.culprits.empty()) continue;
+        const bool stall = v.kind != Kind::Mismatch && !verdict::drift_only(v);
+        const int rank = (v.consequence ? 0 : 4) + (stall ? 2 : 0) + (v.role == Role::Cascade ? 0 : 1) + 1;
+        if (rank > best_rank) best = &v, best_rank = rank;
+    }
+    return best;
+}
+
+CulpritLabels culprit_labels(const JobResult& job, const CommResult& c, const verdict::Verdict& v) {
+    constexpr size_t kRanks = 8, kHosts = 4;
+    CulpritLabels out;
+    const size_t listed = std::min(kRanks, v.culprits.size());
+    const std::vector<int> shown(v.culprits.begin(), v.culprits.begin() + std::ptrdiff_t(listed));
+    const std::vector<int> global = global_ranks(job, c, shown);
+    const bool all_global = std::none_of(global.begin(), global.end(), [](int g) { return g < 0; });
+    out.ranks = all_global ? format_ranks(global) : "comm " + format_ranks(shown);
+    if (v.culprits.size() > listed) out.ranks += fmt::format(" and {} more", v.culprits.size() - listed);
+    std::vector<std::string> hosts;
+    for (int cr : v.culprits) {
+        const RankCommState* r = find_rank(c, cr);
+        const std::string h = r && !r->host.empty() ? clean(r->host) : "?";
+        if (std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
+    }
+    for (size_t i = 0; i < hosts.size() && i < kHosts; ++i) out.hosts += (i ? "," : "") + hosts[i];
+    if (hosts.size() > kHosts) out.hosts += fmt::format(" and {} more", hosts.size() - kHosts);
+    out.op = op_words(v);
+    return out;
+}
+
 bool hang_or_mismatch(const Analysis& a) {
     for (const auto& j : a.jobs)
         for (const auto& c : j.comms)

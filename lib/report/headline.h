@@ -36,6 +36,19 @@ Analysis::VerdictRef lead_verdict(const Analysis& a);
 // "no hang and no mismatch: ..." when nothing was found.
 std::string headline(const Analysis& a);
 
+// The verdict of a communicator whose culprits a page names (/metrics' ncclwatch_stall_culprit_info): a cause before a
+// consequence (of a drift), then a stall's before a mismatch's, then an initiating or plain one before a cascade;
+// never a straggler's, a suspicion's, or one that names no culprit. nullptr: none.
+const verdict::Verdict* culprit_verdict(const CommResult& c);
+
+// The culprits of `v` and the op they hold up, short and bounded, for labels: their global ranks ("2", "2,5-7"; at most
+// 8, then " and N more"; "comm 3" where a global rank is not known), their distinct hosts (at most 4, then " and N
+// more"; "?" for one not known), and the op in the headline's words ("AllReduce #6").
+struct CulpritLabels {
+    std::string ranks, hosts, op;
+};
+CulpritLabels culprit_labels(const JobResult& job, const CommResult& c, const verdict::Verdict& v);
+
 // ---- The words the headline is made of, shared with the text report and the JSON document ----
 
 std::string plural(size_t n, const char* one, const char* many);              // "1 rank", "3 ranks"

@@ -111,7 +111,8 @@ void total(std::string& out, Format f, const char* base, Type type, const char* 
 }  // namespace
 
 std::string render(const std::vector<RankCommSample>& samples, const std::vector<VerdictSample>& verdicts,
-                   const CollectorTotals& t, const BuildInfo& build, Format format, size_t max_bytes) {
+                   const std::vector<CulpritSample>& culprits, const CollectorTotals& t, const BuildInfo& build,
+                   Format format, size_t max_bytes) {
     // The collector's totals are small and always there: rendered last, with room kept for them.
     constexpr size_t kTotalsRoom = 4096;
     const size_t budget = max_bytes == 0 ? SIZE_MAX : max_bytes > kTotalsRoom ? max_bytes - kTotalsRoom : 0;
@@ -153,6 +154,24 @@ std::string render(const std::vector<RankCommSample>& samples, const std::vector
             fmt::format_to(std::back_inserter(line),
                            "ncclwatch_verdict{{job_id=\"{}\",comm=\"0x{:016x}\",kind=\"{}\"}} 1\n", escape_label(v.job),
                            v.comm_id, escape_label(v.kind));
+            put(any);
+        }
+        close_family(at, any);
+    }
+
+    // Who holds each communicator up: what a stall's alert names (one line per communicator).
+    {
+        size_t at = open_family("ncclwatch_stall_culprit", Type::Info,
+                                "The culprits of the communicator's lead verdict: their global ranks, hosts and the op "
+                                "they hold up.");
+        bool any = false;
+        for (const auto& c : culprits) {
+            line.clear();
+            fmt::format_to(std::back_inserter(line),
+                           "ncclwatch_stall_culprit_info{{job_id=\"{}\",comm=\"0x{:016x}\",kind=\"{}\","
+                           "culprit_rank=\"{}\",culprit_host=\"{}\",op=\"{}\"}} 1\n",
+                           escape_label(c.job), c.comm_id, escape_label(c.kind), escape_label(c.ranks),
+                           escape_label(c.hosts), escape_label(c.op));
             put(any);
         }
         close_family(at, any);

@@ -1,7 +1,7 @@
 // The live collector's state as Prometheus text (exposition format 0.0.4) or OpenMetrics 1.0.0 text, whichever the
 // scraper asked for (lib/live/http_request.h reads its Accept header): one sample set per rank and communicator, the
-// current verdicts per communicator, the build, and the collector's totals. Pure rendering: the server fills the
-// samples.
+// current verdicts and their culprits per communicator, the build, and the collector's totals. Pure rendering: the
+// server fills the samples.
 //
 // Conventions (docs/monitoring/README.md): monotonic counts are counters named *_total; times are Unix timestamps
 // (*_timestamp_seconds), never ages; labels are stable across restarts (job_id, rank, Hostname, comm, comm_rank, no
@@ -54,6 +54,19 @@ struct VerdictSample {
     std::string kind;  // "MISMATCH", "DEAD", ...
 };
 
+// Who holds up a communicator, where, and in which op: the culprits of its lead verdict (report/headline.h
+// culprit_labels), for an alert to name them (docs/monitoring/alerts.yml joins it on job_id and comm). One per
+// communicator whose verdict names culprits: ncclwatch_stall_culprit_info, value 1, its label values bounded in
+// length (at most 8 ranks and 4 hosts are listed).
+struct CulpritSample {
+    std::string job;
+    uint64_t comm_id = 0;
+    std::string kind;   // the verdict's kind ("NOT_JOINED")
+    std::string ranks;  // the culprits' global ranks ("2", "2,5-7"; "comm 3" where a global rank is not known)
+    std::string hosts;  // their hosts ("node-b", "node-b,node-c")
+    std::string op;     // the op held up ("AllReduce #6")
+};
+
 struct CollectorTotals {
     uint64_t connections = 0;
     uint64_t ranks_known = 0;
@@ -83,7 +96,7 @@ std::string dcgm_pci_bus_id(const std::string& cuda);
 // written in the order of the families, the ranks a verdict names first, until the cap; what is left out is counted
 // in ncclwatch_collector_metrics_series_dropped.
 std::string render(const std::vector<RankCommSample>& samples, const std::vector<VerdictSample>& verdicts,
-                   const CollectorTotals& totals, const BuildInfo& build, Format format = Format::Prometheus,
-                   size_t max_bytes = 0);
+                   const std::vector<CulpritSample>& culprits, const CollectorTotals& totals, const BuildInfo& build,
+                   Format format = Format::Prometheus, size_t max_bytes = 0);
 
 }  // namespace ncw::metrics

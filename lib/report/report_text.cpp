@@ -11,6 +11,7 @@
 
 #include "engine/env_audit.h"
 #include "engine/verdict_ranks.h"
+#include "engine/verdict_text.h"
 #include "ncclwatch/format.h"
 #include "report/headline.h"
 #include "report/report_json.h"
@@ -32,19 +33,6 @@ constexpr const char* kRed = "1;31";
 constexpr const char* kGreen = "1;32";
 constexpr const char* kYellow = "33";
 constexpr const char* kBold = "1";
-
-std::string rank_state(const RankCommState& r) {
-    std::string s = disk::comm_state_name(r.comm_state);
-    if (r.exited_clean)
-        s += ", exited cleanly";
-    else if (!r.alive)
-        s += fmt::format(", GONE (heartbeat {:.1f} s old)", r.heartbeat_age_s);
-    if (r.issued > r.completed) s += fmt::format(", inside #{}", r.completed + 1);
-    if (r.stall_since_ns) s += ", stalled";
-    if (r.async_error) s += fmt::format(", async error {} ({})", nccl_result_name(r.async_error), r.async_error);
-    if (!r.gpu_tracking) s += ", no GPU tracking";
-    return s;
-}
 
 using Row = std::vector<std::string>;
 
@@ -74,7 +62,7 @@ void comm_table(std::string& out, const CommResult& c, const TextOptions& opt, c
                    std::to_string(r.issued),
                    r.gpu_tracking ? std::to_string(r.reached) : "-",
                    std::to_string(r.completed),
-                   rank_state(r)};
+                   rank_state_words(r)};
     };
     const bool grouped = !opt.all_ranks && c.view.ranks.size() > opt.max_rows;
     if (!grouped) {
@@ -129,17 +117,6 @@ void comm_table(std::string& out, const CommResult& c, const TextOptions& opt, c
                            format_ranks(c.missing), c.view.nranks);
 }
 
-// A rank's state in the live report's table: one wording per state, from the facts the stall verdicts stand on
-// (engine/verdict_ranks.h; rank_state_line words the same states in the evidence), so that ranks waiting in one op
-// read alike whether or not their own watchdog has flagged the stall yet.
-std::string live_rank_state(const RankCommState& r) {
-    if (r.exited_clean) return "exited";
-    if (!r.alive) return "GONE";
-    if (verdict::gpu_behind(r)) return fmt::format("GPU busy before #{}", r.completed + 1);
-    if (r.issued > r.completed) return fmt::format("waiting in #{}", r.completed + 1);
-    return "idle";
-}
-
 // The evidence of a verdict; for big communicators only the culprits' lines, the general ones and a few others (one
 // line per rank of 512 ranks buries the culprit) unless all_ranks.
 std::vector<std::string> evidence_lines(const CommResult& c, const verdict::Verdict& v, const TextOptions& opt) {
@@ -176,6 +153,27 @@ std::vector<std::string> audit_lines(const audit::Finding& f) {
 }
 
 }  // namespace
+
+std::string rank_state_words(const RankCommState& r) {
+    std::string s;
+    const auto state = disk::CommState(r.comm_state);
+    if (r.exited_clean)
+        s = "exited";
+    else if (!r.alive)
+        s = r.heartbeat_age_s > 0 ? fmt::format("GONE (heartbeat {:.1f} s old)", r.heartbeat_age_s) : "GONE";
+    else if (state != disk::CommState::Active)
+        s = state == disk::CommState::InitFailed ? "init failed" : disk::comm_state_name(r.comm_state);
+    else if (verdict::gpu_behind(r))
+        s = fmt::format("GPU busy before #{}", r.completed + 1);
+    else if (r.issued > r.completed)
+        s = fmt::format("waiting in #{}", r.completed + 1);
+    else
+        s = "idle";
+    if (verdict::is_async_error(r.async_error))
+        s += fmt::format(", async error {} ({})", nccl_result_name(r.async_error), r.async_error);
+    if (!r.gpu_tracking) s += ", no GPU tracking";
+    return s;
+}
 
 std::string python_section(const CommResult& c, const verdict::Verdict& v, const TextOptions& opt) {
     // The culprits, the waiting, then the others, each once (a set: a scan each is O(ranks^2) at 131,072 ranks).
@@ -395,7 +393,7 @@ LiveText live_report_text(const Analysis& a, const std::string& job_id, uint64_t
                                         : 0.0;
                 text += fmt::format("  {:>6} {:>6} {:<24} {:>8} {:>10} {:>10} {:>10} {:>10.1f}  {}\n", r.comm_rank,
                                     r.global_rank, clean(r.host).substr(0, 24), r.pid, r.issued, r.reached, r.completed,
-                                    idle, live_rank_state(r));
+                                    idle, rank_state_words(r));
             }
         }
     }

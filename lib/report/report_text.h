@@ -34,6 +34,15 @@ std::string render_text(const Analysis& a, const TextOptions& opt);
 // report shows the same section.
 std::string python_section(const CommResult& c, const verdict::Verdict& v, const TextOptions& opt);
 
+// A rank's state in a communicator, in the words of every table of ranks (analyze's text, the live report's): one
+// of "exited", "GONE" (with its heartbeat's age where known), the communicator's state where it is not active
+// ("initializing", "init failed", "aborted", "revoked", "finalized", "destroyed"), "GPU busy before #N",
+// "waiting in #N" or "idle"; then ", async error NAME (N)" and ", no GPU tracking" where they hold. Decided by the
+// facts the stall verdicts stand on (engine/verdict_ranks.h; the evidence words the same states,
+// verdict::rank_state_line), never by whether the rank's own watchdog has flagged the stall yet: ranks waiting in one
+// op read alike. Pure.
+std::string rank_state_words(const verdict::RankCommState& r);
+
 // How the live collector put its ranks' clocks on its own, for the live report's clock line.
 struct LiveClocks {
     size_t exact = 0;              // ranks on the collector's boot: one clock, offset 0
@@ -50,8 +59,8 @@ struct LiveText {
 // The live collector's report of one job (live-report.txt): a heading with the job and the wall time `real_ns`
 // (`again`: the same verdicts, now that the ranks' Python stacks came), the verdict lines (a straggler only when it
 // leads), the lead verdict's Python stacks, the clock line, then per communicator a table of its ranks (at most 256
-// rows: live-report.json has every rank), whose state column says where each rank is as the stall verdicts see it:
-// "exited", "GONE", "GPU busy before #N", "waiting in #N" or "idle". Pure, as render_text.
+// rows: live-report.json has every rank), whose state column says where each rank is as the stall verdicts see it,
+// in rank_state_words' words, as analyze's tables. Pure, as render_text.
 LiveText live_report_text(const Analysis& a, const std::string& job_id, uint64_t real_ns, bool again,
                           const LiveClocks& clocks);
 

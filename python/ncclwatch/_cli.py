@@ -14,6 +14,7 @@ shim's (include/ncclwatch/config_table.h; `ncclwatch env` lists them all); nothi
 import argparse
 import math
 import os
+import socket
 import sys
 
 import ncclwatch
@@ -42,6 +43,132 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError("%s: %s; see '%s --help'" % (self.prog, message, self.prog))
 
 
+# HOST:PORT, in the rules and words of the collector's parser (lib/read/endpoint.cpp parse_endpoint; the shim reads
+# NCCLWATCH_COLLECTOR with it): a value refused here is the one the shim would refuse, in the same words
+# (test/e2e/endpoints.sh compares them). Kinds: "connect", "collector" (also "auto"), "listen" (also *:PORT, port 0).
+ENDPOINT_FORMS = {
+    "connect": "HOST:PORT or [IPv6]:PORT, the port 1..65535",
+    "collector": "auto, HOST:PORT or [IPv6]:PORT, the port 1..65535",
+    "listen": "HOST:PORT, [IPv6]:PORT or *:PORT, the port 0..65535, 0 for any free one",
+}
+_MAX_HOST = 253  # a DNS name's longest text form
+_ECHO = 64  # how much of a part of the value an error repeats
+
+
+def _echo(value, max_chars=200):
+    """lib/read/text.cpp echo: the bytes of a value fit for one log line (escaped, cut)."""
+    out = ""
+    used = 0
+    while used < len(value) and len(out) < max_chars:
+        c = value[used]
+        if c == 0x0A:
+            out += "\\n"
+        elif c == 0x09:
+            out += "\\t"
+        elif c == 0x5C:
+            out += "\\\\"
+        elif c < 0x20 or c >= 0x7F:
+            out += "\\x%02x" % c
+        else:
+            out += chr(c)
+        used += 1
+    if used < len(value):
+        out += "... (%d bytes)" % len(value)
+    return out
+
+
+def _quoted(part):
+    return "'" + _echo(part, _ECHO) + "'"
+
+
+def _name_char(c):
+    return 0x30 <= c <= 0x39 or 0x41 <= c <= 0x5A or 0x61 <= c <= 0x7A or c in b".-_"
+
+
+def _inet_pton(family, text):
+    try:
+        socket.inet_pton(family, text.decode("ascii"))
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _v6_problem(host):
+    if not host:
+        return "no host between '[' and ']'"
+    addr, pct, zone = host.partition(b"%")
+    ok = _inet_pton(socket.AF_INET6, addr)
+    if ok and pct:
+        ok = 0 < len(zone) <= 64 and all(_name_char(c) for c in zone)
+    return "" if ok else "the host %s is not an IPv6 address" % _quoted(host)
+
+
+def _host_problem(host, kind):
+    if not host:
+        return "no host before ':' (*:PORT listens on every address)" if kind == "listen" else "no host before ':'"
+    if host == b"*":
+        return "" if kind == "listen" else "'*' (every address) is for listening only"
+    if b":" in host:
+        return "an IPv6 address needs brackets, as [::1]:PORT"
+    if len(host) > _MAX_HOST:
+        return "the host is longer than 253 characters"
+    if not all(_name_char(c) for c in host):
+        return "the host %s is not a host name or an address" % _quoted(host)
+    if all(0x30 <= c <= 0x39 or c == 0x2E for c in host):
+        return "" if _inet_pton(socket.AF_INET, host) else "the host %s is not an IPv4 address" % _quoted(host)
+    if host[:1] in (b".", b"-") or b".." in host:
+        return "the host %s is not a host name or an address" % _quoted(host)
+    return ""
+
+
+def _port_problem(text, kind):
+    """(problem, port): problem "" when the port's text is good."""
+    if not text:
+        return "no port after ':'", 0
+    if not all(0x30 <= c <= 0x39 for c in text):
+        return "the port %s is not a number" % _quoted(text), 0
+    v = int(text.decode("ascii"))
+    lowest = 0 if kind == "listen" else 1
+    if v < lowest or v > 65535:
+        return "the port %s is not in %d..65535" % (_echo(text, _ECHO), lowest), 0
+    return "", v
+
+
+def parse_endpoint(text, kind="connect"):
+    """(host, port) of HOST:PORT or [IPv6]:PORT by the rules of `kind`; ("", 0) for "auto" (kind "collector").
+    Raises ValueError with the collector's one line: "'VALUE': WHY (expected FORMS)"."""
+    raw = os.fsencode(text)
+
+    def fail(why):
+        raise ValueError("%s: %s (expected %s)" % (_quoted(raw), why, ENDPOINT_FORMS[kind]))
+
+    if kind == "collector" and raw == b"auto":
+        return "", 0
+    if not raw:
+        fail("empty")
+    if raw[:1] == b"[":
+        close = raw.find(b"]")
+        if close < 0:
+            fail("no closing ']'")
+        host = raw[1:close]
+        if close + 1 >= len(raw) or raw[close + 1:close + 2] != b":":
+            fail("no ':PORT' after ']'")
+        port = raw[close + 2:]
+        problem = _v6_problem(host)
+    else:
+        colon = raw.rfind(b":")
+        if colon < 0:
+            fail("no port after the host")
+        host, port = raw[:colon], raw[colon + 1:]
+        problem = _host_problem(host, kind)
+    if problem:
+        fail(problem)
+    problem, value = _port_problem(port, kind)
+    if problem:
+        fail(problem)
+    return os.fsdecode(host), value
+
+
 def _seconds(text):
     try:
         v = float(text)
@@ -66,8 +193,9 @@ def _parser():
     run.add_argument("--timeout", type=_seconds, metavar="S", help="NCCLWATCH_TIMEOUT_SEC: seconds without "
                      "progress, with an operation outstanding, before a stall is reported")
     run.add_argument("--dir", metavar="D", help="NCCLWATCH_DIR: root of the job folders (made absolute)")
-    run.add_argument("--collector", metavar="auto|HOST:PORT", help="NCCLWATCH_COLLECTOR: the live collector; "
-                     "auto: global rank 0 runs it")
+    run.add_argument("--collector", metavar="auto|HOST:PORT", help="NCCLWATCH_COLLECTOR: the live collector, "
+                     "HOST:PORT or [IPv6]:PORT (port 1..65535; checked before COMMAND runs); auto: global rank 0 "
+                     "runs it")
     run.add_argument("--action", choices=ACTIONS, help="NCCLWATCH_ACTION: what follows a stall report")
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run")
     sub.add_parser("lib", help="print the path of the bundled libncclwatch.so (LD_PRELOAD=$(ncclwatch lib))",
@@ -107,6 +235,11 @@ def run_environment(options, environ):
 
 
 def _run(options):
+    if options.collector is not None:
+        try:
+            parse_endpoint(options.collector, "collector")
+        except ValueError as e:
+            raise UsageError("ncclwatch run: --collector: %s; see 'ncclwatch run --help'" % e) from None
     cmd = options.cmd[1:] if options.cmd[:1] == ["--"] else options.cmd
     if not cmd:
         raise UsageError("ncclwatch run: a command to run is needed after '--'; see 'ncclwatch run --help'")

@@ -129,10 +129,10 @@ Config parse_config(const GetEnv& getenv_fn, std::vector<std::string>& warnings)
     NCW_CONFIG_TABLE(NCW_PARSE)
 #undef NCW_PARSE
     c.ring_size = int(round_up_pow2(uint32_t(c.ring_size)));
-    if (!c.collector.empty() && c.collector != "auto") {
+    if (!c.collector.empty()) {
         Endpoint ep;
         std::string why;
-        if (!parse_endpoint(c.collector, ep, &why)) {
+        if (!parse_endpoint(c.collector, ep, &why, EndpointKind::Collector)) {
             warnings.push_back("NCCLWATCH_COLLECTOR=" + why + "; live digests are off");
             c.collector.clear();
         }

@@ -21,7 +21,7 @@ bool resolve_endpoint(const Config& cfg, const char* master_addr, Endpoint& out,
         if (err) *err = "NCCLWATCH_COLLECTOR is not set";
         return false;
     }
-    if (cfg.collector != "auto") return parse_endpoint(cfg.collector, out, err);
+    if (cfg.collector != "auto") return parse_endpoint(cfg.collector, out, err, EndpointKind::Collector);
     if (!master_addr || !*master_addr) {
         if (err) *err = "NCCLWATCH_COLLECTOR=auto needs MASTER_ADDR (the host of global rank 0), which is not set";
         return false;
@@ -98,12 +98,11 @@ live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& e
     // reach it, and nothing is exposed on interfaces the job does not use.
     // Without a token, loopback only, as `serve` (auto_loopback_only).
     const std::string host = auto_loopback_only(cfg) ? "127.0.0.1" : ep.host;
-    const std::string bracketed = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-    opt.listen = bracketed + ":" + std::to_string(ep.port);
+    opt.listen = format_endpoint(Endpoint{host, ep.port});
     // /metrics on the same address (the same loopback rule): NCCLWATCH_METRICS_PORT, else the next port (MASTER_PORT+2
     // by default; none past 65535).
     const int metrics_port = cfg.metrics_port > 0 ? cfg.metrics_port : ep.port < 65535 ? ep.port + 1 : 0;
-    if (metrics_port > 0) opt.metrics_listen = bracketed + ":" + std::to_string(metrics_port);
+    if (metrics_port > 0) opt.metrics_listen = format_endpoint(Endpoint{host, uint16_t(metrics_port)});
     opt.token = cfg.token;
     opt.timeout_s = cfg.timeout_sec;
     opt.dead_after_s = cfg.dead_after_sec;

@@ -88,7 +88,8 @@ usage_error "--max-ranks: '12Q' is not a count (digits, optionally K, M or G)" s
 usage_error "--timeout: 'soon' is not a number of seconds (0 to 1e7)" serve --timeout soon
 usage_error "--listen needs a value" serve --listen
 usage_error "--to is required" relay
-usage_error "--to: 'nowhere' is not HOST:PORT or [IPv6]:PORT, the port 1..65535" relay --to nowhere
+usage_error "--to: 'nowhere': no port after the host (expected HOST:PORT or [IPv6]:PORT, the port 1..65535)" relay \
+    --to nowhere
 usage_error "--max-ranks: '12Q' is not a count (digits, optionally K, M or G)" relay --to 127.0.0.1:1 --max-ranks 12Q
 usage_error "unexpected argument 'x'" env x
 usage_error "unknown command 'frob'" "" frob

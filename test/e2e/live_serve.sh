@@ -41,6 +41,11 @@ grep -q "NOT_JOINED" "$WORK/skip.out" || fail "no report on stdout"
 wait_for 20 has_files '*.dump.json' 4 || fail "not every rank wrote its dump on the collector's request: $(ls "$(job_dir)")"
 metrics | grep -q '^ncclwatch_culprit{.*rank="2".*} 1$' || fail "/metrics does not flag rank 2: $(metrics | grep culprit)"
 metrics | grep -q '^ncclwatch_stalled{.*rank="0".*} 1$' || fail "/metrics does not show rank 0 waiting"
+# Who holds the communicator up, for the stall alert to name: rank 2, its host, the op (docs/monitoring/alerts.yml).
+host2=$(metrics | sed -n 's/^ncclwatch_culprit{.*rank="2",Hostname="\([^"]*\)".*} 1$/\1/p' | head -1)
+[ -n "$host2" ] || fail "/metrics: no host for rank 2: $(metrics | grep '^ncclwatch_culprit{')"
+metrics | grep -q "^ncclwatch_stall_culprit_info{job_id=\"[^\"]*\",comm=\"0x[0-9a-f]\{16\}\",kind=\"NOT_JOINED\",culprit_rank=\"2\",culprit_host=\"$host2\",op=\"AllReduce #[0-9]*\"} 1\$" ||
+    fail "/metrics does not name rank 2 on $host2 in its AllReduce: $(metrics | grep stall_culprit)"
 metric_is ncclwatch_collector_connections 4 || fail "/metrics: $(metrics | grep collector_connections)"
 [ "$(grep -c "report written" "$WORK/skip.err")" = 1 ] || fail "the report was written more than once"
 stop_job

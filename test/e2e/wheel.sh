@@ -56,6 +56,13 @@ LD_PRELOAD="$so" NCCLWATCH_ENABLE=0 "$WORK/venv/bin/python" -c 'import sys; sys.
     fail "the wheel's .pth does not install the hook under the shim"
 "$WORK/venv/bin/python" -c 'import sys; sys.exit(3 if getattr(sys, "_ncclwatch_last_words", False) else 0)' ||
     fail "the wheel's .pth installs the hook without the shim"
+# A bad --collector is refused before anything runs, in the collector's parser's words (test/e2e/endpoints.sh).
+ncclwatch run --collector host:99999 -- touch "$WORK/ran" 2>"$WORK/bad_collector.err"
+rc=$?
+[ $rc = 2 ] && [ ! -e "$WORK/ran" ] || fail "ncclwatch run --collector host:99999: exit $rc, want 2 and nothing run"
+grep -qxF "ncclwatch run: --collector: 'host:99999': the port 99999 is not in 1..65535 (expected auto, HOST:PORT or \
+[IPv6]:PORT, the port 1..65535); see 'ncclwatch run --help'" "$WORK/bad_collector.err" ||
+    fail "ncclwatch run --collector host:99999: $(cat "$WORK/bad_collector.err")"
 ncclwatch run -- sh -c 'exit 7'
 [ $? = 7 ] || fail "ncclwatch run does not pass on its command's exit status"
 ncclwatch run --timeout x -- true 2>"$WORK/usage.txt"

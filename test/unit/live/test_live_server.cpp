@@ -13,10 +13,12 @@ TEST_CASE("live server names the rank that never issued, writes the report once 
     Log log;
     auto o = options(log, dir.path.string());
     o.offload_analysis_s = offload_s;
+    o.metrics_listen = "127.0.0.1:0";
     live::LiveServer srv(o);
     std::string err;
     REQUIRE(srv.start(&err));
     const uint16_t port = srv.stats().port;
+    auto scrape = [&] { return http_get(srv.stats().metrics_port, "GET /metrics HTTP/1.0\r\n\r\n"); };
 
     // Ranks 0 and 1 wait in AllReduce #5; rank 2 completed #4 and never issued #5.
     std::vector<std::unique_ptr<Client>> ranks;
@@ -48,6 +50,13 @@ TEST_CASE("live server names the rank that never issued, writes the report once 
     ss << txt.rdbuf();
     CHECK(ss.str().find("NOT_JOINED") != std::string::npos);
     CHECK(ss.str().find("clock offsets") != std::string::npos);
+    // /metrics names who holds the communicator up, for the stall alert (docs/monitoring/alerts.yml): rank 2, its
+    // host, the op.
+    const std::string culprit =
+        R"(ncclwatch_stall_culprit_info{job_id="job-live",comm="0x0000000000000077",kind="NOT_JOINED",)"
+        R"(culprit_rank="2",culprit_host="remote-node-2",op="AllReduce #5"} 1)"
+        "\n";
+    CHECK(scrape().find(culprit) != std::string::npos);
 
     // Still stalled: no second report.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -58,6 +67,8 @@ TEST_CASE("live server names the rank that never issued, writes the report once 
     for (int r = 0; r < 3; ++r) ranks[size_t(r)]->send_msg(digest(r, 3, 5, 5, t2));
     CHECK(wait_until([&] { return log.has("recovered"); }));
     CHECK(srv.stats().bad_frames == 0);
+    // Recovered: nobody is named any more.
+    CHECK(wait_until([&] { return scrape().find("ncclwatch_stall_culprit_info{") == std::string::npos; }));
 }
 
 TEST_CASE("live server: a rank whose connection drops and whose frames stop is DEAD after the grace") {

@@ -197,3 +197,80 @@ TEST_CASE("a rank with no file is named by its global rank where the communicato
     for (auto& s : a.jobs[0].comms[0].view.ranks) s.world_size = 8;
     CHECK(culprit()["global_rank"].is_null());
 }
+
+// What a page names (/metrics' ncclwatch_stall_culprit_info, docs/monitoring/alerts.yml): the culprits of the
+// communicator's lead verdict, their hosts and the op, short and bounded.
+TEST_CASE("culprit_verdict and culprit_labels: who holds a communicator up, where, in which op") {
+    JobResult job = mismatch_job(OpType::Broadcast);
+    CommResult& c = job.comms[0];
+    for (int r = 0; r < 4; ++r) c.view.ranks[size_t(r)].host = r < 2 ? "node-a" : "node\"b";
+    REQUIRE(c.verdicts.size() == 1);
+    // A mismatch alone: its culprit.
+    const verdict::Verdict* v = report::culprit_verdict(c);
+    REQUIRE(v == &c.verdicts[0]);
+    report::CulpritLabels l = report::culprit_labels(job, c, *v);
+    CHECK(l.ranks == "3");
+    CHECK(l.hosts == "node\"b");  // as the host is; /metrics escapes it
+    CHECK(l.op == "AllReduce #42");
+
+    // A stall comes before the mismatch; a straggler, a suspicion and a verdict naming nobody never lead.
+    verdict::Verdict stall;
+    stall.kind = verdict::Kind::NotJoined;
+    stall.comm_id = c.comm_id;
+    stall.seq = 43;
+    stall.op = sig(43, OpType::AllGather);
+    stall.culprits = {1, 2};
+    stall.waiting = {0, 3};
+    stall.stalled_for_s = 30;
+    verdict::Verdict straggler = stall, suspected = stall, nobody = stall;
+    straggler.kind = verdict::Kind::Straggler;
+    suspected.suspected = true;
+    nobody.kind = verdict::Kind::StuckInNccl;
+    nobody.culprits.clear();
+    c.verdicts.insert(c.verdicts.begin(), {straggler, suspected, nobody});
+    CHECK(report::culprit_verdict(c) == &c.verdicts[3]);  // still the mismatch
+    c.verdicts.push_back(stall);
+    REQUIRE(report::culprit_verdict(c) == &c.verdicts.back());
+    l = report::culprit_labels(job, c, c.verdicts.back());
+    CHECK(l.ranks == "1,2");
+    CHECK(l.hosts == "node-a,node\"b");
+    CHECK(l.op == "AllGather #43");
+    // A consequence does not lead its cause.
+    c.verdicts.back().consequence = true;
+    CHECK(report::culprit_verdict(c) == &c.verdicts[3]);
+
+    // Nothing to name.
+    CommResult none = c;
+    none.verdicts = {nobody, straggler};
+    CHECK(report::culprit_verdict(none) == nullptr);
+}
+
+TEST_CASE("culprit_labels stays short: at most 8 ranks and 4 hosts, then how many more") {
+    JobResult job;
+    job.job_id = "big";
+    CommResult c;
+    c.comm_id = c.view.comm_id = 0xB1;
+    c.view.nranks = 64;
+    verdict::Verdict v;
+    v.kind = verdict::Kind::Dead;
+    v.seq = 7;
+    for (int r = 0; r < 64; ++r) {
+        verdict::RankCommState s;
+        s.comm_rank = r;
+        s.global_rank = 100 + r;
+        s.host = "h" + std::to_string(r);
+        c.view.ranks.push_back(s);
+        if (r % 2) v.culprits.push_back(r);  // 32 culprits on 32 hosts
+    }
+    const report::CulpritLabels l = report::culprit_labels(job, c, v);
+    CHECK(l.ranks == "101,103,105,107,109,111,113,115 and 24 more");
+    CHECK(l.hosts == "h1,h3,h5,h7 and 28 more");
+    CHECK(l.op == "#7");  // no signature recorded: the number alone
+    // A culprit without a rank file and a global rank not known: comm ranks, said so.
+    v.culprits = {1, 70};
+    c.view.nranks = 80;
+    c.parent_id = 0x1;  // a split: its comm ranks are not the job's global ranks
+    const report::CulpritLabels m = report::culprit_labels(job, c, v);
+    CHECK(m.ranks == "comm 1,70");
+    CHECK(m.hosts == "h1,?");
+}

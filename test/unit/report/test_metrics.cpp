@@ -85,7 +85,7 @@ TEST_CASE(
     CollectorTotals t;
     t.connections = 2;
     t.bad_frames = 1;
-    const std::string out = render({s, never}, {{"j\"1", 0xabc, "MISMATCH"}}, t, kBuild);
+    const std::string out = render({s, never}, {{"j\"1", 0xabc, "MISMATCH"}}, {}, t, kBuild);
 
     const std::string lbl =
         R"(job_id="j\"1",rank="3",Hostname="node-a",comm="0x0000000000000abc",comm_rank="1",pci_bus_id="00000000:0D:00.0",)"
@@ -126,7 +126,7 @@ TEST_CASE(
 TEST_CASE("OpenMetrics: counter and info families named without their suffix, samples with it, # EOF last") {
     CollectorTotals t;
     t.frames = 5;
-    const std::string out = render({sample()}, {}, t, kBuild, Format::OpenMetrics);
+    const std::string out = render({sample()}, {}, {}, t, kBuild, Format::OpenMetrics);
     CHECK(out.find("# TYPE ncclwatch_build info\nncclwatch_build_info{version=\"0.1.0\",revision=\"abc1234\"} 1\n") !=
           std::string::npos);
     CHECK(out.find("# TYPE ncclwatch_coll_issued counter\n") != std::string::npos);
@@ -160,7 +160,7 @@ TEST_CASE("early suspicion: the communicator's suspicion and the rank's baseline
     fresh.comm_rank = 1;
     fresh.suspected = false;
     fresh.gap_p99_s = -1;
-    const std::string out = render({fresh, s}, {}, CollectorTotals{}, kBuild);
+    const std::string out = render({fresh, s}, {}, {}, CollectorTotals{}, kBuild);
     const std::string lbl = R"(job_id="j",rank="0",Hostname="h",comm="0x0000000000000abc",comm_rank="0")";
     const std::string lbl1 = R"(job_id="j",rank="1",Hostname="h",comm="0x0000000000000abc",comm_rank="1")";
     CHECK(out.find("# TYPE ncclwatch_comm_suspected gauge\n") != std::string::npos);
@@ -170,4 +170,26 @@ TEST_CASE("early suspicion: the communicator's suspicion and the rank's baseline
     CHECK(out.find("ncclwatch_completion_gap_p99_seconds{" + lbl1) == std::string::npos);
     // Under a cap, a suspected rank's series come first, as a stalled one's.
     CHECK(out.find("ncclwatch_coll_issued_total{" + lbl + "}") < out.find("ncclwatch_coll_issued_total{" + lbl1 + "}"));
+}
+
+// A page names who holds the job up: one info series per communicator with the culprits of its lead verdict, which
+// docs/monitoring/alerts.yml joins on (job_id, comm); label values escaped like any other.
+TEST_CASE("ncclwatch_stall_culprit_info: the culprits' ranks, hosts and op, one series per communicator") {
+    const std::vector<CulpritSample> culprits = {
+        {"train-1", 0xaa, "NOT_JOINED", "2", "node-b", "AllReduce #6"},
+        {"j\"2", 0xbb, "DEAD", "3,5-7 and 4 more", "n\"1,n\\2,n3,n4 and 1 more", "Send #41"}};
+    for (const Format f : {Format::Prometheus, Format::OpenMetrics}) {
+        const std::string out = render({sample()}, {{"train-1", 0xaa, "NOT_JOINED"}}, culprits, {}, kBuild, f);
+        CHECK(out.find(f == Format::OpenMetrics ? "# TYPE ncclwatch_stall_culprit info\n"
+                                                : "# TYPE ncclwatch_stall_culprit_info gauge\n") != std::string::npos);
+        CHECK(out.find(R"(ncclwatch_stall_culprit_info{job_id="train-1",comm="0x00000000000000aa",kind="NOT_JOINED",)"
+                       R"(culprit_rank="2",culprit_host="node-b",op="AllReduce #6"} 1)"
+                       "\n") != std::string::npos);
+        CHECK(out.find(R"(ncclwatch_stall_culprit_info{job_id="j\"2",comm="0x00000000000000bb",kind="DEAD",)"
+                       R"(culprit_rank="3,5-7 and 4 more",culprit_host="n\"1,n\\2,n3,n4 and 1 more",op="Send #41"} 1)"
+                       "\n") != std::string::npos);
+        check_lines(out);
+    }
+    // None named: no family header without a sample.
+    CHECK(render({sample()}, {}, {}, {}, kBuild).find("ncclwatch_stall_culprit") == std::string::npos);
 }

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "engine/job_view.h"
@@ -246,4 +247,93 @@ TEST_CASE("the live report: its heading, the lead verdict, the clock line, and o
     CHECK(state_of(17) == "idle");
     CHECK(text.find("  alive\n") == std::string::npos);
     CHECK(text.find("  stalled\n") == std::string::npos);
+}
+
+// One wording of a rank's state for every table (report_text.h rank_state_words): three ranks waiting in the same op
+// read alike in analyze's table and in the live report's, whether or not their own watchdog has flagged the stall
+// yet, and whatever their GPUs have proven of it.
+TEST_CASE("three ranks waiting in one op get the same word in every table") {
+    Analysis a = hung_job();
+    auto& ranks = a.jobs[0].comms[0].view.ranks;
+    ranks[3].stall_since_ns = 4000;  // its watchdog flagged the stall; rank 0's and rank 4's not yet
+    ranks[4].reached = 41;           // its GPU has not been seen at #42 (lower bounds: it is not proven behind)
+    for (int r : {0, 3, 4}) CHECK(report::rank_state_words(ranks[size_t(r)]) == "waiting in #42");
+
+    // analyze's table, one row per rank: the state is the last column.
+    report::TextOptions opt;
+    opt.all_ranks = true;
+    const std::string text = report::render_text(a, opt);
+    const size_t table = text.find("  communicator 0x00000000000000c0");
+    REQUIRE(table != std::string::npos);
+    auto analyze_state = [&](int rank) {
+        const std::string n = std::to_string(rank);
+        size_t at = table;
+        while ((at = text.find('\n', at)) != std::string::npos) {
+            ++at;
+            const size_t end = text.find('\n', at);
+            const std::string row = text.substr(at, end - at);
+            std::istringstream words(row);
+            std::string r, g;
+            words >> r >> g;
+            if (r == n && g == n) return row;
+        }
+        return std::string("(no row)");
+    };
+    for (int r : {0, 3, 4}) {
+        INFO("analyze's row of rank " << r << ": " << analyze_state(r));
+        CHECK_THAT(analyze_state(r), Catch::EndsWith("  waiting in #42"));
+    }
+    CHECK(text.find("stalled\n") == std::string::npos);
+    CHECK(text.find("inside #42") == std::string::npos);
+
+    // Grouped (the default for 64 ranks): identical progress and state share a row, so the waiting ranks with the
+    // same counts stay together whatever their watchdogs said.
+    const std::string grouped = report::render_text(a, report::TextOptions{});
+    CHECK(grouped.find("\n    0-3,5-16,18-63 ") != std::string::npos);
+
+    // The live report's table: the same words.
+    const std::string live = report::live_report_text(a, "job-7", a.jobs[0].now_real_ns, false, {}).text;
+    for (int r : {0, 3, 4}) {
+        const std::string n = std::to_string(r), col = std::string(6 - n.size(), ' ') + n;
+        const size_t at = live.find("\n  " + col + " " + col + " ");
+        REQUIRE(at != std::string::npos);
+        const size_t end = live.find('\n', at + 1);
+        CHECK_THAT(live.substr(at + 1, end - at - 1), Catch::EndsWith("  waiting in #42"));
+    }
+}
+
+TEST_CASE("rank_state_words: the list of states, and what else is known of a rank") {
+    verdict::RankCommState r;
+    r.comm_state = uint32_t(disk::CommState::Active);
+    r.gpu_tracking = true;
+    r.issued = 5;
+    r.completed = 5;
+    CHECK(report::rank_state_words(r) == "idle");
+    r.issued = 6;
+    CHECK(report::rank_state_words(r) == "waiting in #6");
+    r.stall_since_ns = 123;  // the rank's own flag changes nothing
+    CHECK(report::rank_state_words(r) == "waiting in #6");
+    r.reached = 5;
+    r.progress_exact = true;  // its GPU provably has not reached #6
+    CHECK(report::rank_state_words(r) == "GPU busy before #6");
+    r.async_error = 6;  // ncclRemoteError
+    CHECK(report::rank_state_words(r) == "GPU busy before #6, async error ncclRemoteError (6)");
+    r.async_error = 7;  // ncclInProgress: not an error
+    CHECK(report::rank_state_words(r) == "GPU busy before #6");
+    r.async_error = 0;
+    r.gpu_tracking = false;
+    CHECK(report::rank_state_words(r) == "waiting in #6, no GPU tracking");
+    r.gpu_tracking = true;
+    r.comm_state = uint32_t(disk::CommState::Initializing);
+    CHECK(report::rank_state_words(r) == "initializing");
+    r.comm_state = uint32_t(disk::CommState::InitFailed);
+    CHECK(report::rank_state_words(r) == "init failed");
+    r.comm_state = uint32_t(disk::CommState::Destroyed);
+    CHECK(report::rank_state_words(r) == "destroyed");
+    r.alive = false;
+    CHECK(report::rank_state_words(r) == "GONE");
+    r.heartbeat_age_s = 12.34;
+    CHECK(report::rank_state_words(r) == "GONE (heartbeat 12.3 s old)");
+    r.exited_clean = true;
+    CHECK(report::rank_state_words(r) == "exited");
 }

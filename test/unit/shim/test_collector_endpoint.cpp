@@ -15,6 +15,7 @@
 using namespace ncw;
 using namespace ncw::live_client;
 
+// Every rule of the parser, per kind of address: test/unit/read/test_endpoint.cpp. Here, what the shim takes.
 TEST_CASE("parse_endpoint takes host:port and [v6]:port, and says what is wrong otherwise") {
     Endpoint ep;
     std::string err;
@@ -29,10 +30,11 @@ TEST_CASE("parse_endpoint takes host:port and [v6]:port, and says what is wrong 
     CHECK(ep.port == 65535);
 
     const std::map<std::string, std::string> bad = {
-        {"node0", "no port"},         {"node0:", "not a number"},      {":29610", "no host"},
+        {"node0", "no port"},         {"node0:", "no port after"},     {":29610", "no host"},
         {"node0:0", "1..65535"},      {"node0:65536", "1..65535"},     {"node0:12ab", "not a number"},
         {"::1:80", "needs brackets"}, {"[::1:80", "no closing"},       {"[::1]80", "no ':PORT'"},
-        {"node0:-5", "not a number"}, {"node0:999999", "not a number"}};
+        {"node0:-5", "not a number"}, {"node0:999999", "1..65535"},    {"host:99999", "1..65535"},
+        {"nonsense", "no port"},      {"999.0.0.1:80", "not an IPv4"}, {"*:80", "for listening only"}};
     for (const auto& [in, why] : bad) {
         INFO(in);
         err.clear();
@@ -55,6 +57,12 @@ TEST_CASE("resolve_endpoint") {
     Endpoint ep;
     std::string err;
     CHECK_FALSE(resolve_endpoint(c, "node0", ep, &err));
+    // The setting in the parser's words, with auto among the forms it takes.
+    c.collector = "collector:99999";
+    CHECK_FALSE(resolve_endpoint(c, "node0", ep, &err));
+    CHECK(err ==
+          "'collector:99999': the port 99999 is not in 1..65535 (expected auto, HOST:PORT or [IPv6]:PORT, the port "
+          "1..65535)");
     c.collector = "collector:9";
     REQUIRE(resolve_endpoint(c, nullptr, ep, &err));
     CHECK(ep.host == "collector");
