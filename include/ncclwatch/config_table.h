@@ -58,7 +58,12 @@
     X(nccl_library, "NCCLWATCH_NCCL_LIBRARY", String, std::string, "", "a path to libnccl.so.2",                     \
       "Last resort for finding the real NCCL when neither RTLD_NEXT nor an already loaded libnccl.so.2 has it")      \
     X(log_level, "NCCLWATCH_LOG_LEVEL", Enum, std::string, "info", "trace|debug|info|warn|error|off",                \
-      "Verbosity of the shim's own messages on stderr")                                                              \
+      "Verbosity of the shim's own messages on stderr. info: one report per node and event (the verdict, then at "   \
+      "most 8 lines of evidence; the rest in the report file), one dump line per node, the other ranks quiet where "  \
+      "they share the reporter's stderr; debug: every rank's lines in full")                                         \
+    X(log_format, "NCCLWATCH_LOG_FORMAT", Enum, LogFormat, "short", "short|full",                                    \
+      "Prefix of the shim's stderr lines. short: the global rank, '[ncclwatch r3] ' (the time and pid are in the "   \
+      "report and dump files); full: '[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: '")            \
     X(collector, "NCCLWATCH_COLLECTOR", String, std::string, "", "'' (off), HOST:PORT, [IPv6]:PORT or auto",         \
       "Live collector each rank streams digests to over TCP; auto: global rank 0 runs it on MASTER_ADDR "            \
       "(on 127.0.0.1 only without NCCLWATCH_TOKEN)")                                                                 \

@@ -211,6 +211,7 @@ struct LiveServer::Impl {
     // ---- connections and frames ----
 
     void log(const std::string& line);
+    void news(const std::string& line);  // opt.log_news, else log
     void set_events(Conn& c, bool want_out);
     void close_conn(uint64_t id);
     // A relayed rank's Conn closed by us: its relay forgets the channel and closes the rank's socket (RelayClose),
@@ -331,6 +332,14 @@ void LiveServer::Impl::log(const std::string& line) {
             opt.log(line);
         else
             fprintf(stderr, "ncclwatch-collector: %s\n", line.c_str());
+    } catch (...) {
+    }
+}
+
+void LiveServer::Impl::news(const std::string& line) {
+    if (!opt.log_news) return log(line);
+    try {
+        opt.log_news(line);
     } catch (...) {
     }
 }
@@ -1240,7 +1249,7 @@ void LiveServer::Impl::judged(Job& job, const Analysis& a, uint64_t now, bool de
             const std::string k = verdict_key(v);
             suspect_keys.insert(k);
             if (job.suspect_said.insert(k).second)
-                log(fmt::format("job {}: {}", clean(job.id), report::verdict_lines(jr, cr, v).front()));
+                news(fmt::format("job {}: {}", clean(job.id), report::verdict_lines(jr, cr, v).front()));
         }
     // A suspicion that ended (recovered, or became a stall) is news again if it comes back.
     for (auto it = job.suspect_said.begin(); it != job.suspect_said.end();)
@@ -1256,8 +1265,8 @@ void LiveServer::Impl::judged(Job& job, const Analysis& a, uint64_t now, bool de
     }
     job.py_stacks_news = false;
     if (!stalled && job.stall_reported_ns) {
-        log(fmt::format("job {}: recovered: no stall any more ({:.1f} s after the report)", clean(job.id),
-                        double(now - job.stall_reported_ns) / 1e9));
+        news(fmt::format("job {}: recovered: no stall any more ({:.1f} s after the report)", clean(job.id),
+                         double(now - job.stall_reported_ns) / 1e9));
         job.stall_reported_ns = 0;
         // A later stall at the same place is news again; mismatches and stragglers stay reported once.
         for (auto it = job.reported.begin(); it != job.reported.end();)
@@ -1305,7 +1314,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
         fwrite(text.data(), 1, text.size(), stdout);
         fflush(stdout);
     } else {
-        log(fmt::format("job {}: {}", job_name, first_line));
+        news(fmt::format("job {}: {}", job_name, first_line));
     }
 
     json j;
@@ -1366,7 +1375,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
 
     if (wrote) {
         if (files::write_job_file(opt.out_dir, comp, "live-report.json", report::dump_json(j) + "\n", false, &why))
-            log(
+            news(
                 fmt::format("job {}: report written to {}/live-report.txt and .json ({:.3f} s after the analysis "
                             "started)",
                             job_name, dir, double(mono_ns() - now) / 1e9));

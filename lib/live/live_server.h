@@ -27,10 +27,10 @@ struct ServerOptions {
     // The job's ranks say the timeout they run with (protocol 1.6): use theirs (the shortest, as their own watchdogs
     // report at it) rather than timeout_s. `serve` without --timeout.
     bool timeout_from_ranks = false;
-    double dead_after_s = 10;         // grace after a rank's last frame (connection lost) before it is DEAD
-    std::string out_dir;              // reports go to OUT_DIR/<job>/ (live-report.txt, .json); "" = stdout only
-    bool request_dumps = true;        // ask every rank of a job for a dump when a verdict is reached
-    double analyze_period_s = 0.5;    // at most this often per job while digests change
+    double dead_after_s = 10;       // grace after a rank's last frame (connection lost) before it is DEAD
+    std::string out_dir;            // reports go to OUT_DIR/<job>/ (live-report.txt, .json); "" = stdout only
+    bool request_dumps = true;      // ask every rank of a job for a dump when a verdict is reached
+    double analyze_period_s = 0.5;  // at most this often per job while digests change
     // A job whose last analysis took this long or more is judged on a thread of its own, while this one goes on
     // reading frames (live/analysis_worker.h); 0: every analysis there.
     double offload_analysis_s = 0.05;
@@ -53,6 +53,9 @@ struct ServerOptions {
     // Where log lines go (one line, no trailing newline); empty = stderr with a "ncclwatch-collector: " prefix.
     // Called on the server thread.
     std::function<void(const std::string&)> log;
+    // Where the job's news goes (a verdict's or a suspicion's line, a recovery, a report written) when set: the
+    // collector inside rank 0, whose ranks' shims say the verdicts themselves, once per node; empty: to `log`.
+    std::function<void(const std::string&)> log_news;
 };
 
 struct ServerStats {

@@ -81,6 +81,9 @@ void assign(ProfilerMode& field, bool, double, const std::string& s) {
 void assign(Action& field, bool, double, const std::string& s) {
     field = s == "abort" ? Action::Abort : s == "kill" ? Action::Kill : Action::Report;
 }
+void assign(LogFormat& field, bool, double, const std::string& s) {
+    field = s == "full" ? LogFormat::Full : LogFormat::Short;
+}
 
 template <typename Field>
 void parse_one(const Entry& e, const char* value, Field& field, std::vector<std::string>& warnings) {

@@ -13,6 +13,7 @@ namespace ncw {
 enum class Action { Report, Abort, Kill };
 enum class GpuSample { Auto, All };
 enum class ProfilerMode { Auto, Off, Empty };
+enum class LogFormat { Short, Full };
 
 // One member per row of include/ncclwatch/config_table.h, starting at the row's DEFAULT. After parse_config, dir is
 // resolved (NCCLWATCH_DIR or ${TMPDIR:-/tmp}/ncclwatch), ring_size a power of two, collector validated ("" = off,

@@ -239,10 +239,11 @@ private:
         last_digest_.clear();
         send_.clear();
         connected_at_ = clock_mono_ns();
+        // A connection is quiet (debug level); a lost one is warned and its return said.
         if (ever_connected_)
             log().info("reconnected to the live collector at {}", where());
         else
-            log().info("sending live digests to the collector at {}", where());
+            log().debug("sending live digests to the collector at {}", where());
         ever_connected_ = true;
         failures_logged_ = false;
 
@@ -502,7 +503,8 @@ private:
                     log().warn("ignoring a malformed dump request from the live collector: {}", err);
                     break;
                 }
-                log().info("the live collector asks for a dump{}{}", m.reason.empty() ? "" : ": ", m.reason);
+                // Its verdict is said once per node by the watchdog (check_collector_verdict), the dump at debug.
+                log().debug("the live collector asks for a dump{}{}", m.reason.empty() ? "" : ": ", m.reason);
                 // Its reason is the job's verdict: the watchdog leads with it where this node cannot name the culprit.
                 if (!m.reason.empty()) rt_.collector_verdict.put(m.reason.data(), m.reason.size(), clock_mono_ns());
                 // The watchdog notices the bump at its next poll and writes the dump, as for a sibling's request.

@@ -1,5 +1,7 @@
 // The live collector inside rank 0's process (NCCLWATCH_COLLECTOR=auto): collector_endpoint.h. Started from the
-// digest client's thread, never from a training thread.
+// digest client's thread, never from a training thread. Quiet: where it listens and its news (the job's verdicts, its
+// reports written) at debug level, since the ranks' shims say the verdicts once per node and its reports are in the
+// job folder; its troubles as warnings.
 #include <memory>
 #include <string>
 
@@ -19,7 +21,8 @@ bool start_embedded_collector(const Config& cfg, const Endpoint& ep) {
     return false;
 #else
     live::ServerOptions opt = embedded_server_options(cfg, ep);
-    opt.log = [](const std::string& line) { log().info("live collector: {}", line); };
+    opt.log = [](const std::string& line) { log().warn("live collector: {}", line); };
+    opt.log_news = [](const std::string& line) { log().debug("live collector: {}", line); };
     auto server = std::make_unique<live::LiveServer>(opt);
     std::string err;
     bool started = server->start(&err);
@@ -45,11 +48,12 @@ bool start_embedded_collector(const Config& cfg, const Endpoint& ep) {
                                     : ", /metrics on http://" +
                                           opt.metrics_listen.substr(0, opt.metrics_listen.rfind(':')) + ":" +
                                           std::to_string(server->stats().metrics_port) + "/metrics";
-    log().info("NCCLWATCH_COLLECTOR=auto: live collector listening on {}{}{}, reports in {}/<job>", opt.listen, metrics,
-               auto_loopback_only(cfg) ? " (loopback only without NCCLWATCH_TOKEN: ranks of other hosts are not "
-                                         "watched live)"
-                                       : "",
-               opt.out_dir);
+    log().debug("NCCLWATCH_COLLECTOR=auto: live collector listening on {}{}{}, reports in {}/<job>", opt.listen,
+                metrics,
+                auto_loopback_only(cfg) ? " (loopback only without NCCLWATCH_TOKEN: ranks of other hosts are not "
+                                          "watched live)"
+                                        : "",
+                opt.out_dir);
     server.release();  // never stopped: it runs until the process exits
     return true;
 #endif

@@ -81,13 +81,17 @@ Runtime* start_runtime_locked() {
     std::vector<std::string> warnings;
     Config cfg = parse_config([](const char* n) { return getenv(n); }, warnings);
     set_log_level(cfg.log_level.c_str());
-    for (auto& w : warnings) log().warn("{}", w);
-    if (!cfg.enable) return nullptr;
+    set_log_format(cfg.log_format == LogFormat::Full);
+    if (!cfg.enable) {
+        for (auto& w : warnings) log().warn("{}", w);
+        return nullptr;
+    }
 
     auto* rt = new Runtime;  // never freed: see runtime.h
     rt->cfg = cfg;
     rt->id = detect_identity([](const char* n) { return getenv(n); }, cfg.job_id, hostname(), getpid(), getppid());
     set_log_rank(rt->id.global_rank);
+    for (auto& w : warnings) log().warn("{}", w);  // with the rank in the prefix
     rt->file = create_rank_file(cfg.dir, rt->id, uint32_t(cfg.ring_size), cfg.backtrace ? cfg.backtrace_depth : 0);
     if (!rt->file.base) {
         log().error("no memory for the flight recorder; the shim passes calls through");
@@ -137,9 +141,10 @@ Runtime* start_runtime_locked() {
     }
     pthread_sigmask(SIG_SETMASK, &mask, nullptr);
     install_end_paths(*rt);  // exit, _exit, fatal signals, SIGTERM / SIGINT (format 1.5's end fields)
-    log().info("recording to {} (ncclwatch {}, rank {}, timeout {} s, GPU completion {}, NCCL {} from {})",
-               rt->file.path, kVersionLine, rt->id.global_rank, cfg.timeout_sec,
-               rt->tracker ? "tracked with CUDA events" : "on return", rt->nccl_version, real_nccl_path());
+    // Quiet by default: a healthy job hears nothing from ncclwatch (debug level says where each rank records).
+    log().debug("recording to {} (ncclwatch {}, rank {}, timeout {} s, GPU completion {}, NCCL {} from {})",
+                rt->file.path, kVersionLine, rt->id.global_rank, cfg.timeout_sec,
+                rt->tracker ? "tracked with CUDA events" : "on return", rt->nccl_version, real_nccl_path());
     g_runtime.store(rt, std::memory_order_release);
     return rt;
 }

@@ -1,6 +1,8 @@
 #include "shim/watch/dump_writer.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -24,6 +26,17 @@ using json = nlohmann::json;
 namespace {
 
 std::string now_wall() { return report::wall_time(now_real_ns()); }
+
+// Whether process `pid`'s stderr is this process's (one pipe, file or terminal): a log the ranks share, where a line
+// pointing to that process's report would only repeat it. false when not known (its /proc entry is not ours to read).
+bool shares_stderr_with(int64_t pid) {
+    struct stat mine = {};
+    struct stat theirs = {};
+    if (fstat(STDERR_FILENO, &mine) != 0) return false;
+    const std::string fd = "/proc/" + std::to_string(pid) + "/fd/2";
+    if (stat(fd.c_str(), &theirs) != 0) return false;
+    return mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+}
 
 }  // namespace
 
@@ -54,13 +67,18 @@ void DumpWriter::append_event(json event) {
     rt_.file.hdr->reports_written.fetch_add(1);
 }
 
-void DumpWriter::emit(report::WatchEvent e) {
+void DumpWriter::emit(report::WatchEvent e, bool quiet) {
+    if (!e.more.empty() && e.say_more)
+        e.lines.push_back(report::more_lines_note(e.more.size(), rt_.file.base_path + ".report.json"));
     for (const std::string& line : e.lines) {
-        if (e.warning)
+        if (quiet)
+            log().debug("{}", line);
+        else if (e.warning)
             log().warn("{}", line);
         else
             log().error("{}", line);
     }
+    for (const std::string& line : e.more) log().debug("{}", line);
     append_event(std::move(e.event));
 }
 
@@ -81,7 +99,7 @@ report::OwnStall DumpWriter::own_stall(const CommRuntime& cr, double stalled_for
     return own;
 }
 
-void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
+bool DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
                               bool tracker_stuck, double suspected_at_s, const std::string& job_verdict) {
     std::lock_guard<std::mutex> lock(mu_);
     report::OwnStall own = own_stall(cr, stalled_for_s);
@@ -90,47 +108,93 @@ void DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
     own.job_verdict = job_verdict;
     bool same_culprit = false;
     const CommResult* cause = report::leading_stall(job, view, &same_culprit);
-    emit(report::stall_event(job, view, own, full_report_elsewhere(job, cause ? cause : view)));
+    const report::Elsewhere elsewhere = full_report_elsewhere(job, cause ? cause : view);
+    reporter_of_[cr.comm_id] = elsewhere.pid;
+    report::WatchEvent e = report::stall_event(job, view, own, elsewhere);
+    if (!elsewhere.any() && !e.lines.empty()) printed_answers_.push_back(e.lines.front());
+    // Its one line where the reporter's stderr is not this process's (each rank's own log); nothing but debug where
+    // it is: the full report is right there.
+    emit(std::move(e), elsewhere.printed_here || (elsewhere.pid && shares_stderr_with(elsewhere.pid)));
+    return !elsewhere.any();
 }
 
-std::string DumpWriter::full_report_elsewhere(const JobResult* job, const CommResult* lead_comm) {
+report::Elsewhere DumpWriter::full_report_elsewhere(const JobResult* job, const CommResult* lead_comm) {
+    report::Elsewhere out;
     const verdict::Verdict* lead = report::lead_of(lead_comm);
-    if (!job || !lead) return {};
+    if (!job || !lead) return out;
     const auto key = std::make_pair(lead_comm->comm_id, lead->seq);
-    if (std::find(printed_leads_.begin(), printed_leads_.end(), key) != printed_leads_.end())
-        return "printed in full above by this process";
-    // One full report per node and event: the lowest local rank among this host's ranks that wait in the lead stall
-    // prints it (every rank judges the same files the same way, so no rank has to ask another); the others, and this
-    // process for an event it printed already, print one line that points to it.
+    if (std::find(printed_leads_.begin(), printed_leads_.end(), key) != printed_leads_.end()) {
+        out.printed_here = true;
+        return out;
+    }
+    // One full report per node and event, by the node's reporter among this host's ranks that wait in the lead
+    // stall. Every rank judges the same files the same way and decides alone, from its own reading (no lock, no
+    // message, no rank waits for another); readings a moment apart can differ only in who waits yet, so a second full
+    // report is possible and a missing one is not: the lowest waiting rank always sees itself waiting. The others, and
+    // this process for an event it printed already, print one line that points to it (or none: report_stall).
+    out = node_reporter(*lead_comm, &lead->waiting);
+    if (!out.pid) printed_leads_.push_back(key);  // this process prints it now
+    return out;
+}
+
+report::Elsewhere DumpWriter::node_reporter(const CommResult& c, const std::vector<int>* among, bool ending) const {
+    report::Elsewhere out;
     const verdict::RankCommState* reporter = nullptr;
     auto order = [](const verdict::RankCommState& r) { return r.local_rank >= 0 ? r.local_rank : r.global_rank; };
-    for (int w : lead->waiting)
-        for (const auto& r : lead_comm->view.ranks)
-            if (r.comm_rank == w && r.host == rt_.id.host && (!reporter || order(r) < order(*reporter))) reporter = &r;
-    if (reporter && reporter->pid != rt_.id.pid)
-        return report::full_report_pointer(order(*reporter), reporter->pid,
-                                           reporter->file.empty()
-                                               ? std::string()
-                                               : reporter->file.substr(0, reporter->file.size() - 4) + ".report.json");
-    printed_leads_.push_back(key);  // this process prints it now
-    return {};
+    for (const auto& r : c.view.ranks)
+        if (r.host == rt_.id.host && (r.alive || (ending && r.end_kind == uint32_t(disk::EndKind::Terminated))) &&
+            (!among || std::find(among->begin(), among->end(), r.comm_rank) != among->end()) &&
+            (!reporter || order(r) < order(*reporter)))
+            reporter = &r;
+    if (reporter && reporter->pid != rt_.id.pid) {
+        out.local_rank = order(*reporter);
+        out.pid = reporter->pid;
+        if (reporter->file.size() > 4)
+            out.report_json = reporter->file.substr(0, reporter->file.size() - 4) + ".report.json";
+    }
+    return out;
 }
 
 void DumpWriter::report_collector_verdict(const std::string& line) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::collector_verdict_event(line));
+    // Said once: where this process's full report led with the same words, the report file records it, stderr not.
+    const bool said = std::find(printed_answers_.begin(), printed_answers_.end(), line) != printed_answers_.end();
+    emit(report::collector_verdict_event(line), said);
+}
+
+void DumpWriter::record_collector_verdict(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    emit(report::collector_verdict_event(line), true);
+}
+
+std::string DumpWriter::node_dumps_pattern() const {
+    // base_path: "<job dir>/rank<R>-<host>-<pid>"; the host part as the file names spell it.
+    const std::string& b = rt_.file.base_path;
+    const size_t slash = b.rfind('/');
+    const size_t first = b.find('-', slash == std::string::npos ? 0 : slash);
+    const size_t last = b.rfind('-');
+    if (first == std::string::npos || last <= first) return b + ".dump.json";
+    return b.substr(0, slash + 1) + "rank*" + b.substr(first, last - first) + "-*.dump.json";
 }
 
 void DumpWriter::report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
                                   double suspect_after_s, uint64_t gap_p99_ns) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::suspected_event(job, view, own_stall(cr, waited_s), suspect_after_s, gap_p99_ns));
+    // Said once per node, as a stall: by the node's reporter among this host's ranks waiting in the suspected op.
+    report::Elsewhere reporter;
+    if (view && !view->suspected.empty()) reporter = node_reporter(*view, &view->suspected.front().waiting);
+    reporter_of_[cr.comm_id] = reporter.pid;
+    emit(report::suspected_event(job, view, own_stall(cr, waited_s), suspect_after_s, gap_p99_ns),
+         reporter.pid && shares_stderr_with(reporter.pid));
 }
 
 void DumpWriter::report_init_suspected(const disk::CommSlot& slot, const JobResult& job, const CommResult& view,
                                        double waited_s) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::init_suspected_event(job, view, slot.comm_id, slot.rank, waited_s, rt_.cfg.timeout_sec));
+    // Said once per node: by the node's reporter among this host's ranks that entered the init.
+    const report::Elsewhere reporter = node_reporter(view, nullptr);
+    emit(report::init_suspected_event(job, view, slot.comm_id, slot.rank, waited_s, rt_.cfg.timeout_sec),
+         reporter.pid && shares_stderr_with(reporter.pid));
 }
 
 void DumpWriter::report_teardown_hang(uint64_t comm_id, int rank, const char* call, const JobResult* job,
@@ -142,13 +206,21 @@ void DumpWriter::report_teardown_hang(uint64_t comm_id, int rank, const char* ca
 void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view,
                                   double waited_s, const std::string& job_verdict) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::init_hang_event(job, view, slot.comm_id, slot.rank, slot.nranks, waited_s, job_verdict));
+    // Said once per node where the ranks share a stderr: by the node's reporter among this host's ranks that entered
+    // the init (each judges it from the same files).
+    const report::Elsewhere reporter = view ? node_reporter(*view, nullptr) : report::Elsewhere{};
+    emit(report::init_hang_event(job, view, slot.comm_id, slot.rank, slot.nranks, waited_s, job_verdict),
+         reporter.pid && shares_stderr_with(reporter.pid));
 }
 
 void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v,
                                  const std::string& job_verdict) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::mismatch_event(job, view, v, job_verdict));
+    // One full report per node, as a stall's: by the node's reporter among this host's ranks of the communicator
+    // (each judges it alone, from the same files); the others point to it, or say nothing where they share its stderr.
+    const report::Elsewhere elsewhere = node_reporter(view, nullptr);
+    emit(report::mismatch_event(job, view, v, job_verdict, elsewhere),
+         elsewhere.pid && shares_stderr_with(elsewhere.pid));
 }
 
 void DumpWriter::report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
@@ -158,16 +230,28 @@ void DumpWriter::report_straggler(const JobResult& job, const CommResult& view, 
 
 void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool by_error, bool suspicion_only) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::recovered_event(cr.comm_id, waited_s, by_error, suspicion_only));
+    // Said by whoever said the stall or the suspicion for the node.
+    const auto it = reporter_of_.find(cr.comm_id);
+    const int64_t reporter = it == reporter_of_.end() ? 0 : it->second;
+    emit(report::recovered_event(cr.comm_id, waited_s, by_error, suspicion_only),
+         reporter && shares_stderr_with(reporter));
 }
 
 void DumpWriter::report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms,
                               const std::string& job_verdict) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::final_event(why, job, comms, job_verdict));
+    // Nothing to report is said at debug level (a healthy job stopped hears nothing). What stands is said in full by
+    // the node's reporter, the lowest local rank of the lead's communicator on this host still there or ending by the
+    // same signal; the others say nothing where they share its stderr (each process ends: nothing to point to).
+    bool quiet = comms.empty() && job_verdict.empty();
+    if (!comms.empty()) {
+        const report::Elsewhere other = node_reporter(*comms.front(), nullptr, true);
+        quiet = other.pid && shares_stderr_with(other.pid);
+    }
+    emit(report::final_event(why, job, comms, job_verdict), quiet);
 }
 
-void DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, bool capture_py) {
+bool DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, bool capture_py, bool announce) {
     std::lock_guard<std::mutex> lock(mu_);
     if (capture_py) py_stacks_capture(rt_, py_reason);
     json env = json::object();
@@ -230,10 +314,14 @@ void DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, 
             write_failed_logged_ = true;
             log().error("cannot write the dump ({})", err);
         }
-        return;
+        return false;
     }
     rt_.file.hdr->dumps_written.fetch_add(1);
-    log().info("dump written ({}): {}.dump.json", reason, rt_.file.base_path);
+    if (announce)
+        log().info("dump written ({}): {}.dump.json", reason, rt_.file.base_path);
+    else
+        log().debug("dump written ({}): {}.dump.json", reason, rt_.file.base_path);
+    return true;
 }
 
 }  // namespace ncw

@@ -2,8 +2,12 @@
 // the dump (<rank file>.dump.json: environment, versions, comm table, decoded records with symbolised stacks). Every
 // word of a report comes from lib/report (report/watch_events.h); this unit prints and writes them.
 // Files are written atomically (temporary file and rename), mode 0640; a full disk is logged once and skipped.
+// Quiet by default: an event's stderr form is its answer and what evidence fits (the rest at debug level); a stall
+// is printed in full by one rank per node and event, and the others say one line that points to it, or nothing where
+// their stderr is the reporter's (a log the ranks share); a dump is said by the watchdog once per node, not here.
 #pragma once
 
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,10 +27,14 @@ public:
     // are worded by report/headline.h, as every report words them.
     // suspected_at_s: the wait at which this stall was suspected (< 0: it was not).
     // job_verdict: the live collector's verdict line, led with where this node cannot name the culprit ("": none).
-    void report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
+    // true: this process printed the stall's full report (it is this node's reporter of the event).
+    bool report_stall(const CommRuntime& cr, const JobResult* job, const CommResult* view, double stalled_for_s,
                       bool tracker_stuck, double suspected_at_s = -1, const std::string& job_verdict = "");
-    // The live collector's verdict, come after a stall this process reported without it.
+    // The live collector's verdict, come after a stall this process reported without it: into the report file, and
+    // on stderr unless this process's full report led with the same words already (one voice).
     void report_collector_verdict(const std::string& line);
+    // The same into the report file only (this process pointed to its node's report, whose reporter says it).
+    void record_collector_verdict(const std::string& line);
     // Early suspicion (engine/suspicion.h): one line (the lead suspected verdict, and why) and a "suspected" event.
     void report_suspected(const CommRuntime& cr, const JobResult* job, const CommResult* view, double waited_s,
                           double suspect_after_s, uint64_t gap_p99_ns);
@@ -48,22 +56,34 @@ public:
     void report_final(const char* why, const JobResult* job, const std::vector<const CommResult*>& comms,
                       const std::string& job_verdict);
     // Captures the Python stacks first (py_stacks.h) unless capture_py is false (the caller just did), so that each
-    // dump has them.
-    void write_dump(const char* reason, disk::PyStacksReason py_reason = disk::PyStacksReason::DumpRequest,
-                    bool capture_py = true);
+    // dump has them. announce: say it on stderr (a dump this process was asked for by the user, SIGUSR1); the others
+    // are said at debug level, and a stall's once per node (report::node_dumps_line). false: not written.
+    bool write_dump(const char* reason, disk::PyStacksReason py_reason = disk::PyStacksReason::DumpRequest,
+                    bool capture_py = true, bool announce = false);
+    // This process printed a stall's full report: the collector's verdicts are said here (one voice per node).
+    bool printed_full_report() const { return !printed_leads_.empty(); }
+    // The glob of this host's dump files in the job folder ("<job dir>/rank*-<host>-*.dump.json").
+    std::string node_dumps_pattern() const;
 
 private:
-    void emit(report::WatchEvent e);  // its lines on stderr, its event into .report.json
+    // Its lines on stderr (quiet: at debug level only), what did not fit at debug level, its event into .report.json.
+    void emit(report::WatchEvent e, bool quiet = false);
     report::OwnStall own_stall(const CommRuntime& cr, double stalled_for_s) const;
     void append_event(nlohmann::json event);
     nlohmann::json process_json() const;
 
     Runtime& rt_;
-    // Where the full report of this lead is printed when not here, or "": print it here.
-    std::string full_report_elsewhere(const JobResult* job, const CommResult* lead_comm);
+    // Where the full report of this lead is printed when not here; none: print it here.
+    report::Elsewhere full_report_elsewhere(const JobResult* job, const CommResult* lead_comm);
+    // The node's reporter of an event of communicator `c`: the lowest local rank (the global rank where the launcher
+    // set none) among this host's live ranks of `c` (of `among`, comm ranks, where given; ending: and those ending by
+    // SIGTERM / SIGINT, as this process is). none: this process.
+    report::Elsewhere node_reporter(const CommResult& c, const std::vector<int>* among, bool ending = false) const;
 
     std::mutex mu_;  // the watchdog thread and the exit handler may both write
     std::vector<std::pair<uint64_t, uint64_t>> printed_leads_;  // (comm id, seq) of the stalls printed in full
+    std::vector<std::string> printed_answers_;                  // their first lines (the lead's words)
+    std::map<uint64_t, int64_t> reporter_of_;  // per communicator, who said its latest stall or suspicion (0: here)
     nlohmann::json events_ = nlohmann::json::array();
     bool write_failed_logged_ = false;
 };

@@ -59,6 +59,17 @@ struct PassScope {
     bool in_ = true;
 };
 
+// The dumps a stall's reporter asked this host's other ranks for (check_node_dumps).
+struct NodeDumps {
+    struct Asked {
+        std::string file;
+        uint64_t before = 0;  // its dumps_written before the request
+        int global_rank = -1;
+    };
+    std::vector<Asked> asked;
+    uint64_t deadline_ns = 0;
+};
+
 class Watchdog {
 public:
     explicit Watchdog(Runtime& rt) : rt_(rt), dumps_(rt), siblings_(rt.id.host) {}
@@ -85,9 +96,10 @@ public:
                     seen_requests = req;
                     dumps_.write_dump("requested by a sibling rank", disk::PyStacksReason::DumpRequest);
                 }
-                if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1", disk::PyStacksReason::Sigusr1);
+                if (g_sigusr1.exchange(false)) dumps_.write_dump("SIGUSR1", disk::PyStacksReason::Sigusr1, true, true);
 
                 check_stalls(now);
+                check_node_dumps(now);
                 check_collector_verdict();
                 // Mismatches every second; GPU stragglers twice a second, so that one is named within 50 steps of
                 // 25 ms (16 to judge, then at most half a second).
@@ -311,7 +323,9 @@ private:
             c = find_comm(j, cr.comm_id);
         }
         std::set<std::string> asked;
-        if (python && c && ask_sibling_stacks(*c, asked)) {
+        NodeDumps dumps;  // the siblings asked for a dump, with their count of dumps before the request
+        dumps.deadline_ns = now_mono_ns() + kNodeDumpsWaitNs;
+        if (python && c && ask_sibling_stacks(*c, asked, dumps)) {
             a = analyze_now(rt_.cfg.timeout_sec, true, true, true);
             j = find_job(a, rt_.id.job_id);
             c = find_comm(j, cr.comm_id);
@@ -321,13 +335,20 @@ private:
         // This node's files cannot name the culprit (it is on another node): the job's verdict is the live
         // collector's, which sees every node; waited for briefly, as it judges the same stall at the same timeout.
         const std::string job_verdict = own_view_partial(c) ? collector_verdict_since(d.since_ns) : std::string();
-        dumps_.report_stall(cr, j, c, d.waited_s, tracker_stuck, d.suspected_at_s, job_verdict);
+        const bool reporter = dumps_.report_stall(cr, j, c, d.waited_s, tracker_stuck, d.suspected_at_s, job_verdict);
         // Every rank of the communicator that this node can see writes its dump now, so the evidence is
         // simultaneous; the lagging rank is usually not stalled itself and would not dump on its own.
         if (c)
             for (const verdict::RankCommState& r : c->view.ranks)
-                if (r.pid != rt_.id.pid && !asked.count(r.file)) request_dump(r.file);
-        dumps_.write_dump("stall", disk::PyStacksReason::Stall, false);
+                if (r.pid != rt_.id.pid && !asked.count(r.file)) {
+                    const RankFile* f = siblings_.find(r.file);
+                    const uint64_t before = f ? f->header().dumps_written : 0;
+                    if (request_dump(r.file) && f) dumps.asked.push_back({r.file, before, r.global_rank});
+                }
+        // The node's dumps are said once, by the rank that printed the full report, when the siblings asked wrote
+        // theirs (or the wait is over): check_node_dumps, on later polls, never waiting here.
+        if (dumps_.write_dump("stall", disk::PyStacksReason::Stall, false) && reporter && rt_.file.file_backed)
+            node_dumps_.push_back(std::move(dumps));
         // The ops an abort releases fail: that is not the stall recovering.
         if (rt_.cfg.action == Action::Abort) w.clock.forget_stall();
         act_on_stall(rt_, cr);
@@ -366,19 +387,54 @@ private:
         std::string line;
         uint64_t at = 0;
         if (!rt_.collector_verdict.get(line, at) || at <= said_collector_at_) return;
-        // Said where a stall was reported here, and, where this node sees only part of a communicator of this
-        // process, by local rank 0 (once per node) where none was: a node whose ranks are not held up (the culprit's
-        // node, a mismatch that does not hang) still says the job's verdict. (On one node the shims said it.)
-        bool stalled_here = rt_.id.local_rank == 0 && sees_part_;
+        // Said once per node: by the rank that printed a stall's full report here, and, where this node sees only part
+        // of a communicator of this process, by the node's first rank where none was: a node whose ranks are not held
+        // up (the culprit's node, a mismatch that does not hang) still says the job's verdict. A rank that printed a
+        // pointer to the node's report writes it into its report file only.
+        bool stalled_here = false;
         for (const auto& [id, w] : watch_) stalled_here = stalled_here || w.clock.stall_reported();
-        if (!stalled_here) return;
+        if (!stalled_here && !(sees_part_ && node_first_rank())) return;
         said_collector_at_ = at;
-        dumps_.report_collector_verdict(line);
+        if (dumps_.printed_full_report() || !stalled_here)
+            dumps_.report_collector_verdict(line);
+        else
+            dumps_.record_collector_verdict(line);
+    }
+
+    // This process is its node's first rank: local rank 0 (LOCAL_RANK, or the launcher's like); where the launcher
+    // set none, the lowest global rank among this host's rank files in the job folder.
+    bool node_first_rank() {
+        if (rt_.id.local_rank >= 0) return rt_.id.local_rank == 0;
+        for (const FileSnapshot& f : sibling_snapshots(false))
+            if (f.header.pid != rt_.id.pid && f.header.global_rank >= 0 && f.header.global_rank < rt_.id.global_rank)
+                return false;
+        return true;
+    }
+
+    // A stall's dumps on this node, said once by its reporter: when every sibling asked wrote one since, or at the
+    // deadline, one line (report::node_dumps_line). Checked each poll; nothing waits for them.
+    void check_node_dumps(uint64_t now) {
+        for (auto it = node_dumps_.begin(); it != node_dumps_.end();) {
+            std::vector<int> late;
+            for (const NodeDumps::Asked& a : it->asked) {
+                const RankFile* f = siblings_.find(a.file);
+                if (!f || f->header().dumps_written <= a.before) late.push_back(a.global_rank);
+            }
+            if (!late.empty() && now < it->deadline_ns) {
+                ++it;
+                continue;
+            }
+            std::sort(late.begin(), late.end());
+            const size_t asked = it->asked.size() + 1;  // and this process
+            log().info("{}",
+                       report::node_dumps_line("stall", asked - late.size(), asked, dumps_.node_dumps_pattern(), late));
+            it = node_dumps_.erase(it);
+        }
     }
 
     // Asks the communicator's other ranks on this node for a dump (each captures its Python stacks first) and waits
     // until each that may have stacks published a new capture, for at most three of their polls. false: none asked.
-    bool ask_sibling_stacks(const CommResult& c, std::set<std::string>& asked) {
+    bool ask_sibling_stacks(const CommResult& c, std::set<std::string>& asked, NodeDumps& dumps) {
         std::vector<std::pair<std::string, uint64_t>> waiting;  // file, its py_stacks_seq before the request
         for (const verdict::RankCommState& r : c.view.ranks) {
             if (r.pid == rt_.id.pid || asked.count(r.file)) continue;
@@ -387,6 +443,7 @@ private:
             const HeaderInfo h = f->header();
             if (!request_dump(r.file)) continue;
             asked.insert(r.file);
+            dumps.asked.push_back({r.file, h.dumps_written, r.global_rank});
             // Those known to have no stacks to give are not waited for.
             const auto st = disk::PyStacksStatus(h.py_stacks_status);
             if (h.py_stacks_capacity && st != disk::PyStacksStatus::NotPython && st != disk::PyStacksStatus::Disabled &&
@@ -494,9 +551,12 @@ private:
     DumpWriter dumps_;
     SiblingFiles siblings_;
     std::map<uint64_t, CommWatch> watch_;
-    uint64_t teardown_reported_ = 0;  // the start of the teardown call last reported (check_teardown_hang)
-    uint64_t said_collector_at_ = 0;  // the live collector's verdict already in a report (its arrival time)
-    bool sees_part_ = false;          // a communicator of this process has ranks with no rank file on this node
+    uint64_t teardown_reported_ = 0;     // the start of the teardown call last reported (check_teardown_hang)
+    uint64_t said_collector_at_ = 0;     // the live collector's verdict already in a report (its arrival time)
+    bool sees_part_ = false;             // a communicator of this process has ranks with no rank file on this node
+    std::vector<NodeDumps> node_dumps_;  // stalls this process reported in full, their node's dumps not said yet
+    // How long the reporter of a stall waits for the dumps it asked its siblings for before it says which came.
+    static constexpr uint64_t kNodeDumpsWaitNs = 3000000000ull;
     // How long a stall report that cannot name the culprit waits for the collector's verdict of the same stall.
     static constexpr uint64_t kCollectorWaitNs = 2000000000ull;
 };

@@ -10,6 +10,7 @@ IP=$(ip -4 -o addr show scope global 2>/dev/null | awk '{print $4}' | cut -d/ -f
 [ -n "$IP" ] || IP=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9.]+$' | grep -v '^127\.' | head -1)
 [ -n "$IP" ] || { echo "SKIP: no non-loopback IPv4 address here"; exit 77; }
 export NCCLWATCH_TIMEOUT_SEC=2 NCCLWATCH_COLLECTOR=auto NCCLWATCH_DIGEST_MS=50
+export NCCLWATCH_LOG_LEVEL=debug  # where the collector listens and the ranks connect: said at debug level
 unset NCCLWATCH_TOKEN
 
 launch_master() {

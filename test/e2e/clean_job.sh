@@ -9,6 +9,8 @@ for r in 0 1 2 3; do grep -q "exit rank=$r status=0" "$WORK/launch.out" || fail 
 [ "$(count_files '*.ncw')" = 4 ] || fail "want 4 rank files"
 [ "$(count_files '*.report.json')" = 0 ] || fail "a clean job produced a report"
 grep -q "STALL\|MISMATCH" "$WORK/launch.err" && fail "a clean job reported a problem"
+# Quiet by default: a healthy job hears nothing from ncclwatch (debug level says where each rank records).
+grep -q "ncclwatch" "$WORK/launch.err" && fail "a clean job printed: $(grep -m3 ncclwatch "$WORK/launch.err")"
 
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt" || fail "collector analyze found a problem in a clean job"
 f=$(ls "$(job_dir)"/rank0-*.ncw)

@@ -99,7 +99,9 @@ usage_error "unknown command 'frob'" "" help frob
 
 # A small clean job: the JSON outputs carry the version; the option spellings the tests and users use still work.
 export NCCLWATCH_TIMEOUT_SEC=5
+export NCCLWATCH_LOG_LEVEL=debug  # the shim's first line, where each rank records, is said at debug level
 run_job 2 --steps 3
+unset NCCLWATCH_LOG_LEVEL
 [ "$JOB_RC" = 0 ] || fail "job failed under the shim (rc $JOB_RC)"
 "$C" analyze --json "$(job_dir)" >"$WORK/a.json" || fail "analyze --json of a clean job: exit $?"
 got=$(json_get "$WORK/a.json" "d['ncclwatch_version']")
@@ -113,7 +115,7 @@ got=$(json_get "$WORK/a.json" "d['ranks_timeout_s']")
 "$C" analyze --color=never "$(job_dir)" >"$WORK/a0.txt"
 sed -n 2p "$WORK/a0.txt" | grep -q "the ranks' stall timeout 5 s (NCCLWATCH_TIMEOUT_SEC), analyzed with --timeout 0 s)" ||
     fail "analyze's header does not state the ranks' timeout: $(sed -n 2p "$WORK/a0.txt")"
-grep -q "recording to .* (ncclwatch $version, rank 0, timeout 5 s" "$WORK/launch.err" ||
+grep -q "^\[ncclwatch r0\] recording to .* (ncclwatch $version, rank 0, timeout 5 s" "$WORK/launch.err" ||
     fail "the shim's first line does not name version $version: $(grep -m1 "recording to" "$WORK/launch.err")"
 f=$(ls "$(job_dir)"/rank0-*.ncw)
 "$C" dump --json "$f" >"$WORK/d.json" || fail "dump --json: exit $?"

@@ -13,11 +13,15 @@ for r in "$(job_dir)"/rank*-*.report.json; do
         fail "$r: the cycle is not of 2 stalls: $(stall_lead "$r" cycle)"
 done
 grep -q "DEADLOCK: deadlock across communicators: rank 3 (.*) waits in AllReduce #6 on communicator 0x[0-9a-f]* for ranks 0-2, which wait in AllReduce #6 on communicator 0x[0-9a-f]* for it: they issued their ops on these communicators in different orders" \
-    "$WORK/launch.err" || fail "the stderr report does not name the cycle: $(grep -m1 'error:   ' "$WORK/launch.err")"
-# No report leads with either stall on its own.
-if grep -E "error:   (NOT_JOINED|EXTRA_OP):" "$WORK/launch.err" | grep -v "a consequence, not the cause: the deadlock" |
-    grep -q .; then
-    fail "a stall is reported as its own cause: $(grep -E 'error:   (NOT_JOINED|EXTRA_OP):' "$WORK/launch.err" | head -2)"
+    "$WORK/launch.err" || fail "the stderr report does not name the cycle: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"
+# The report's first line is the DEADLOCK; no report leads with either stall on its own: each is said as a consequence.
+grep -m1 "^\[ncclwatch r" "$WORK/launch.err" | grep -q "\] DEADLOCK: " ||
+    fail "the first line is not the deadlock: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"
+grep -Eq "^\[ncclwatch r[0-9]+\] +(NOT_JOINED|EXTRA_OP): .*a consequence, not the cause: the deadlock" "$WORK/launch.err" ||
+    fail "the stalls are not said as the deadlock's consequences: $(grep -c '^\[ncclwatch' "$WORK/launch.err") lines"
+if grep -E "^\[ncclwatch r[0-9]+\] +(NOT_JOINED|EXTRA_OP):" "$WORK/launch.err" |
+    grep -v "a consequence, not the cause: the deadlock" | grep -q .; then
+    fail "a stall is reported as its own cause: $(grep -E '\] +(NOT_JOINED|EXTRA_OP):' "$WORK/launch.err" | head -2)"
 fi
 
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt"

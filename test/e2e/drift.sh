@@ -96,8 +96,8 @@ rm -rf "$NCCLWATCH_DIR"
 launch_job 4 "${LOOP[@]}" --skip-rank 3 --skip-step 15 --pause-step 21 --pause-ms 1500
 wait_for 30 has_files 'rank[012]-*.report.json' 3 || fail "paused skip: no stall report from the three waiting ranks"
 wait_for 10 grep -q "NOT_JOINED: rank 3 (.*) $words" "$WORK/launch.err" || fail "paused skip: no drift reported"
-! grep -q "\] error: MISMATCH: " "$WORK/launch.err" ||
-    fail "paused skip: a MISMATCH reported as its own verdict: $(grep -m1 '\] error: MISMATCH: ' "$WORK/launch.err")"
+! grep -q "^\[ncclwatch r[0-9]*\] MISMATCH: " "$WORK/launch.err" ||
+    fail "paused skip: a MISMATCH reported as its own verdict: $(grep -m1 '\] MISMATCH: ' "$WORK/launch.err")"
 kill -KILL -- "-$LAUNCH_PID" 2>/dev/null
 wait "$LAUNCH_PID" 2>/dev/null
 LAUNCH_PID=""

@@ -33,9 +33,9 @@ launch_job 4 --fake-cuda --steps 12 --graph-step 4 --graph-skip-rank 3 --graph-s
     --teardown none
 every_stall_led_by 3 NOT_JOINED "[3]"  # the three that wait (rank 3 is not stalled)
 grep -q "NOT_JOINED: rank 3 (.*) never issued AllReduce #14 on communicator" "$WORK/launch.err" ||
-    fail "the stderr report: $(grep -m1 'error:   ' "$WORK/launch.err")"
+    fail "the stderr report: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"
 grep -q "rank 3 launched a CUDA graph fewer times than ranks 0,1,2 before its #13" "$WORK/launch.err" ||
-    fail "the report does not say rank 3 launched the graph fewer times: $(grep -m1 'error:       comm' "$WORK/launch.err")"
+    fail "the report does not say rank 3 launched the graph fewer times: $(grep -m1 '\]       comm' "$WORK/launch.err")"
 grep -q "rank 3's #13 is a call where ranks 0,1,2's #13 is a CUDA graph replay, and NCCL paired the two: in #[0-9]*..#13 rank 3 has 7 replays of it, rank 0 8 (a skipped replay)" \
     "$WORK/launch.err" || fail "the report lacks the evidence of the skipped replay"
 wait_for 30 grep -q "NOT_JOINED" "$(live_txt)" || fail "the live collector did not report"

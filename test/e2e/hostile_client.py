@@ -219,8 +219,9 @@ def cmd_impersonate(a):
                 pass
     if c is not None:
         c.close()
-    # The real rank's shim logs each lost connection with its rank ("[ncclwatch rank R pid P ...]").
-    lost = re.compile(r"\[ncclwatch rank %d pid \d+ .*lost the live collector" % a.rank)
+    # The real rank's shim logs each lost connection with its rank ("[ncclwatch rR] ...", or with
+    # NCCLWATCH_LOG_FORMAT=full "[ncclwatch rank R pid P ...] ...").
+    lost = re.compile(r"\[ncclwatch (?:r%d\]|rank %d pid \d+ ).*lost the live collector" % (a.rank, a.rank))
     res["real_rank_lost_connection_lines"] = 0
     for f in a.log or []:
         try:

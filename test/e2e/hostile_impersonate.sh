@@ -44,6 +44,7 @@ four_connected() { [ "$(connected_ranks)" = 4 ] && metrics | grep -q '^ncclwatch
 field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval(sys.argv[2], {'d': d}))" "$@"; }
 
 export NCCLWATCH_DIGEST_MS=50 NCCLWATCH_TIMEOUT_SEC=30
+export NCCLWATCH_LOG_LEVEL=debug  # a dump request is said at debug level: counted below
 
 # attack NAME [--token T]: one healthy job, one impostor; records the failures.
 attack() {

@@ -25,7 +25,7 @@ LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 -- /usr/
 LAUNCH_PID=$!
 
 words="RuntimeError: CUDA out of memory. Tried to allocate 32.00 TiB (py_stall.py:$RAISE)"
-wait_for 30 grep -qF "DEAD: rank 3 (" "$WORK/launch.err" || fail "no DEAD verdict: $(grep -m3 'error:' "$WORK/launch.err")"
+wait_for 30 grep -qF "DEAD: rank 3 (" "$WORK/launch.err" || fail "no DEAD verdict: $(grep -m3 '^\[ncclwatch' "$WORK/launch.err")"
 dead=$(grep -F "DEAD: rank 3 (" "$WORK/launch.err" | head -1)
 echo "$dead" | grep -qF "is exiting on an uncaught exception: $words" ||
     echo "$dead" | grep -qF "exited (exit code 1): $words" || fail "the DEAD line lacks the last words: $dead"

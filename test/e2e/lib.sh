@@ -85,6 +85,24 @@ launch_job() {
     LAUNCH_PID=$!
 }
 
+# Starts a job as launch_job does, each rank's stderr into a file of its own, $WORK/rank<R>.err (as torchrun's
+# --redirects does; the launcher's own stays in launch.err): launch_job_own_stderr NPROC [fake_rank args...]
+launch_job_own_stderr() {
+    local n=$1
+    shift
+    cat >"$WORK/own_stderr.sh" <<'WRAP'
+#!/bin/bash
+exec "$@" 2>"$OWN_STDERR_DIR/rank$RANK.err"
+WRAP
+    chmod +x "$WORK/own_stderr.sh"
+    OWN_STDERR_DIR="$WORK" LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc "$n" --timeout-sec 90 -- \
+        "$WORK/own_stderr.sh" "$FAKE_RANK" "$@" >"$WORK/launch.out" 2>"$WORK/launch.err" &
+    LAUNCH_PID=$!
+}
+
+# The shim's lines in a stderr file ("[ncclwatch r3] ...", the short prefix): ncw_lines FILE
+ncw_lines() { grep "^\[ncclwatch" "$1"; }
+
 # Runs a job to its end: run_job NPROC [fake_rank args...]; sets JOB_RC.
 run_job() {
     local n=$1

@@ -52,6 +52,8 @@ echo "no collector: $((absent_ns / 1000000)) ms vs $((base_ns / 1000000)) ms wit
 rm -rf "$NCCLWATCH_DIR"
 start_listener 0 "$WORK/state1.json" --dump-rank 1
 export NCCLWATCH_COLLECTOR=127.0.0.1:$PORT NCCLWATCH_DIGEST_MS=50
+# A dump request is said at debug level (the node's verdict is said once, by its reporter): shown here.
+export NCCLWATCH_LOG_LEVEL=debug
 # Steps spaced out (rank 3 sleeps before each one... simply a long hold) keep the job alive through the restart.
 launch_job 4 --steps 50 --count 4096 --hold-ms 15000
 
@@ -68,6 +70,7 @@ start_listener "$PORT" "$WORK/state2.json"
 wait_for 30 every_rank "$WORK/state2.json" 4 hello 1 || fail "ranks did not reconnect: $(cat "$WORK/state2.json")"
 wait_for 10 every_rank "$WORK/state2.json" 4 digest 1 || fail "no digest after reconnecting"
 grep -q "reconnected to the live collector" "$WORK/launch.err" || fail "no reconnect message"
+unset NCCLWATCH_LOG_LEVEL
 
 wait "$LAUNCH_PID"
 rc=$?

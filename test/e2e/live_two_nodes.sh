@@ -121,7 +121,7 @@ launch mismatch -- --steps 10 --mismatch-rank 3 --mismatch-step 5 --mismatch-kin
 wait_for 30 has_live mismatch || fail "mismatch: no live report: $(cat "$WORK/mismatch.err")"
 wait_for 20 lead_is "$(live_report mismatch)" "MISMATCH r3" || fail "mismatch: the live collector says $(lead "$(live_report mismatch)")"
 # Node A's ranks see no mismatch of their own (ranks 2,3 are not in their folder): its local rank 0 says the job's.
-wait_for 10 grep -q "rank 0 pid .*JOB VERDICT (live collector): MISMATCH: rank 3 " "$WORK/launch.err" ||
+wait_for 10 grep -q "^\[ncclwatch r0\] JOB VERDICT (live collector): MISMATCH: rank 3 " "$WORK/launch.err" ||
     fail "mismatch: node A's local rank 0 does not say the collector's verdict: $(grep -c 'JOB VERDICT' "$WORK/launch.err")"
 stop_job
 check_same mismatch "MISMATCH r3"

@@ -25,10 +25,9 @@ LAUNCH_PID=$!
 
 culprit="rank 1 is in slow_eval (py_stall.py:$STALL), called from train (py_stall.py:$CALLER)"
 waiters="ranks 0,2,3 wait in all_reduce at py_stall.py:$WAIT"
-# The shim's own stall report (its verdict line, "error:   NOT_JOINED: ..."), worded after the ranks on this node
-# published their stacks. (The live collector's verdict quoted in "the live collector asks for a dump" may come
-# first, from the stacks its digests carried so far: it asks for the dumps that capture the rest.)
-stall_line() { grep -F "error:   NOT_JOINED: " "$WORK/launch.err" | grep -F "$culprit" | head -1; }
+# The shim's own stall report (its first line, the verdict: "[ncclwatch r0] NOT_JOINED: ..."), worded after the ranks
+# on this node published their stacks.
+stall_line() { grep -E "^\[ncclwatch r[0-9]+\] NOT_JOINED: " "$WORK/launch.err" | grep -F "$culprit" | head -1; }
 stall_seen() { [ -n "$(stall_line)" ]; }
 wait_for 40 stall_seen || fail "no stall report naming '$culprit'"
 stall_line | grep -qF "$waiters" || fail "the stall report does not say '$waiters': $(stall_line)"

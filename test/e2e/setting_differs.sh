@@ -16,9 +16,14 @@ LAUNCH_PID=$!
 
 every_stall_led_by 4 SETTING_DIFFERS "[3]"
 grep -q "SETTING_DIFFERS: rank 3 (.*): NCCL_ALGO differs across ranks: rank 3 has 'Tree'; the majority (3 of 4) has 'Ring' (a setting NCCL needs every rank to agree on); 4 ranks wait in AllReduce #1" \
-    "$WORK/launch.err" || fail "the stderr report: $(grep -m1 'error:   ' "$WORK/launch.err")"
-grep "error:   STUCK_IN_NCCL" "$WORK/launch.err" | grep -vq "a consequence, not the cause: NCCL_ALGO differs" &&
-    fail "STUCK_IN_NCCL is reported as a cause: $(grep -m1 'error:   STUCK_IN_NCCL' "$WORK/launch.err")"
+    "$WORK/launch.err" || fail "the stderr report: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"
+grep -m1 "^\[ncclwatch r" "$WORK/launch.err" | grep -q "\] SETTING_DIFFERS: rank 3 " ||
+    fail "the first line is not the setting: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"
+grep -Eq "^\[ncclwatch r[0-9]+\] +STUCK_IN_NCCL: .*a consequence, not the cause: NCCL_ALGO differs" "$WORK/launch.err" ||
+    fail "STUCK_IN_NCCL is not said as the setting's consequence"
+grep -E "^\[ncclwatch r[0-9]+\] +STUCK_IN_NCCL" "$WORK/launch.err" |
+    grep -vq "a consequence, not the cause: NCCL_ALGO differs" &&
+    fail "STUCK_IN_NCCL is reported as a cause: $(grep -m1 -E '\] +STUCK_IN_NCCL' "$WORK/launch.err")"
 
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt"
 head -1 "$WORK/analysis.txt" | grep -q "^VERDICT  rank 3 (.*): NCCL_ALGO differs across ranks" ||

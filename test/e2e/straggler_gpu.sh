@@ -7,6 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 unset NCCL_PROFILER_PLUGIN FAKE_NCCL_PROFILER_VERSION NCCLWATCH_PROFILER
 export NCCLWATCH_COLLECTOR=auto NCCLWATCH_DIGEST_MS=50
+export NCCLWATCH_LOG_LEVEL=debug  # so that a dump request (said at debug level) would show below
 
 # The straggler events of every report of the job: "FILE SEQ CULPRITS" per event.
 straggler_events() {

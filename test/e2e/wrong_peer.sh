@@ -9,7 +9,7 @@ launch_job 4 --steps 10 --pipeline --wrong-peer-rank 2 --wrong-peer-step 5
 
 every_stall_led_by 4 MISMATCH "[2]"
 grep -q "MISMATCH: rank 2 (.*) waits in Send #1 to rank 0 on communicator .*, which has never posted a Recv from it: a send no receive matches (a wrong peer?)" \
-    "$WORK/launch.err" || fail "the stderr report: $(grep -m1 'error:   ' "$WORK/launch.err")"
+    "$WORK/launch.err" || fail "the stderr report: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"
 grep -q "waiting on rank 2: rank 1 in recv #6 from it, rank 3 in recv #6 from it" "$WORK/launch.err" ||
     fail "the report does not say who waits on rank 2: $(grep -m1 'p2p: rank 2 waits' "$WORK/launch.err")"
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt"

@@ -42,7 +42,8 @@ def parse_time(s):
     return None
 
 
-# "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ..." (RFC 3339), or the form before it,
+# "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ..." (RFC 3339: NCCLWATCH_LOG_FORMAT=full, which
+# run_scenario.py sets; the default "[ncclwatch r3] ..." has no time), or the form before it,
 # "[ncclwatch 2026-12-01 18:23:56.609 pid 9179] error: ..." (local time, no zone), in the logs of older runs.
 LOG_LINE = re.compile(r"^\[ncclwatch (?:rank \S+ pid (?P<pid>\d+) (?P<iso>\d{4}-\d\d-\d\dT[\d:.]+[+-]\d\d:?\d\d)|"
                       r"(?P<local>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?) pid (?P<pid0>\d+))\] (?P<level>\w+): (?P<msg>.*)$")

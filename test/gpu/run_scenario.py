@@ -260,6 +260,10 @@ def main():
         args += ["--one-gpu"]
     if a.variant == "shim":
         env.update({"LD_PRELOAD": a.shim, "NCCLWATCH_DIR": ncw_dir, "NCCLWATCH_TIMEOUT_SEC": str(a.timeout)})
+        # The judges read every rank's stderr lines with their pid and time (job_readers.LOG_LINE): the full prefix,
+        # and every rank's lines (by default one rank per node says a report, with the short prefix).
+        env.setdefault("NCCLWATCH_LOG_FORMAT", "full")
+        env.setdefault("NCCLWATCH_LOG_LEVEL", "debug")
         # As `ncclwatch run` does: the last-words hook (an uncaught exception into the rank file) first on PYTHONPATH.
         env["PYTHONPATH"] = os.pathsep.join(x for x in (BOOT, env.get("PYTHONPATH", "")) if x)
         if a.live:

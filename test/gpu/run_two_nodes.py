@@ -50,7 +50,8 @@ END_AFTER = {"skip": 8, "uneven": 8, "type_mismatch": 14, "size_mismatch": 14, "
              "validation": None, "grad_accum": 8, "gpu_busy": 8, "pipeline": 8, "clean": None, "grid_stall": 8,
              "grid_death": 12, "grid_clean": None}
 DEAD_AFTER_S = 10.0  # serve's --dead-after default: how long a gone rank may take to be DEAD in its report
-# The shim's stderr lines: "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ..."
+# The shim's stderr lines, in the full form the runner asks for (NCCLWATCH_LOG_FORMAT=full):
+# "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ..."
 KEEP = re.compile(r"NOT_JOINED|GPU_NOT_REACHED|STUCK_IN_NCCL|MISMATCH|DEAD|ASYNC_ERROR|UNKNOWN|EXTRA_OP|INIT_HANG|"
                   r"STALL|RECOVERED|collector", re.I)
 NCW_LINE = re.compile(r"^\[ncclwatch rank (?P<rank>\S+) pid (?P<pid>\d+) (?P<time>\S+)\] (?P<level>\w+): (?P<msg>.*)$")
@@ -205,6 +206,10 @@ def main():
     base_env = dict(os.environ, LD_PRELOAD=a.shim, NCCLWATCH_TIMEOUT_SEC=str(a.timeout), NCCLWATCH_COLLECTOR=coll_addr,
                     NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1",
                     PYTHONUNBUFFERED="1", NCW_RUN_TAG=work, NCW_TRUTH_DIR=truth_dir,
+                    # node_lines reads every rank's lines with their pid and time (NCW_LINE): the full prefix, and
+                    # every rank's lines (by default one rank per node says a report, with the short prefix).
+                    NCCLWATCH_LOG_FORMAT=os.environ.get("NCCLWATCH_LOG_FORMAT", "full"),
+                    NCCLWATCH_LOG_LEVEL=os.environ.get("NCCLWATCH_LOG_LEVEL", "debug"),
                     # As `ncclwatch run` does: the last-words hook first on PYTHONPATH.
                     PYTHONPATH=os.pathsep.join(x for x in (BOOT, os.environ.get("PYTHONPATH", "")) if x))
     script, args = job_args(a.scenario, a.timeout, a.one_gpu, a.max_sec + 30)

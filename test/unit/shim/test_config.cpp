@@ -32,6 +32,7 @@ TEST_CASE("defaults") {
     CHECK(c.dir == "/tmp/ncclwatch");
     CHECK(c.gpu_events);
     CHECK_FALSE(c.backtrace);
+    CHECK(c.log_format == LogFormat::Short);  // "[ncclwatch r3] ": quiet by default
 }
 
 TEST_CASE("valid values are taken") {
@@ -41,6 +42,7 @@ TEST_CASE("valid values are taken") {
                       {"NCCLWATCH_RING_SIZE", "1000"},
                       {"NCCLWATCH_ENABLE", "off"},
                       {"NCCLWATCH_BACKTRACE", "TRUE"},
+                      {"NCCLWATCH_LOG_FORMAT", "full"},
                       {"TMPDIR", "/scratch"}},
                      w);
     CHECK(w.empty());
@@ -49,6 +51,7 @@ TEST_CASE("valid values are taken") {
     CHECK(c.ring_size == 1024);  // rounded up to a power of two
     CHECK_FALSE(c.enable);
     CHECK(c.backtrace);
+    CHECK(c.log_format == LogFormat::Full);
     CHECK(c.dir == "/scratch/ncclwatch");
 }
 
