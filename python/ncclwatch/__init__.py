@@ -39,6 +39,11 @@ def collector_path():
     return os.path.join(_HERE, "bin", "ncclwatch-collector")
 
 
+def demo_dir():
+    """The folder of the bundled test NCCL and its launcher (`ncclwatch demo`)."""
+    return os.path.join(_HERE, "demo")
+
+
 def analyze(*paths, timeout=None):
     """Analyses the rank files under the given job folders or files, as `ncclwatch-collector analyze --json` does.
 

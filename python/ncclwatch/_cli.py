@@ -3,6 +3,7 @@
   ncclwatch run [--timeout S] [--dir D] [--collector auto|HOST:PORT] [--action report|abort|kill] -- CMD ...
       sets the NCCLWATCH_* variables it is given, appends the bundled libncclwatch.so to LD_PRELOAD, execs CMD
   ncclwatch lib                              prints the path of the bundled libncclwatch.so
+  ncclwatch demo [--dir D] [--timeout S]     a simulated 4-rank hang over the bundled test NCCL, named (CPU, no GPU)
   ncclwatch analyze|dump|serve|env ...       the bundled ncclwatch-collector's command (exec: same output, same
                                              exit status)
   ncclwatch --version                        the collector's version line (release and git commit)
@@ -200,6 +201,13 @@ def _parser():
     run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run")
     sub.add_parser("lib", help="print the path of the bundled libncclwatch.so (LD_PRELOAD=$(ncclwatch lib))",
                    description="Prints the absolute path of the bundled libncclwatch.so.")
+    demo = sub.add_parser("demo", help="watch a simulated 4-rank hang being named (the bundled test NCCL, on CPU)",
+                          description="Runs a simulated 4-rank job over the bundled test NCCL (CPU, no GPU) in "
+                          "which rank 2 skips one all_reduce, under the shim and its live collector, and shows "
+                          "what each says. Exit status 0 when the hang is named.")
+    demo.add_argument("--dir", metavar="D", help="the dump folder (default: a new temporary one)")
+    demo.add_argument("--timeout", type=_seconds, default=3.0, metavar="S",
+                      help="NCCLWATCH_TIMEOUT_SEC for the demo (default 3)")
     for name in COLLECTOR_COMMANDS:
         sub.add_parser(name, help="ncclwatch-collector %s (see 'ncclwatch %s --help')" % (name, name))
     return p
@@ -262,6 +270,11 @@ def main(argv=None):
             return _exec_collector(["--version"])
         if options.command == "run":
             return _run(options)
+        if options.command == "demo":
+            from ncclwatch import _demo
+
+            return _demo.run(ncclwatch.lib_path(), ncclwatch.collector_path(), ncclwatch.demo_dir(), options.dir,
+                             float(options.timeout))
         if options.command == "lib":
             so = ncclwatch.lib_path()
             if not os.path.isfile(so):
@@ -269,7 +282,7 @@ def main(argv=None):
                 return 1
             print(so)
             return 0
-        raise UsageError("%s: a command is needed (run, lib, analyze, dump, serve, relay, env); see '%s --help'"
+        raise UsageError("%s: a command is needed (run, lib, demo, analyze, dump, serve, relay, env); see '%s --help'"
                          % (PROG, PROG))
     except UsageError as e:
         print(e, file=sys.stderr)

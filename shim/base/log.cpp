@@ -2,6 +2,7 @@
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <mutex>
@@ -42,9 +43,7 @@ std::unique_ptr<spdlog::formatter> formatter_for(int global_rank, bool full) {
     return f;
 }
 
-}  // namespace
-
-spdlog::logger& log() {
+spdlog::logger& sink_logger() {
     // Intentionally leaked: static destructors run at exit while our threads may still be logging.
     static spdlog::logger* logger = [] {
         auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
@@ -57,16 +56,49 @@ spdlog::logger& log() {
     return *logger;
 }
 
-void set_log_level(const char* level) { log().set_level(spdlog::level::from_str(level)); }
+spdlog::level::level_enum to_spdlog(LogLevel level) {
+    switch (level) {
+        case LogLevel::trace: return spdlog::level::trace;
+        case LogLevel::debug: return spdlog::level::debug;
+        case LogLevel::info: return spdlog::level::info;
+        case LogLevel::warn: return spdlog::level::warn;
+        case LogLevel::error: return spdlog::level::err;
+        case LogLevel::critical: return spdlog::level::critical;
+        case LogLevel::off: break;
+    }
+    return spdlog::level::off;
+}
+
+}  // namespace
+
+void Logger::vlog(LogLevel level, fmt::string_view format, fmt::format_args args) {
+    spdlog::logger& l = sink_logger();
+    const auto lvl = to_spdlog(level);
+    if (!l.should_log(lvl)) return;
+    try {
+        fmt::memory_buffer line;
+        fmt::vformat_to(fmt::appender(line), format, args);
+        l.log(lvl, spdlog::string_view_t(line.data(), line.size()));
+    } catch (...) {
+        // A message we cannot format is dropped: logging never throws into the caller.
+    }
+}
+
+Logger& log() {
+    static Logger logger;
+    return logger;
+}
+
+void set_log_level(const char* level) { sink_logger().set_level(spdlog::level::from_str(level)); }
 
 void set_log_format(bool full) {
     g_full.store(full);
-    log().set_formatter(formatter_for(g_rank.load(), full));
+    sink_logger().set_formatter(formatter_for(g_rank.load(), full));
 }
 
 void set_log_rank(int global_rank) {
     g_rank.store(global_rank);
-    log().set_formatter(formatter_for(global_rank, g_full.load()));
+    sink_logger().set_formatter(formatter_for(global_rank, g_full.load()));
 }
 
 std::string log_prefix(int global_rank, bool full) {

@@ -2,16 +2,50 @@
 // default, "[ncclwatch r3] " (the global rank, as torch's "[rank3]:"), the time and pid being in the report and dump
 // files; NCCLWATCH_LOG_FORMAT=full: "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ".
 // The logger is created once and never destroyed, so our threads may still log while the process exits.
+// Only log.cpp sees spdlog: a call site instantiates fmt's argument capture alone (make_format_args), and the
+// formatting, the level test and the sink are compiled once there, not in every file that logs.
 #pragma once
 
-#include <spdlog/spdlog.h>
+#include <fmt/core.h>
 
 #include <atomic>
 #include <string>
 
 namespace ncw {
 
-spdlog::logger& log();
+enum class LogLevel { trace, debug, info, warn, error, critical, off };
+
+class Logger {
+public:
+    template <class... A>
+    void trace(fmt::format_string<A...> f, A&&... a) {
+        vlog(LogLevel::trace, f, fmt::make_format_args(a...));
+    }
+    template <class... A>
+    void debug(fmt::format_string<A...> f, A&&... a) {
+        vlog(LogLevel::debug, f, fmt::make_format_args(a...));
+    }
+    template <class... A>
+    void info(fmt::format_string<A...> f, A&&... a) {
+        vlog(LogLevel::info, f, fmt::make_format_args(a...));
+    }
+    template <class... A>
+    void warn(fmt::format_string<A...> f, A&&... a) {
+        vlog(LogLevel::warn, f, fmt::make_format_args(a...));
+    }
+    template <class... A>
+    void error(fmt::format_string<A...> f, A&&... a) {
+        vlog(LogLevel::error, f, fmt::make_format_args(a...));
+    }
+    template <class... A>
+    void critical(fmt::format_string<A...> f, A&&... a) {
+        vlog(LogLevel::critical, f, fmt::make_format_args(a...));
+    }
+    // Formats and writes the line when the level is enabled (log.cpp).
+    void vlog(LogLevel level, fmt::string_view format, fmt::format_args args);
+};
+
+Logger& log();
 void set_log_level(const char* level);  // trace|debug|info|warn|error|off
 // full: the prefix with the pid, the time and the level (NCCLWATCH_LOG_FORMAT=full); set before the threads start.
 void set_log_format(bool full);

@@ -443,9 +443,10 @@ const ProfilerSetup& profiler_setup() { return g_setup; }
 
 void profiler_log_setup(const Runtime& rt) {
     if (g_setup.mode == ProfilerMode::Off) {
-        log().info(rt.cfg.gpu_events ? "NCCLWATCH_PROFILER=off: GPU progress comes from CUDA events"
-                                     : "NCCLWATCH_PROFILER=off and NCCLWATCH_GPU_EVENTS=0: no GPU progress is tracked "
-                                       "(completion means the call returned)");
+        log().info("{}", rt.cfg.gpu_events
+                             ? "NCCLWATCH_PROFILER=off: GPU progress comes from CUDA events"
+                             : "NCCLWATCH_PROFILER=off and NCCLWATCH_GPU_EVENTS=0: no GPU progress is tracked "
+                               "(completion means the call returned)");
     } else if (g_setup.user_plugin) {
         log().warn(
             "NCCL_PROFILER_PLUGIN={} is set: ncclwatch keeps that plugin, and GPU progress comes from CUDA "

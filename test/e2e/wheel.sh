@@ -1,9 +1,10 @@
 #!/bin/bash
-# The wheel (issue 16): build it (scripts/build_wheel.py: meson-python offline, the two binaries stripped, tagged for
-# the glibc and libstdc++ they need), pip-install it with --no-index into a fresh venv, and run the test-NCCL hang
-# through `ncclwatch run`: the wheel's .so is the one preloaded, and the shim names rank 2 NOT_JOINED at #10;
-# `ncclwatch lib`, `ncclwatch analyze` and ncclwatch.analyze() work from the venv. With NCW_WHEEL set to a built
-# wheel, that one is tested and nothing is built.
+# The wheel (issue 16): build it (scripts/build_wheel.py --from-build: meson-python offline over this build's
+# binaries, stripped, tagged for the glibc and libstdc++ they need), pip-install it with --no-index into a fresh venv,
+# run `ncclwatch demo` (the bundled test NCCL: rank 2 named) and the test-NCCL hang through `ncclwatch run`: the
+# wheel's .so is the one preloaded, and the shim names rank 2 NOT_JOINED at #10; `ncclwatch lib`, `ncclwatch analyze`
+# and ncclwatch.analyze() work from the venv. With NCW_WHEEL set to a built wheel, that one is tested and nothing is
+# built.
 . "$(dirname "$0")/lib.sh"
 unset LD_PRELOAD NCCLWATCH_TIMEOUT_SEC NCCLWATCH_COLLECTOR
 export -n NCCLWATCH_DIR  # `ncclwatch run --dir` sets it; the helpers of lib.sh still read it here
@@ -12,9 +13,27 @@ if [ -n "${NCW_WHEEL:-}" ]; then
     whl=$NCW_WHEEL
 else
     start=$(date +%s)
-    whl=$(/usr/bin/python3 "$NCW_SOURCE_ROOT/scripts/build_wheel.py" --outdir "$WORK/dist" 2>"$WORK/build.err") ||
+    /usr/bin/python3 "$NCW_SOURCE_ROOT/scripts/build_wheel.py" --outdir "$WORK/dist" --sdist \
+        --builddir "$WORK/wheel-build" --from-build "$NCW_BUILD_ROOT" >"$WORK/built.txt" 2>"$WORK/build.err" ||
         { tail -30 "$WORK/build.err" >&2; fail "no wheel"; }
-    echo "wheel built in $(($(date +%s) - start)) s: $(grep '^build_wheel:' "$WORK/build.err")"
+    whl=$(sed -n 1p "$WORK/built.txt")
+    sdist=$(sed -n 2p "$WORK/built.txt")
+    echo "wheel and sdist built in $(($(date +%s) - start)) s: $(grep '^build_wheel:' "$WORK/build.err")"
+    # The source distribution: what a package index gets beside the wheel. It builds a wheel (with this build's
+    # binaries, not to compile again), and its metadata passes twine's check where twine is installed.
+    case "$(basename "$sdist")" in "ncclwatch-$NCW_VERSION.tar.gz") ;; *) fail "the sdist is '$sdist'" ;; esac
+    for f in pyproject.toml meson.build meson_options.txt README.md LICENSE python/ncclwatch/_demo.py \
+        shim/meson.build test/fake_nccl/meson.build; do
+        tar -tzf "$sdist" "ncclwatch-$NCW_VERSION/$f" >/dev/null 2>&1 || fail "the sdist lacks $f"
+    done
+    /usr/bin/python3 -m pip wheel --no-index --no-build-isolation --no-deps --disable-pip-version-check -w \
+        "$WORK/from-sdist" -Csetup-args=-Dwheel_from="$NCW_BUILD_ROOT" \
+        -Csetup-args=-Dnccl_headers="${NCCL_HEADERS:-/usr/local/cuda/include}" "$sdist" >"$WORK/sdist.out" 2>&1 ||
+        fail "pip wheel of the sdist: $(tail -20 "$WORK/sdist.out")"
+    if /usr/bin/python3 -m twine --version >/dev/null 2>&1; then
+        /usr/bin/python3 -m twine check --strict "$whl" "$sdist" >"$WORK/twine.out" 2>&1 ||
+            fail "twine check: $(cat "$WORK/twine.out")"
+    fi
 fi
 case "$(basename "$whl")" in
 ncclwatch-"$NCW_VERSION"-py3-none-manylinux_2_[0-9]*_x86_64.whl) ;;
@@ -35,6 +54,14 @@ bash "$(dirname "$0")/check_exports.sh" "$so" "$NCW_SOURCE_ROOT/include/ncclwatc
     fail "the wheel's .so: $(cat "$WORK/exports.txt")"
 ncclwatch --version | grep -qx "ncclwatch $NCW_VERSION (.*)" || fail "ncclwatch --version: $(ncclwatch --version)"
 ncclwatch-collector --version | grep -qx "ncclwatch $NCW_VERSION (.*)" || fail "the venv's ncclwatch-collector"
+
+# `ncclwatch demo`: the bundled test NCCL's 4 ranks, rank 2 named by the shim, the live collector and analyze.
+ncclwatch demo --dir "$WORK/demo" >"$WORK/demo.out" 2>&1 || fail "ncclwatch demo exited $?: $(tail -20 "$WORK/demo.out")"
+grep -q "^\[ncclwatch r[0-9]\] NOT_JOINED: rank 2 (.*) never issued AllReduce #" "$WORK/demo.out" ||
+    fail "ncclwatch demo: the shim's first line does not name rank 2: $(cat "$WORK/demo.out")"
+grep -q "^VERDICT  rank 2 (.*) never issued AllReduce #" "$WORK/demo.out" || fail "ncclwatch demo: analyze does not name rank 2"
+[ -d "$WORK/demo" ] && ! pgrep -f "$WORK/venv/.*/demo/fake_rank" >/dev/null || fail "ncclwatch demo left its job running"
+echo "ncclwatch demo: $(grep -c . "$WORK/demo.out") lines"
 
 # `run` sets the shim's variables it is given (each one `ncclwatch env` lists) and appends to LD_PRELOAD.
 ncclwatch env >"$WORK/env.txt" || fail "ncclwatch env exited $?"
