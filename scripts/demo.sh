@@ -7,7 +7,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && python3 -c 'import torch' 2>/dev/null; then
-    so=${NCCLWATCH_SO:-build/shim/libncclwatch.so}
+    so=${NCCLWATCH_SO:-build-demo/shim/libncclwatch.so}
     [ -f "$so" ] || bash scripts/setup.sh --demo
     export NCCL_NVLS_ENABLE=0 NCCLWATCH_DIR=${NCCLWATCH_DIR:-/tmp/ncclwatch-demo}
     LD_PRELOAD=$PWD/$so torchrun --standalone --nproc_per_node="$(nvidia-smi -L | wc -l)" examples/ddp_train.py
@@ -17,5 +17,5 @@ fi
 # Set-up for the demo only: the build's packages, then the shim, the collector and the test NCCL (not the tests).
 bash scripts/setup.sh --demo || exit 1
 # The wheel's `ncclwatch demo`, over this build's files.
-PYTHONPATH=$PWD/python exec python3 -m ncclwatch._demo --so build/shim/libncclwatch.so \
-    --collector build/collector/ncclwatch-collector --fake-dir build/test/fake_nccl "$@"
+PYTHONPATH=$PWD/python exec python3 -m ncclwatch._demo --so build-demo/shim/libncclwatch.so \
+    --collector build-demo/collector/ncclwatch-collector --fake-dir build-demo/test/fake_nccl "$@"

@@ -16,8 +16,9 @@ echo "test: set up and built in $(($(date +%s) - start)) s"
 # in the process, which a preloaded shim in someone else's program cannot arrange). `meson test` builds only what
 # the selected tests need.
 if [ ! -f build-asan/build.ninja ]; then
-    meson setup build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false -De2e=false -Dbench=false \
-        -Dnccl_headers="${NCCL_HEADERS:-/usr/local/cuda/include}" >/dev/null || exit 1
+    # -g1: line tables only (the sanitizers' reports name file and line), a tenth of the compile time less than -g.
+    meson setup build-asan -Dbuildtype=debug -Dcpp_args=-g1 -Db_sanitize=address,undefined -Db_lundef=false \
+        -De2e=false -Dbench=false -Dnccl_headers="${NCCL_HEADERS:-/usr/local/cuda/include}" >/dev/null || exit 1
 fi
 asan_log=build-asan/test.sh.log
 (

@@ -48,7 +48,7 @@
     X(py_stacks, "NCCLWATCH_PY_STACKS", Bool, bool, "1", "0|1",                                                      \
       "In a CPython process, every Python thread's stack (CPython's faulthandler dump, from the shim's own thread, "  \
       "never the GIL) into the rank file and the dump at each stall, dump request and final verdict; the reports "   \
-      "name the culprit's frame. CPython 3.8-3.12 and 3.15+; 3.13 and 3.14 export no such dump (said once)")         \
+      "name the culprit's frame. CPython 3.8-3.12 and 3.15+; 3.13 and 3.14 read from their debug offsets instead")   \
     X(mismatch_check, "NCCLWATCH_MISMATCH_CHECK", Bool, bool, "1", "0|1",                                            \
       "Compare recent operation signatures with sibling ranks continuously and report a MISMATCH at once")           \
     X(suspect, "NCCLWATCH_SUSPECT", Bool, bool, "1", "0|1",                                                          \

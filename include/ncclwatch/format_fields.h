@@ -109,7 +109,8 @@
 
 // FileHeader::py_stacks_status (1.5), what the region holds: X(NAME, VALUE, SHOW_NAME)
 //   NotPython: no CPython in the process (Py_IsInitialized absent, or not 1); Unavailable: a CPython that exports
-//   no lock-free dump (3.13, 3.14), the region's text says which version; Failed: the dump returned an error.
+//   no lock-free dump and whose debug offsets the shim does not know (3.13 and 3.14's it reads), the region's text
+//   says which version; Failed: the dump returned an error.
 #define NCW_PY_STACKS_STATUSES(X)                                                                                    \
     X(None, 0, "not captured")                                                                                       \
     X(Captured, 1, "captured")                                                                                       \

@@ -63,7 +63,6 @@ constexpr size_t kMaxOutBuffer = 4u << 20;  // a rank that does not read its Dum
 constexpr size_t kMaxRelayChannels = 4096;  // ranks on one relay's connection (a node has tens)
 constexpr size_t kMaxHttpRequest = 8 * 1024;
 constexpr uint64_t kTickNs = 100'000'000;
-constexpr uint64_t kIdleAnalysisNs = 1'000'000'000;  // full analysis (mismatches) at most this often
 // Ranks send a frame at least each second; a healthy collector reads it within milliseconds. Behind by more than
 // this, what it holds is that old: a rank that has moved on still looks behind, so nothing is reported until it
 // catches up.
@@ -1077,7 +1076,7 @@ void LiveServer::Impl::maybe_analyze(uint64_t now) {
         // Never more than a third of the time in analysis, however large the job.
         const uint64_t cost = uint64_t(job->last_analysis_cost_s * 3e9);
         const uint64_t period = std::max(uint64_t(std::max(0.01, opt.analyze_period_s) * 1e9), cost);
-        const uint64_t full_period = std::max(period, kIdleAnalysisNs);
+        const uint64_t full_period = std::max(period, uint64_t(std::max(0.01, opt.idle_analysis_s) * 1e9));
         const uint64_t since = now - job->last_analysis_ns;
         // Something that just became due (a stall past the timeout, a death) is judged on this tick, whatever the
         // last analysis cost: the throttle is for analyses that find nothing new, and at 131,072 ranks (0.8 s each)

@@ -31,6 +31,7 @@ struct ServerOptions {
     std::string out_dir;            // reports go to OUT_DIR/<job>/ (live-report.txt, .json); "" = stdout only
     bool request_dumps = true;      // ask every rank of a job for a dump when a verdict is reached
     double analyze_period_s = 0.5;  // at most this often per job while digests change
+    double idle_analysis_s = 1;     // a full analysis (mismatches, stragglers) while nothing is due: at most this often
     // A job whose last analysis took this long or more is judged on a thread of its own, while this one goes on
     // reading frames (live/analysis_worker.h); 0: every analysis there.
     double offload_analysis_s = 0.05;

@@ -20,6 +20,7 @@
 #include "shim/base/clock.h"
 #include "shim/base/log.h"
 #include "shim/record/runtime.h"
+#include "shim/watch/py_debug_offsets.h"
 
 namespace ncw {
 namespace {
@@ -45,6 +46,12 @@ struct PyApi {
     InterpMainFn interp_main = nullptr;
     DumpThreadsFn dump = nullptr;
     char version[16] = {};  // "3.13" of Py_GetVersion(), for the message where no dump is exported
+    // 3.13 and 3.14: the debug offsets at _PyRuntime, read at the first capture once CPython runs.
+    uint64_t runtime = 0;
+    pydbg::Types types;
+    bool layout_read = false;
+    pydbg::Layout layout;  // minor 0: none this walker follows
+    char layout_why[160] = {};
 };
 PyApi g_api;                      // written under g_busy only
 std::atomic<bool> g_busy{false};  // one capture at a time; another is skipped, never waited for
@@ -56,6 +63,9 @@ void look_up(PyApi& a) {
     a.is_initialized = reinterpret_cast<IsInitializedFn>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
     if (!a.is_initialized) return;
     a.interp_main = reinterpret_cast<InterpMainFn>(dlsym(RTLD_DEFAULT, "PyInterpreterState_Main"));
+    a.runtime = uint64_t(uintptr_t(dlsym(RTLD_DEFAULT, "_PyRuntime")));
+    a.types.code = uint64_t(uintptr_t(dlsym(RTLD_DEFAULT, "PyCode_Type")));
+    a.types.unicode = uint64_t(uintptr_t(dlsym(RTLD_DEFAULT, "PyUnicode_Type")));
     a.dump = reinterpret_cast<DumpThreadsFn>(dlsym(RTLD_DEFAULT, "_Py_DumpTracebackThreads"));
     if (!a.dump) a.dump = reinterpret_cast<DumpThreadsFn>(dlsym(RTLD_DEFAULT, "PyUnstable_DumpTracebackThreads"));
     if (auto v = reinterpret_cast<VersionFn>(dlsym(RTLD_DEFAULT, "Py_GetVersion"))) {
@@ -249,6 +259,32 @@ const char* dump_in_copy(int fd, void* interp) {
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? nullptr : "the dump failed";
 }
 
+// 3.13 and 3.14: the stacks read in place from the debug offsets. Every read goes through process_vm_readv (or a
+// pipe), so a pointer gone stale under a running thread ends a stack, never the job: no copy of the process needed.
+// Made once and never destroyed: a capture on the exit path may come after the static destructors.
+pydbg::SelfMemory& self_memory() {
+    static pydbg::SelfMemory* m = new pydbg::SelfMemory;
+    return *m;
+}
+char g_walk_why[192];  // under g_busy
+
+struct FdSink final : pydbg::TextSink {
+    int fd;
+    explicit FdSink(int f) : fd(f) {}
+    void put(const char* s, size_t n) override { write_all(fd, s, n); }
+};
+
+const char* walk_in_place(int fd, void* interp) {
+    FdSink sink(fd);
+    pydbg::WalkResult r;
+    char why[160] = {};
+    if (pydbg::walk(self_memory(), g_api.layout, g_api.runtime, uint64_t(uintptr_t(interp)), g_api.types, sink, r, why,
+                    sizeof why))
+        return nullptr;
+    snprintf(g_walk_why, sizeof g_walk_why, "CPython 3.%d's stacks not read: %s", g_api.layout.minor, why);
+    return g_walk_why;
+}
+
 struct BusyGuard {
     bool owned = false;
     BusyGuard() { owned = !g_busy.exchange(true, std::memory_order_acquire); }
@@ -293,10 +329,21 @@ disk::PyStacksStatus py_stacks_capture(Runtime& rt, disk::PyStacksReason reason)
                 out.text("", Status::NotPython, reason);
             return Status::NotPython;
         }
-        if (!g_api.dump || !g_api.interp_main) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "Python stacks not available on CPython %s (no _Py_DumpTracebackThreads)",
-                     g_api.version[0] ? g_api.version : "?");
+        // 3.13 and 3.14 (their debug offsets) before the dump: they export none, and the walk needs no copy.
+        if (!g_api.layout_read) {
+            g_api.layout_read = true;
+            if (g_api.runtime)
+                pydbg::read_layout(self_memory(), g_api.runtime, g_api.layout, g_api.layout_why,
+                                   sizeof g_api.layout_why);
+        }
+        const bool by_offsets = g_api.layout.minor != 0;
+        if (!by_offsets && (!g_api.dump || !g_api.interp_main)) {
+            char msg[224];
+            if (g_api.layout.version)  // a table of a version not known: its words say which
+                snprintf(msg, sizeof msg, "Python stacks not available: %s", g_api.layout_why);
+            else
+                snprintf(msg, sizeof msg, "Python stacks not available on CPython %s (no _Py_DumpTracebackThreads)",
+                         g_api.version[0] ? g_api.version : "?");
             if (h->py_stacks_status.load() != uint32_t(Status::Unavailable)) {
                 log().warn("{}", msg);
                 out.text(msg, Status::Unavailable, reason);
@@ -326,8 +373,10 @@ disk::PyStacksStatus py_stacks_capture(Runtime& rt, disk::PyStacksReason reason)
                                      (unsigned long long)ident, g_threads[i].tid.load(std::memory_order_relaxed));
             if (len > 0) write_all(g_memfd, line, size_t(len));
         }
-        void* interp = g_api.interp_main();
-        const char* err = interp ? dump_in_copy(g_memfd, interp) : "no main interpreter";
+        void* interp = g_api.interp_main ? g_api.interp_main() : nullptr;
+        const char* err = by_offsets ? walk_in_place(g_memfd, interp)
+                          : interp   ? dump_in_copy(g_memfd, interp)
+                                     : "no main interpreter";
         g_last_ns.store(now_mono_ns() - t0, std::memory_order_relaxed);
         if (err) {
             NCW_LOG_ONCE(warn, "Python stacks: {} (said once)", err);

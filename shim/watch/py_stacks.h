@@ -2,9 +2,11 @@
 // one of our threads (the watchdog, the dump writer, the exit path), never on a training or NCCL thread. Only where
 // the process runs CPython: Py_IsInitialized (dlsym RTLD_DEFAULT) must return 1. The dump is CPython's own
 // faulthandler routine, _Py_DumpTracebackThreads(fd, PyInterpreterState_Main(), NULL), which its
-// dump_traceback_later thread also calls without the GIL (3.8 to 3.12; PyUnstable_DumpTracebackThreads from 3.15).
-// CPython 3.13 and 3.14 export neither: the region then says "Python stacks not available on CPython 3.x". We never
-// take the GIL and never wait: a capture already in progress on another of our threads is skipped.
+// dump_traceback_later thread also calls without the GIL (3.8 to 3.12; PyUnstable_DumpTracebackThreads from 3.15),
+// run in a copy of the process. CPython 3.13 and 3.14 export neither: their stacks are read in place from the debug
+// offsets at _PyRuntime (py_debug_offsets.h) into the same text; a CPython with neither (a debug offsets version not
+// known) gets "Python stacks not available: ..." in the region. We never take the GIL and never wait: a capture
+// already in progress on another of our threads is skipped.
 #pragma once
 
 #include <cstdint>

@@ -26,9 +26,9 @@ else
         shim/meson.build test/fake_nccl/meson.build; do
         tar -tzf "$sdist" "ncclwatch-$NCW_VERSION/$f" >/dev/null 2>&1 || fail "the sdist lacks $f"
     done
+    # pip 23.0 (Debian 12): --config-settings, and one value per key (nccl_headers keeps its default here).
     /usr/bin/python3 -m pip wheel --no-index --no-build-isolation --no-deps --disable-pip-version-check -w \
-        "$WORK/from-sdist" -Csetup-args=-Dwheel_from="$NCW_BUILD_ROOT" \
-        -Csetup-args=-Dnccl_headers="${NCCL_HEADERS:-/usr/local/cuda/include}" "$sdist" >"$WORK/sdist.out" 2>&1 ||
+        "$WORK/from-sdist" --config-settings setup-args=-Dwheel_from="$NCW_BUILD_ROOT" "$sdist" >"$WORK/sdist.out" 2>&1 ||
         fail "pip wheel of the sdist: $(tail -20 "$WORK/sdist.out")"
     if /usr/bin/python3 -m twine --version >/dev/null 2>&1; then
         /usr/bin/python3 -m twine check --strict "$whl" "$sdist" >"$WORK/twine.out" 2>&1 ||

@@ -185,6 +185,7 @@ live::ServerOptions options(Log& log, const std::string& out_dir = "") {
     o.timeout_s = 0.3;
     o.dead_after_s = 0.5;
     o.analyze_period_s = 0.05;
+    o.idle_analysis_s = 0.05;  // the tests wait on analyses as conditions: at the test's pace, not the default 1 s
     o.out_dir = out_dir;
     o.quiet = true;
     o.log = log.sink();
