@@ -12,6 +12,7 @@
 #include "read/safe_write.h"
 #include "shim/base/clock.h"
 #include "shim/base/log.h"
+#include "shim/record/own_mapping.h"
 
 namespace ncw {
 
@@ -98,6 +99,7 @@ RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdenti
     }
     if (w.base) {
         w.file_backed = true;
+        own_mapping_set(w.base, w.size);
     } else {
         log().error(
             "cannot keep a rank file ({}); recording in memory only: a crash will not leave evidence. Set "

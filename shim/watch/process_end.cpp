@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shim/record/own_mapping.h"
 #include "shim/record/runtime.h"
 
 namespace ncw {
@@ -19,6 +20,8 @@ std::atomic<disk::FileHeader*> g_hdr{nullptr};
 std::atomic<int64_t> g_owner_pid{0};
 std::atomic<int> g_final{0};
 std::atomic<int> g_final_sig{0};
+std::atomic<uint64_t> g_absorbed_ns{0};  // when the program's handler took a SIGTERM or SIGINT and went on (absorbed)
+std::atomic<int> g_absorbed_sig{0};
 sem_t g_wake;
 std::atomic<bool> g_wake_ready{false};
 
@@ -81,8 +84,24 @@ void tell_live_end() noexcept {
     }
 }
 
+// A SIGTERM or SIGINT the program's handler took, the process going on: a later end gets its final verdict again,
+// and the watchdog undoes the end recorded once the process has outlived the signal (end_signal_absorbed).
+void absorbed(int sig) noexcept {
+    if (getpid() != g_owner_pid.load(std::memory_order_relaxed)) return;
+    int done = 2;
+    g_final.compare_exchange_strong(done, 0, std::memory_order_acq_rel);
+    g_absorbed_sig.store(sig, std::memory_order_relaxed);
+    const uint64_t now = mono_now();
+    g_absorbed_ns.store(now ? now : 1, std::memory_order_release);
+}
+
 void on_fatal(int sig, siginfo_t* info, void* ctx) {
     const int saved = errno;
+    // Our own rank file cut under us: the pages lost become memory of ours and the access goes on (own_mapping.h).
+    if (sig == SIGBUS && info && own_mapping_rescue(info->si_addr)) {
+        errno = saved;
+        return;
+    }
     record_end(disk::EndKind::FatalSignal, sig);
     tell_live_end();
     errno = saved;
@@ -106,6 +125,10 @@ void on_term(int sig, siginfo_t* info, void* ctx) {
     }
     errno = saved;
     chain(sig, info, ctx);
+    // Still here: the program's own handler took the signal and went on (a checkpoint on preemption, say), or the
+    // program ignores it. Not an end: what record_end wrote is undone, so that the job is judged on what happens next,
+    // and a later end gets its own final verdict.
+    absorbed(sig);
 }
 
 // glibc's on_exit: exit() and a return from main, with the status.
@@ -152,6 +175,22 @@ void install_end_paths(Runtime& rt) {
     ::on_exit(on_exit_status, nullptr);
     for (int sig : kFatal) install(sig, on_fatal);
     for (int sig : kTerm) install(sig, on_term);
+}
+
+int end_signal_absorbed(uint64_t now_ns) noexcept {
+    const uint64_t at = g_absorbed_ns.load(std::memory_order_acquire);
+    if (!at || now_ns < at || now_ns - at < kAbsorbedAfterNs) return 0;
+    g_absorbed_ns.store(0, std::memory_order_relaxed);
+    const int sig = g_absorbed_sig.load(std::memory_order_relaxed);
+    disk::FileHeader* h = g_hdr.load(std::memory_order_acquire);
+    // Only the end that signal wrote: an exit since (a KeyboardInterrupt that ended the program) stands.
+    if (!h || h->end_kind.load(std::memory_order_acquire) != uint32_t(disk::EndKind::Terminated) ||
+        h->end_status.load(std::memory_order_relaxed) != sig)
+        return 0;
+    h->end_kind.store(uint32_t(disk::EndKind::None), std::memory_order_release);
+    h->end_status.store(0, std::memory_order_relaxed);
+    h->end_mono_ns.store(0, std::memory_order_release);
+    return sig;
 }
 
 bool final_verdict_wanted() noexcept { return g_final.load(std::memory_order_acquire) == 1; }

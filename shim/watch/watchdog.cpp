@@ -19,6 +19,7 @@
 #include "shim/base/resolver.h"
 #include "shim/complete/completion_tracker.h"
 #include "shim/complete/profiler_plugin.h"
+#include "shim/record/own_mapping.h"
 #include "shim/watch/comm_watch.h"
 #include "shim/watch/dump_writer.h"
 #include "shim/watch/process_end.h"
@@ -90,6 +91,17 @@ public:
             // One failed poll (out of memory while reading siblings, say) is logged and the next one runs.
             try {
                 if (final_verdict_wanted()) final_verdict();
+                if (const int sig = end_signal_absorbed(now))
+                    log().warn(
+                        "{} was taken by the program's own handler and the process went on: not an end, "
+                        "the job is judged on what follows",
+                        sig == SIGINT ? "SIGINT" : "SIGTERM");
+                if (const uint64_t cut = own_mapping_cut_at())
+                    NCW_LOG_ONCE(warn,
+                                 "this rank's file {} was cut short by another process: what it held from byte {} of "
+                                 "{} on is lost, and recording goes on in memory there (a crash now leaves less "
+                                 "evidence; said once)",
+                                 rt_.file.path, cut, rt_.file.size);
                 profiler_publish(rt_);  // what NCCL's profiler events proved, into the progress blocks read below
                 uint64_t req = rt_.file.hdr->dump_request.load(std::memory_order_relaxed);
                 if (req != seen_requests) {

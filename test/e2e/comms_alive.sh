@@ -15,7 +15,7 @@ for r in "$(job_dir)"/rank[013]-*.report.json; do
     [ "$culprits" = "[2]" ] || fail "$r: culprits $culprits, want [2]"
     [ "$no_slot" = True ] || fail "$r: the stall event does not say the communicator had no slot"
 done
-grep -q "more than 64 live communicators" "$WORK/launch.err" || fail "the overflow was not logged"
+wait_for 10 grep -q "more than 64 live communicators" "$WORK/launch.err" || fail "the overflow was not logged"
 
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt"
 rc=$?

@@ -60,7 +60,7 @@ for r in "$(job_dir)"/rank[012]-*.report.json; do
     [ "$got" = "NOT_JOINED [3] 1 14 23 True" ] || fail "skip: $r: lead $got, want NOT_JOINED [3] shift 1 from #14..#23"
 done
 words="skipped one AllReduce between #14 and #23 on communicator .*: its #23..#32 are the others' #24..#33, which NCCL paired silently"
-grep -q "NOT_JOINED: rank 3 (.*) $words; 3 ranks wait in AllReduce #33.*, which it never issued" "$WORK/launch.err" ||
+wait_for 10 grep -q "NOT_JOINED: rank 3 (.*) $words; 3 ranks wait in AllReduce #33.*, which it never issued" "$WORK/launch.err" ||
     fail "skip: the stderr report does not lead with the drift"
 grep -q "MISMATCH: .* (a consequence, not the cause: rank 3 skipped one AllReduce between #14 and #23)" \
     "$WORK/launch.err" || fail "skip: the stderr report shows no MISMATCH as the drift's consequence"
@@ -112,7 +112,7 @@ wait_for 10 grep -q '"stall"' "$r" || fail "$r: no stall event"
 got=$(lead_of "$r" "$stall_verdicts")
 [ "$got" = "EXTRA_OP [3] -1 14 24 True" ] || fail "extra: $r: lead $got, want EXTRA_OP [3] shift -1 from #14..#24"
 words="added one AllReduce between #14 and #24 on communicator .*: its #25..#34 are the others' #24..#33, which NCCL paired silently"
-grep -q "EXTRA_OP: rank 3 (.*) $words" "$WORK/launch.err" || fail "extra: the stderr report does not lead with the drift"
+wait_for 10 grep -q "EXTRA_OP: rank 3 (.*) $words" "$WORK/launch.err" || fail "extra: the stderr report does not lead with the drift"
 wait_for 30 live_lead "$(job_dir)/live-report.json" EXTRA_OP -1 19 24 ||
     fail "extra: live-report.json lead $(lead_of "$(job_dir)/live-report.json" "d['verdicts']")"
 live_words="added one AllReduce \(between #1[4-9] and\|at or before\) #24 on communicator .*: its #25..#34 are the others' #24..#33"

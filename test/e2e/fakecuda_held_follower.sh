@@ -17,7 +17,7 @@ stall="[e for e in d['events'] if e['type'] == 'stall'][0]"
 echo "verdict: $(json_get "$r" "${stall}['verdicts'][0]['kind']") at #$(json_get "$r" "${stall}['verdicts'][0]['seq']")," \
     "culprits $(json_get "$r" "${stall}['verdicts'][0]['culprits']"): $(json_get "$r" "${stall}['verdicts'][0]['summary']")"
 echo "evidence: $(json_get "$r" "${stall}['verdicts'][0]['evidence']")"
-grep -q "STALL on communicator $comm (1 ranks; this process is rank 0)" "$WORK/launch.err" ||
+wait_for 10 grep -q "STALL on communicator $comm (1 ranks; this process is rank 0)" "$WORK/launch.err" ||
     fail "the stderr report does not name communicator $comm and rank 0"
 
 rm -f "$FAKE_CUDA_HOLD_FILE"

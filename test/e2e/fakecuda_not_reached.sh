@@ -15,7 +15,7 @@ v=$(json_get "$r" "${stall}['verdicts'][0]")
 [ "$(json_get "$r" "${stall}['verdicts'][0]['kind']")" = GPU_NOT_REACHED ] || fail "verdict $v, want GPU_NOT_REACHED"
 [ "$(json_get "$r" "${stall}['verdicts'][0]['culprits']")" = "[0]" ] || fail "culprits in $v, want [0]"
 [ "$(json_get "$r" "${stall}['verdicts'][0]['seq']")" = 3 ] || fail "seq in $v, want 3"
-grep -q "GPU_NOT_REACHED" "$WORK/launch.err" || fail "the stderr report does not say GPU_NOT_REACHED"
+wait_for 10 grep -q "GPU_NOT_REACHED" "$WORK/launch.err" || fail "the stderr report does not say GPU_NOT_REACHED"
 dump_rank 0 || fail "cannot read rank 0's file"
 eval "$(record_counts "$WORK/rank0.json" "r['op'] == 'AllReduce' and r['seq'] == 3")"
 [ "$KEPT" = 1 ] && [ "$FOLLOWED" = 0 ] && [ "$NOT_DONE" = 1 ] || fail "#3: want one sampled record, not done"

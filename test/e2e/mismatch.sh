@@ -13,6 +13,7 @@ seq=$(json_get "$r" "d['events'][0]['verdicts'][0]['seq']")
 [ "$kind" = MISMATCH ] || fail "verdict $kind, want MISMATCH"
 [ "$culprits" = "[1]" ] || fail "culprits $culprits, want [1]"
 [ "$seq" = 4 ] || fail "seq $seq, want 4 (step 3 is the 4th all_reduce)"
-grep -q "MISMATCH.*rank 1 issued AllReduce (float32, 524288 elements" "$WORK/launch.err" ||
-    fail "the stderr report does not describe the odd rank"
+# The report's file is written before its lines reach stderr: waited for, as a reader of the log would.
+odd_rank_said() { grep -q "MISMATCH.*rank 1 issued AllReduce (float32, 524288 elements" "$WORK/launch.err"; }
+wait_for 10 odd_rank_said || fail "the stderr report does not describe the odd rank"
 echo "ok: MISMATCH at #4 names rank 1"

@@ -118,7 +118,8 @@ pythons="/usr/bin/python3"
 for p in python3.13 python3.14; do
     found=$(command -v "$p" 2>/dev/null) && pythons="$pythons $found"
 done
-pythons="$pythons ${NCW_EXTRA_PYTHONS//:/ }"
+extra=${NCW_EXTRA_PYTHONS:-}
+pythons="$pythons ${extra//:/ }"
 for p in $pythons; do
     case " $CHECKED " in *" $p "*) continue ;; esac
     if ! "$p" -c 'import ctypes, threading' >/dev/null 2>&1; then

@@ -128,7 +128,7 @@ waited=$(event_get "$f" "$is_init_suspicion" "['stalled_for_s']")
     fail "init: the suspected verdict is not labelled suspected"
 "$PY" -c "import sys; sys.exit(0 if 8.0 <= $waited < 12.0 else 1)" || fail "init: suspected after $waited s, want 8 to 12 s"
 has_event "$f" "e['type'] == 'init_hang'" && fail "init: an init_hang report before the 60 s timeout"
-grep -q "SUSPECTED INIT_HANG: .*NCCLWATCH_TIMEOUT_SEC=60" "$WORK/launch.err" || fail "init: no one-line suspicion on stderr"
+wait_for 10 grep -q "SUSPECTED INIT_HANG: .*NCCLWATCH_TIMEOUT_SEC=60" "$WORK/launch.err" || fail "init: no one-line suspicion on stderr"
 kill -KILL -- "-$LAUNCH_PID" 2>/dev/null
 wait "$LAUNCH_PID" 2>/dev/null
 LAUNCH_PID=""

@@ -13,7 +13,7 @@ ev="[e for e in d['events'] if e['type']=='teardown_hang'][0]"
 [ "$(json_get "$r" "$ev['call']")" = CommDestroy ] || fail "the event: $(json_get "$r" "$ev")"
 [ "$(json_get "$r" "$ev['verdicts'][0]['kind']")" = TEARDOWN_HANG ] || fail "the verdict: $(json_get "$r" "$ev['verdicts']")"
 [ "$(json_get "$r" "$ev['verdicts'][0]['culprits']")" = "[2]" ] || fail "culprits: $(json_get "$r" "$ev['verdicts'][0]")"
-grep -q "TEARDOWN_HANG: rank 2 (.*) has been inside the teardown of communicator .* for [0-9.]* s" "$WORK/launch.err" ||
+wait_for 10 grep -q "TEARDOWN_HANG: rank 2 (.*) has been inside the teardown of communicator .* for [0-9.]* s" "$WORK/launch.err" ||
     fail "stderr: $(grep -m2 '^\[ncclwatch' "$WORK/launch.err")"
 wait_for 10 has_files 'rank2-*.dump.json' 1 || fail "rank 2 wrote no dump"
 "$NCW_COLLECTOR" analyze --timeout 2 "$(job_dir)" >"$WORK/analysis.txt"

@@ -56,11 +56,13 @@ ncclwatch --version | grep -qx "ncclwatch $NCW_VERSION (.*)" || fail "ncclwatch 
 ncclwatch-collector --version | grep -qx "ncclwatch $NCW_VERSION (.*)" || fail "the venv's ncclwatch-collector"
 
 # `ncclwatch demo`: the bundled test NCCL's 4 ranks, rank 2 named by the shim, the live collector and analyze.
-ncclwatch demo --dir "$WORK/demo" >"$WORK/demo.out" 2>&1 || fail "ncclwatch demo exited $?: $(tail -20 "$WORK/demo.out")"
+ncclwatch demo --dir "$WORK/demo" >"$WORK/demo.out" 2>&1 ||
+    fail "ncclwatch demo exited $?: $(tail -20 "$WORK/demo.out")"
 grep -q "^\[ncclwatch r[0-9]\] NOT_JOINED: rank 2 (.*) never issued AllReduce #" "$WORK/demo.out" ||
     fail "ncclwatch demo: the shim's first line does not name rank 2: $(cat "$WORK/demo.out")"
-grep -q "^VERDICT  rank 2 (.*) never issued AllReduce #" "$WORK/demo.out" || fail "ncclwatch demo: analyze does not name rank 2"
-[ -d "$WORK/demo" ] && ! pgrep -f "$WORK/venv/.*/demo/fake_rank" >/dev/null || fail "ncclwatch demo left its job running"
+grep -q "^VERDICT  rank 2 (.*) never issued AllReduce #" "$WORK/demo.out" ||
+    fail "ncclwatch demo: analyze does not name rank 2"
+! pgrep -f "$WORK/venv/.*/demo/fake_rank" >/dev/null || fail "ncclwatch demo left its job running"
 echo "ncclwatch demo: $(grep -c . "$WORK/demo.out") lines"
 
 # `run` sets the shim's variables it is given (each one `ncclwatch env` lists) and appends to LD_PRELOAD.
@@ -111,7 +113,7 @@ for r in "$(job_dir)"/rank[013]-*.report.json; do
     [ "$(json_get "$r" "$v['kind']")" = NOT_JOINED ] || fail "$r: verdict $(json_get "$r" "$v")"
     [ "$(json_get "$r" "$v['culprits']")" = "[2]" ] || fail "$r: culprits $(json_get "$r" "$v['culprits']")"
 done
-grep -q "NOT_JOINED: rank 2 (.*) never issued AllReduce #10 on communicator" "$WORK/launch.err" ||
+wait_for 10 grep -q "NOT_JOINED: rank 2 (.*) never issued AllReduce #10 on communicator" "$WORK/launch.err" ||
     fail "the stderr report does not name rank 2"
 
 ncclwatch analyze "$(job_dir)" >"$WORK/analysis.txt"

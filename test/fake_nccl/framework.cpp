@@ -520,6 +520,10 @@ private:
 }  // namespace
 }  // namespace ncw::fw
 
+namespace {
+volatile sig_atomic_t g_term_seen = 0;  // --absorb-term
+}  // namespace
+
 extern "C" __attribute__((visibility("default"))) int fw_run(int argc, char** argv) {
     using namespace ncw::fw;
     Options options;
@@ -533,6 +537,13 @@ extern "C" __attribute__((visibility("default"))) int fw_run(int argc, char** ar
     if (world < 1 || rank < 0 || rank >= world) {
         std::fprintf(stderr, "fake-framework: bad RANK=%d / WORLD_SIZE=%d\n", rank, world);
         return kUsageError;
+    }
+    if (options.absorb_term) {
+        struct sigaction sa {};
+        sa.sa_handler = [](int) { g_term_seen = 1; };
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGTERM, &sa, nullptr);
     }
     if (options.no_init_rank == rank) {
         sleep_ms(options.hold_ms);

@@ -72,6 +72,8 @@ const char* usage_text() {
            "                          each is destroyed before the next, the last one carries the steps' all_reduce\n"
            "  --alive-comms N         the same, all N alive at once until the teardown\n"
            "  --steps-comm K          with either: the K-th of them (1-based) carries the steps' all_reduce instead\n"
+           "  --absorb-term           install a SIGTERM handler that notes the signal and goes on (before any NCCL\n"
+           "                          call), as a training script that checkpoints on preemption\n"
            "  --fake-cuda             dlopen the fake libcuda.so.1 (RTLD_GLOBAL, before any NCCL call), give each\n"
            "                          communicator a stream of its own and print the fake's counters at the end:\n"
            "                          \"fake-cuda rank R: name=value ...\"\n"
@@ -141,7 +143,7 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--split", &o.split},           {"--group", &o.group},
         {"--pipeline", &o.pipeline},     {"--bcast-legacy", &o.bcast_legacy},
         {"--never-nccl", &o.never_nccl}, {"--nonblocking", &o.nonblocking},
-        {"--fake-cuda", &o.fake_cuda},
+        {"--fake-cuda", &o.fake_cuda},   {"--absorb-term", &o.absorb_term},
     };
 
     for (int i = 1; i < argc; ++i) {

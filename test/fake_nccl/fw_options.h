@@ -43,6 +43,7 @@ struct Options {
     bool bcast_legacy = false;
     bool never_nccl = false;
     bool nonblocking = false;
+    bool absorb_term = false;  // a SIGTERM handler that notes the signal and goes on (a checkpoint on preemption)
     int hold_ms = 0;
     int async_watchdog_ms = 0;  // > 0: PyTorch's watchdog, polling ncclCommGetAsyncError (abort on an error)
     std::string wait_gone;      // after --hold-ms, wait (up to 120 s) until this file does not exist
