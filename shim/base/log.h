@@ -10,8 +10,11 @@
 
 #include <atomic>
 #include <string>
+#include <string_view>
 
 namespace ncw {
+
+constexpr size_t kMaxLogLineBytes = 2048;  // a report line is at most about 600; a 100 KB value is cut
 
 enum class LogLevel { trace, debug, info, warn, error, critical, off };
 
@@ -46,6 +49,10 @@ public:
 };
 
 Logger& log();
+// Every line is one line, of a sane length, whatever the values in it (an environment variable, a path): control
+// characters as \n, \r, \t, \xNN, so that no value starts a line of its own (a forged "[ncclwatch r0] ..."),
+// and at most max_bytes, then "... (N bytes)". Bytes from 0x80 up are kept: UTF-8 paths and names read as written.
+std::string one_line(std::string_view text, size_t max_bytes = kMaxLogLineBytes);
 void set_log_level(const char* level);  // trace|debug|info|warn|error|off
 // full: the prefix with the pid, the time and the level (NCCLWATCH_LOG_FORMAT=full); set before the threads start.
 void set_log_format(bool full);

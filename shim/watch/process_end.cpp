@@ -125,9 +125,9 @@ void on_term(int sig, siginfo_t* info, void* ctx) {
     }
     errno = saved;
     chain(sig, info, ctx);
-    // Still here: the program's own handler took the signal and went on (a checkpoint on preemption, say), or the
-    // program ignores it. Not an end: what record_end wrote is undone, so that the job is judged on what happens next,
-    // and a later end gets its own final verdict.
+    // Still here: the program's own handler took the signal and went on (a checkpoint on preemption, say). Not an end:
+    // a later end gets its own final verdict, and the watchdog undoes what record_end wrote once the process has
+    // outlived the signal (end_signal_absorbed), so that the job is judged on what happens next.
     absorbed(sig);
 }
 

@@ -29,13 +29,13 @@ void record_end(disk::EndKind kind, int32_t status) noexcept;
 // The final verdict a SIGTERM / SIGINT asked for: 0 none, 1 asked (the handler waits), 2 written. The watchdog
 // takes it (final_verdict_wanted), writes the report and dump, then final_verdict_done().
 bool final_verdict_wanted() noexcept;
+void final_verdict_done() noexcept;
 // A SIGTERM or SIGINT that the program's own handler took, after which the process went on (a checkpoint on
 // preemption, say; Python's KeyboardInterrupt while a call blocks): once the process has outlived it by
 // kAbsorbedAfterNs, the end it recorded is undone, so that the job is judged on what happens next. Called by the
 // watchdog at each poll; returns the signal when it undid an end now, else 0.
 constexpr uint64_t kAbsorbedAfterNs = 5'000'000'000ull;
 int end_signal_absorbed(uint64_t now_ns) noexcept;
-void final_verdict_done() noexcept;
 // Wakes the watchdog's sleep; the watchdog waits on it (poll_ms at most) instead of sleeping.
 void wait_for_wake(uint64_t ns) noexcept;
 // The signal that asked for the final verdict.

@@ -124,6 +124,12 @@ wait_for() {
 }
 
 job_dir() { ls -d "$NCCLWATCH_DIR"/*/ 2>/dev/null | head -1; }
+# A rank file has recorded at least N collectives on one of its communicators: issued_at_least FILE N.
+issued_at_least() {
+    "$NCW_COLLECTOR" dump --json "$1" 2>/dev/null | "$PY" -c "import json, sys
+d = json.load(sys.stdin)
+sys.exit(0 if max([c['coll_issued'] for c in d['comms']] or [0]) >= int(sys.argv[1]) else 1)" "$2"
+}
 count_files() { ls "$(job_dir)"/$1 2>/dev/null | wc -l; }
 has_files() { [ "$(count_files "$1")" -ge "$2" ]; }
 # Every rank's process has ended (reaped: a zombie still answers kill -0)

@@ -10,11 +10,7 @@ launch_job 2 --steps 600 --step-ms 5
 wait_for 20 has_files 'rank1-*.ncw' 1 || fail "no rank file for rank 1"
 f=$(ls "$(job_dir)"/rank1-*.ncw)
 # Cut once rank 1 has recorded 50 all_reduces, with hundreds still to come.
-issued_50() {
-    "$NCW_COLLECTOR" dump --json "$f" 2>/dev/null | "$PY" -c \
-        "import json,sys; d=json.load(sys.stdin); sys.exit(0 if max([c['coll_issued'] for c in d['comms']] or [0]) >= 50 else 1)"
-}
-wait_for 20 issued_50 || fail "rank 1 did not record 50 all_reduces"
+wait_for 20 issued_at_least "$f" 50 || fail "rank 1 did not record 50 all_reduces"
 truncate -s 4096 "$f" || fail "truncate failed"
 wait "$LAUNCH_PID"
 rc=$?

@@ -9,11 +9,7 @@ export NCCLWATCH_TIMEOUT_SEC=2
 launch_job 2 --absorb-term --steps 400 --step-ms 5 --skip-rank 1 --skip-step 300 --hold-ms 60000
 wait_for 20 has_files '*.ncw' 2 || fail "no rank files"
 f0=$(ls "$(job_dir)"/rank0-*.ncw)
-issued_20() {
-    "$NCW_COLLECTOR" dump --json "$f0" 2>/dev/null | "$PY" -c \
-        "import json,sys; d=json.load(sys.stdin); sys.exit(0 if max([c['coll_issued'] for c in d['comms']] or [0]) >= 20 else 1)"
-}
-wait_for 20 issued_20 || fail "rank 0 did not record 20 all_reduces"
+wait_for 20 issued_at_least "$f0" 20 || fail "rank 0 did not record 20 all_reduces"
 # The preemption notice: SIGTERM to every rank, which the script notes and trains on.
 for f in "$(job_dir)"/rank*.ncw; do kill -TERM "$(echo "$f" | sed -n 's/.*-\([0-9]*\)\.ncw$/\1/p')"; done
 said() { [ "$(grep -c "SIGTERM was taken by the program's own handler" "$WORK/launch.err")" -ge 2 ]; }
