@@ -29,7 +29,8 @@ const char* nccl_result_name(int32_t r, const char* unknown) {
     return r >= 0 && r < 8 ? names[r] : unknown;
 }
 
-std::string echo(std::string_view value, size_t max_chars) {
+std::string echo(std::string_view value, size_t max_chars, EchoMode mode) {
+    const bool line = mode == EchoMode::Line;
     std::string out;
     size_t used = 0;
     for (; used < value.size() && out.size() < max_chars; ++used) {
@@ -38,14 +39,22 @@ std::string echo(std::string_view value, size_t max_chars) {
             out += "\\n";
         else if (c == '\t')
             out += "\\t";
-        else if (c == '\\')
+        else if (line && c == '\r')
+            out += "\\r";
+        else if (!line && c == '\\')
             out += "\\\\";
-        else if (c < 0x20 || c >= 0x7f)
+        else if (c < 0x20 || c == 0x7f || (!line && c > 0x7f))
             out += fmt::format("\\x{:02x}", c);
         else
             out.push_back(char(c));
     }
-    if (used < value.size()) out += fmt::format("... ({} bytes)", value.size());
+    if (used < value.size()) {
+        if (line) {  // cut at a character's start: a UTF-8 sequence is not left half
+            while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
+            if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0) out.pop_back();
+        }
+        out += fmt::format("... ({} bytes)", value.size());
+    }
     return out;
 }
 

@@ -23,7 +23,10 @@ std::string nccl_version_str(int32_t code);
 
 // A value from outside (an environment variable, say) fit to echo in one log line: control characters, backslashes
 // and bytes >= 0x7f as \n, \t, \\, \xNN; at most max_chars characters of the value, then "... (N bytes)".
-std::string echo(std::string_view value, size_t max_chars = 200);
+// EchoMode::Line, for a whole line already worded (the shim's log): only control characters are escaped (\r as well),
+// UTF-8 and backslashes are kept as written, and a cut falls on a character's start.
+enum class EchoMode { Value, Line };
+std::string echo(std::string_view value, size_t max_chars = 200, EchoMode mode = EchoMode::Value);
 
 // A wall-clock instant (ns since the Unix epoch) as RFC 3339 in local time with its zone, to the millisecond:
 // "2026-11-30T04:12:07.123+00:00". The one format of every time a person or a program reads: the reports, the JSON

@@ -4,7 +4,6 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -87,30 +86,7 @@ void Logger::vlog(LogLevel level, fmt::string_view format, fmt::format_args args
 }
 
 std::string one_line(std::string_view text, size_t max_bytes) {
-    std::string out;
-    out.reserve(std::min(text.size(), max_bytes) + 32);
-    size_t i = 0;
-    for (; i < text.size() && out.size() < max_bytes; ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if (c == '\n') {
-            out += "\\n";
-        } else if (c == '\r') {
-            out += "\\r";
-        } else if (c == '\t') {
-            out += "\\t";
-        } else if (c < 0x20 || c == 0x7f) {
-            out += fmt::format("\\x{:02x}", unsigned(c));
-        } else {
-            out += char(c);
-        }
-    }
-    if (i < text.size()) {
-        // Cut at a character's start: a UTF-8 sequence is not left half.
-        while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
-        if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0) out.pop_back();
-        out += fmt::format("... ({} bytes)", text.size());
-    }
-    return out;
+    return text::echo(text, max_bytes, text::EchoMode::Line);
 }
 
 Logger& log() {

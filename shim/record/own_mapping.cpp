@@ -11,6 +11,7 @@ namespace {
 
 std::atomic<uintptr_t> g_base{0};
 std::atomic<uintptr_t> g_end{0};
+std::atomic<uintptr_t> g_page{4096};  // read once at own_mapping_set: sysconf is not async-signal-safe
 // The lowest address replaced by anonymous memory so far (g_end: none). Lowered by each rescue, never raised: a page
 // below it is the file's, a page at or above it ours alone.
 std::atomic<uintptr_t> g_anon_from{0};
@@ -19,6 +20,7 @@ std::atomic<uintptr_t> g_anon_from{0};
 
 void own_mapping_set(void* base, size_t size) noexcept {
     const auto b = reinterpret_cast<uintptr_t>(base);
+    g_page.store(uintptr_t(sysconf(_SC_PAGESIZE)), std::memory_order_relaxed);
     g_anon_from.store(b + size, std::memory_order_relaxed);
     g_end.store(b + size, std::memory_order_relaxed);
     g_base.store(b, std::memory_order_release);
@@ -28,7 +30,7 @@ bool own_mapping_rescue(const void* addr) noexcept {
     const uintptr_t base = g_base.load(std::memory_order_acquire);
     const auto a = reinterpret_cast<uintptr_t>(addr);
     if (!base || a < base || a >= g_end.load(std::memory_order_relaxed)) return false;
-    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t page = g_page.load(std::memory_order_relaxed);
     const uintptr_t from = a & ~(page - 1);
     uintptr_t upto = g_anon_from.load(std::memory_order_acquire);
     // Two threads faulting at once: each replaces only pages not yet replaced (the range below the other's), so that
