@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "ncclwatch/config_table.h"
+#include "read/redact.h"
 
 namespace ncw::cli {
 
@@ -43,7 +44,7 @@ int run_env() {
     for (const auto& r : rows) {
         fmt::print("{:<{}}  {:<{}}  {:<{}}  {}\n", r.name, wn, lower(r.kind), wk, r.def, wd, r.accepted);
         fmt::print("    {}\n", r.desc);
-        if (const char* v = getenv(r.name)) fmt::print("    currently set: {}\n", clean(v));
+        if (const char* v = getenv(r.name)) fmt::print("    currently set: {}\n", clean(redact::env_value(r.name, v)));
     }
     return 0;
 }

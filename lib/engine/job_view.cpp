@@ -21,6 +21,7 @@
 #include "engine/verdict_deadlock.h"
 #include "engine/verdict_settings.h"
 #include "ncclwatch/format.h"
+#include "read/plausible.h"
 #include "read/text.h"
 #include "read/time_base.h"
 
@@ -225,6 +226,11 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
                 warnings.push_back(f->path + ": comm " + hex(c.comm_id) + " (slot " + std::to_string(c.slot) +
                                    "): rank " + std::to_string(c.rank) + " of " + std::to_string(c.nranks) +
                                    " is not known yet or out of range; skipped");
+                continue;
+            }
+            if (const std::string why = impossible_counter(c); !why.empty()) {
+                warnings.push_back(f->path + ": comm " + hex(c.comm_id) + ": " + why +
+                                   "; this file's claims on it are set aside");
                 continue;
             }
             auto& acc = comms[c.comm_id];

@@ -6,6 +6,7 @@
 
 #include <string_view>
 
+#include "read/redact.h"
 #include "read/text.h"
 
 namespace ncw {
@@ -20,7 +21,7 @@ bool name_char(char c) {
            c == '_';
 }
 
-std::string quoted(std::string_view part) { return "'" + text::echo(part, kEcho) + "'"; }
+std::string quoted(std::string_view part) { return "'" + text::echo(redact::value(part), kEcho) + "'"; }
 
 // What is wrong with an IPv6 address given in brackets (without them), "" when nothing: an address inet_pton reads,
 // optionally a zone ("fe80::1%eth0").

@@ -17,6 +17,7 @@
 #include "ncclwatch/format.h"
 #include "read/mapped_load.h"
 #include "read/rank_file.h"
+#include "read/redact.h"
 
 namespace ncw {
 
@@ -84,7 +85,7 @@ std::vector<std::string> RankFile::env_entries(uint64_t published) const {
         if (c != '\0') {
             cur.push_back(c);
         } else if (!cur.empty()) {
-            out.push_back(std::move(cur));
+            out.push_back(redact::env_entry(cur));  // a file of an older or foreign writer, too
             cur.clear();
         }
     }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ncclwatch/format_fields.h"
+#include "read/redact.h"
 #include "read/wire_io.h"
 
 // X(TYPE, NAME, ...) -> w.TYPE(in.NAME) / out.NAME = r.TYPE("NAME"); `w`, `r`, `in`, `out` in scope.
@@ -92,7 +93,7 @@ void get_header(Reader& outer, HeaderInfo& out) {
     const uint32_t n = r.count("env count", kMaxEnv, kMinString);
     out.env.clear();
     out.env.reserve(n);
-    for (uint32_t i = 0; i < n && r.ok(); ++i) out.env.push_back(r.str("env entry"));
+    for (uint32_t i = 0; i < n && r.ok(); ++i) out.env.push_back(redact::env_entry(r.str("env entry")));
     if (!r.at_end()) {  // protocol 1.6
         NCW_HEADER_TAIL_FIELDS(NCW_GET_FIELD)
     }

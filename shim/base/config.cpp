@@ -8,6 +8,7 @@
 
 #include "ncclwatch/config_table.h"
 #include "read/endpoint.h"
+#include "read/redact.h"
 #include "read/text.h"
 
 namespace ncw {
@@ -24,8 +25,8 @@ struct Entry {
 
 std::string bad_value(const Entry& e, const char* value) {
     // Cut and escaped: a hostile or broken value (100 KB, raw newlines) must not flood or forge the log.
-    return std::string(e.name) + "='" + text::echo(value) + "' is not valid (accepted: " + e.accepted +
-           "); using the default " + e.def;
+    return std::string(e.name) + "='" + text::echo(redact::env_value(e.name, value)) +
+           "' is not valid (accepted: " + e.accepted + "); using the default " + e.def;
 }
 
 bool parse_bool(const char* v, bool& out) {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "read/redact.h"
 #include "read/text.h"
 
 namespace ncw {
@@ -78,7 +79,8 @@ void Logger::vlog(LogLevel level, fmt::string_view format, fmt::format_args args
     try {
         fmt::memory_buffer text;
         fmt::vformat_to(fmt::appender(text), format, args);
-        const std::string line = one_line(std::string_view(text.data(), text.size()));
+        // A value a line quotes (a setting, an address, a path) never shows a credential: the one rule of every output.
+        const std::string line = one_line(redact::value(std::string_view(text.data(), text.size())));
         l.log(lvl, spdlog::string_view_t(line.data(), line.size()));
     } catch (...) {
         // A message we cannot format is dropped: logging never throws into the caller.

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "read/redact.h"
+
 namespace ncw {
 namespace {
 
@@ -87,34 +89,6 @@ ProcessIdentity detect_identity(const GetEnv& getenv_fn, const std::string& job_
     return id;
 }
 
-bool is_secret_name(const std::string& name) {
-    std::string up = name;
-    for (auto& c : up) c = char(toupper(static_cast<unsigned char>(c)));
-    // PASS covers PASSWORD and PASSWD (NCCL_IB_PASSWD); AUTH covers TORCH_DISTRIBUTED_AUTH and *_AUTH_TOKEN.
-    for (const char* w : {"TOKEN", "KEY", "SECRET", "PASS", "AUTH", "CREDENTIAL", "COOKIE"})
-        if (up.find(w) != std::string::npos) return true;
-    return false;
-}
-
-std::string redact_url_passwords(std::string value) {
-    static const std::string kRedacted = "<redacted>";
-    size_t from = 0;
-    for (size_t scheme; (scheme = value.find("://", from)) != std::string::npos;) {
-        const size_t user = scheme + 3;
-        // The authority ends at the first '/', '?', '#', space or list separator; credentials end at its last '@'.
-        const size_t end = value.find_first_of("/?#, \t;", user);
-        const size_t at = value.rfind('@', end == std::string::npos ? std::string::npos : end - 1);
-        const size_t colon = value.find(':', user);
-        if (at != std::string::npos && at >= user && colon != std::string::npos && colon < at) {
-            value.replace(colon + 1, at - colon - 1, kRedacted);
-            from = colon + 1 + kRedacted.size() + 1;
-        } else {
-            from = user;
-        }
-    }
-    return value;
-}
-
 EnvList snapshot_env(char** envp) {
     static const char* const exact[] = {"RANK",
                                         "LOCAL_RANK",
@@ -144,7 +118,7 @@ EnvList snapshot_env(char** envp) {
             std::any_of(std::begin(exact), std::end(exact), [&](const char* x) { return name == x; }) ||
             std::any_of(std::begin(prefixes), std::end(prefixes), [&](const char* p) { return starts_with(name, p); });
         if (!keep) continue;
-        out.emplace_back(name, is_secret_name(name) ? "<redacted>" : redact_url_passwords(eq + 1));
+        out.emplace_back(name, redact::env_value(name, eq + 1));
     }
     std::sort(out.begin(), out.end());
     return out;

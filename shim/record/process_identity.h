@@ -32,15 +32,8 @@ using EnvList = std::vector<std::pair<std::string, std::string>>;
 
 // The variables a hang investigation needs: launcher (torchrun, Slurm, OpenMPI, PMI), MASTER_ADDR/PORT,
 // CUDA_VISIBLE_DEVICES, NCCL_*, TORCH_NCCL_*, TORCH_DISTRIBUTED_*, NCCLWATCH_*. Sorted by name.
-// Redacted at capture, so that no file, dump or live frame ever holds a secret: the value of a name that is_secret_name
-// accepts becomes "<redacted>", and a password inside a URL (scheme://user:password@host) becomes
-// scheme://user:<redacted>@host.
+// Redacted at capture by read/redact.h's rule, so that no file, dump or live frame ever holds a secret: a secret
+// name's value becomes "<redacted>", and so do the credentials inside any other value (a URL's password, ?token=...).
 EnvList snapshot_env(char** envp);
-
-// Names containing TOKEN, KEY, SECRET, PASSWORD, PASSWD, PASS, AUTH, CREDENTIAL or COOKIE, in any case.
-bool is_secret_name(const std::string& name);
-
-// `value` with the password of every URL in it (scheme://user:password@...) replaced by "<redacted>".
-std::string redact_url_passwords(std::string value);
 
 }  // namespace ncw

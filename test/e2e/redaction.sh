@@ -2,11 +2,17 @@
 # Secrets never leave the process: with the common secret names set (NCCL_IB_PASSWD, TORCH_DISTRIBUTED_AUTH, a
 # token, a URL with a password), a stalled job writes its rank files, reports and dumps, the live collector inside
 # rank 0 writes its report, and `analyze` prints its own: none of them holds a secret's value. They are redacted at
-# capture, so the live frames (read from the rank file) cannot carry them either.
+# capture, so the live frames (read from the rank file) cannot carry them either. Issue 28, point 6: by pattern (PWD,
+# PSK, ?token=, a scheme-less user:password@host, ;password=, ?passwd=), in stderr and `collector env` too.
 . "$(dirname "$0")/lib.sh"
 export NCCLWATCH_TIMEOUT_SEC=2 NCCLWATCH_COLLECTOR=auto NCCLWATCH_DIGEST_MS=50
 export NCCL_IB_PASSWD=hunter2passwd TORCH_DISTRIBUTED_AUTH=opensesame-auth NCCL_NET_TOKEN=tok-3141
 export TORCH_DISTRIBUTED_STORE_URL=tcp://bob:pw-in-url-27@store:29500
+# Issue 28, point 6: secrets in the forms a list of names missed, found by pattern.
+export NCCL_NET_PWD=pwd-netpwd-61 NCCL_PSK=psk-value-66
+export TORCH_DISTRIBUTED_INIT_METHOD='tcp://store:29500?token=tok-init-62&world_size=4'
+export TORCH_DISTRIBUTED_STORE_ENDPOINT=admin:etcd-pw-63@etcd:2379
+export NCCL_DB_OPTIONS='host=db;password=pw-semi-64;port=5432' NCCL_PLUGIN_URL='https://h/x?passwd=pw-q-65'
 launch_job 4 --steps 10 --skip-rank 2 --skip-step 5 --hold-ms 60000
 wait_for 30 has_files '*.ncw' 4 || fail "no rank files"
 wait_for 30 test -s "$(job_dir)/live-report.json" || fail "no live report"
@@ -15,12 +21,19 @@ wait_for 20 has_files '*.report.json' 3 || fail "no stall reports"
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt" 2>&1
 "$NCW_COLLECTOR" analyze --json "$(job_dir)" >"$WORK/analysis.json" 2>&1
 for f in "$(job_dir)"/rank0-*.ncw; do "$NCW_COLLECTOR" dump --json "$f" >"$WORK/dump0.json"; done
-for secret in hunter2passwd opensesame-auth tok-3141 pw-in-url-27; do
-    hits=$(grep -rl -a -- "$secret" "$(job_dir)" "$WORK/analysis.txt" "$WORK/analysis.json" "$WORK/dump0.json")
+# `ncclwatch-collector env` shows the settings as set: never the token's value.
+NCCLWATCH_TOKEN=tok-env-67 NCCLWATCH_COLLECTOR=collector:29610 "$NCW_COLLECTOR" env >"$WORK/env.txt" 2>&1
+grep -q "currently set: <redacted>" "$WORK/env.txt" || fail "collector env does not show NCCLWATCH_TOKEN as redacted"
+for secret in hunter2passwd opensesame-auth tok-3141 pw-in-url-27 pwd-netpwd-61 tok-init-62 etcd-pw-63 pw-semi-64 \
+    pw-q-65 psk-value-66 tok-env-67; do
+    hits=$(grep -rl -a -- "$secret" "$(job_dir)" "$WORK/analysis.txt" "$WORK/analysis.json" "$WORK/dump0.json" \
+        "$WORK/launch.err" "$WORK/launch.out" "$WORK/env.txt")
     [ -z "$hits" ] || fail "the value of a secret ($secret) was written to: $hits"
 done
 grep -q '"NCCL_IB_PASSWD": "<redacted>"' "$(ls "$(job_dir)"/*.dump.json | head -1)" ||
     fail "the dump does not show NCCL_IB_PASSWD as redacted"
 grep -q 'tcp://bob:<redacted>@store:29500' "$(ls "$(job_dir)"/*.dump.json | head -1)" ||
     fail "the URL's password is not redacted in the dump"
-echo "ok: no secret's value in the rank files, reports, dumps, the live report or analyze"
+grep -q 'tcp://store:29500?token=<redacted>&world_size=4' "$(ls "$(job_dir)"/*.dump.json | head -1)" ||
+    fail "the init method's token is not redacted in the dump (or the rest of it was lost)"
+echo "ok: no secret's value, in any of its forms, in the rank files, reports, dumps, the live report, analyze, stderr or env"

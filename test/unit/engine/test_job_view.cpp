@@ -34,6 +34,7 @@ struct RankSpec {
     int nranks = 2;
     uint64_t issued = 0;
     uint64_t completed = 0;
+    uint64_t issued_written = 0;  // coll_issued as written, when not `issued` (a damaged or forged counter; 0: issued)
     uint64_t start_mono = 1000 * kSec;
     uint64_t start_real = 1'700'000'000 * kSec;
     uint64_t heartbeat = 1100 * kSec;  // on this file's monotonic clock
@@ -84,7 +85,7 @@ void write_rank(const std::string& path, const RankSpec& s) {
     c->nranks = s.nranks;
     c->comm_id = s.comm_id;
     c->gpu_tracking = 1;
-    c->coll_issued = s.issued;
+    c->coll_issued = s.issued_written ? s.issued_written : s.issued;
     c->coll_returned = s.issued;
     c->coll_reached = s.issued;
     c->coll_completed = s.completed;
@@ -197,6 +198,52 @@ TEST_CASE("a rank that never issued #5 is NOT_JOINED", "[job_view]") {
     // The same files with a timeout longer than the wait: nothing stalled yet.
     opt.timeout_s = 10;
     CHECK_FALSE(analyze_paths({dir.file("r0.ncw"), dir.file("r1.ncw")}, opt).found_problem());
+}
+
+// Issue 28, point 3: a counter no process could have written (coll_issued 2^64-1) is named, and that file's claims on
+// that communicator are set aside, whichever rank holds it: it never turns NOT_JOINED into another verdict.
+TEST_CASE("an impossible counter is named and its file's claims on the communicator set aside", "[job_view]") {
+    TempDir dir;
+    auto [r0, r2] = two_ranks_one_missing_op();
+    r0.nranks = r2.nranks = 3;
+    RankSpec r1 = r0;
+    r1.rank = r1.global_rank = 1;
+    r1.pid = 101;
+    r2.rank = r2.global_rank = 2;
+    r2.pid = 102;
+    const std::vector<std::string> paths = {dir.file("r0.ncw"), dir.file("r1.ncw"), dir.file("r2.ncw")};
+    AnalysisOptions opt;
+
+    SECTION("on a waiting rank: rank 2 is still NOT_JOINED, proven by the other two") {
+        r1.issued_written = ~0ull;
+        write_rank(paths[0], r0), write_rank(paths[1], r1), write_rank(paths[2], r2);
+        const Analysis a = analyze_paths(paths, opt);
+        CHECK(has_warning(a, dir.file("r1.ncw") +
+                                 ": comm 0x00000000000000c0: coll_issued 18446744073709551615 is more than any "
+                                 "process could have issued; this file's claims on it are set aside"));
+        REQUIRE(a.jobs.size() == 1);
+        REQUIRE(a.jobs[0].comms.size() == 1);
+        const CommResult& c = a.jobs[0].comms[0];
+        CHECK(c.missing == std::vector<int>{1});
+        const verdict::Verdict* v = find_kind(c, verdict::Kind::NotJoined);
+        REQUIRE(v != nullptr);
+        CHECK(v->culprits == std::vector<int>{2});
+        CHECK(find_kind(c, verdict::Kind::StuckInNccl) == nullptr);
+    }
+    SECTION("on the rank behind: it is not believed ahead, and nobody else is blamed") {
+        r2.issued_written = ~0ull;
+        write_rank(paths[0], r0), write_rank(paths[1], r1), write_rank(paths[2], r2);
+        const Analysis a = analyze_paths(paths, opt);
+        CHECK(has_warning(a, dir.file("r2.ncw") + ": comm 0x00000000000000c0: coll_issued 18446744073709551615"));
+        REQUIRE(a.jobs.size() == 1);
+        const CommResult& c = a.jobs[0].comms[0];
+        CHECK(c.missing == std::vector<int>{2});
+        CHECK(find_kind(c, verdict::Kind::StuckInNccl) == nullptr);
+        for (const auto& v : c.verdicts) {
+            CHECK(std::find(v.culprits.begin(), v.culprits.end(), 0) == v.culprits.end());
+            CHECK(std::find(v.culprits.begin(), v.culprits.end(), 1) == v.culprits.end());
+        }
+    }
 }
 
 TEST_CASE("a rank whose heartbeat stopped is DEAD, and DEAD comes first", "[job_view]") {
