@@ -26,11 +26,18 @@ double quantile(std::vector<double> v, double q) {
 
 namespace {
 
+// "1,4,7", and past 16 ranks in runs, "0-2,5,9-16383": the ranks a communicator's size claims but no file shows can
+// number 2^20, and a line must stay a line.
 std::string join_ranks(const std::vector<int>& r) {
     std::string out;
-    for (size_t i = 0; i < r.size(); ++i) {
+    const bool runs = r.size() > 16;
+    for (size_t i = 0; i < r.size();) {
+        size_t j = i;
+        while (runs && j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
         if (i) out += ',';
         out += std::to_string(r[i]);
+        if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(r[j]);
+        i = j + 1;
     }
     return out;
 }

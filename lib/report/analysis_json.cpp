@@ -19,9 +19,12 @@ json verdict_item(const Analysis::VerdictRef& ref) {
     const auto& v = *ref.verdict;
     json culprits = json::array();
     // A culprit without a file is named by its comm rank where that is its global rank.
-    const std::vector<int> globals = global_ranks(*ref.job, *ref.comm, v.culprits);
-    for (size_t i = 0; i < v.culprits.size(); ++i) {
-        const int r = v.culprits[i], global = globals[i];
+    // Listed up to kMaxListedRanks, as every list of ranks (report_json.h): an object each, they cost the most.
+    const std::vector<int> listed(v.culprits.begin(),
+                                  v.culprits.begin() + std::ptrdiff_t(std::min(v.culprits.size(), kMaxListedRanks)));
+    const std::vector<int> globals = global_ranks(*ref.job, *ref.comm, listed);
+    for (size_t i = 0; i < listed.size(); ++i) {
+        const int r = listed[i], global = globals[i];
         const RankCommState* s = find_rank(*ref.comm, r);
         const auto where = s ? python_where(*s, &v) : std::nullopt;
         culprits.push_back(json{{"comm_rank", r},
@@ -47,12 +50,13 @@ json verdict_item(const Analysis::VerdictRef& ref) {
            {"culprits", culprits},
            {"waiting", v.waiting},
            {"waiting_count", v.waiting.size()},
-           {"missing", v.missing},
            {"stalled_for_s", v.stalled_for_s},
            {"stalled_since_real_ns", since_ns ? json(since_ns) : json(nullptr)},
            {"headline", verdict_headline(*ref.job, *ref.comm, v)},
            {"summary", v.summary},
            {"evidence", v.evidence}};
+    if (listed.size() < v.culprits.size()) j["culprits_count"] = v.culprits.size();
+    put_rank_list(j, "missing", v.missing);
     add_drift_json(j, v);
     return j;
 }
@@ -86,11 +90,11 @@ json analysis_json(const Analysis& a, double timeout_s) {
     for (const auto& j : a.jobs) {
         json missing = json::array();
         for (const auto& c : j.comms)
-            if (!c.missing.empty())
-                missing.push_back(json{{"comm_id", hex(c.comm_id)},
-                                       {"nranks", c.view.nranks},
-                                       {"comm_ranks", c.missing},
-                                       {"text", format_ranks(c.missing)}});
+            if (!c.missing.empty()) {
+                missing.push_back(
+                    json{{"comm_id", hex(c.comm_id)}, {"nranks", c.view.nranks}, {"text", format_ranks(c.missing)}});
+                put_rank_list(missing.back(), "comm_ranks", c.missing);
+            }
         const json findings = audit_json(j.audit);
         json verdict_kinds = json::array();
         for (const auto& c : j.comms)
@@ -143,9 +147,9 @@ json analysis_json(const Analysis& a, double timeout_s) {
                                  {"name", c.name},
                                  {"world", is_world(j, c)},
                                  {"nranks", c.view.nranks},
-                                 {"missing", c.missing},
                                  {"verdict_kinds", kinds},
                                  {"ranks", ranks}});
+            put_rank_list(comms.back(), "missing", c.missing);
             if (c.suspect_after_s > 0) comms.back()["suspect_after_s"] = c.suspect_after_s;
         }
     }

@@ -219,6 +219,15 @@ void add_drift_json(json& j, const verdict::Verdict& v) {
     if (!v.completed_it.empty()) j["completed_it"] = v.completed_it;
 }
 
+void put_rank_list(json& j, const std::string& name, const std::vector<int>& ranks) {
+    if (ranks.size() <= kMaxListedRanks) {
+        j[name] = ranks;
+        return;
+    }
+    j[name] = std::vector<int>(ranks.begin(), ranks.begin() + std::ptrdiff_t(kMaxListedRanks));
+    j[name + "_count"] = ranks.size();
+}
+
 json verdict_json(const verdict::Verdict& v, const std::string& job_id) {
     json j{{"kind", verdict::kind_name(v.kind)},
            {"job_id", job_id},
@@ -226,14 +235,14 @@ json verdict_json(const verdict::Verdict& v, const std::string& job_id) {
            {"role", role_name(v.role)},
            {"caused_by_comm", v.caused_by_comm ? json(hex(v.caused_by_comm)) : json(nullptr)},
            {"seq", v.seq},
-           {"culprits", v.culprits},
            {"waiting", v.waiting},
-           {"missing", v.missing},
            {"op", op_json(v.op)},
            {"stalled_for_s", v.stalled_for_s},
            {"summary", v.summary},
            {"evidence", v.evidence},
            {"suspected", v.suspected}};
+    put_rank_list(j, "culprits", v.culprits);
+    put_rank_list(j, "missing", v.missing);
     add_drift_json(j, v);
     return j;
 }

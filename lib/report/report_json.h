@@ -36,6 +36,12 @@ json op_json(const verdict::OpSig& s);
 // "uncompleted", added to a rank's row of the analysis and the live report alike.
 void add_progress_basis(json& row, const verdict::RankCommState& r);
 json verdict_json(const verdict::Verdict& v, const std::string& job_id);
+// A list of ranks in a JSON document holds at most this many. A communicator size is a claim (a forged file or
+// frame says 2^20), and a job read from one node of thousands has most of its ranks missing: listed whole, ranks no
+// file was seen for would fill memory and files (a 2^20-rank claim took analyze --json to 318 MB and 61 MB of output).
+inline constexpr size_t kMaxListedRanks = 4096;
+// j[name] = the first kMaxListedRanks of `ranks`; when that cuts the list, j[name + "_count"] = its whole size.
+void put_rank_list(json& j, const std::string& name, const std::vector<int>& ranks);
 // A drift's verdict and its consequences: "drift" (the alignment: rank, shift, where it began, the ranges paired)
 // and "consequence": true / "consequence_of", only on verdicts that have them.
 void add_drift_json(json& j, const verdict::Verdict& v);

@@ -462,3 +462,20 @@ TEST_CASE("verdict: waiting ranks wait at different sequence numbers", "[verdict
         CHECK(vs2[0].summary.find("rank 1 is behind") < vs2[0].summary.find("rank 2 is behind"));
     }
 }
+
+// Issue 28, point 4: a communicator's size is a claim (a forged file or frame says 2^20). The ranks it claims and no
+// file shows are named in runs, so that a line stays a line; short lists keep every rank.
+TEST_CASE("verdict: ranks a claimed size adds are named in runs", "[verdict]") {
+    auto v = view(1 << 20, {waiting(0, 41, 12.3), waiting(1, 41, 12.0)});
+    auto vs = diagnose_stall(v, kNow, kTimeout);
+    REQUIRE(!vs.empty());
+    CHECK(vs[0].missing.size() == (1u << 20) - 2);
+    for (const auto& d : vs)
+        for (const auto& e : d.evidence) CHECK(e.size() < 200);
+    CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(),
+                      [](const std::string& e) { return contains(e, "ranks 2-1048575 of 1048576"); }));
+    auto few = diagnose_stall(view(5, {waiting(0, 41, 12.3), waiting(1, 41, 12.0)}), kNow, kTimeout);
+    REQUIRE(!few.empty());
+    CHECK(std::any_of(few[0].evidence.begin(), few[0].evidence.end(),
+                      [](const std::string& e) { return contains(e, "ranks 2,3,4 of 5"); }));
+}

@@ -12,6 +12,7 @@
 #include "read/text.h"
 #include "report/analysis_json.h"
 #include "report/headline.h"
+#include "report/report_json.h"
 #include "report/report_text.h"
 
 namespace {
@@ -336,4 +337,37 @@ TEST_CASE("rank_state_words: the list of states, and what else is known of a ran
     CHECK(report::rank_state_words(r) == "GONE (heartbeat 12.3 s old)");
     r.exited_clean = true;
     CHECK(report::rank_state_words(r) == "exited");
+}
+
+// Issue 28, point 4: the JSON of a verdict whose culprits and missing ranks a claimed size of 2^20 makes holds at most
+// kMaxListedRanks of each, with the whole count beside: a forged claim took analyze --json to 318 MB and 61 MB.
+TEST_CASE("lists of ranks in the JSON are cut at kMaxListedRanks, with their count") {
+    Analysis a = hung_job();
+    CommResult& c = a.jobs[0].comms[0];
+    c.view.nranks = 1 << 20;
+    verdict::Verdict& v = c.verdicts[0];
+    v.kind = verdict::Kind::Unknown;
+    for (int r = 64; r < (1 << 20); ++r) c.missing.push_back(r);
+    v.culprits = v.missing = c.missing;
+    const nlohmann::json j = report::analysis_json(a, 0);
+    nlohmann::json jv;
+    for (const auto& e : j["verdicts"])
+        if (e["kind"] == "UNKNOWN") jv = e;
+    REQUIRE(jv.is_object());
+    CHECK(jv["culprits"].size() == report::kMaxListedRanks);
+    CHECK(jv["culprits_count"] == c.missing.size());
+    CHECK(jv["missing"].size() == report::kMaxListedRanks);
+    CHECK(jv["missing_count"] == c.missing.size());
+    CHECK(j["comms"][0]["comm_id"] == "0x00000000000000c0");
+    CHECK(j["comms"][0]["missing_count"] == c.missing.size());
+    CHECK(j["jobs"][0]["missing"][0]["comm_ranks_count"] == c.missing.size());
+    CHECK(j["jobs"][0]["missing"][0]["text"] == "64-1048575");
+    CHECK(j.dump().size() < 2'000'000);
+    // Whole lists come without a count.
+    const nlohmann::json small = report::analysis_json(hung_job(), 0);
+    CHECK_FALSE(small["verdicts"][0].contains("culprits_count"));
+    CHECK_FALSE(small["verdicts"][0].contains("missing_count"));
+    const nlohmann::json rj = report::verdict_json(v, "job-7");
+    CHECK(rj["culprits"].size() == report::kMaxListedRanks);
+    CHECK(rj["missing_count"] == c.missing.size());
 }
