@@ -1,10 +1,12 @@
 // `ncclwatch-collector serve`: the live collector (live_server.h) in the foreground until SIGINT/SIGTERM.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
@@ -16,6 +18,7 @@
 
 #include "cli.h"
 #include "live/live_server.h"
+#include "read/safe_write.h"
 
 namespace ncw::cli {
 
@@ -28,6 +31,21 @@ void raise_fd_limit() {
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+}
+
+// The reports go into OUT/<job>/: where others can write to OUT without the sticky bit, or another user owns it, they
+// can replace or remove them. Said once, at the start; the collector runs on (the folder is the operator's choice).
+void warn_report_folder(const std::string& out_dir) {
+    if (out_dir.empty()) return;
+    const int fd = open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;  // not there yet: made 0750 at the first report (read/safe_write.h)
+    const std::string risk = files::folder_risk(fd, out_dir);
+    close(fd);
+    if (!risk.empty())
+        fmt::print(stderr,
+                   "{}: serve: warning: the report folder is not yours alone: {}. Whoever can write there can "
+                   "replace or remove the live reports\n",
+                   kProg, clean(risk));
 }
 
 // Every read hands its connection's frame buffer back (16,384 connections holding 64 KiB each would be a GiB), and
@@ -72,6 +90,8 @@ int run_serve(ServeArgs& args) {
                    kProg, clean(opt.listen));
         return 2;
     }
+    // Without a token a loopback Hello proves the pid it claims, and a relay's ranks come only from our own user.
+    opt.prove_peers = opt.token.empty();
     raise_fd_limit();
     keep_heap();
 
@@ -88,6 +108,7 @@ int run_serve(ServeArgs& args) {
         fmt::print(stderr, "{}: serve: {}\n", kProg, err);
         return 2;
     }
+    warn_report_folder(opt.out_dir);
     const auto st = server.stats();
     std::string host = opt.listen.substr(0, opt.listen.rfind(':'));
     fmt::print("{}: listening on {}:{}", kProg, host, st.port);
@@ -167,7 +188,13 @@ Command add_serve(CLI::App& sub) {
     count("--max-ranks", o.max_ranks, "ranks (job, global rank) kept (default 262144)");
     count("--max-jobs", o.max_jobs,
           "jobs kept (default 4096); past either, the idle job (no rank\nconnected) heard from least recently is "
-          "forgotten, and only when none\nis idle is a rank refused (\"collector full\")");
+          "forgotten, then a connected one\nwithout progress; only when every job is training is a rank refused\n"
+          "(\"collector full\", for now)");
+    count("--max-job-ranks", o.max_job_ranks,
+          "ranks of one job (default 65536); a communicator that claims more\nis set aside, not analysed");
+    count("--max-unproven", o.max_unproven,
+          "connections without a Hello (default 4096; 256 per remote address):\npast it the oldest of them is "
+          "closed, never a rank's");
     seconds("--retention", o.retention_s,
             "a job with no rank connected and silent this long is forgotten with\nits series (default 600); a job "
             "whose ranks all said Bye goes at once");
@@ -187,9 +214,9 @@ Command add_serve(CLI::App& sub) {
           "already held (default 64M)");
     seconds("--scrape-timeout", o.scrape_timeout_s,
             "a scraper that reads nothing of its response this long is closed\n(default 10)");
-    for (const char* n :
-         {"--max-connections", "--max-ranks", "--max-jobs", "--retention", "--hello-timeout", "--frame-timeout",
-          "--max-conn-buffer", "--buffer-budget", "--metrics-max-bytes", "--metrics-budget", "--scrape-timeout"})
+    for (const char* n : {"--max-connections", "--max-ranks", "--max-jobs", "--max-job-ranks", "--max-unproven",
+                          "--retention", "--hello-timeout", "--frame-timeout", "--max-conn-buffer", "--buffer-budget",
+                          "--metrics-max-bytes", "--metrics-budget", "--scrape-timeout"})
         sub.get_option(n)->group(limits);
     sub.footer(
         R"(Ranks whose shim has NCCLWATCH_COLLECTOR=HOST:PORT connect and send digests; a stall past the timeout, a mismatch
@@ -202,7 +229,12 @@ has its own budget.
 With NCCLWATCH_TOKEN set in its environment, a rank must prove it holds the same token: it answers a fresh nonce
 with an HMAC-SHA256 over the nonce and its Hello (live protocol 1.2); the token never travels. A rank older than
 1.2 is refused with a message saying so. Whatever the token, a rank's identity is bound to its connection: a second
-Hello for a (job, rank) whose connection is alive is refused and logged.
+Hello for a (job, rank) whose connection is alive is refused and logged. Without a token, a Hello from this host
+proves the pid it claims (the process must hold the connection's socket, or list that pid in its NSpid line), or is
+refused and logged; a relay's ranks are taken only from a relay running as the collector's user; a rank of the
+collector's user takes its slot back from another user's process.
+A job's cost follows what is real: a communicator claiming more ranks than --max-job-ranks is set aside; when full,
+a job whose counts grew in the last 2 minutes is never forgotten for room, a connected one without progress may be.
 SIGINT or SIGTERM stops it. Exit status: 0 stopped with nothing found, 1 a report was made, 2 usage error or the
 listener could not start.)");
     return [a] { return run_serve(*a); };

@@ -35,12 +35,14 @@
 
 #include "engine/job_view.h"
 #include "engine/suspicion.h"
+#include "live/admission.h"
 #include "live/analysis_worker.h"
 #include "live/http_request.h"
 #include "live/live_auth.h"
 #include "live/log_limiter.h"
 #include "live/net.h"
 #include "live/offset_filter.h"
+#include "live/peer_proof.h"
 #include "ncclwatch/format.h"
 #include "ncclwatch/version.h"
 #include "read/gpu_spans.h"
@@ -67,7 +69,8 @@ constexpr uint64_t kTickNs = 100'000'000;
 // this, what it holds is that old: a rank that has moved on still looks behind, so nothing is reported until it
 // catches up.
 constexpr int64_t kBehindNs = 1'000'000'000;
-constexpr uint64_t kLagWindowNs = 250'000'000;  // "lately", for how late frames are read
+constexpr uint64_t kLagWindowNs = 250'000'000;        // "lately", for how late frames are read
+constexpr uint64_t kUnprovenGraceNs = 1'000'000'000;  // a connection without a Hello is evicted only past this age
 
 inline uint64_t mono_ns() { return time_base::clock_ns(CLOCK_MONOTONIC); }
 
@@ -82,6 +85,7 @@ struct RankState {
     bool bye = false;
     OffsetFilter clock;
     uint64_t rank_start_mono_ns = 0;  // as the rank sent it (its own clock)
+    size_t est_bytes = 0;             // its snapshot's estimated size, as counted in Impl::state_bytes
 
     // The last moment the rank is known alive: now while connected, else its last frame or its connection's close.
     uint64_t alive_at(uint64_t now) const { return conn_id ? now : std::max(last_frame_ns, closed_ns); }
@@ -134,6 +138,8 @@ struct Job {
     // counts their changes (a Hello, a rank's communicators or GPU changed). Audited again only after one.
     uint64_t facts_gen = 1, audited_gen = 0;
     std::vector<audit::Finding> audit;
+    uint64_t last_progress_ns = 0;  // a digest showed more completed operations (admission.h: never evicted for room)
+    bool set_aside_said = false;    // a communicator claiming more ranks than a job may have was logged
 };
 
 struct Conn {
@@ -170,6 +176,11 @@ struct Conn {
     std::unordered_map<uint32_t, uint64_t> channels;  // on a relay: channel -> the relayed rank's Conn
     uint64_t via = 0;                                 // on a relayed rank: its relay's Conn
     uint32_t channel = 0;
+    // Issue 28, point 5: who the peer is (peer_proof.h), for a loopback peer without a token.
+    bool loopback = false;
+    bool uid_known = false;
+    uint32_t peer_uid = 0;
+    int relay_own_user = -1;  // on a relay: whether it runs as the collector's user (-1: not asked yet)
 };
 
 struct LiveServer::Impl {
@@ -202,7 +213,14 @@ struct LiveServer::Impl {
     std::vector<uint8_t> scratch;
 
     std::atomic<uint64_t> st_connections{0}, st_ranks{0}, st_frames{0}, st_bad{0}, st_reports{0}, st_analyses{0},
-        st_refused{0}, st_evicted{0}, st_buffered{0}, st_suppressed{0};
+        st_refused{0}, st_evicted{0}, st_buffered{0}, st_suppressed{0}, st_claims{0}, st_unproven_closed{0},
+        st_state_bytes{0};
+    // Issue 28, points 4, 5 and 8 (admission.h, peer_proof.h).
+    Unproven unproven;  // connections without a Hello
+    PidScanBudget scan_budget;
+    size_t state_bytes = 0;  // the ranks' estimated state (opt.memory_budget)
+    uint32_t own_uid = 0;
+    KeyedLimiter wrong_token_named;  // a wrong token that claims a known job: named once a minute per (job, rank)
     uint16_t port = 0, metrics_port = 0;
 
     static constexpr uint64_t kListenId = 1, kMetricsId = 2, kWakeId = 3;
@@ -241,6 +259,10 @@ struct LiveServer::Impl {
     bool on_proof(Conn& c, const wire::Proof& m, uint64_t now);
     bool admit(Conn& c, wire::Hello& m, uint64_t now);
     bool refuse(Conn& c, const std::string& reason, bool retry = false);
+    // Without a token, who a loopback peer is (peer_proof.h): its pid, its user, its rank file. false: refused.
+    bool prove_hello(Conn& c, const wire::Hello& m, uint64_t now);
+    // A rank's snapshot changed: its estimate in state_bytes follows.
+    void account_rank(Job& job, size_t i);
     void drop_pending(Conn& c);
     // The analysis runs in live mode on this boot's clock: the header is made to look like a file of this boot
     // (so nothing is rebased through wall clocks), with the start moved by the measured offset. A rank on another
@@ -365,6 +387,7 @@ void LiveServer::Impl::close_conn(uint64_t id) {
         epoll_ctl(epfd, EPOLL_CTL_DEL, c.fd, nullptr);
         close(c.fd);
     }
+    unproven.remove(id);
     buffered_total -= std::min(buffered_total, c.buffered + c.pending_bytes);
     st_buffered = buffered_total;
     if (!c.http) --rank_conns;
@@ -481,7 +504,33 @@ void LiveServer::Impl::accept_all(int lfd, bool http) {
             }
             return;
         }
-        if (conns.size() >= opt.max_connections) {
+        std::string ip;
+        const std::string peer = peer_name(ss, ip);
+        // Connections held open without a Hello never keep a rank out: past the bounds the oldest of them goes
+        // (admission.h), and a new one is refused only when every connection has said Hello.
+        if (!http) {
+            const size_t total = std::min(opt.max_unproven, opt.max_connections);
+            const size_t per_ip = is_loopback(ss) ? 0 : opt.max_unproven_per_ip;  // loopback: one address for all
+            uint64_t victim = unproven.victim(ip, total, per_ip);
+            if (!victim && conns.size() >= opt.max_connections && unproven.size()) victim = unproven.victim(ip, 1, 0);
+            // Only one that had its chance: an honest rank says Hello within milliseconds of connecting, so a
+            // burst of fresh connections (a large job starting) is read, not evicted; past the bound while all are
+            // fresh, the new one is refused below and its rank retries.
+            if (victim) {
+                auto v = conns.find(victim);
+                if (v != conns.end() && mono_ns() - v->second->opened_ns < kUnprovenGraceNs) victim = 0;
+            }
+            if (victim) {
+                ++st_unproven_closed;
+                if (auto v = conns.find(victim); v != conns.end())
+                    log_peer(*v->second, "no Hello yet",
+                             "closed for room: a newer connection came while it had sent no Hello (--max-unproven)");
+                close_conn(victim);
+            }
+        }
+        if (conns.size() >= opt.max_connections ||
+            (!http && (unproven.size() >= opt.max_unproven ||
+                       (!is_loopback(ss) && unproven.of_ip(ip) >= opt.max_unproven_per_ip)))) {
             ++st_refused;
             close(fd);
             continue;
@@ -491,7 +540,9 @@ void LiveServer::Impl::accept_all(int lfd, bool http) {
         c->fd = fd;
         c->http = http;
         c->opened_ns = mono_ns();
-        c->peer = peer_name(ss, c->ip);
+        c->peer = peer;
+        c->ip = ip;
+        c->loopback = is_loopback(ss);
         if (!http) {
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -503,7 +554,10 @@ void LiveServer::Impl::accept_all(int lfd, bool http) {
             close(fd);
             continue;
         }
-        if (!http) ++rank_conns;
+        if (!http) {
+            ++rank_conns;
+            unproven.add(c->id, c->ip);
+        }
         conns.emplace(c->id, std::move(c));
         st_connections = rank_conns;
     }
@@ -635,6 +689,7 @@ bool LiveServer::Impl::on_relay_frame(Conn& c, const wire::FrameHeader& h) {
             return false;
         }
         c.relay = true;
+        unproven.remove(c.id);
         if (auto ch = c.channels.find(channel); ch != c.channels.end()) {
             const uint64_t id = ch->second;
             c.channels.erase(ch);  // the relay said it: nothing to tell it back
@@ -652,6 +707,7 @@ bool LiveServer::Impl::on_relay_frame(Conn& c, const wire::FrameHeader& h) {
         return false;
     }
     c.relay = true;
+    unproven.remove(c.id);
     uint64_t rank_id = 0;
     if (auto ch = c.channels.find(channel); ch != c.channels.end()) {
         rank_id = ch->second;
@@ -668,6 +724,7 @@ bool LiveServer::Impl::on_relay_frame(Conn& c, const wire::FrameHeader& h) {
         k->channel = channel;
         k->peer = fmt::format("{} (relayed, channel {})", c.peer, channel);
         k->ip = c.ip;
+        k->loopback = c.loopback;
         k->opened_ns = mono_ns();
         c.channels.emplace(channel, rank_id);
         conns.emplace(rank_id, std::move(k));
@@ -741,7 +798,23 @@ void LiveServer::Impl::drop_pending(Conn& c) {
 }
 
 bool LiveServer::Impl::on_hello(Conn& c, const wire::FrameHeader& h, wire::Hello& m, uint64_t now) {
-    if (opt.token.empty()) return admit(c, m, now);
+    const HeaderInfo& hi = m.header;
+    // The collector inside rank 0 watches the launching job only: its id, its WORLD_SIZE ranks.
+    if (!opt.only_job.empty() && hi.job_id != opt.only_job) {
+        ++st_claims;
+        log_peer(c, "other job",
+                 fmt::format("Hello for job {}: this collector runs inside job {} and watches that job only",
+                             report::clean(hi.job_id), report::clean(opt.only_job)));
+        return refuse(c, "this collector watches another job only");
+    }
+    if (hi.global_rank >= 0 && size_t(hi.global_rank) >= opt.max_job_ranks) {
+        ++st_claims;
+        log_peer(c, "rank out of range",
+                 fmt::format("Hello as rank {} of job {}: past the {} ranks a job may have here (--max-job-ranks)",
+                             hi.global_rank, report::clean(hi.job_id), opt.max_job_ranks));
+        return refuse(c, "rank out of the collector's range");
+    }
+    if (opt.token.empty()) return prove_hello(c, m, now) && admit(c, m, now);
     if (h.minor < wire::kMinorTokenProof) {
         ++st_bad;
         // Its own log budget: junk of other kinds can never hide a refused token.
@@ -778,14 +851,85 @@ bool LiveServer::Impl::on_proof(Conn& c, const wire::Proof& m, uint64_t now) {
     drop_pending(c);
     if (m.mac.empty() || !equal_ct(c.expected.data(), c.expected.size(), m.mac)) {
         ++st_bad;
-        // Its own log budget: junk of other kinds can never hide a wrong token.
-        if (m.mac.empty())
+        const HeaderInfo& hi = hello->header;
+        auto jit = jobs.find(hi.job_id);
+        // A wrong token that claims a job this collector has ranks of is a misconfigured rank of it (or someone
+        // after it): named on a line of its own, once a minute per (job, rank), whatever else is refused. The rest
+        // (jobs nobody runs here) is a flood, summed up on its own line (sweep).
+        if (!m.mac.empty() && jit != jobs.end() && !jit->second->ranks.empty()) {
+            const std::string key = fmt::format("{}\n{}", hi.job_id, hi.global_rank);
+            if (wrong_token_named.allow(key, now))
+                log(
+                    fmt::format("closed connection from {}: wrong token (its proof does not match) for job {} rank "
+                                "{} pid {} host {}: a job this collector watches; is NCCLWATCH_TOKEN the same there?",
+                                c.peer, report::clean(hi.job_id), hi.global_rank, hi.pid, report::clean(hi.host)));
+            else {  // the same claim again within the minute: counted in the summary
+                ++st_suppressed;
+                ++limiter.buckets["wrong token for a known job (repeated)"].suppressed;
+            }
+        } else if (m.mac.empty()) {
             log_peer(c, "no token", "no token (NCCLWATCH_TOKEN is required)");
-        else
+        } else {
             log_peer(c, "wrong token", "wrong token (its proof does not match)");
+        }
         return refuse(c, "token refused");
     }
     return admit(c, *hello, now);
+}
+
+bool LiveServer::Impl::prove_hello(Conn& c, const wire::Hello& m, uint64_t now) {
+    if (!opt.prove_peers) return true;
+    const HeaderInfo& hi = m.header;
+    const std::string who = fmt::format("job {} rank {} pid {}", report::clean(hi.job_id), hi.global_rank, hi.pid);
+    const auto refused = [&](const std::string& why, bool retry) {
+        ++st_claims;
+        log_limited(retry ? "identity unproven" : "identity refused",
+                    fmt::format("refused Hello from {} ({}): {}", c.peer, who, why));
+        return refuse(c, (retry ? "identity not proven yet: " : "identity refused: ") + why, retry);
+    };
+    if (c.via) {
+        // A relay's ranks cannot be proven one by one (their sockets are the relay's): without a token they are
+        // taken only from a relay that runs as the collector's own user, on this host.
+        auto r = conns.find(c.via);
+        if (r == conns.end()) return false;
+        Conn& relay = *r->second;
+        if (relay.relay_own_user < 0) {
+            PeerSocket ps;
+            std::string why;
+            const bool found = relay.loopback && find_peer_socket(relay.fd, ps, &why);
+            relay.relay_own_user = found && ps.uid == own_uid ? 1 : 0;
+            if (relay.loopback)
+                log_limited("relay", fmt::format("relay from {}: {}", relay.peer,
+                                                 relay.relay_own_user
+                                                     ? "runs as the collector's user: its ranks are taken (without a "
+                                                       "token, a relay's ranks cannot prove their pids)"
+                                                     : fmt::format("not the collector's user ({}): without a token its "
+                                                                   "ranks are refused (set NCCLWATCH_TOKEN)",
+                                                                   found ? fmt::format("uid {}", ps.uid) : why)));
+        }
+        if (!relay.loopback) return true;  // --insecure: a remote peer proves nothing, as `serve --help` says
+        return relay.relay_own_user == 1 ||
+               refused("without a token, a relay's ranks are taken only from a relay of the collector's own user",
+                       false);
+    }
+    if (!c.loopback) return true;  // --insecure: nothing to prove a remote peer by
+    const PidProof p = prove_peer_pid(c.fd, hi.pid, scan_budget, now, "/proc", c.opened_ns);
+    if (p.uid_known) {
+        c.uid_known = true;
+        c.peer_uid = p.peer_uid;
+    }
+    if (p.result == PidProof::Result::Unproven) return refused(p.why, true);
+    if (p.result == PidProof::Result::Refused) return refused(p.why, false);
+    if (opt.own_uid_only && c.peer_uid != own_uid)
+        return refused(fmt::format("runs as uid {}, not as the job's user (uid {})", c.peer_uid, own_uid), false);
+    // Where the job's folder is known (the collector inside rank 0: its NCCLWATCH_DIR), the rank made a file there.
+    if (!opt.ranks_dir.empty() && !hi.job_id.empty() && hi.job_id.find('/') == std::string::npos && hi.job_id != "." &&
+        hi.job_id != "..") {
+        const std::string why =
+            check_rank_file(opt.ranks_dir + "/" + hi.job_id, hi.pid, hi.global_rank, hi.job_id, c.peer_uid, true);
+        if (!why.empty()) return refused(why, false);
+    }
+    return true;
 }
 
 bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
@@ -794,16 +938,30 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
         hi.global_rank >= 0 ? fmt::format("rank {}", hi.global_rank) : fmt::format("pid {}:{}", hi.host, hi.pid);
     auto jit = jobs.find(hi.job_id);
     if (jit == jobs.end() || !jit->second->index.count(key)) {
-        // Idle jobs make room (the oldest first); "full" only while every job kept has a rank connected.
+        if (jit != jobs.end() && jit->second->ranks.size() >= opt.max_job_ranks) {
+            ++st_claims;
+            log_peer(c, "job full",
+                     fmt::format("job {} already has {} ranks here, the most a job may have (--max-job-ranks)",
+                                 report::clean(hi.job_id), jit->second->ranks.size()));
+            return refuse(c, "collector full for this job");
+        }
+        // Within the memory budget (the collector inside rank 0): a new rank is refused past it, said once a
+        // minute (the rate limit), never a rank already kept.
+        if (opt.memory_budget && state_bytes + snapshot_bytes(FileSnapshot{}) > opt.memory_budget) {
+            ++st_claims;
+            log_limited("memory budget",
+                        fmt::format("refused {} of job {} from {}: the collector's state is at its memory budget of "
+                                    "{} bytes (about {} bytes now)",
+                                    key, report::clean(hi.job_id), c.peer, opt.memory_budget, state_bytes));
+            return refuse(c, "collector full (memory budget)");
+        }
+        // Idle jobs make room (the oldest first), then jobs without progress; never a job that is training.
         const bool new_job = jit == jobs.end();
         if (!make_room(new_job ? nullptr : jit->second.get())) {
             ++st_bad;
-            log_peer(c, "full", "collector full (too many ranks or jobs)");
-            std::vector<uint8_t> f;
-            wire::encode(wire::Reject{"collector full"}, f);
-            c.close_after_flush = true;
-            queue(c, f);
-            return false;
+            log_peer(c, "full", "collector full (too many ranks or jobs, all of them making progress)");
+            // For now: a job that stops progressing, or ends, makes room.
+            return refuse(c, "collector full", true);
         }
     }
     jit = jobs.find(hi.job_id);  // make_room may have evicted jobs
@@ -831,8 +989,18 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
         // same (job, rank) is refused and never takes the slot (an impostor, or a duplicate launch). One silent past
         // the window is stale (the peer went without a FIN): a reconnect replaces it.
         const RankState& held = job.ranks[idx];
+        auto held_conn = held.conn_id ? conns.find(held.conn_id) : conns.end();
+        // Without a token, a slot held by another user's process gives way to a proven process of the collector's
+        // own user: a local process cannot keep the collector's user's rank out by saying Hello first.
+        const bool own_user_wins = c.uid_known && c.peer_uid == own_uid && held_conn != conns.end() &&
+                                   held_conn->second->uid_known && held_conn->second->peer_uid != own_uid;
+        if (own_user_wins)
+            log_limited("rank taken", fmt::format("job {} {}: the connection from {} (uid {}) gives the rank to {}, "
+                                                  "a proven process of the collector's user",
+                                                  report::clean(job.id), key, held_conn->second->peer,
+                                                  held_conn->second->peer_uid, c.peer));
         if (held.conn_id && held.conn_id != c.id) {
-            if (now - held.last_frame_ns <= alive_window_ns(opt.dead_after_s)) {
+            if (!own_user_wins && now - held.last_frame_ns <= alive_window_ns(opt.dead_after_s)) {
                 ++st_bad;
                 auto old = conns.find(held.conn_id);
                 log_limited("rank taken", fmt::format("closed connection from {}: job {} {}: a second Hello while "
@@ -872,6 +1040,8 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
     c.job = &job;
     c.rank = idx;
     job.dirty = true;
+    unproven.remove(c.id);
+    account_rank(job, idx);
 
     std::vector<uint8_t> f;
     wire::encode_hello_ack(f);
@@ -901,7 +1071,16 @@ void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
 
 void LiveServer::Impl::apply_digest(Job& job, size_t rank, wire::Digest& m) {
     const RankState& r = job.ranks[rank];
+    // A communicator's claimed size is no rank's proof: past what a job may hold, its claim is set aside rather than
+    // sizing the analysis (admission.h).
+    if (set_aside_oversized(m.comms, opt.max_job_ranks) && !job.set_aside_said) {
+        job.set_aside_said = true;
+        log_limited("set aside", fmt::format("job {} {}: a communicator claims more than {} ranks (--max-job-ranks) "
+                                             "or a rank outside them: set aside, not analysed",
+                                             clean(job.id), r.key, opt.max_job_ranks));
+    }
     FileSnapshot& s = own_snapshot(job, rank);
+    if (shows_progress(s.comms, m.comms)) job.last_progress_ns = mono_ns();
     const int64_t d = r.clock.offset();
     s.header.start_mono_ns = time_base::shift(r.rank_start_mono_ns, d);
     s.header.process_state = m.process_state;
@@ -938,6 +1117,15 @@ void LiveServer::Impl::apply_digest(Job& job, size_t rank, wire::Digest& m) {
     s.comms = std::move(m.comms);
     if (m.py_stacks) take_py_stacks(job, s.header, *m.py_stacks, d);
     job.dirty = true;
+    account_rank(job, rank);
+}
+
+void LiveServer::Impl::account_rank(Job& job, size_t i) {
+    RankState& r = job.ranks[i];
+    const size_t b = snapshot_bytes(*job.snaps[i]);
+    state_bytes = state_bytes - std::min(state_bytes, r.est_bytes) + b;
+    r.est_bytes = b;
+    st_state_bytes = state_bytes;
 }
 
 // Protocol 1.6: what the rank's file says beyond its comm slots, as `analyze` reads it there: how the process ended
@@ -991,6 +1179,7 @@ void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
         s.p2p.clear();
     }
     job.dirty = true;
+    account_rank(job, c.rank);
 }
 
 // Protocol 1.4: a rank's Python stacks, in the first Digest after each capture, kept in its header as a rank file
@@ -1363,8 +1552,8 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
             comms.push_back(json{{"comm_id", report::hex(cr.comm_id)},
                                  {"name", cr.name},
                                  {"nranks", cr.view.nranks},
-                                 {"missing", cr.missing},
                                  {"ranks", std::move(rows)}});
+            report::put_rank_list(comms.back(), "missing", cr.missing);
         }
     j["comms"] = std::move(comms);
     j["audit"] = a.jobs.empty() ? json::array() : report::audit_json(a.jobs.front().audit);
@@ -1585,6 +1774,13 @@ void LiveServer::Impl::sweep(uint64_t now) {
 
     if (now - limiter.last_summary_ns >= to_ns(opt.log_summary_s)) {
         if (limiter.last_summary_ns) {
+            // Wrong tokens for jobs nobody runs here are a flood: on their own line, so that a misconfigured rank of
+            // a known job (named one by one, on_proof) is never just a number among them.
+            if (const uint64_t flood = limiter.take_suppressed("wrong token"))
+                log(
+                    fmt::format("wrong-token Hellos for jobs this collector does not watch, left out in the last "
+                                "{:.0f} s: {} (a wrong token for a job it watches is named on a line of its own)",
+                                double(now - limiter.last_summary_ns) / 1e9, flood));
             const std::string s = limiter.take_summary();
             if (!s.empty())
                 log(fmt::format("log lines left out by the rate limits in the last {:.0f} s: {}",
@@ -1608,33 +1804,38 @@ void LiveServer::Impl::evict_job(const std::string& id) {
                                         j.ranks.size()));
     ranks_known -= std::min(ranks_known, j.ranks.size());
     st_ranks = ranks_known;
+    for (const auto& r : j.ranks) state_bytes -= std::min(state_bytes, r.est_bytes);
+    st_state_bytes = state_bytes;
     jobs.erase(it);
     ++st_evicted;
 }
 
 bool LiveServer::Impl::make_room(const Job* keep) {
+    const uint64_t now = mono_ns(), protect = to_ns(opt.progress_protect_s);
     while ((!keep && jobs.size() >= opt.max_jobs) || ranks_known >= opt.max_ranks) {
-        // The idle job (no rank connected) heard from least recently; a finished one before any other.
-        const Job* victim = nullptr;
-        bool victim_finished = false;
-        uint64_t victim_last = 0;
+        // A finished idle job first, then the idle one heard from least recently, then a connected one that shows
+        // no progress: connections held open and made-up jobs never lock out a job that is training.
+        std::vector<JobWeight> w;
+        std::vector<const std::string*> keys;  // parallel to w (no copy of every job's id per Hello)
+        w.reserve(jobs.size());
+        keys.reserve(jobs.size());
+        int keep_i = -1;
         for (const auto& [id, j] : jobs) {
-            bool connected = false, finished = !j->ranks.empty();
-            uint64_t last = 0;
+            JobWeight x;
+            keys.push_back(&id);
+            x.finished = !j->ranks.empty();
             for (const auto& r : j->ranks) {
-                connected = connected || r.conn_id != 0;
-                finished = finished && r.bye;
-                last = std::max(last, r.last_frame_ns);
+                x.connected = x.connected || r.conn_id != 0;
+                x.finished = x.finished && r.bye;
+                x.last_frame_ns = std::max(x.last_frame_ns, r.last_frame_ns);
             }
-            if (connected || j.get() == keep) continue;
-            if (!victim || (finished && !victim_finished) || (finished == victim_finished && last < victim_last)) {
-                victim = j.get();
-                victim_finished = finished;
-                victim_last = last;
-            }
+            x.progressing = j->last_progress_ns && now - j->last_progress_ns < protect;
+            if (j.get() == keep) keep_i = int(w.size());
+            w.push_back(std::move(x));
         }
-        if (!victim) return false;
-        evict_job(victim->id);
+        const int v = pick_victim(w, keep_i);
+        if (v < 0) return false;
+        evict_job(std::string(*keys[size_t(v)]));
     }
     return true;
 }
@@ -1735,6 +1936,7 @@ bool LiveServer::start(std::string* err) noexcept {
         Impl& m = *impl_;
         if (m.started) return true;
         m.boot = this_boot_id_hash();
+        m.own_uid = geteuid();
         m.hostname = this_hostname();
         if (!m.opt.token.empty() && !m.opt.metrics_ids && !fresh_nonce(m.pseudonym_key))
             m.pseudonym_key = m.opt.token + m.hostname;  // never shown; only keys the /metrics pseudonyms
@@ -1808,6 +2010,9 @@ ServerStats LiveServer::stats() const noexcept {
     s.evicted_jobs = m.st_evicted;
     s.buffered_bytes = m.st_buffered;
     s.log_suppressed = m.st_suppressed;
+    s.claims_refused = m.st_claims;
+    s.unproven_closed = m.st_unproven_closed;
+    s.state_bytes = m.st_state_bytes;
     s.port = m.port;
     s.metrics_port = m.metrics_port;
     return s;

@@ -51,6 +51,18 @@ struct ServerOptions {
     size_t metrics_queue_max = 64u << 20;   // /metrics renderings held for scrapers, all together
     double scrape_timeout_s = 10;           // a scraper that reads nothing of its response this long is closed
     double log_summary_s = 60;              // how often suppressed log lines are summed up
+    // Issue 28, point 4: the cost follows what is real (live/admission.h).
+    size_t max_job_ranks = 65536;      // ranks of one job, and the most a communicator may claim (more: set aside)
+    size_t max_unproven = 4096;        // connections without a Hello, all together: past it the oldest is closed
+    size_t max_unproven_per_ip = 256;  // the same, per peer address (not loopback: one address for every process)
+    double progress_protect_s = 120;   // a job whose completed counts grew this recently is never evicted for room
+    size_t memory_budget = 0;          // estimated bytes of rank state; past it new ranks are refused (0: none)
+    std::string only_job;              // accept this job id only ("": any); the collector inside rank 0: its own
+    // Issue 28, point 5: without a token, a loopback Hello proves the pid it claims (live/peer_proof.h), and a relay's
+    // ranks are taken only from a relay of the collector's own user. `serve` and auto turn it on.
+    bool prove_peers = false;
+    bool own_uid_only = false;  // only peers of the collector's own uid (auto: the launching job's ranks)
+    std::string ranks_dir;      // the ranks' NCCLWATCH_DIR (auto): a rank file of the claimed pid in its job folder
     // Where log lines go (one line, no trailing newline); empty = stderr with a "ncclwatch-collector: " prefix.
     // Called on the server thread.
     std::function<void(const std::string&)> log;
@@ -68,9 +80,12 @@ struct ServerStats {
     uint64_t analyses = 0;    // analysis runs
     uint64_t refused = 0;     // connections closed at once (over max_connections, out of descriptors)
     uint64_t evicted_jobs = 0;
-    uint64_t buffered_bytes = 0;  // bytes of partly received frames held now
-    uint64_t log_suppressed = 0;  // log lines left out by the rate limits
-    uint16_t port = 0;            // the bound port (useful with port 0)
+    uint64_t buffered_bytes = 0;   // bytes of partly received frames held now
+    uint64_t log_suppressed = 0;   // log lines left out by the rate limits
+    uint64_t claims_refused = 0;   // Hellos whose pid, uid or rank file did not prove the claim
+    uint64_t unproven_closed = 0;  // connections without a Hello closed to make room for newer ones
+    uint64_t state_bytes = 0;      // estimated bytes of rank state held (ServerOptions::memory_budget)
+    uint16_t port = 0;             // the bound port (useful with port 0)
     uint16_t metrics_port = 0;
 };
 

@@ -31,4 +31,26 @@ std::string LogLimiter::take_summary() {
     return out;
 }
 
+uint64_t LogLimiter::take_suppressed(const std::string& cause) {
+    auto it = buckets.find(cause);
+    if (it == buckets.end()) return 0;
+    const uint64_t n = it->second.suppressed;
+    it->second.suppressed = 0;
+    return n;
+}
+
+bool KeyedLimiter::allow(const std::string& key, uint64_t now) {
+    auto it = last.find(key);
+    if (it != last.end()) {
+        if (now - it->second < period_ns) return false;
+        it->second = now;
+        return true;
+    }
+    if (last.size() >= max_keys)  // forget the keys whose period is over before refusing a new one
+        std::erase_if(last, [&](const auto& kv) { return now - kv.second >= period_ns; });
+    if (last.size() >= max_keys) return false;
+    last.emplace(key, now);
+    return true;
+}
+
 }  // namespace ncw::live

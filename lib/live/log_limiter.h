@@ -25,6 +25,19 @@ struct LogLimiter {
     bool allow(const std::string& cause, uint64_t now);
     // "cause: n, ..." of what was left out since the last summary; "" when nothing was.
     std::string take_summary();
+    // What one cause left out since the last summary, taken out of it (a cause summed up on a line of its own).
+    uint64_t take_suppressed(const std::string& cause);
+};
+
+// One line per key (a (job, rank) a wrong token claimed) at most every `period_ns`: a claim on a known job is named,
+// each time it is new, however much else is refused. Bounded: past max_keys keys, allow() says false (the caller
+// counts it with the flood).
+struct KeyedLimiter {
+    uint64_t period_ns = 60'000'000'000ull;
+    size_t max_keys = 4096;
+    std::map<std::string, uint64_t> last;  // key -> when last allowed
+
+    bool allow(const std::string& key, uint64_t now);
 };
 
 }  // namespace ncw::live

@@ -35,8 +35,12 @@ bool write_all(int fd, const std::string& text) {
     return true;
 }
 
-// 64 bits no one can guess ahead: the kernel's, else a mix of the clock, the pid and a counter (splitmix64).
-uint64_t fresh_bits() {
+std::string reason(const std::string& what) { return what + ": " + strerror(errno); }
+
+}  // namespace
+
+// The kernel's, else a mix of the clock, the pid and a counter (splitmix64).
+uint64_t unguessable_bits() {
     uint64_t v = 0;
     if (getrandom(&v, sizeof v, GRND_NONBLOCK) == ssize_t(sizeof v)) return v;
     static std::atomic<uint64_t> counter{0};
@@ -49,9 +53,28 @@ uint64_t fresh_bits() {
     return z ^ (z >> 31);
 }
 
-std::string reason(const std::string& what) { return what + ": " + strerror(errno); }
-
-}  // namespace
+std::string folder_risk(int dir_fd, const std::string& path) {
+    const int e = errno;
+    struct stat st {};
+    std::string out;
+    if (fstat(dir_fd, &st) == 0) {
+        char mode[8];
+        snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+        // The sticky bit keeps others from renaming or removing what is ours (as in /tmp); without it, write access
+        // to the folder is write access to every name in it.
+        if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+            out = path + " is writable by " + ((st.st_mode & S_IWOTH) ? "everyone" : "its group") + " (mode " + mode +
+                  ") without the sticky bit: chmod go-w " + path + ", or use a folder only you can write to";
+        const uid_t me = geteuid();
+        if (st.st_uid != me && st.st_uid != 0) {
+            if (!out.empty()) out += "; ";
+            out += path + " is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+                   std::to_string(me) + ") or root: use a folder you own";
+        }
+    }
+    errno = e;
+    return out;
+}
 
 std::string make_dirs(const std::string& path, unsigned mode) {
     std::string cur;
@@ -67,7 +90,7 @@ std::string make_dirs(const std::string& path, unsigned mode) {
     return "";
 }
 
-int open_job_dir(const std::string& parent, const std::string& name, std::string* why) {
+int open_job_dir(const std::string& parent, const std::string& name, std::string* why, std::string* risks) {
     const std::string path = parent + "/" + name;
     if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
         if (why) *why = path + ": not a single folder name";
@@ -95,6 +118,12 @@ int open_job_dir(const std::string& parent, const std::string& name, std::string
         *why = errno == ELOOP || errno == ENOTDIR ? path + ": not a folder (a symlink or a file is refused)"
                                                   : reason(path);
     }
+    if (risks) {
+        // Both descriptors, not the names: what is judged is the folder we write into, whatever is renamed meanwhile.
+        *risks = folder_risk(out, parent);
+        const std::string job = dir >= 0 ? folder_risk(dir, path) : std::string();
+        if (!job.empty()) *risks += (risks->empty() ? "" : "; ") + job;
+    }
     close_keep_errno(out);
     return dir;
 }
@@ -104,7 +133,7 @@ bool write_file_at(int dir_fd, const std::string& name, const std::string& text,
     int fd = -1;
     for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
         char suffix[24];
-        snprintf(suffix, sizeof suffix, ".%016llx.tmp", static_cast<unsigned long long>(fresh_bits()));
+        snprintf(suffix, sizeof suffix, ".%016llx.tmp", static_cast<unsigned long long>(unguessable_bits()));
         tmp = name + suffix;
         fd = openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
         if (fd < 0 && errno != EEXIST) break;  // EEXIST: something is there already (planted?): another name

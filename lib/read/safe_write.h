@@ -7,9 +7,12 @@
 // - the text goes to a temporary file of a fresh, unguessable name, created with O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC
 //   and mode 0640 (whatever the umask allows of it), then renamed over the final name: a symlink at the final name is
 //   replaced as an entry, never written through.
+// A folder others can write to (without the sticky bit), or that another user owns, lets them replace or remove what
+// we leave there, and plant names ahead of us: folder_risk says so, for the caller to warn once; nothing is refused.
 // Not for the hot path (syscalls): the watchdog, exit paths and the collector's thread.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace ncw::files {
@@ -18,8 +21,19 @@ namespace ncw::files {
 std::string make_dirs(const std::string& path, unsigned mode);
 
 // Creates (0750) and opens PARENT/NAME as a folder without following a symlink there; NAME is one component.
-// Returns the descriptor (O_CLOEXEC), or -1 with *why set (errno kept).
-int open_job_dir(const std::string& parent, const std::string& name, std::string* why);
+// Returns the descriptor (O_CLOEXEC), or -1 with *why set (errno kept). With `risks`, what folder_risk finds in
+// PARENT and in PARENT/NAME, joined by "; " ("" when both are the caller's alone).
+int open_job_dir(const std::string& parent, const std::string& name, std::string* why, std::string* risks = nullptr);
+
+// What makes the folder open at `dir_fd` (named `path` in the words) unsafe for the files we keep there, with what to
+// do about it: others (group or world) may write there and the sticky bit is not set, so anyone of them can rename,
+// replace or remove our files; or a user other than this one and root owns it, and can do the same. "" when neither.
+// errno is kept.
+std::string folder_risk(int dir_fd, const std::string& path);
+
+// 64 bits no one can guess ahead (the kernel's random source, else the clock, the pid and a counter mixed): for names
+// someone may try to plant before we create them.
+uint64_t unguessable_bits();
 
 // Writes `text` to NAME in the folder `dir_fd` through a fresh temporary file (see above) and a rename; with
 // `durable` the data is fsync'ed before the rename. true on success, else false with *why (the temporary removed).

@@ -92,7 +92,8 @@ double Backoff::next_delay_s() {
 }
 
 #ifdef NCW_HAVE_LIVE_SERVER
-live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& ep) {
+live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& ep, const std::string& job_id,
+                                            int world_size) {
     live::ServerOptions opt;
     // With a token, bound to MASTER_ADDR, the address the job already uses to reach rank 0's host: every rank can
     // reach it, and nothing is exposed on interfaces the job does not use.
@@ -119,6 +120,19 @@ live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& e
     opt.hello_timeout_s = 5;
     opt.frame_timeout_s = 5;
     opt.scrape_timeout_s = 5;
+    // Issue 28, point 4: inside the training process, what the launching job is and nothing more: its job id, its
+    // WORLD_SIZE ranks, within 64 MB of rank state; connections without a Hello few.
+    opt.only_job = job_id;
+    if (world_size > 0) opt.max_job_ranks = size_t(world_size);
+    opt.max_ranks = std::min(opt.max_ranks, opt.max_job_ranks);
+    opt.memory_budget = 64u << 20;
+    opt.max_unproven = 256;
+    opt.max_unproven_per_ip = 64;
+    // Point 5: without a token, a rank proves its pid, runs as this process's user and has its rank file in the job
+    // folder (its NCCLWATCH_DIR, ours).
+    opt.prove_peers = cfg.token.empty();
+    opt.own_uid_only = cfg.token.empty();
+    if (cfg.token.empty()) opt.ranks_dir = cfg.dir;
     return opt;
 }
 #endif

@@ -45,12 +45,15 @@ bool apply_loopback_rule(const Config& cfg, bool runs_server, Endpoint& ep, std:
 // auto port; 127.0.0.1 and the port without a token: auto_loopback_only), /metrics on the same address and the
 // next port (none past 65535; the collector runs without them when that port is taken), with the server's bounds
 // far tighter than `serve`'s (one job's ranks, a scrape now and then). The caller sets the log sink.
-live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& ep);
+// With the launching job's id and WORLD_SIZE (0: unknown), it takes that job's ranks only.
+live::ServerOptions embedded_server_options(const Config& cfg, const Endpoint& ep, const std::string& job_id = "",
+                                            int world_size = 0);
 #endif
 
 // NCCLWATCH_COLLECTOR=auto on global rank 0: starts that collector on `ep`, running until the process exits (other
 // ranks may still report after we exit). false, logged, when it cannot (no live server in this build, address taken).
-bool start_embedded_collector(const Config& cfg, const Endpoint& ep);
+bool start_embedded_collector(const Config& cfg, const Endpoint& ep, const std::string& job_id = "",
+                              int world_size = 0);
 
 // Exponential reconnect delays with "equal jitter": attempt n waits in [d/2, d] with d = min(max, initial * 2^n), so
 // ranks that lost the collector together do not all return in the same instant.

@@ -11,16 +11,18 @@
 
 namespace ncw::live_client {
 
-bool start_embedded_collector(const Config& cfg, const Endpoint& ep) {
+bool start_embedded_collector(const Config& cfg, const Endpoint& ep, const std::string& job_id, int world_size) {
 #ifndef NCW_HAVE_LIVE_SERVER
     (void)cfg;
     (void)ep;
+    (void)job_id;
+    (void)world_size;
     log().error(
         "NCCLWATCH_COLLECTOR=auto: this build of ncclwatch has no live collector; run "
         "`ncclwatch-collector serve` and set NCCLWATCH_COLLECTOR=HOST:PORT instead");
     return false;
 #else
-    live::ServerOptions opt = embedded_server_options(cfg, ep);
+    live::ServerOptions opt = embedded_server_options(cfg, ep, job_id, world_size);
     opt.log = [](const std::string& line) { log().warn("live collector: {}", line); };
     opt.log_news = [](const std::string& line) { log().debug("live collector: {}", line); };
     auto server = std::make_unique<live::LiveServer>(opt);

@@ -76,17 +76,52 @@ RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdenti
     w.size = l.file_size;
     w.job_dir = root_dir + "/" + id.job_id;
     std::string rank = id.global_rank >= 0 ? std::to_string(id.global_rank) : "x";
-    w.base_path = w.job_dir + "/rank" + rank + "-" + sanitize_component(id.host) + "-" + std::to_string(id.pid);
+    const std::string stem = "rank" + rank + "-" + sanitize_component(id.host) + "-" + std::to_string(id.pid);
+    w.base_path = w.job_dir + "/" + stem;
     w.path = w.base_path + ".ncw";
 
     // The job folder is made 0750 and never followed if a symlink is there (read/safe_write.h); nor is the file.
     std::string why;
-    const int dir = files::open_job_dir(root_dir, id.job_id, &why);
+    std::string risks;
+    const int dir = files::open_job_dir(root_dir, id.job_id, &why, &risks);
+    // Said once, at the start, and the shim runs on: the folder is the operator's choice, and a warning is all the
+    // help we can give (refusing would cost the job its evidence, not the attacker their access).
+    if (!risks.empty())
+        log().warn(
+            "the dump folder is not yours alone: {}. Whoever can write there can plant, replace or remove the "
+            "rank, report and dump files",
+            risks);
     if (dir >= 0) {
-        const std::string name = w.path.substr(w.job_dir.size() + 1);
-        int fd = openat(dir, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+        // The name holds the pid, so anyone who can write to the folder can take it first (a symlink, a file): then
+        // another name, the same with ".N" before ".ncw" (readers take any *.ncw and read the rank from the header),
+        // then names no one can guess, rather than no file at all.
+        int fd = -1;
+        std::string name;
+        for (int n = 0; n < kRankFileNameTries && fd < 0; ++n) {
+            std::string alt;
+            if (n > 0 && n <= 3) {
+                alt = "." + std::to_string(n);
+            } else if (n > 3) {
+                char hex[24];
+                snprintf(hex, sizeof hex, ".%08x", unsigned(files::unguessable_bits()));
+                alt = hex;
+            }
+            name = stem + alt + ".ncw";
+            fd = openat(dir, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+            if (fd < 0 && errno != EEXIST) break;  // not a name taken: another name would fail the same way
+            if (fd >= 0 && n > 0) {
+                log().warn(
+                    "the rank file name {} is taken (by a file of an earlier run with the same job id and pid, or a "
+                    "file or symlink put there by someone who can write to {}); recording to {} instead",
+                    w.path, w.job_dir, w.job_dir + "/" + name);
+                w.base_path = w.job_dir + "/" + stem + alt;
+                w.path = w.base_path + ".ncw";
+            }
+        }
         if (fd < 0) {
-            why = w.path + ": " + strerror(errno);
+            why = errno == EEXIST ? w.path + " and " + std::to_string(kRankFileNameTries - 1) +
+                                        " other names: all taken (files or symlinks put there first)"
+                                  : w.job_dir + "/" + name + ": " + strerror(errno);
         } else {
             w.base = map_file(fd, w.size, why);
             close(fd);  // the mapping keeps the file

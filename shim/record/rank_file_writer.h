@@ -14,7 +14,7 @@ namespace ncw {
 
 struct RankFileWriter {
     std::string job_dir;    // <root>/<job_id>
-    std::string base_path;  // <job_dir>/rank<R>-<host>-<pid>; files are base_path + ".ncw", ".report.json", ...
+    std::string base_path;  // <job_dir>/rank<R>-<host>-<pid>[.ALT]; files are base_path + ".ncw", ".report.json"...
     std::string path;       // base_path + ".ncw"
     bool file_backed = false;
     uint8_t* base = nullptr;
@@ -29,7 +29,13 @@ struct RankFileWriter {
     uint32_t env_capacity = 0;
 };
 
-// Never fails: on any error it logs once (naming the folder and the reason) and returns anonymous memory.
+// How many names create_rank_file tries when one is taken: rank<R>-<host>-<pid>.ncw, then .1, .2, .3 before ".ncw",
+// then unguessable ones (".<8 hex digits>.ncw").
+constexpr int kRankFileNameTries = 8;
+
+// Never fails: on any error it logs once (naming the folder and the reason) and returns anonymous memory. A name
+// already taken in the folder (planted) is not an error: another is taken, said once, and base_path and path follow
+// it. A root or job folder that others can write to, or another user owns, is warned about once (files::folder_risk).
 RankFileWriter create_rank_file(const std::string& root_dir, const ProcessIdentity& id, uint32_t ring_capacity,
                                 uint32_t bt_depth);
 

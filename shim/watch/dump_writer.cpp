@@ -60,8 +60,8 @@ void DumpWriter::append_event(json event) {
              {"events", events_}};
     std::string err;
     if (!write_file_atomic(rt_.file.base_path + ".report.json", report::dump_json(doc), &err) &&
-        !write_failed_logged_) {
-        write_failed_logged_ = true;
+        !report_write_failed_logged_) {
+        report_write_failed_logged_ = true;
         log().error("cannot write the report file ({}); the report is on stderr only", err);
     }
     rt_.file.hdr->reports_written.fetch_add(1);
@@ -310,8 +310,8 @@ bool DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, 
     }
     std::string err;
     if (!write_file_atomic(rt_.file.base_path + ".dump.json", report::dump_json(doc), &err)) {
-        if (!write_failed_logged_) {
-            write_failed_logged_ = true;
+        if (!dump_write_failed_logged_) {
+            dump_write_failed_logged_ = true;
             log().error("cannot write the dump ({})", err);
         }
         return false;

@@ -1,7 +1,8 @@
 // What the watchdog writes: the report (human text on stderr and <rank file>.report.json beside the rank file) and
 // the dump (<rank file>.dump.json: environment, versions, comm table, decoded records with symbolised stacks). Every
 // word of a report comes from lib/report (report/watch_events.h); this unit prints and writes them.
-// Files are written atomically (temporary file and rename), mode 0640; a full disk is logged once and skipped.
+// Files are written atomically (temporary file and rename), mode 0640; a failed write (a full disk) is logged once per
+// file, the report's and the dump's, and skipped.
 // Quiet by default: an event's stderr form is its answer and what evidence fits (the rest at debug level); a stall
 // is printed in full by one rank per node and event, and the others say one line that points to it, or nothing where
 // their stderr is the reporter's (a log the ranks share); a dump is said by the watchdog once per node, not here.
@@ -85,7 +86,10 @@ private:
     std::vector<std::string> printed_answers_;                  // their first lines (the lead's words)
     std::map<uint64_t, int64_t> reporter_of_;  // per communicator, who said its latest stall or suspicion (0: here)
     nlohmann::json events_ = nlohmann::json::array();
-    bool write_failed_logged_ = false;
+    // Each file's first failed write is logged (path and reason), each once: a full disk that failed the dump must
+    // not leave the report's failure unsaid, nor fill the log at every event.
+    bool report_write_failed_logged_ = false;
+    bool dump_write_failed_logged_ = false;
 };
 
 }  // namespace ncw

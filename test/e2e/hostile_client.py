@@ -2,7 +2,8 @@
 """Hostile clients for the live collector (`ncclwatch-collector serve`), for the test/e2e/hostile_*.sh,
 metrics_*.sh and report_symlink.sh attack tests. Standard library only.
 
-Every subcommand talks to 127.0.0.1 only, is bounded in connections and in time (each has its own --wait/--hold/
+Every Hello says this process's own pid unless told otherwise: a collector without a token proves the pid a loopback
+Hello claims (issue 28, point 5). Every subcommand talks to 127.0.0.1 only, is bounded in connections and in time (each has its own --wait/--hold/
 --duration, and --max-seconds is a hard alarm over the whole run), and prints ONE JSON line of what it measured.
 
 Frames follow include/ncclwatch/wire.h (16-byte header: magic "NCWL", major, minor, type, flags, length) and the
@@ -21,9 +22,13 @@ payload codec of lib/read/wire.cpp (u32-length strings, u32-length blocks for th
   slowloris    --port P --count N --announce BYTES [--after-hello] [--fill BYTES] [--wait S]
       N connections that send a frame header announcing BYTES (a Digest), optionally after a Hello, then --fill
       bytes of that payload (default 0), then nothing. Reports how many the server closed within --wait seconds.
-  fake-ranks   --port P --count N [--job J | --job-hex HEX] [--host-bytes HEX] [--comms K] [--hold S]
-      N ranks of one job, each a Hello and one Digest (K communicators), held open --hold seconds. The job id and
-      host may be raw bytes (hex), e.g. invalid UTF-8.
+  fake-ranks   --port P --count N [--job J | --job-hex HEX] [--jobs J] [--host-bytes HEX] [--comms K] [--nranks R]
+               [--world W] [--rank0 R0] [--stalled] [--hold S]
+      N ranks of one job (or spread over J jobs), each a Hello and one Digest (K communicators of R ranks claimed,
+      stuck for two minutes with --stalled), held open --hold seconds. The job id and host may be raw bytes (hex).
+  claim        --port P --job J --rank R [--world W] [--pid P|0] [--token T] [--duration S]
+      One Hello as rank R of job J (a made-up pid, or with 0 this process's own), before or while the job runs; if
+      taken, Digests claiming a collective stuck for two minutes. Reports HelloAck, Rejects, DumpRequests.
   scrape       --metrics-port M [--save FILE]  |  --no-read --count N [--hold S]
       One GET /metrics: bytes, status, whether the body is UTF-8. Or N connections that send the request and never
       read, held --hold seconds.
@@ -71,7 +76,7 @@ def cmd_hello_flood(a):
             job, rank = "flood-%d" % i, 0
         try:
             c = connect(a.port)
-            hellos[i] = hello(job, rank, 100000 + i, "flood-host", a.count if a.job else 1)
+            hellos[i] = hello(job, rank, a.pid or os.getpid(), "flood-host", a.count if a.job else 1)
             c.sendall(hellos[i])
             socks.append(c)
         except OSError:
@@ -259,7 +264,7 @@ def cmd_slowloris(a):
         try:
             c = connect(a.port)
             if a.after_hello:
-                c.sendall(hello(a.job, i, 200000 + i, "slow-host", a.count, token))
+                c.sendall(hello(a.job, i, os.getpid(), "slow-host", a.count, token))
             c.sendall(HEADER.pack(MAGIC, 1, 0, T_DIGEST, 0, a.announce))
             left = fill
             while left > 0:
@@ -291,15 +296,22 @@ def cmd_fake_ranks(a):
     raise_nofile()
     token = a.token.encode() if a.token else b""
     job = unhex(a.job_hex, a.job.encode())
+    if a.jobs > 1:  # --jobs J: the ranks spread over J jobs, "<job>-<j>"
+        base = job
+        job = lambda i: base + b"-%d" % (i % a.jobs)  # noqa: E731
     host = unhex(a.host_bytes, b"fake-host")
     socks, errs, acks, rejects = [], 0, set(), {}
     now = time.monotonic_ns()
     for i in range(a.count):
         try:
             c = connect(a.port)
-            comms = [comm(0x1000 + k, i, a.count, issued=100 + k, completed=100 + k, t_last_issue=now,
-                          t_last_progress=now) for k in range(a.comms)]
-            c.sendall(hello(job, i, 300000 + i, host, a.count, token) + digest(comms))
+            nranks = a.nranks or a.count
+            old = now - 120 * 10 ** 9  # --stalled: one collective outstanding for two minutes
+            comms = [comm(0x1000 + k, i % nranks, nranks, issued=101 + k if a.stalled else 100 + k,
+                          completed=100 + k, t_last_issue=old if a.stalled else now,
+                          t_last_progress=old if a.stalled else now) for k in range(a.comms)]
+            c.sendall(hello(job(i) if callable(job) else job, a.rank0 + i, os.getpid(), host,
+                            a.world or a.count, token) + digest(comms))
             socks.append(c)
         except OSError:
             errs += 1
@@ -315,8 +327,63 @@ def cmd_fake_ranks(a):
 
     closed = collect_replies(socks, a.hold, on)
     close_all(socks)
-    emit({"cmd": "fake-ranks", "count": a.count, "comms": a.comms, "job_hex": job.hex(), "host_hex": host.hex(),
+    emit({"cmd": "fake-ranks", "count": a.count, "comms": a.comms, "job_hex": (job(0) if callable(job) else job).hex(),
+          "host_hex": host.hex(),
           "connect_errors": errs, "acked": len(acks), "rejected": rejects, "closed_by_server": len(closed)})
+
+
+def cmd_claim(a):
+    """One Hello as rank R of job J (pid --pid, or ours with --pid 0), before or while the job runs; once taken,
+    Digests claiming a collective stuck for two minutes, every 0.3 s for --duration."""
+    token = a.token.encode() if a.token else b""
+    pid = a.pid or os.getpid()
+    res = {"cmd": "claim", "job": a.job, "rank": a.rank, "pid": pid, "acked": False, "rejects": {},
+           "dump_requests_received": 0, "closed_by_server": False}
+    now = time.monotonic_ns()
+    old = now - 120 * 10 ** 9
+    stuck = digest([comm(0x5151, a.rank, a.world, issued=6, completed=5, t_last_issue=old, t_last_progress=old,
+                         stall_since=old, stall_flags=1, recent=[sig(6, t_issue=old)])])
+    c = connect(a.port)
+    h = hello(a.job, a.rank, pid, a.host, a.world)
+    c.sendall(h)
+    c.settimeout(0.1)
+    fr, deadline, next_digest = Frames(), time.monotonic() + a.duration, 0.0
+    answered_by = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        t = time.monotonic()
+        if res["acked"] and t >= next_digest:
+            try:
+                c.sendall(stuck)
+            except OSError:
+                res["closed_by_server"] = True
+                break
+            next_digest = t + 0.3
+        try:
+            data = c.recv(65536)
+            if not data:
+                res["closed_by_server"] = True
+                break
+            for ft, p in fr.feed(data):
+                if ft == T_CHALLENGE:
+                    c.sendall(proof(token, p, h))
+                elif ft == T_ACK:
+                    res["acked"] = True
+                elif ft == T_DUMP:
+                    res["dump_requests_received"] += 1
+                elif ft == T_REJECT:
+                    r = reject_reason(p)
+                    res["rejects"][r] = res["rejects"].get(r, 0) + 1
+        except socket.timeout:
+            if not res["acked"] and not res["rejects"] and t > answered_by:
+                break
+        except OSError:
+            res["closed_by_server"] = True
+            break
+        if res["rejects"] and not res["acked"]:
+            break
+    c.close()
+    emit(res)
+    return 0
 
 
 def cmd_scrape(a):
@@ -407,6 +474,7 @@ def main():
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--token")
     p.add_argument("--job")
+    p.add_argument("--pid", type=int, default=0, help="the pid each Hello claims (default: this process's own)")
     p.add_argument("--hold", type=float, default=0)
     p.add_argument("--wait", type=float, default=3, help="seconds to collect replies")
 
@@ -421,6 +489,16 @@ def main():
     p.add_argument("--max-connects", type=int, default=50)
     p.add_argument("--report-dir")
     p.add_argument("--log", action="append")
+
+    p = sub.add_parser("claim")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--world", type=int, default=4)
+    p.add_argument("--host", default="claim-host")
+    p.add_argument("--pid", type=int, default=31337, help="0: this process's own")
+    p.add_argument("--token")
+    p.add_argument("--duration", type=float, default=8)
 
     p = sub.add_parser("slowloris")
     p.add_argument("--port", type=int, required=True)
@@ -439,6 +517,11 @@ def main():
     p.add_argument("--job-hex")
     p.add_argument("--host-bytes")
     p.add_argument("--comms", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=1, help="spread the ranks over this many jobs")
+    p.add_argument("--nranks", type=int, default=0, help="the size each communicator claims (default --count)")
+    p.add_argument("--world", type=int, default=0, help="the world size each Hello claims (default --count)")
+    p.add_argument("--rank0", type=int, default=0, help="the first rank's global rank")
+    p.add_argument("--stalled", action="store_true", help="each communicator stuck for two minutes")
     p.add_argument("--token")
     p.add_argument("--hold", type=float, default=10)
 
@@ -464,7 +547,8 @@ def main():
             ap.error("--count is capped at 20000")
     signal.signal(signal.SIGALRM, lambda *_: (emit({"cmd": a.cmd, "error": "max-seconds reached"}), os._exit(3)))
     signal.alarm(max(1, int(a.max_seconds)))
-    fn = {"hello-flood": cmd_hello_flood, "impersonate": cmd_impersonate, "slowloris": cmd_slowloris,
+    fn = {"hello-flood": cmd_hello_flood, "impersonate": cmd_impersonate, "claim": cmd_claim,
+          "slowloris": cmd_slowloris,
           "fake-ranks": cmd_fake_ranks, "scrape": cmd_scrape, "junk": cmd_junk, "rss": cmd_rss}[a.cmd]
     return fn(a) or 0
 

@@ -136,7 +136,7 @@ has_files() { [ "$(count_files "$1")" -ge "$2" ]; }
 ranks_gone() {
     local f
     for f in "$(job_dir)"/*.ncw; do
-        kill -0 "$(echo "$f" | sed -n 's/.*-\([0-9]*\)\.ncw$/\1/p')" 2>/dev/null && return 1
+        kill -0 "$(echo "$f" | sed -n 's/.*-\([0-9]*\)\(\.[0-9a-f]*\)\{0,1\}\.ncw$/\1/p')" 2>/dev/null && return 1
     done
     return 0
 }

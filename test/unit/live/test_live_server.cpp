@@ -412,7 +412,8 @@ TEST_CASE("live server forgets a job whose ranks all said Bye, and a silent one 
     CHECK(srv.stats().ranks_known == 0);
     CHECK(http_get(st.metrics_port, "GET /metrics\r\n\r\n").find("job-live") == std::string::npos);
 
-    // A table full of jobs whose ranks went away does not lock a new job out; one with ranks connected does.
+    // A table full of jobs whose ranks went away does not lock a new job out; nor do connected jobs that show no
+    // progress (issue 28, point 4: the oldest goes); jobs whose counts grow do.
     auto job_hello = [](const std::string& job) {
         auto m = hello(0, 1);
         m.header.job_id = job;
@@ -424,6 +425,26 @@ TEST_CASE("live server forgets a job whose ranks all said Bye, and a silent one 
         b.send_msg(job_hello("b"));
         REQUIRE(expect_ack(a));
         REQUIRE(expect_ack(b));
+        Client n(st.port);
+        n.send_msg(job_hello("n"));
+        CHECK(expect_ack(n));  // "a", held open without progress, made room
+        CHECK(a.closed_by_peer(2));
+        CHECK(log.has("job a: forgotten"));
+    }
+    REQUIRE(wait_until([&] { return srv.stats().connections == 0; }));
+    REQUIRE(wait_until([&] { return srv.stats().ranks_known == 0; }, 5));
+    {
+        Client a(st.port), b(st.port);
+        a.send_msg(job_hello("a"));
+        b.send_msg(job_hello("b"));
+        REQUIRE(expect_ack(a));
+        REQUIRE(expect_ack(b));
+        const uint64_t f0 = srv.stats().frames;
+        for (uint64_t done : {1, 2}) {
+            a.send_msg(digest(0, 1, done, done, mono()));
+            b.send_msg(digest(0, 1, done, done, mono()));
+        }
+        REQUIRE(wait_until([&] { return srv.stats().frames >= f0 + 4; }));  // both training
         Client c(st.port);
         c.send_msg(job_hello("c"));
         wire::FrameHeader h;
