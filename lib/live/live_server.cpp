@@ -128,7 +128,8 @@ struct Job {
     uint64_t dump_requests = 0;
     double last_analysis_cost_s = 0;
     bool write_failure_logged = false;
-    bool py_stacks_news = false;  // a rank's Python stacks arrived since the last report (protocol 1.4)
+    bool folder_risk_said = false;  // its report folder others can write to (files::folder_risk), said once
+    bool py_stacks_news = false;    // a rank's Python stacks arrived since the last report (protocol 1.4)
     // Protocol 1.6: a rank's process ended by an exit or a crash since the last analysis: judged at once, at timeout
     // 0, so that a death is reported before the launcher's teardown ends the others.
     bool end_news = false;
@@ -1489,8 +1490,16 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
     const std::string comp = safe_component(job.id);
     const std::string dir = opt.out_dir.empty() ? "" : opt.out_dir + "/" + comp;
     // Nothing planted in the job folder (its name is the client's) is followed: read/safe_write.h.
-    std::string why;
-    const bool wrote = !dir.empty() && files::write_job_file(opt.out_dir, comp, "live-report.txt", text, false, &why);
+    std::string why, risk;
+    const bool wrote = !dir.empty() && files::write_job_file(opt.out_dir, comp, "live-report.txt", text, false, &why,
+                                                             job.folder_risk_said ? nullptr : &risk);
+    // A job folder someone else made first (its name is the job's, known ahead) can have its reports replaced.
+    if (!risk.empty()) {
+        job.folder_risk_said = true;
+        log_limited("report folder", fmt::format("job {}: the report folder is not the collector's alone: {}. Whoever "
+                                                 "can write there can replace or remove the live reports",
+                                                 job_name, risk));
+    }
     // Once per job (and rate-limited): a folder someone made unwritable must not fill the log.
     auto write_failed = [&](const std::string& what) {
         if (job.write_failure_logged) return;

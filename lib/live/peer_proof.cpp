@@ -389,12 +389,17 @@ std::string check_rank_file(const std::string& job_dir, int64_t pid, int rank, c
     const std::string mark = fmt::format("-{}.", pid);
     int seen = 0;
     std::string found_why = fmt::format("no rank file of pid {} as rank {} in {}", pid, rank, job_dir);
+    // Only a folder that holds this rank's file can refute a claim: the ranks of another node (an agent of the same
+    // host with a folder of its own) keep theirs elsewhere, and the first Hello may come before the file is made.
+    bool rank_has_file = false;
     while (dirent* e = readdir(d.d)) {
         if (++seen > 1 << 16) break;
         const std::string name = e->d_name;
-        if (name.size() < prefix.size() + mark.size() + 3 || name.compare(0, prefix.size(), prefix) != 0 ||
-            name.compare(name.size() - 4, 4, ".ncw") != 0 || name.find(mark, prefix.size()) == std::string::npos)
+        if (name.size() < prefix.size() + 4 || name.compare(0, prefix.size(), prefix) != 0 ||
+            name.compare(name.size() - 4, 4, ".ncw") != 0)
             continue;
+        rank_has_file = true;
+        if (name.find(mark, prefix.size()) == std::string::npos) continue;
         Fd f(openat(dirfd(d.d), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
         struct stat st {};
         if (f.fd < 0 || fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode)) continue;
@@ -418,7 +423,7 @@ std::string check_rank_file(const std::string& job_dir, int64_t pid, int rank, c
         }
         return "";
     }
-    return found_why;
+    return rank_has_file ? found_why : "";
 }
 
 }  // namespace ncw::live

@@ -71,9 +71,9 @@ PidProof prove_peer_pid(int fd, int64_t claimed_pid, PidScanBudget& budget, uint
 PidProof prove_pid_of_socket(const PeerSocket& peer, int64_t claimed_pid, PidScanBudget& budget, uint64_t now_ns,
                              const std::string& proc_root, uint64_t accepted_ns = 0);
 
-// A rank file of `pid` in `job_dir` ("rank<R>-<host>-<pid>.ncw", the shim's naming) whose header says that pid,
-// global rank and job: the rank is one that job's shim made. Returns "" when it holds, else why not. A job folder
-// that does not exist holds nothing to check: "" (the caller decides whether it must exist).
+// A rank file of `pid` in `job_dir` ("rank<R>-<host>-<pid>[.ALT].ncw", the shim's naming) whose header says that pid,
+// global rank and job: the rank is one that job's shim made. Returns "" when it holds, else why not. A folder that
+// holds no file of that rank (or does not exist) has nothing to refute the claim with: "".
 std::string check_rank_file(const std::string& job_dir, int64_t pid, int rank, const std::string& job_id, uint32_t uid,
                             bool check_uid);
 

@@ -167,9 +167,10 @@ bool write_file_at(int dir_fd, const std::string& name, const std::string& text,
 }
 
 bool write_job_file(const std::string& parent, const std::string& job, const std::string& name, const std::string& text,
-                    bool durable, std::string* why) {
+                    bool durable, std::string* why, std::string* job_risk) {
     const int dir = open_job_dir(parent, job, why);
     if (dir < 0) return false;
+    if (job_risk) *job_risk = folder_risk(dir, parent + "/" + job);
     std::string err;
     const bool ok = write_file_at(dir, name, text, durable, &err);
     if (!ok && why) *why = parent + "/" + job + "/" + err;

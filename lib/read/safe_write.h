@@ -39,8 +39,8 @@ uint64_t unguessable_bits();
 // `durable` the data is fsync'ed before the rename. true on success, else false with *why (the temporary removed).
 bool write_file_at(int dir_fd, const std::string& name, const std::string& text, bool durable, std::string* why);
 
-// Both: PARENT/JOB/NAME. *why names the path and the reason.
+// Both: PARENT/JOB/NAME. *why names the path and the reason. With `job_risk`, what folder_risk finds in PARENT/JOB.
 bool write_job_file(const std::string& parent, const std::string& job, const std::string& name, const std::string& text,
-                    bool durable, std::string* why);
+                    bool durable, std::string* why, std::string* job_risk = nullptr);
 
 }  // namespace ncw::files

@@ -15,8 +15,6 @@
 . "$(dirname "$0")/lib.sh"
 HC="$(cd "$(dirname "$0")" && pwd)/hostile_client.py"
 SERVE_PID=""
-FAILS=()
-check_fail() { FAILS+=("$*"); echo "FAIL: $*" >&2; }
 trap 'stop_job; stop_serve; cleanup' EXIT
 
 start_serve() {
@@ -80,9 +78,4 @@ stop_job
 stop_serve
 unset NCCLWATCH_TOKEN
 
-if [ ${#FAILS[@]} -gt 0 ]; then
-    echo "FAILED ${#FAILS[@]} check(s):" >&2
-    printf '  - %s\n' "${FAILS[@]}" >&2
-    exit 1
-fi
-echo "ok: a false pid is refused before the job starts and the real rank gets in; a wrong token for a known job is named"
+checks_done "ok: a false pid is refused before the job starts and the real rank gets in; a wrong token for a known job is named"

@@ -16,8 +16,6 @@
 HC="$(cd "$(dirname "$0")" && pwd)/hostile_client.py"
 SERVE_PID=""
 BG_PIDS=""
-FAILS=()
-check_fail() { FAILS+=("$*"); echo "FAIL: $*" >&2; }
 stop_bg() {
     local p
     for p in $BG_PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
@@ -106,9 +104,4 @@ echo "auto fake jobs: $(cat "$WORK/auto_jobs.txt")"
 [ $((h1 - h0)) -lt 32768 ] || check_fail "auto: rank 0's peak RSS grew by $((h1 - h0)) kB (>= 32 MB) under fake ranks"
 stop_job
 
-if [ ${#FAILS[@]} -gt 0 ]; then
-    echo "FAILED ${#FAILS[@]} check(s):" >&2
-    printf '  - %s\n' "${FAILS[@]}" >&2
-    exit 1
-fi
-echo "ok: claimed sizes, held connections and fake jobs neither starve serve nor rank 0; the real hang is reported"
+checks_done "ok: claimed sizes, held connections and fake jobs neither starve serve nor rank 0; the real hang is reported"

@@ -42,6 +42,22 @@ every_stall_led_by() {
     done
 }
 
+# Checks that go on past a failure and are summed up at the end: check_fail WHY... for each, then
+# checks_done "ok: ..." (prints it, or lists the failures and exits 1).
+FAILS=()
+check_fail() {
+    FAILS+=("$*")
+    echo "FAIL: $*" >&2
+}
+checks_done() {
+    if [ ${#FAILS[@]} -gt 0 ]; then
+        echo "FAILED ${#FAILS[@]} check(s):" >&2
+        printf '  - %s\n' "${FAILS[@]}" >&2
+        exit 1
+    fi
+    echo "$1"
+}
+
 # A live collector on loopback (serve --timeout 2 --dead-after 5, reports under $WORK/live) for the job's ranks to
 # stream to: NCCLWATCH_COLLECTOR and a 50 ms digest period exported, killed at the test's end. live_txt: its report.
 start_live_serve() {

@@ -26,8 +26,6 @@ COMMS=64
 SCRAPERS=30
 SERVE_PID=""
 BG_PIDS=""
-FAILS=()
-check_fail() { FAILS+=("$*"); echo "FAIL: $*" >&2; }
 stop_serve() {
     [ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
     SERVE_PID=""
@@ -77,9 +75,4 @@ timeout 15 "$PY" "$HC" --max-seconds 12 scrape --metrics-port "$MPORT" --timeout
 echo "scrape after: $(cat "$WORK/after.json") ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
 stop_bg
 
-if [ ${#FAILS[@]} -gt 0 ]; then
-    echo "FAILED ${#FAILS[@]} check(s):" >&2
-    printf '  - %s\n' "${FAILS[@]}" >&2
-    exit 1
-fi
-echo "ok: /metrics bounded in size and in memory under non-reading scrapers"
+checks_done "ok: /metrics bounded in size and in memory under non-reading scrapers"

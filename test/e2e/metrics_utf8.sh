@@ -17,8 +17,6 @@ PROMTOOL=${PROMTOOL:-$(command -v promtool)}
 [ -n "$PROMTOOL" ] && [ -x "$PROMTOOL" ] || { echo "SKIP: promtool not installed (set PROMTOOL or install prometheus' promtool)"; exit 77; }
 SERVE_PID=""
 BG_PIDS=""
-FAILS=()
-check_fail() { FAILS+=("$*"); echo "FAIL: $*" >&2; }
 stop_serve() {
     [ -n "$SERVE_PID" ] && kill -KILL "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
     SERVE_PID=""
@@ -68,9 +66,4 @@ for p in $BG_PIDS; do wait "$p"; done
 BG_PIDS=""
 for i in 0 1 2; do echo "fake-ranks $i: $(cat "$WORK/fake$i.json")"; done
 
-if [ ${#FAILS[@]} -gt 0 ]; then
-    echo "FAILED ${#FAILS[@]} check(s):" >&2
-    printf '  - %s\n' "${FAILS[@]}" >&2
-    exit 1
-fi
-echo "ok: /metrics stays valid (promtool) with non-UTF-8 job ids and hosts"
+checks_done "ok: /metrics stays valid (promtool) with non-UTF-8 job ids and hosts"

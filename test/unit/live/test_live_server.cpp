@@ -549,6 +549,39 @@ TEST_CASE("live server writes its report through a fresh temporary file, never t
     const mode_t mask = umask(0);
     umask(mask);
     CHECK((sb.st_mode & 0777) == (0640 & ~mask));
+    // The job folder was made by someone else first (its name is the job's, known ahead): not said, as it is ours.
+    CHECK_FALSE(log.has("not the collector's alone"));
+}
+
+// Issue 28, point 7: a job folder made first by someone else, writable by all without the sticky bit, can have its
+// reports replaced: the collector says so once for the job, and writes the reports.
+TEST_CASE("live server says once that a job's report folder others can write to is not its alone") {
+    TempDir dir("ncw_live");
+    const fs::path job = dir.path / "job-live";
+    fs::create_directories(job);
+    REQUIRE(chmod(job.c_str(), 0777) == 0);
+    Log log;
+    live::LiveServer srv(options(log, dir.path.string()));
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    std::vector<std::unique_ptr<Client>> ranks;
+    const uint64_t t = mono();
+    for (int r = 0; r < 2; ++r) {
+        ranks.push_back(std::make_unique<Client>(port));
+        ranks.back()->send_msg(hello(r, 2));
+        REQUIRE(expect_ack(*ranks.back()));
+        ranks.back()->send_msg(r == 1 ? digest(r, 2, 4, 4, t) : digest(r, 2, 5, 4, t));
+    }
+    REQUIRE(wait_until([&] { return fs::exists(job / "live-report.json"); }));
+    CHECK(log.has("job job-live: the report folder is not the collector's alone: " + job.string() +
+                  " is writable by everyone (mode 0777) without the sticky bit"));
+    size_t said = 0;
+    {
+        std::lock_guard<std::mutex> g(log.mu);
+        for (const auto& l : log.lines) said += l.find("not the collector's alone") != std::string::npos;
+    }
+    CHECK(said == 1);
 }
 
 TEST_CASE("live server withholds its verdicts while it reads the ranks' frames late, and gives them once caught up") {

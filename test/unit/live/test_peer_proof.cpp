@@ -132,6 +132,8 @@ TEST_CASE("peer_proof: a rank file of the claimed pid in the job folder, saying 
     make("rank3-node-779.ncw", 1, 1, "planted");
     make("rank3-node-779.2.ncw", 779, 3, "J");
     CHECK(live::check_rank_file(job_dir, 779, 3, "J", geteuid(), true).empty());
+    // No file of that rank here (another node's folder, or before the rank made it): nothing to refute the claim.
+    CHECK(live::check_rank_file(job_dir, 31337, 5, "J", geteuid(), true).empty());
     // No job folder here: nothing to check against.
     CHECK(live::check_rank_file(job_dir + "/none", 31337, 1, "J", geteuid(), true).empty());
 }
