@@ -6,6 +6,23 @@
 
 #include "live_test_client.h"
 
+namespace {
+
+// Two ranks of a job where rank 1 never issued #5: a verdict, and so a report, once the timeout has passed.
+std::vector<std::unique_ptr<Client>> two_ranks_one_behind(uint16_t port) {
+    std::vector<std::unique_ptr<Client>> ranks;
+    const uint64_t t = mono();
+    for (int r = 0; r < 2; ++r) {
+        ranks.push_back(std::make_unique<Client>(port));
+        ranks.back()->send_msg(hello(r, 2));
+        REQUIRE(expect_ack(*ranks.back()));
+        ranks.back()->send_msg(r == 1 ? digest(r, 2, 4, 4, t) : digest(r, 2, 5, 4, t));
+    }
+    return ranks;
+}
+
+}  // namespace
+
 TEST_CASE("live server names the rank that never issued, writes the report once and asks every rank for a dump") {
     // Judged on the loop's thread (a small job), and on the analysis thread (a large one's way).
     const double offload_s = GENERATE(0.05, 0.0);
@@ -530,14 +547,7 @@ TEST_CASE("live server writes its report through a fresh temporary file, never t
     std::string err;
     REQUIRE(srv.start(&err));
     const uint16_t port = srv.stats().port;
-    std::vector<std::unique_ptr<Client>> ranks;
-    const uint64_t t = mono();
-    for (int r = 0; r < 2; ++r) {
-        ranks.push_back(std::make_unique<Client>(port));
-        ranks.back()->send_msg(hello(r, 2));
-        REQUIRE(expect_ack(*ranks.back()));
-        ranks.back()->send_msg(r == 1 ? digest(r, 2, 4, 4, t) : digest(r, 2, 5, 4, t));
-    }
+    const auto ranks = two_ranks_one_behind(port);
     REQUIRE(wait_until([&] { return fs::exists(job / "live-report.json"); }));
     std::ifstream in(victim);
     std::string v;
@@ -565,14 +575,7 @@ TEST_CASE("live server says once that a job's report folder others can write to 
     std::string err;
     REQUIRE(srv.start(&err));
     const uint16_t port = srv.stats().port;
-    std::vector<std::unique_ptr<Client>> ranks;
-    const uint64_t t = mono();
-    for (int r = 0; r < 2; ++r) {
-        ranks.push_back(std::make_unique<Client>(port));
-        ranks.back()->send_msg(hello(r, 2));
-        REQUIRE(expect_ack(*ranks.back()));
-        ranks.back()->send_msg(r == 1 ? digest(r, 2, 4, 4, t) : digest(r, 2, 5, 4, t));
-    }
+    const auto ranks = two_ranks_one_behind(port);
     REQUIRE(wait_until([&] { return fs::exists(job / "live-report.json"); }));
     CHECK(log.has("job job-live: the report folder is not the collector's alone: " + job.string() +
                   " is writable by everyone (mode 0777) without the sticky bit"));
