@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "ncclwatch/format.h"
+#include "read/time_base.h"
 
 namespace ncw::live {
 
@@ -45,10 +46,15 @@ struct Dir {
     Dir& operator=(const Dir&) = delete;
 };
 
-uint64_t mono_now_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+// A descriptor's /proc link, PATH relative to dir_fd (AT_FDCWD: as is): false when there is none; else *inode is the
+// socket it is ("socket:[INODE]"), 0 for anything else.
+bool read_fd_link(int dir_fd, const char* path, uint64_t* inode) {
+    char target[64];
+    const ssize_t n = readlinkat(dir_fd, path, target, sizeof target - 1);
+    if (n <= 0) return false;
+    target[n] = 0;
+    *inode = n > 8 && strncmp(target, "socket:[", 8) == 0 ? strtoull(target + 8, nullptr, 10) : 0;
+    return true;
 }
 
 bool all_digits(const char* s) {
@@ -227,16 +233,11 @@ bool holds_socket(int64_t pid, uint64_t inode, const std::string& proc_root) {
     const std::string dir = fmt::format("{}/{}/fd", proc_root, pid);
     Dir d(opendir(dir.c_str()));
     if (!d.d) return false;
-    const std::string want = fmt::format("socket:[{}]", inode);
-    char target[64];
     int seen = 0;
     while (dirent* e = readdir(d.d)) {
         if (++seen > 1 << 20) break;
-        if (e->d_name[0] == '.') continue;
-        const ssize_t n = readlinkat(dirfd(d.d), e->d_name, target, sizeof target - 1);
-        if (n <= 0) continue;
-        target[n] = 0;
-        if (want == target) return true;
+        uint64_t ino = 0;
+        if (e->d_name[0] != '.' && read_fd_link(dirfd(d.d), e->d_name, &ino) && ino == inode) return true;
     }
     return false;
 }
@@ -246,16 +247,13 @@ std::vector<uint64_t> socket_inodes(int64_t pid, const std::string& proc_root, i
     if (pid <= 0) return out;
     Dir d(opendir(fmt::format("{}/{}/fd", proc_root, pid).c_str()));
     if (!d.d) return out;
-    char target[64];
     int seen = 0;
     while (dirent* e = readdir(d.d)) {
         if (++seen > 1 << 20) break;
         if (e->d_name[0] == '.') continue;
         if (max_fd) *max_fd = std::max(*max_fd, atoi(e->d_name));
-        const ssize_t n = readlinkat(dirfd(d.d), e->d_name, target, sizeof target - 1);
-        if (n <= 8 || strncmp(target, "socket:[", 8) != 0) continue;
-        target[n] = 0;
-        out.push_back(strtoull(target + 8, nullptr, 10));
+        uint64_t ino = 0;
+        if (read_fd_link(dirfd(d.d), e->d_name, &ino) && ino) out.push_back(ino);
     }
     std::sort(out.begin(), out.end());
     return out;
@@ -294,19 +292,16 @@ PidProof prove_pid_of_socket(const PeerSocket& peer, int64_t claimed_pid, PidSca
     bool holds = claimed_pid > 0 && cached();
     if (claimed_pid > 0 && !holds && k.walked_ns) {
         // The descriptors just past the highest seen: where a process's newest connection usually is.
-        char target[64];
+        const std::string fds = fmt::format("{}/{}/fd", proc_root, claimed_pid);
         for (int fd = k.max_fd + 1, gap = 0; fd < k.max_fd + 1 + 4096 && gap < 16; ++fd) {
-            const std::string path = fmt::format("{}/{}/fd/{}", proc_root, claimed_pid, fd);
-            const ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
-            if (n <= 0) {
+            uint64_t ino = 0;
+            if (!read_fd_link(AT_FDCWD, fmt::format("{}/{}", fds, fd).c_str(), &ino)) {  // no such descriptor
                 ++gap;
                 continue;
             }
             gap = 0;
             k.max_fd = fd;
-            target[n] = 0;
-            if (n > 8 && strncmp(target, "socket:[", 8) == 0) {
-                const uint64_t ino = strtoull(target + 8, nullptr, 10);
+            if (ino) {
                 k.inodes.insert(std::upper_bound(k.inodes.begin(), k.inodes.end(), ino), ino);
                 holds = holds || ino == peer.inode;
             }
@@ -316,11 +311,11 @@ PidProof prove_pid_of_socket(const PeerSocket& peer, int64_t claimed_pid, PidSca
     const bool walk_allowed =
         !k.walked_ns || ((k.walked_ns <= accepted_ns || !accepted_ns) && now_ns - k.walked_ns >= 4 * k.walk_cost_ns);
     if (claimed_pid > 0 && !holds && walk_allowed) {
-        const uint64_t t0 = mono_now_ns();
+        const uint64_t t0 = time_base::clock_ns(CLOCK_MONOTONIC);
         k.max_fd = -1;
         k.inodes = socket_inodes(claimed_pid, proc_root, &k.max_fd);
         k.walked_ns = std::max<uint64_t>(now_ns, 1);
-        k.walk_cost_ns = mono_now_ns() - t0;
+        k.walk_cost_ns = time_base::clock_ns(CLOCK_MONOTONIC) - t0;
         holds = cached();
     }
     if (holds) {
@@ -353,8 +348,7 @@ PidProof prove_pid_of_socket(const PeerSocket& peer, int64_t claimed_pid, PidSca
     }
     if (!p.peer_pid) {
         p.result = PidProof::Result::Refused;
-        p.why = fmt::format("claims pid {}, but no process of uid {} holds its socket (peer uid {})", claimed_pid,
-                            peer.uid, peer.uid);
+        p.why = fmt::format("claims pid {}, but no process of uid {} holds its socket", claimed_pid, peer.uid);
         return p;
     }
     for (const int64_t v : ns_pids(p.peer_pid, proc_root))

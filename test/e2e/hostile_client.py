@@ -50,7 +50,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hostile_wire import (  # noqa: E402 (the protocol, in a file of its own)
     Frames, HEADER, HOST, MAGIC, MAX_PAYLOAD, T_ACK, T_CHALLENGE, T_DIGEST, T_DUMP, T_REJECT, close_all,
-    collect_replies, comm, connect, digest, hello, http_get, parse_series, proof, raise_nofile, reject_reason, reject_retry, sig)
+    collect_replies, comm, connect, count_reject, digest, hello, http_get, parse_series, proof, raise_nofile, reject_retry, sig)
 
 
 def emit(d):
@@ -95,8 +95,7 @@ def cmd_hello_flood(a):
             elif t == T_ACK:
                 acks.add(i)
             elif t == T_REJECT:
-                r = reject_reason(p)
-                rejects[r] = rejects.get(r, 0) + 1
+                count_reject(rejects, p)
 
     closed = collect_replies(socks, a.wait, on)
     if a.hold > 0:
@@ -167,8 +166,7 @@ def cmd_impersonate(a):
                             res["hello_acked"] += 1
                             answered = True
                         elif ft == T_REJECT:
-                            r = reject_reason(p)
-                            res["rejects"][r] = res["rejects"].get(r, 0) + 1
+                            count_reject(res["rejects"], p)
                             final_reject = not reject_retry(p)
                             raise ConnectionResetError
                 next_digest = 0.0
@@ -198,8 +196,7 @@ def cmd_impersonate(a):
                 elif ft == T_DUMP:
                     res["dump_requests_received"] += 1
                 elif ft == T_REJECT:
-                    r = reject_reason(p)
-                    res["rejects"][r] = res["rejects"].get(r, 0) + 1
+                    count_reject(res["rejects"], p)
         except socket.timeout:
             pass
         except OSError:
@@ -322,8 +319,7 @@ def cmd_fake_ranks(a):
             if t == T_ACK:
                 acks.add(i)
             elif t == T_REJECT:
-                r = reject_reason(p)
-                rejects[r] = rejects.get(r, 0) + 1
+                count_reject(rejects, p)
 
     closed = collect_replies(socks, a.hold, on)
     close_all(socks)
@@ -371,8 +367,7 @@ def cmd_claim(a):
                 elif ft == T_DUMP:
                     res["dump_requests_received"] += 1
                 elif ft == T_REJECT:
-                    r = reject_reason(p)
-                    res["rejects"][r] = res["rejects"].get(r, 0) + 1
+                    count_reject(res["rejects"], p)
         except socket.timeout:
             if not res["acked"] and not res["rejects"] and t > answered_by:
                 break

@@ -36,19 +36,8 @@ stop_bg() {
 trap 'stop_bg; stop_job; stop_serve; cleanup' EXIT
 
 # start_serve NAME: a collector writing into $WORK/NAME; sets PORT and MPORT.
-start_serve() {
-    local name=$1
-    mkdir -p "$WORK/$name"
-    "$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --timeout 3 --dead-after 3 \
-        --out "$WORK/$name" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-    SERVE_PID=$!
-    wait_for 10 grep -q "listening on" "$WORK/$name.out" || fail "serve did not start: $(cat "$WORK/$name.err")"
-    PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
-    MPORT=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
-    export NCCLWATCH_COLLECTOR="127.0.0.1:$PORT"
-}
+start_serve() { serve_into "$1" --timeout 3 --dead-after 3; }
 hwm_kb() { "$PY" "$HC" rss --pid "$SERVE_PID" | "$PY" -c "import json,sys; print(json.load(sys.stdin).get('vmhwm_kb', 0))"; }
-field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval(sys.argv[2], {'d': d}))" "$@"; }
 
 export NCCLWATCH_DIGEST_MS=50 NCCLWATCH_TIMEOUT_SEC=30
 

@@ -28,18 +28,10 @@ trap 'stop_job; stop_serve; cleanup' EXIT
 start_serve() {
     local name=$1
     shift
-    mkdir -p "$WORK/$name"
-    "$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --timeout 2 --dead-after 3 \
-        --out "$WORK/$name" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-    SERVE_PID=$!
-    wait_for 10 grep -q "listening on" "$WORK/$name.out" || fail "serve did not start: $(cat "$WORK/$name.err")"
-    PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
-    MPORT=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
-    export NCCLWATCH_COLLECTOR="127.0.0.1:$PORT"
+    serve_into "$name" --timeout 2 --dead-after 3 "$@"
 }
 connected_ranks() { metrics | grep -c '^ncclwatch_connected{.*} 1$'; }
 four_connected() { [ "$(connected_ranks)" = 4 ] && metrics | grep -q '^ncclwatch_coll_completed_total{.*} 5$'; }
-field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval(sys.argv[2], {'d': d}))" "$@"; }
 
 export NCCLWATCH_DIGEST_MS=50 NCCLWATCH_TIMEOUT_SEC=30
 export NCCLWATCH_LOG_LEVEL=debug  # a dump request is said at debug level: counted below

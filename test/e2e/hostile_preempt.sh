@@ -17,18 +17,7 @@ HC="$(cd "$(dirname "$0")" && pwd)/hostile_client.py"
 SERVE_PID=""
 trap 'stop_job; stop_serve; cleanup' EXIT
 
-start_serve() {
-    local name=$1
-    mkdir -p "$WORK/$name"
-    "$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --timeout 2 --dead-after 3 \
-        --out "$WORK/$name" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-    SERVE_PID=$!
-    wait_for 10 grep -q "listening on" "$WORK/$name.out" || fail "serve did not start: $(cat "$WORK/$name.err")"
-    PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
-    MPORT=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
-    export NCCLWATCH_COLLECTOR="127.0.0.1:$PORT"
-}
-field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval(sys.argv[2], {'d': d}))" "$@"; }
+start_serve() { serve_into "$1" --timeout 2 --dead-after 3; }
 senders() { grep -c "sending live digests to the collector at" "$WORK/launch.err"; }
 four_sending() { [ "$(senders)" -ge 4 ]; }
 

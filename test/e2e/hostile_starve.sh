@@ -29,13 +29,7 @@ now_ms() { date +%s%3N; }
 export NCCLWATCH_DIGEST_MS=50 NCCLWATCH_TIMEOUT_SEC=30
 
 # ---- A. serve ----
-mkdir -p "$WORK/serve"
-"$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --timeout 3 --dead-after 3 --out "$WORK/serve" \
-    >"$WORK/serve.out" 2>"$WORK/serve.err" &
-SERVE_PID=$!
-wait_for 10 grep -q "listening on" "$WORK/serve.out" || fail "serve did not start: $(cat "$WORK/serve.err")"
-PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")
-export NCCLWATCH_COLLECTOR="127.0.0.1:$PORT"
+serve_into serve --timeout 3 --dead-after 3
 t0=$(now_ms)
 c0=$(cpu_ticks "$SERVE_PID")
 timeout 40 "$PY" "$HC" --max-seconds 35 fake-ranks --port "$PORT" --count 30 --jobs 30 --job huge --nranks 1048576 \

@@ -132,6 +132,12 @@ def reject_reason(payload):
         return "?"
 
 
+def count_reject(counts, payload):
+    """Counts a Reject frame into `counts` (its reason -> how many)."""
+    r = reject_reason(payload)
+    counts[r] = counts.get(r, 0) + 1
+
+
 # ---------------------------------------------------------------- helpers
 
 def raise_nofile():

@@ -73,6 +73,29 @@ start_live_serve() {
 }
 live_txt() { ls "$WORK"/live/*/live-report.txt 2>/dev/null | head -1; }
 
+# A collector on loopback writing into $WORK/NAME, with /metrics on a port of its own and the test's own flags:
+# serve_into NAME [--port P] [serve flags...] (P: 0, any free port, by default). Sets SERVE_PID, PORT and MPORT and
+# exports NCCLWATCH_COLLECTOR; its output is in $WORK/NAME.out and .err.
+serve_into() {
+    local name=$1 port=0
+    shift
+    if [ "${1:-}" = --port ]; then
+        port=$2
+        shift 2
+    fi
+    mkdir -p "$WORK/$name"
+    "$NCW_COLLECTOR" serve --listen "127.0.0.1:$port" --metrics 127.0.0.1:0 --out "$WORK/$name" "$@" \
+        >"$WORK/$name.out" 2>"$WORK/$name.err" &
+    SERVE_PID=$!
+    wait_for 10 grep -q "listening on" "$WORK/$name.out" || fail "serve did not start: $(cat "$WORK/$name.err")"
+    PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
+    MPORT=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
+    export NCCLWATCH_COLLECTOR="127.0.0.1:$PORT"
+}
+
+# field FILE EXPR: EXPR of d, the JSON on the last line of FILE (what hostile_client.py prints).
+field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval(sys.argv[2], {'d': d}))" "$@"; }
+
 # A live collector a test started (its pid in SERVE_PID), and the job, each ended at once.
 stop_serve() {
     [ -n "${SERVE_PID:-}" ] && kill -KILL "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null

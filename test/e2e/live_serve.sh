@@ -10,17 +10,7 @@ SERVE_PID=""
 trap 'stop_serve; cleanup' EXIT
 
 # start_serve NAME [PORT]: a collector writing into $WORK/NAME; sets PORT and MPORT.
-start_serve() {
-    local name=$1 port=${2:-0}
-    mkdir -p "$WORK/$name"
-    "$NCW_COLLECTOR" serve --listen "127.0.0.1:$port" --metrics 127.0.0.1:0 --timeout 2 --dead-after 2 \
-        --out "$WORK/$name" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-    SERVE_PID=$!
-    wait_for 10 grep -q "listening on" "$WORK/$name.out" || fail "serve did not start: $(cat "$WORK/$name.err")"
-    PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
-    MPORT=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$name.out")
-    export NCCLWATCH_COLLECTOR="127.0.0.1:$PORT"
-}
+start_serve() { serve_into "$1" --port "${2:-0}" --timeout 2 --dead-after 2; }
 
 metric_is() { metrics | grep -q "^$1 $2\$"; }
 report_of() { ls "$WORK/$1"/*/live-report.json 2>/dev/null | head -1; }

@@ -8,15 +8,16 @@
 
 namespace {
 
-// Two ranks of a job where rank 1 never issued #5: a verdict, and so a report, once the timeout has passed.
-std::vector<std::unique_ptr<Client>> two_ranks_one_behind(uint16_t port) {
+// `world` ranks of a job where the last never issued #5 and the others wait in it: a verdict, and so a report, once
+// the timeout has passed.
+std::vector<std::unique_ptr<Client>> last_rank_behind(uint16_t port, int world) {
     std::vector<std::unique_ptr<Client>> ranks;
     const uint64_t t = mono();
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < world; ++r) {
         ranks.push_back(std::make_unique<Client>(port));
-        ranks.back()->send_msg(hello(r, 2));
+        ranks.back()->send_msg(hello(r, world));
         REQUIRE(expect_ack(*ranks.back()));
-        ranks.back()->send_msg(r == 1 ? digest(r, 2, 4, 4, t) : digest(r, 2, 5, 4, t));
+        ranks.back()->send_msg(r == world - 1 ? digest(r, world, 4, 4, t) : digest(r, world, 5, 4, t));
     }
     return ranks;
 }
@@ -38,14 +39,7 @@ TEST_CASE("live server names the rank that never issued, writes the report once 
     auto scrape = [&] { return http_get(srv.stats().metrics_port, "GET /metrics HTTP/1.0\r\n\r\n"); };
 
     // Ranks 0 and 1 wait in AllReduce #5; rank 2 completed #4 and never issued #5.
-    std::vector<std::unique_ptr<Client>> ranks;
-    const uint64_t t = mono();
-    for (int r = 0; r < 3; ++r) {
-        ranks.push_back(std::make_unique<Client>(port));
-        ranks.back()->send_msg(hello(r, 3));
-        REQUIRE(expect_ack(*ranks.back()));
-        ranks.back()->send_msg(r == 2 ? digest(r, 3, 4, 4, t) : digest(r, 3, 5, 4, t));
-    }
+    const auto ranks = last_rank_behind(port, 3);
     for (auto& c : ranks) {
         wire::FrameHeader h;
         std::vector<uint8_t> p;
@@ -547,7 +541,7 @@ TEST_CASE("live server writes its report through a fresh temporary file, never t
     std::string err;
     REQUIRE(srv.start(&err));
     const uint16_t port = srv.stats().port;
-    const auto ranks = two_ranks_one_behind(port);
+    const auto ranks = last_rank_behind(port, 2);
     REQUIRE(wait_until([&] { return fs::exists(job / "live-report.json"); }));
     std::ifstream in(victim);
     std::string v;
@@ -575,7 +569,7 @@ TEST_CASE("live server says once that a job's report folder others can write to 
     std::string err;
     REQUIRE(srv.start(&err));
     const uint16_t port = srv.stats().port;
-    const auto ranks = two_ranks_one_behind(port);
+    const auto ranks = last_rank_behind(port, 2);
     REQUIRE(wait_until([&] { return fs::exists(job / "live-report.json"); }));
     CHECK(log.has("job job-live: the report folder is not the collector's alone: " + job.string() +
                   " is writable by everyone (mode 0777) without the sticky bit"));
