@@ -52,8 +52,8 @@ bool start_embedded_collector(const Config& cfg, const Endpoint& ep, const std::
                                           std::to_string(server->stats().metrics_port) + "/metrics";
     log().debug("NCCLWATCH_COLLECTOR=auto: live collector listening on {}{}{}, reports in {}/<job>", opt.listen,
                 metrics,
-                auto_loopback_only(cfg) ? " (loopback only without NCCLWATCH_TOKEN: ranks of other hosts are not "
-                                          "watched live)"
+                auto_loopback_only(cfg) ? " (loopback only, NCCLWATCH_TOKEN being unset; ranks of other hosts are "
+                                          "not watched live)"
                                         : "",
                 opt.out_dir);
     server.release();  // never stopped: it runs until the process exits

@@ -23,7 +23,7 @@ can_connect() { timeout 3 bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
 
 # Without a token.
 launch_master
-wait_for 30 grep -q "live collector listening on" "$WORK/launch.err" || fail "rank 0 started no collector"
+wait_for 30 auto_listening || fail "rank 0 started no collector"
 addr=$(listen_addr)
 port=${addr##*:}
 echo "no token, MASTER_ADDR=$IP: $(grep -m1 "live collector listening on" "$WORK/launch.err" | sed 's/.*: live/live/')"
@@ -31,6 +31,8 @@ echo "no token, MASTER_ADDR=$IP: $(grep -m1 "live collector listening on" "$WORK
 ! can_connect "$IP" "$port" || fail "without a token, $IP:$port (MASTER_ADDR) accepts a connection"
 can_connect 127.0.0.1 "$port" || fail "127.0.0.1:$port accepts no connection"
 grep -q "loopback only" "$WORK/launch.err" || fail "the log does not say that the collector is on loopback only"
+# Nothing here is secret: a "<redacted>" would be redaction eating the log's own words.
+! grep -q "<redacted>" "$WORK/launch.err" || fail "the log redacts words that are no secret: $(grep -m1 "<redacted>" "$WORK/launch.err")"
 wait_for 30 test -s "$(job_dir)/live-report.txt" || fail "no live report in the job folder (did the ranks connect?)"
 grep -q "rank 2" "$(job_dir)/live-report.txt" || fail "the live report does not name rank 2"
 echo "  $IP:$port refused, 127.0.0.1:$port open, live report names rank 2"
@@ -41,7 +43,7 @@ rm -rf "$NCCLWATCH_DIR"
 # With a token: MASTER_ADDR, so that the ranks of other hosts can reach it.
 export NCCLWATCH_TOKEN=auto-loopback-test-token
 launch_master
-wait_for 30 grep -q "live collector listening on" "$WORK/launch.err" || fail "rank 0 started no collector (token)"
+wait_for 30 auto_listening || fail "rank 0 started no collector (token)"
 addr=$(listen_addr)
 [ "$addr" = "$IP:${addr##*:}" ] || fail "with a token the collector listens on $addr, not on MASTER_ADDR $IP"
 wait_for 20 grep -q "sending live digests to the collector at $IP:" "$WORK/launch.err" ||

@@ -72,7 +72,7 @@ rm -rf "$NCCLWATCH_DIR"
 export NCCLWATCH_COLLECTOR=auto NCCLWATCH_TIMEOUT_SEC=3 NCCLWATCH_JOB_ID=starve-auto
 export NCCLWATCH_LOG_LEVEL=debug NCCLWATCH_LOG_FORMAT=full
 launch_job 4 --steps 10 --count 4096 --skip-rank 2 --skip-step 5 --hold-ms 60000
-wait_for 20 grep -q "live collector listening on 127.0.0.1:" "$WORK/launch.err" || fail "rank 0 started no collector"
+wait_for 20 auto_listening || fail "rank 0 started no collector"
 APORT=$(sed -n 's/.*live collector listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/launch.err" | head -1)
 R0=$(sed -n 's/.*\[ncclwatch rank 0 pid \([0-9]*\) .*/\1/p' "$WORK/launch.err" | head -1)
 [ -n "$R0" ] && [ -d "/proc/$R0" ] || fail "rank 0's pid not found in the log"

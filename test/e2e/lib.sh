@@ -71,6 +71,9 @@ start_live_serve() {
     export NCCLWATCH_COLLECTOR="127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")"
     export NCCLWATCH_DIGEST_MS=50
 }
+# Rank 0's collector (NCCLWATCH_COLLECTOR=auto, debug level) has said where it listens, in $WORK/launch.err: the whole
+# line, since a reader can see a line still being written cut at a page's end.
+auto_listening() { grep -q "live collector listening on [^ ,]*, .*reports in" "$WORK/launch.err"; }
 live_txt() { ls "$WORK"/live/*/live-report.txt 2>/dev/null | head -1; }
 
 # A collector on loopback writing into $WORK/NAME, with /metrics on a port of its own and the test's own flags:

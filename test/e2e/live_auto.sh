@@ -15,7 +15,7 @@ export NCCLWATCH_LOG_LEVEL=debug NCCLWATCH_LOG_FORMAT=full
 # The siblings' watchdogs would name rank 2 too; the live collector's report is the one under test.
 launch_job 4 --steps 10 --count 4096 --skip-rank 2 --skip-step 5 --hold-ms 60000 --init-late-rank 0 --init-late-ms 1500
 
-wait_for 30 grep -q "live collector listening on 127.0.0.1:" "$WORK/launch.err" || fail "rank 0 started no collector"
+wait_for 30 auto_listening || fail "rank 0 started no collector"
 connected() { [ "$(grep -c "sending live digests to the collector at 127.0.0.1:" "$WORK/launch.err")" = 4 ]; }
 wait_for 20 connected || fail "not every rank connected: $(grep -c "sending live digests" "$WORK/launch.err") of 4"
 if grep -E "\] (warning|error): .*(Connection refused|cannot reach the live collector)" "$WORK/launch.err"; then
