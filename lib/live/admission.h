@@ -1,5 +1,5 @@
 // What the live collector lets in, so that its cost follows what is real (issue 28, point 4): the rules as pure
-// functions, applied by live_server.cpp at its call sites.
+// functions, applied by the live collector (live_server_impl.h) at its call sites.
 //   - A communicator claiming more ranks than one job may hold is set aside: the claim would size the engine's
 //     per-rank tables (missing ranks, evidence lines) by a number no rank proved.
 //   - A rank's state is estimated in bytes, so that a memory budget (the collector inside rank 0) can refuse more.

@@ -334,7 +334,7 @@ TEST_CASE("live server refuses an address it cannot bind") {
     CHECK(err.find("HOST:PORT") != std::string::npos);
 }
 
-// ---- the bounds (live_server.cpp, "the bounds"; log_limiter.h) ----
+// ---- the bounds (live_server_bounds.cpp; log_limiter.h) ----
 
 TEST_CASE("live server closes a partly sent frame at the frame deadline, before or after the Hello") {
     Log log;
