@@ -66,6 +66,7 @@ constexpr uint64_t kTickNs = 100'000'000;
 constexpr int64_t kBehindNs = 1'000'000'000;
 constexpr uint64_t kLagWindowNs = 250'000'000;        // "lately", for how late frames are read
 constexpr uint64_t kUnprovenGraceNs = 1'000'000'000;  // a connection without a Hello is evicted only past this age
+constexpr size_t kMaxPinnedSigs = 4;                  // Job::pinned_sigs, per communicator
 
 inline uint64_t mono_ns() { return time_base::clock_ns(CLOCK_MONOTONIC); }
 
@@ -136,6 +137,10 @@ struct Job {
     std::vector<audit::Finding> audit;
     uint64_t last_progress_ns = 0;  // a digest showed more completed operations (admission.h: never evicted for room)
     bool set_aside_said = false;    // a communicator claiming more ranks than a job may have was logged
+    // Per communicator, the sequence numbers of the collective MISMATCHes found (the earliest kMaxPinnedSigs): every
+    // rank's signatures there outlive the window of kRecentSigs, so that a later analysis still finds the first
+    // disagreement, as `analyze` does in the ranks' rings, beside a stall that follows it.
+    std::map<uint64_t, std::set<uint64_t>> pinned_sigs;
 };
 
 struct Conn {

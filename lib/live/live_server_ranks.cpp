@@ -332,15 +332,23 @@ void LiveServer::Impl::apply_digest(Job& job, size_t rank, wire::Digest& m) {
                 break;
             }
         // And its newest signatures (kMaxDigestSigs): kept across digests up to a signature window (kRecentSigs), so
-        // that a drift (engine/verdict.h) is aligned over as many ops as a rank file shows.
+        // that a drift (engine/verdict.h) is aligned over as many ops as a rank file shows, and those of a MISMATCH
+        // found (Job::pinned_sigs) for as long as the job.
         // Merged where the old ones are (no allocation per digest) unless an analysis still holds them.
+        const auto pins = job.pinned_sigs.find(ci.comm_id);
         for (auto& old : s.comms)
             if (old.comm_id == ci.comm_id && !old.recent.empty()) {
                 const uint64_t first_new = ci.recent.empty() ? UINT64_MAX : ci.recent.front().seq;
                 std::vector<SigInfo>& sigs = old.recent.mut();
                 std::erase_if(sigs, [&](const SigInfo& g) { return g.seq >= first_new; });
                 sigs.insert(sigs.end(), ci.recent.begin(), ci.recent.end());
-                if (sigs.size() > disk::kRecentSigs) sigs.erase(sigs.begin(), sigs.end() - disk::kRecentSigs);
+                if (sigs.size() > disk::kRecentSigs) {
+                    const auto cut = sigs.end() - disk::kRecentSigs;
+                    const auto kept = std::remove_if(sigs.begin(), cut, [&](const SigInfo& g) {
+                        return pins == job.pinned_sigs.end() || !pins->second.count(g.seq);
+                    });
+                    sigs.erase(kept, cut);
+                }
                 ci.recent = std::move(old.recent);
                 break;
             }

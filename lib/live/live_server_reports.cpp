@@ -219,6 +219,12 @@ void LiveServer::Impl::judged(Job& job, const Analysis& a, uint64_t now, bool de
             if (!job.reported.count(k)) fresh = true;
             continue;
         }
+        // A collective's MISMATCH: its signatures are kept past the window (Job::pinned_sigs).
+        if (v.kind == verdict::Kind::Mismatch && !v.consequence && disk::is_collective(disk::OpType(v.op.op))) {
+            auto& pins = job.pinned_sigs[v.comm_id];
+            pins.insert(v.seq);
+            if (pins.size() > kMaxPinnedSigs) pins.erase(std::prev(pins.end()));
+        }
         auto& named = job.named[v.comm_id];
         named.first.insert(v.culprits.begin(), v.culprits.end());
         named.second.insert(v.waiting.begin(), v.waiting.end());

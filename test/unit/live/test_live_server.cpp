@@ -667,3 +667,51 @@ TEST_CASE("live server audits the environment again only when a process or its G
     REQUIRE(wait_until([&] { return srv.stats().reports == 3; }));
     CHECK(report_text().find("NCCL_ALGO") == std::string::npos);
 }
+
+TEST_CASE("live server keeps a MISMATCH's signatures past the window: a later stall's report still has it first") {
+    // Rank 3 broadcast where the others all-reduced at #3; NCCL completed it and the job went on for 100 ops, past the
+    // 64 signatures the collector keeps per communicator, then stalled in #106. The stall's report leads with the
+    // MISMATCH at #3, as `analyze` over the ranks' rings does (type_mismatch at two nodes, GPU run 45: the collector's
+    // last report said ASYNC_ERROR r0 where `analyze` said MISMATCH r3).
+    TempDir dir("ncw_live_pinned");
+    Log log;
+    live::LiveServer srv(options(log, dir.path.string()));
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const auto ranks = connect_ranks(srv.stats().port, 4);
+    const auto send_all = [&](uint64_t issued, uint64_t completed, bool lower_bounds) {
+        const uint64_t t = mono();
+        for (int r = 0; r < 4; ++r) {
+            auto d = digest(r, 4, issued, completed, t);
+            auto& sigs = d.comms[0].recent.mut();  // a digest's newest kMaxDigestSigs, as a rank sends them
+            if (sigs.size() > wire::kMaxDigestSigs) sigs.erase(sigs.begin(), sigs.end() - wire::kMaxDigestSigs);
+            for (auto& g : sigs)
+                if (r == 3 && g.seq == 3) g.op = uint8_t(disk::OpType::Broadcast);
+            if (lower_bounds) d.comms[0].gpu_source = uint32_t(disk::GpuSource::Events);
+            ranks[size_t(r)]->send_msg(d);
+        }
+    };
+    const fs::path path = dir.path / "job-live" / "live-report.json";
+    const auto report = [&] {
+        std::ifstream in(path);
+        return nlohmann::json::parse(in, nullptr, false);
+    };
+    const auto has_kind = [](const nlohmann::json& j, const std::string& kind) {
+        if (!j.is_object()) return false;
+        for (const auto& v : j["verdicts"])
+            if (v["kind"] == kind) return true;
+        return false;
+    };
+    send_all(5, 5, false);
+    REQUIRE(wait_until([&] { return fs::exists(path) && has_kind(report(), "MISMATCH"); }));
+    for (uint64_t issued = 5 + wire::kMaxDigestSigs; issued <= 105; issued += wire::kMaxDigestSigs)
+        send_all(issued, issued, false);
+    send_all(106, 105, true);
+    REQUIRE(wait_until([&] { return has_kind(report(), "UNKNOWN"); }));
+    const auto j = report();
+    CHECK(j["verdicts"][0]["kind"] == "MISMATCH");
+    CHECK(j["verdicts"][0]["seq"] == 3);
+    CHECK(j["verdicts"][0]["culprits"] == nlohmann::json::array({3}));
+    CHECK(j["verdicts"][0]["headline"].get<std::string>().find("issued Broadcast where the other ranks issued "
+                                                               "AllReduce at #3") != std::string::npos);
+}
