@@ -253,6 +253,14 @@ inline uint16_t say_hello(Client& c, const wire::Hello& m, const std::string& to
     return h.type;
 }
 
+// Whether a report (live-report.json, parsed; not an object when it could not be) has a verdict of `kind`.
+inline bool any_kind(const nlohmann::json& j, const std::string& kind) {
+    if (!j.is_object() || !j.contains("verdicts")) return false;
+    for (const auto& v : j["verdicts"])
+        if (v["kind"] == kind) return true;
+    return false;
+}
+
 inline std::string http_get(uint16_t port, const std::string& request) {
     Client c(port);
     c.send_bytes(std::vector<uint8_t>(request.begin(), request.end()));

@@ -29,12 +29,6 @@ nlohmann::json live_report(live::LiveServer& srv, const fs::path& dir, const std
     return nlohmann::json::parse(in);
 }
 
-bool any_kind(const nlohmann::json& j, const std::string& kind) {
-    for (const auto& v : j["verdicts"])
-        if (v["kind"] == kind) return true;
-    return false;
-}
-
 }  // namespace
 
 TEST_CASE("live server: the digests' proven positions decide the verdict, as offline") {
