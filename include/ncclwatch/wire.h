@@ -40,20 +40,24 @@ inline constexpr uint16_t kMajor = 1;
 // 1.10: a signature's block ends with its origin (format 1.10: a call, or a CUDA graph's replay).
 // 1.11: a State ends with when its point-to-point counts were read from the ring (a rank sends the counts it read up
 //      to a second before): the counts are as new as that, not as the State's sending.
-inline constexpr uint16_t kMinor = 11;
+// 1.12: a comm block ends with the signatures issued since the rank's last Digest before its newest kMaxDigestSigs
+//      (at most kMaxDigestEarlierSigs more): at 200 ms a Digest, the newest alone left out every op of a communicator
+//      issuing more than 80 a second, and with them its mismatches. An older decoder stops before them.
+inline constexpr uint16_t kMinor = 12;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection
 inline constexpr uint32_t kMaxString = 4096;
-inline constexpr uint32_t kMaxEnv = 1024;             // environment entries in a Hello
-inline constexpr uint32_t kMaxComms = 64;             // = disk::kMaxComms
-inline constexpr uint32_t kMaxExtraComms = 4032;      // 1.3: comm blocks past kMaxComms (payload-bounded too)
-inline constexpr uint32_t kMaxDigestSigs = 16;        // most recent signatures per communicator in a Digest
-inline constexpr uint32_t kMaxDigestSpans = 32;       // 1.1: most recent in-collective GPU times per communicator
-inline constexpr uint32_t kMaxDigestPyStacks = 8192;  // 1.4: bytes of Python stacks text in a Digest
-inline constexpr uint32_t kMaxStateP2pComms = 64;     // 1.6: communicators with point-to-point counts in a State
-inline constexpr uint32_t kMaxStatePeers = 512;       // 1.6: peers per communicator in a State (waiting ones first)
-inline constexpr uint32_t kRelayPrefixBytes = 4;      // 1.7: a Relay payload's channel, before the wrapped frame
+inline constexpr uint32_t kMaxEnv = 1024;              // environment entries in a Hello
+inline constexpr uint32_t kMaxComms = 64;              // = disk::kMaxComms
+inline constexpr uint32_t kMaxExtraComms = 4032;       // 1.3: comm blocks past kMaxComms (payload-bounded too)
+inline constexpr uint32_t kMaxDigestSigs = 16;         // most recent signatures per communicator in a Digest
+inline constexpr uint32_t kMaxDigestEarlierSigs = 48;  // 1.12: and earlier ones it has not sent (with the newest: 64)
+inline constexpr uint32_t kMaxDigestSpans = 32;        // 1.1: most recent in-collective GPU times per communicator
+inline constexpr uint32_t kMaxDigestPyStacks = 8192;   // 1.4: bytes of Python stacks text in a Digest
+inline constexpr uint32_t kMaxStateP2pComms = 64;      // 1.6: communicators with point-to-point counts in a State
+inline constexpr uint32_t kMaxStatePeers = 512;        // 1.6: peers per communicator in a State (waiting ones first)
+inline constexpr uint32_t kRelayPrefixBytes = 4;       // 1.7: a Relay payload's channel, before the wrapped frame
 // 1.7: a Relay frame holds one whole frame of at most kMaxPayload, so its own payload may be this long.
 inline constexpr uint32_t kMaxRelayPayload = kRelayPrefixBytes + kHeaderBytes + kMaxPayload;
 

@@ -80,6 +80,11 @@ void put_comm(Writer& w, const CommInfo& in) {
     }
     // Protocol 1.5: the comm fields of format 1.6 on, where a 1.4 decoder stops.
     NCW_COMM_FIELDS_1_6(NCW_PUT_FIELD)
+    // Protocol 1.12: the signatures before the newest kMaxDigestSigs (the sender keeps only those not sent yet), the
+    // latest kMaxDigestEarlierSigs of them.
+    const size_t earlier = std::min<size_t>(in.recent.size() - n, kMaxDigestEarlierSigs);
+    w.u32(static_cast<uint32_t>(earlier));
+    for (size_t i = in.recent.size() - n - earlier; i < in.recent.size() - n; ++i) put_sig(w, in.recent[i]);
     w.end_block(at);
 }
 
@@ -136,6 +141,21 @@ void get_comm(Reader& outer, CommInfo& out) {
     // Protocol 1.5 (a 1.4 block ends here: the format-1.6 comm fields keep their initial values).
     if (!r.at_end()) {
         NCW_COMM_FIELDS_1_6(NCW_GET_FIELD)
+    }
+    // Protocol 1.12: earlier signatures. Ordered by seq with the newest and one per seq whatever the sender wrote, as
+    // the collector's merge and the analysis read them.
+    if (!r.at_end() && r.ok()) {
+        const uint32_t m = r.count("earlier signature count", kMaxDigestEarlierSigs, kMinBlock);
+        if (m && r.ok()) {
+            std::vector<SigInfo> all(m, SigInfo{});
+            for (uint32_t i = 0; i < m && r.ok(); ++i) get_sig(r, all[i]);
+            all.insert(all.end(), recent.begin(), recent.end());
+            std::stable_sort(all.begin(), all.end(), [](const SigInfo& a, const SigInfo& b) { return a.seq < b.seq; });
+            all.erase(
+                std::unique(all.begin(), all.end(), [](const SigInfo& a, const SigInfo& b) { return a.seq == b.seq; }),
+                all.end());
+            recent = std::move(all);
+        }
     }
     outer.absorb(r);
 }

@@ -709,3 +709,29 @@ TEST_CASE("live server keeps a MISMATCH's signatures past the window: a later st
     CHECK(j["verdicts"][0]["headline"].get<std::string>().find("issued Broadcast where the other ranks issued "
                                                                "AllReduce at #3") != std::string::npos);
 }
+
+TEST_CASE("live server finds a MISMATCH among a digest's earlier signatures, not only its newest (protocol 1.12)") {
+    // 40 all-reduces between two digests (a communicator issuing 200 a second at 200 ms a digest): rank 3 broadcast
+    // at #10, which is not among the newest 16 each digest carries.
+    TempDir dir("ncw_live_earlier");
+    Log log;
+    live::LiveServer srv(options(log, dir.path.string()));
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const auto ranks = connect_ranks(srv.stats().port, 4);
+    const uint64_t t = mono();
+    for (int r = 0; r < 4; ++r) {
+        auto d = digest(r, 4, 40, 40, t);
+        for (auto& g : d.comms[0].recent.mut())
+            if (r == 3 && g.seq == 10) g.op = uint8_t(disk::OpType::Broadcast);
+        ranks[size_t(r)]->send_msg(d);
+    }
+    const fs::path path = dir.path / "job-live" / "live-report.json";
+    REQUIRE(wait_until([&] { return fs::exists(path); }));
+    std::ifstream in(path);
+    const auto j = nlohmann::json::parse(in);
+    REQUIRE(!j["verdicts"].empty());
+    CHECK(j["verdicts"][0]["kind"] == "MISMATCH");
+    CHECK(j["verdicts"][0]["seq"] == 10);
+    CHECK(j["verdicts"][0]["culprits"] == nlohmann::json::array({3}));
+}

@@ -64,7 +64,7 @@ TEST_CASE("Hello round trips with every field") {
 
 TEST_CASE("Digest round trips, keeping the most recent signatures") {
     Digest in = sample_digest();
-    in.comms.push_back(sample_comm(7, kMaxDigestSigs + 5));
+    in.comms.push_back(sample_comm(7, kMaxDigestSigs + kMaxDigestEarlierSigs + 5));
     std::vector<uint8_t> frame;
     encode(in, frame);
     std::vector<uint8_t> payload;
@@ -77,8 +77,9 @@ TEST_CASE("Digest round trips, keeping the most recent signatures") {
     REQUIRE(out.comms.size() == 3);
     check_same(out.comms[0], in.comms[0]);
     check_same(out.comms[1], in.comms[1]);
-    // The third had more signatures than a digest carries: the newest kMaxDigestSigs survive.
-    REQUIRE(out.comms[2].recent.size() == kMaxDigestSigs);
+    // The third had more signatures than a digest carries: the newest kMaxDigestSigs and the kMaxDigestEarlierSigs
+    // before them (1.12) survive.
+    REQUIRE(out.comms[2].recent.size() == kMaxDigestSigs + kMaxDigestEarlierSigs);
     CHECK(out.comms[2].recent.front().seq == in.comms[2].recent[5].seq);
     CHECK(out.comms[2].recent.back().seq == in.comms[2].recent.back().seq);
 }
@@ -139,7 +140,8 @@ TEST_CASE("Digest 1.1: the newest in-collective GPU times ride along; a 1.0 comm
     frame.clear();
     encode(old, frame);
     split(frame, payload);
-    drop_first_comm_tail(payload, 8);  // the comm block's last fields: its span count (0), its GPU UUID ("")
+    // The comm block's last fields: its span count (0), its GPU UUID (""), its earlier signatures' count (0).
+    drop_first_comm_tail(payload, 12);
     Digest back;
     REQUIRE(decode(payload.data(), payload.size(), back, &err));
     REQUIRE(back.comms.size() == 1);
@@ -159,7 +161,7 @@ TEST_CASE("Digest 1.5: the format-1.6 comm fields (the GPU UUID) follow a comm b
 
     // A 1.4 sender's comm block ends after its spans: the UUID is "" and everything before it the same. (A 1.4
     // decoder, conversely, stops reading at the spans: the fields after them are the bytes it skips.)
-    drop_first_comm_tail(payload, 4 + sent.gpu_uuid.size());
+    drop_first_comm_tail(payload, 4 + sent.gpu_uuid.size() + 4);  // and 1.12's earlier signatures' count (0)
     Digest back;
     REQUIRE(decode(payload.data(), payload.size(), back, &err));
     REQUIRE(back.comms.size() == 1);
@@ -426,7 +428,7 @@ TEST_CASE("Oversized lengths and counts are refused before anything is allocated
         // origin byte of protocol 1.10), which the comm block's GPU span count (1.1, here 0) and its format-1.6 fields
         // (protocol 1.5: the GPU UUID, a string) follow.
         const size_t sig_block = 4 + 8 + 8 + 8 + 3 + 4 + 4 + 4 + 8 + 1;
-        const size_t tail_1_6 = 4 + d.comms[0].gpu_uuid.size();
+        const size_t tail_1_6 = 4 + d.comms[0].gpu_uuid.size() + 4;  // and 1.12's earlier signatures' count (0)
         const size_t at = payload.size() - tail_1_6 - 4 - sig_block - 4;
         REQUIRE(payload[at] == 1);
         put_u32(payload, at, kMaxDigestSigs + 1);
@@ -442,7 +444,7 @@ TEST_CASE("Oversized lengths and counts are refused before anything is allocated
         encode(d, frame);
         split(frame, payload);
         // The span count, before its one span block and the format-1.6 fields (the GPU UUID, a string).
-        const size_t at = payload.size() - (4 + d.comms[0].gpu_uuid.size()) - (4 + 3 * 8) - 4;
+        const size_t at = payload.size() - 4 - (4 + d.comms[0].gpu_uuid.size()) - (4 + 3 * 8) - 4;
         REQUIRE(payload[at] == 1);
         put_u32(payload, at, kMaxDigestSpans + 1);
         Digest m;
@@ -596,4 +598,47 @@ TEST_CASE("1.8: a State's peer block ends with the sends and receives the GPU st
     CHECK(old.p2p[0].peers[0].recvs_reached == 0);
     CHECK(old.p2p[0].peers[0].sends_completed == 7);
     CHECK(old.p2p[0].peers[0].t_oldest_recv_pending_ns == 12);
+}
+
+TEST_CASE(
+    "Digest 1.12: the earlier signatures follow a comm block's format-1.6 fields, merged in order; a 1.11 block "
+    "has none") {
+    CommInfo sent = sample_comm(3, kMaxDigestSigs + 10);
+    std::vector<uint8_t> payload = one_comm_payload(sent);
+    Digest out;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    REQUIRE(out.comms.size() == 1);
+    REQUIRE(out.comms[0].recent.size() == kMaxDigestSigs + 10);
+    for (size_t i = 0; i < out.comms[0].recent.size(); ++i) CHECK(out.comms[0].recent[i].seq == sent.recent[i].seq);
+
+    // A 1.11 sender's block ends before them: its newest kMaxDigestSigs alone. (A 1.11 decoder, conversely, skips
+    // them as the trailing bytes of the block.)
+    CommInfo old = sample_comm(3, kMaxDigestSigs);
+    payload = one_comm_payload(old);
+    drop_first_comm_tail(payload, 4);
+    Digest back;
+    REQUIRE(decode(payload.data(), payload.size(), back, &err));
+    REQUIRE(back.comms.size() == 1);
+    CHECK(back.comms[0].recent.size() == kMaxDigestSigs);
+
+    SECTION("a sender's earlier signatures out of order or repeating the newest: one per seq, in order") {
+        CommInfo odd = sample_comm(3, kMaxDigestSigs + 3);
+        auto& r = odd.recent.mut();
+        std::swap(r[0], r[2]);                     // earlier ones out of order
+        r[1].seq = r[kMaxDigestSigs + 3 - 1].seq;  // one of them repeats the newest's seq
+        payload = one_comm_payload(odd);
+        Digest m;
+        REQUIRE(decode(payload.data(), payload.size(), m, &err));
+        const auto& got = m.comms[0].recent;
+        REQUIRE(got.size() == kMaxDigestSigs + 2);
+        for (size_t i = 1; i < got.size(); ++i) CHECK(got[i - 1].seq < got[i].seq);
+    }
+    SECTION("an earlier signature count above kMaxDigestEarlierSigs is refused") {
+        payload = one_comm_payload(sample_comm(3, 1));
+        put_u32(payload, payload.size() - 4, kMaxDigestEarlierSigs + 1);
+        Digest m;
+        CHECK_FALSE(decode(payload.data(), payload.size(), m, &err));
+        CHECK(err.find("earlier signature count") != std::string::npos);
+    }
 }

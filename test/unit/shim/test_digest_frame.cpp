@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "shim/live/digest_frame.h"
+#include "ncclwatch/format.h"
 #include "read/wire.h"
+#include "shim/live/digest_frame.h"
 
 using namespace ncw;
 using namespace ncw::live_client;
@@ -100,4 +101,43 @@ TEST_CASE("the send slot holds one frame, drains a non-blocking socket, and repo
     CHECK_FALSE(err.empty());
     signal(SIGPIPE, old);
     close(sv[0]);
+}
+
+TEST_CASE("a digest carries the signatures not sent yet on its connection, up to 64 a communicator (protocol 1.12)") {
+    HeaderInfo h;
+    LastDigest last;
+    const auto comm_upto = [](uint64_t newest) {
+        CommInfo c;
+        c.comm_id = 7;
+        c.coll_issued = newest;
+        // What the comm slot holds: its newest kRecentSigs.
+        for (uint64_t s = newest > disk::kRecentSigs ? newest - disk::kRecentSigs + 1 : 1; s <= newest; ++s)
+            c.recent.push_back(SigInfo{s});
+        return c;
+    };
+    const auto seqs = [](const wire::Digest& d) {
+        return std::pair(d.comms[0].recent.front().seq, d.comms[0].recent.back().seq);
+    };
+    // A new connection: all the slot holds (64).
+    wire::Digest d = make_digest(h, {comm_upto(100)}, 1, last);
+    CHECK(seqs(d) == std::pair<uint64_t, uint64_t>(37, 100));
+    // Not sent: the next digest carries them again.
+    d = make_digest(h, {comm_upto(110)}, 2, last);
+    CHECK(seqs(d) == std::pair<uint64_t, uint64_t>(47, 110));
+    std::vector<uint8_t> f;
+    wire::encode(d, f);
+    last.take(std::move(f));
+    // Sent up to #110: 30 new ones since, all carried (16 newest and 14 before them).
+    d = make_digest(h, {comm_upto(140)}, 3, last);
+    CHECK(seqs(d) == std::pair<uint64_t, uint64_t>(111, 140));
+    wire::encode(d, f);
+    last.take(std::move(f));
+    // Nothing new: the newest 16 as always.
+    d = make_digest(h, {comm_upto(140)}, 4, last);
+    CHECK(seqs(d) == std::pair<uint64_t, uint64_t>(140 - wire::kMaxDigestSigs + 1, 140));
+    // Without a connection's record: the newest 16 alone.
+    CHECK(seqs(make_digest(h, {comm_upto(140)}, 5)) == std::pair<uint64_t, uint64_t>(125, 140));
+    // A new connection forgets what the last one sent.
+    last.clear();
+    CHECK(seqs(make_digest(h, {comm_upto(140)}, 6, last)) == std::pair<uint64_t, uint64_t>(77, 140));
 }
