@@ -13,6 +13,8 @@
 //
 //   digest_load --collector build/collector/ncclwatch-collector [--ranks 16384] [--stall-after 20] [--timeout 5]
 //               [--cpu 1] [--client-cpus LIST] [--clients N] [--per-address 20000] [--per-conn K] [--laggard R]
+//               [--op-period 0.25] [--sigs 4]
+// --sigs: the signatures each digest carries (a rank's newest; protocol 1.12 sends up to 64, the ops since its last).
 //
 // --cpu and --client-cpus are CPU lists as taskset takes them ("1", "0-1", "2-15"); --cpu -1: not pinned.
 #include <arpa/inet.h>
@@ -63,6 +65,7 @@ struct Opts {
     int per_conn = 1;         // ranks per connection: >1, each connection is a relay carrying that many
     int laggard = -1;
     double op_period_s = 0.25;  // one AllReduce every op_period_s in lockstep
+    int sigs = 4;  // signatures a digest carries, the newest (protocol 1.12: up to 64, the ops since the last)
 };
 
 struct ProcSample {
@@ -116,7 +119,8 @@ bool cpu_set_of(const std::string& list, cpu_set_t& set) {
     return any;
 }
 
-CommInfo world(int rank, int nranks, uint64_t issued, uint64_t completed, uint64_t t_progress, uint64_t t_issue) {
+CommInfo world(int rank, int nranks, uint64_t issued, uint64_t completed, uint64_t t_progress, uint64_t t_issue,
+               int sigs) {
     CommInfo c;
     c.state = uint32_t(disk::CommState::Active);
     c.rank = rank;
@@ -135,7 +139,7 @@ CommInfo world(int rank, int nranks, uint64_t issued, uint64_t completed, uint64
     c.t_last_issue_ns = t_issue;
     c.t_last_progress_ns = t_progress;
     c.gpu_tracking = 1;
-    for (uint64_t s = issued > 3 ? issued - 3 : 1; s <= issued; ++s) {
+    for (uint64_t s = issued > uint64_t(sigs) - 1 ? issued - uint64_t(sigs) + 1 : 1; s <= issued; ++s) {
         SigInfo g;
         g.seq = s;
         g.count = 1 << 20;
@@ -221,7 +225,8 @@ void write_all(int fd, const void* p, size_t n) {
         wire::Hello h;
         h.header.major = disk::kFormatMajor;
         h.header.minor = disk::kFormatMinor;
-        h.header.pid = 100000 + r;
+        // The process that holds the socket: without a token, `serve` proves a loopback Hello's pid (issue 28).
+        h.header.pid = getpid();
         h.header.global_rank = r;
         h.header.local_rank = r % 8;
         h.header.world_size = o.ranks;
@@ -286,7 +291,7 @@ void write_all(int fd, const void* p, size_t n) {
             wire::Digest d;
             d.sent_mono_ns = now;
             d.process_state = uint32_t(disk::ProcessState::Running);
-            d.comms.push_back(world(int(r), o.ranks, issued, completed, progress, progress));
+            d.comms.push_back(world(int(r), o.ranks, issued, completed, progress, progress, o.sigs));
             buf.clear();
             wire::encode(d, buf);
             const size_t conn = (r - size_t(lo)) / size_t(P);
@@ -371,12 +376,16 @@ int main(int argc, char** argv) {
             o.laggard = atoi(next().c_str());
         else if (a == "--op-period")
             o.op_period_s = atof(next().c_str());
+        else if (a == "--sigs")
+            o.sigs = atoi(next().c_str());
         else
             die("unknown argument " + a);
     }
     if (o.collector.empty() || o.ranks < 2) die("usage: digest_load --collector PATH [--ranks N] ...");
     if (o.per_address < 1 || o.per_address > 28000) die("--per-address must be 1..28000 (the ephemeral ports)");
     if (o.per_conn < 1 || o.per_conn > 4096) die("--per-conn must be 1..4096 (a relay's channels)");
+    if (o.sigs < 1 || o.sigs > int(wire::kMaxDigestSigs + wire::kMaxDigestEarlierSigs))
+        die("--sigs must be 1..64 (what a digest carries)");
     const int conns = (o.ranks + o.per_conn - 1) / o.per_conn;
     if ((conns - 1) / o.per_address + 2 > 254) die("too many source addresses (raise --per-address)");
     if (o.laggard < 0) o.laggard = o.ranks * 7 / 13;
