@@ -56,20 +56,28 @@ size_t encode(const Digest& m, std::vector<uint8_t>& out) {
     const size_t at = begin_frame(w, FrameType::Digest);
     w.u64(m.sent_mono_ns);
     w.u32(m.process_state);
-    // At most kMaxComms comms of at most kMaxDigestSigs signatures with clamped strings: well under kMaxPayload.
+    // At most kMaxComms comms of at most kMaxDigestSigs signatures with clamped strings: well under kMaxPayload. With
+    // 1.12's earlier signatures too, only where they fit (the strings at their longest would not leave room for them):
+    // else the comms again without them.
+    const size_t py_room = m.py_stacks ? 64 + std::min<size_t>(m.py_stacks->text.size(), kMaxDigestPyStacks) : 0;
     const size_t n = std::min<size_t>(m.comms.size(), kMaxComms);
     w.u32(static_cast<uint32_t>(n));
+    const size_t comms_at = w.size();
     for (size_t i = 0; i < n; ++i) put_comm(w, m.comms[i]);
-    // 1.3: the comms past them, as many as the payload holds (older decoders ignore these trailing bytes); 1.4: the
-    // Python stacks after them (then the count is written even when it is 0), their room kept.
-    const size_t py_room = m.py_stacks ? 64 + std::min<size_t>(m.py_stacks->text.size(), kMaxDigestPyStacks) : 0;
+    if (w.size() - at - kHeaderBytes + py_room > kMaxPayload) {
+        out.resize(comms_at);
+        for (size_t i = 0; i < n; ++i) put_comm(w, m.comms[i], false);
+    }
+    // 1.3: the comms past them, as many as the payload holds (older decoders ignore these trailing bytes), each
+    // without 1.12's earlier signatures: a communicator more counts for more; 1.4: the Python stacks after them (then
+    // the count is written even when it is 0), their room kept.
     uint32_t extra = 0;
     if (m.comms.size() > n || m.py_stacks) {
         const size_t count_at = w.size();
         w.u32(0);
         for (size_t i = n; i < m.comms.size() && extra < kMaxExtraComms; ++i) {
             const size_t before = w.size();
-            put_comm(w, m.comms[i]);
+            put_comm(w, m.comms[i], false);
             if (w.size() - at - kHeaderBytes + py_room > kMaxPayload) {
                 out.resize(before);  // this block would not fit: the frame ends with the previous one
                 break;

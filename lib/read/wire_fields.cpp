@@ -60,7 +60,7 @@ void put_sig(Writer& w, const SigInfo& in) {
     w.end_block(at);
 }
 
-void put_comm(Writer& w, const CommInfo& in) {
+void put_comm(Writer& w, const CommInfo& in, bool with_earlier) {
     const size_t at = w.begin_block();
     w.u32(in.slot);
     NCW_COMM_FIELDS_1_5(NCW_PUT_FIELD)
@@ -82,7 +82,7 @@ void put_comm(Writer& w, const CommInfo& in) {
     NCW_COMM_FIELDS_1_6(NCW_PUT_FIELD)
     // Protocol 1.12: the signatures before the newest kMaxDigestSigs (the sender keeps only those not sent yet), the
     // latest kMaxDigestEarlierSigs of them.
-    const size_t earlier = std::min<size_t>(in.recent.size() - n, kMaxDigestEarlierSigs);
+    const size_t earlier = with_earlier ? std::min<size_t>(in.recent.size() - n, kMaxDigestEarlierSigs) : 0;
     w.u32(static_cast<uint32_t>(earlier));
     for (size_t i = in.recent.size() - n - earlier; i < in.recent.size() - n; ++i) put_sig(w, in.recent[i]);
     w.end_block(at);

@@ -148,7 +148,8 @@ inline size_t encoded_size(const std::string& s) { return 4 + std::min<size_t>(s
 // environment last, cut to env_budget bytes.
 void put_header(Writer& w, const HeaderInfo& h, size_t env_budget);
 void put_sig(Writer& w, const SigInfo& s);
-void put_comm(Writer& w, const CommInfo& c);
+// with_earlier: protocol 1.12's earlier signatures too (else their count alone, 0: the block as 1.11 bounded it).
+void put_comm(Writer& w, const CommInfo& c, bool with_earlier = true);
 void get_header(Reader& outer, HeaderInfo& h);
 void get_sig(Reader& outer, SigInfo& s);
 void get_comm(Reader& outer, CommInfo& c);

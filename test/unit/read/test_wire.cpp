@@ -642,3 +642,33 @@ TEST_CASE(
         CHECK(err.find("earlier signature count") != std::string::npos);
     }
 }
+
+TEST_CASE("Digest 1.12: with every string at its longest, the earlier signatures give way and the frame still fits") {
+    Digest in;
+    in.sent_mono_ns = 1;
+    for (uint32_t i = 0; i < kMaxComms; ++i) {
+        CommInfo c = sample_comm(i, kMaxDigestSigs + kMaxDigestEarlierSigs);
+        c.name.assign(kMaxString, 'n');
+        c.pci_bus_id.assign(kMaxString, 'p');
+        c.gpu_uuid.assign(kMaxString, 'u');
+        c.gpu_spans.assign(kMaxDigestSpans, verdict::GpuSpan{1, 2, 3});
+        in.comms.push_back(c);
+    }
+    std::vector<uint8_t> frame, payload;
+    CHECK(encode(in, frame) == kMaxComms);
+    split(frame, payload);
+    CHECK(payload.size() <= kMaxPayload);
+    Digest out;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    REQUIRE(out.comms.size() == kMaxComms);
+    CHECK(out.comms[0].recent.size() == kMaxDigestSigs);
+    CHECK(out.comms[kMaxComms - 1].recent.back().seq == in.comms[kMaxComms - 1].recent.back().seq);
+    // Short strings, as real ranks have: every signature goes.
+    for (auto& c : in.comms) c.name = c.pci_bus_id = c.gpu_uuid = "x";
+    frame.clear();
+    encode(in, frame);
+    split(frame, payload);
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    CHECK(out.comms[0].recent.size() == kMaxDigestSigs + kMaxDigestEarlierSigs);
+}
