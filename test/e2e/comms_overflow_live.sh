@@ -39,11 +39,9 @@ wait_for 10 grep -q "listening on" "$WORK/serve.out" || fail "serve did not star
 export NCCLWATCH_COLLECTOR="127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")"
 t0=$(now_s)
 launch_job 4 "${ARGS[@]}"
-report_of() { ls "$WORK/serve"/*/live-report.json 2>/dev/null | head -1; }
-has_report() { [ -n "$(report_of)" ]; }
-wait_for 60 has_report || fail "serve: no live report: $(tail -5 "$WORK/serve.err")"
+wait_for 60 has_report serve || fail "serve: no live report: $(tail -5 "$WORK/serve.err")"
 serve_s=$(since "$t0")
-check_verdict "$(report_of)" serve
+check_verdict "$(report_of serve)" serve
 grep -q "the other .* are watched by this process only" "$WORK/launch.err" &&
     fail "a digest could not hold every communicator: $(grep -m1 'watched by this process only' "$WORK/launch.err")"
 stop_job

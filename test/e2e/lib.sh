@@ -75,6 +75,10 @@ start_live_serve() {
 # line, since a reader can see a line still being written cut at a page's end.
 auto_listening() { grep -q "live collector listening on [^ ,]*, .*reports in" "$WORK/launch.err"; }
 live_txt() { ls "$WORK"/live/*/live-report.txt 2>/dev/null | head -1; }
+# report_of NAME: the live report (JSON) of the collector that serve_into NAME started, if it wrote one; has_report
+# NAME: whether it did.
+report_of() { ls "$WORK/$1"/*/live-report.json 2>/dev/null | head -1; }
+has_report() { [ -n "$(report_of "$1")" ]; }
 
 # A collector on loopback writing into $WORK/NAME, with /metrics on a port of its own and the test's own flags:
 # serve_into NAME [--port P] [serve flags...] (P: 0, any free port, by default). Sets SERVE_PID, PORT and MPORT and

@@ -13,10 +13,8 @@ export NCCLWATCH_DIGEST_MS=3000 NCCLWATCH_TIMEOUT_SEC=30
 export NCCLWATCH_MISMATCH_CHECK=0
 launch_job 4 --steps 60 --count 4096 --step-ms 20 --mismatch-rank 3 --mismatch-step 30 --mismatch-kind op \
     --hold-ms 60000
-report() { ls "$WORK"/live/*/live-report.json 2>/dev/null | head -1; }
-has_report() { [ -n "$(report)" ]; }
-wait_for 20 has_report || fail "no live report: $(cat "$WORK/live.err")"
-r=$(report)
+wait_for 20 has_report live || fail "no live report: $(cat "$WORK/live.err")"
+r=$(report_of live)
 [ "$(json_get "$r" "d['verdicts'][0]['kind']")" = MISMATCH ] || fail "verdict: $(json_get "$r" "d['verdicts'][0]")"
 [ "$(json_get "$r" "d['verdicts'][0]['culprits']")" = "[3]" ] || fail "culprits: $(json_get "$r" "d['verdicts'][0]")"
 [ "$(json_get "$r" "d['verdicts'][0]['seq']")" = 31 ] || fail "seq: $(json_get "$r" "d['verdicts'][0]")"

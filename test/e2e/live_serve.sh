@@ -13,8 +13,6 @@ trap 'stop_serve; cleanup' EXIT
 start_serve() { serve_into "$1" --port "${2:-0}" --timeout 2 --dead-after 2; }
 
 metric_is() { metrics | grep -q "^$1 $2\$"; }
-report_of() { ls "$WORK/$1"/*/live-report.json 2>/dev/null | head -1; }
-has_report() { [ -n "$(report_of "$1")" ]; }
 
 export NCCLWATCH_DIGEST_MS=50 NCCLWATCH_TIMEOUT_SEC=30  # the live collector's report is the one under test
 

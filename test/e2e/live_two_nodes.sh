@@ -34,8 +34,6 @@ start_serve() {
     grep -q "timeout each job's own" "$WORK/$1.out" || fail "serve should take the ranks' timeout: $(head -1 "$WORK/$1.out")"
     export NCCLWATCH_COLLECTOR="127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/$1.out")"
 }
-live_report() { ls "$WORK/$1"/*/live-report.json 2>/dev/null | head -1; }
-has_live() { [ -n "$(live_report "$1")" ]; }
 # launch NAME [launcher options --] fake_rank options...
 launch() {
     local opts=()
@@ -56,7 +54,7 @@ has_files_in() { [ "$(ls "$1"/*/$2 2>/dev/null | wc -l)" -ge "$3" ]; }
 # check_same NAME WANT: the collector's and analyze's lead verdicts, and every rank's stderr.
 check_same() {
     local name=$1 want=$2 live got line
-    live=$(lead "$(live_report "$name")")
+    live=$(lead "$(report_of "$name")")
     [ "$live" = "$want" ] || fail "$name: the live collector says $live, want $want"
     "$NCW_COLLECTOR" analyze --json "$NODES/node-a" "$NODES/node-b" >"$WORK/$name.analyze.json"
     got=$(lead "$WORK/$name.analyze.json")
@@ -67,7 +65,7 @@ check_same() {
 # verdict, marked as such, in the same words as the collector's report.
 node_a_quotes() {
     local name=$1 kind=$2 line
-    line=$(json_get "$(live_report "$name")" "d['verdicts'][0]['headline']")
+    line=$(json_get "$(report_of "$name")" "d['verdicts'][0]['headline']")
     wait_for 10 grep -q "the job's verdict, from the live collector" "$WORK/launch.err" ||
         fail "$name: node A's ranks do not lead with the collector's verdict"
     grep "the job's verdict, from the live collector" "$WORK/launch.err" | grep -q "$kind: " ||
@@ -84,7 +82,7 @@ node_a_quotes() {
 run_skip() {
     local n=$1
     launch "$n" -- --steps 10 --skip-rank 3 --skip-step 5 --hold-ms 60000
-    wait_for 30 has_live "$n" || fail "$n: no live report: $(cat "$WORK/$n.err")"
+    wait_for 30 has_report "$n" || fail "$n: no live report: $(cat "$WORK/$n.err")"
     wait_for 30 has_files_in "$NODES/node-a" '*.report.json' 2 || fail "$n: node A's ranks wrote no report"
     node_a_quotes "$n" NOT_JOINED
     stop_job
@@ -96,8 +94,8 @@ run_dies() {
     local n=$1 r
     launch "$n" --kill-on-first-failure --term-delay-ms 300 -- --steps 10 --pause-step 3 --pause-ms 1000 --exit-rank 3 --exit-step 5 --exit-code 3 --exit-how _exit --hold-ms 60000
     wait_for 30 grep -q "^exit rank=0" "$WORK/launch.out" || fail "$n: the launcher did not end the job"
-    wait_for 10 has_live "$n" || fail "$n: no live report before the teardown: $(cat "$WORK/$n.err")"
-    r=$(live_report "$n")
+    wait_for 10 has_report "$n" || fail "$n: no live report before the teardown: $(cat "$WORK/$n.err")"
+    r=$(report_of "$n")
     [ "$(lead "$r")" = "DEAD r3" ] || fail "$n: the live collector says $(lead "$r"), want DEAD r3"
     json_get "$r" "d['verdicts'][0]['headline']" | grep -q "exit code 3" || fail "$n: the verdict does not say exit code 3"
     wait "$LAUNCH_PID" 2>/dev/null
@@ -118,8 +116,8 @@ stop_serve
 # ---- 3. a smaller all_reduce on rank 3 ----
 start_serve mismatch
 launch mismatch -- --steps 10 --mismatch-rank 3 --mismatch-step 5 --mismatch-kind count --hold-ms 60000
-wait_for 30 has_live mismatch || fail "mismatch: no live report: $(cat "$WORK/mismatch.err")"
-wait_for 20 lead_is "$(live_report mismatch)" "MISMATCH r3" || fail "mismatch: the live collector says $(lead "$(live_report mismatch)")"
+wait_for 30 has_report mismatch || fail "mismatch: no live report: $(cat "$WORK/mismatch.err")"
+wait_for 20 lead_is "$(report_of mismatch)" "MISMATCH r3" || fail "mismatch: the live collector says $(lead "$(report_of mismatch)")"
 # Node A's ranks see no mismatch of their own (ranks 2,3 are not in their folder): its local rank 0 says the job's.
 wait_for 10 grep -q "^\[ncclwatch r0\] JOB VERDICT (live collector): MISMATCH: rank 3 " "$WORK/launch.err" ||
     fail "mismatch: node A's local rank 0 does not say the collector's verdict: $(grep -c 'JOB VERDICT' "$WORK/launch.err")"
@@ -132,8 +130,8 @@ stop_serve
 # before its client has said Hello is not visible to the collector (UNKNOWN r3, "not visible from here").
 start_serve exit0
 launch exit0 -- --steps 10 --pause-step 3 --pause-ms 1000 --exit-rank 3 --exit-step 5 --exit-code 0 --exit-how exit --hold-ms 60000
-wait_for 30 has_live exit0 || fail "exit0: no live report: $(cat "$WORK/exit0.err")"
-r=$(live_report exit0)
+wait_for 30 has_report exit0 || fail "exit0: no live report: $(cat "$WORK/exit0.err")"
+r=$(report_of exit0)
 [ "$(lead "$r")" = "DEAD r3" ] || fail "exit0: the live collector says $(lead "$r"), want DEAD r3: $(json_get "$r" "d['verdicts'][0]['headline']")"
 json_get "$r" "d['verdicts'][0]['headline']" | grep -q "exit code 0" || fail "exit0: the verdict does not say exit code 0"
 node_a_quotes exit0 DEAD
@@ -144,14 +142,14 @@ stop_serve
 # ---- 5. a pipeline stage away before its send ----
 start_serve pipeline
 launch pipeline -- --pipeline --steps 10 --sleep-rank 2 --sleep-step 5 --sleep-ms 60000 --hold-ms 60000
-wait_for 30 has_live pipeline || fail "pipeline: no live report: $(cat "$WORK/pipeline.err")"
-wait_for 20 lead_is "$(live_report pipeline)" "NOT_JOINED r2" ||
-    fail "pipeline: the live collector says $(lead "$(live_report pipeline)"), want NOT_JOINED r2"
+wait_for 30 has_report pipeline || fail "pipeline: no live report: $(cat "$WORK/pipeline.err")"
+wait_for 20 lead_is "$(report_of pipeline)" "NOT_JOINED r2" ||
+    fail "pipeline: the live collector says $(lead "$(report_of pipeline)"), want NOT_JOINED r2"
 # The verdict holds while the stage stays away: later analyses (the ranks' stacks, their States) do not undo it.
 sleep_until=$(($(date +%s) + 3))
 while [ "$(date +%s)" -lt "$sleep_until" ]; do
-    lead_is "$(live_report pipeline)" "NOT_JOINED r2" ||
-        fail "pipeline: the live collector went from NOT_JOINED r2 to $(lead "$(live_report pipeline)")"
+    lead_is "$(report_of pipeline)" "NOT_JOINED r2" ||
+        fail "pipeline: the live collector went from NOT_JOINED r2 to $(lead "$(report_of pipeline)")"
 done
 node_a_quotes pipeline NOT_JOINED
 stop_job
