@@ -14,6 +14,7 @@ export NCCLWATCH_LOG_LEVEL=debug  # where the collector listens and the ranks co
 unset NCCLWATCH_TOKEN
 
 launch_master() {
+    new_launch_logs
     LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 --env "MASTER_ADDR=$IP" -- "$FAKE_RANK" \
         --steps 10 --count 4096 --skip-rank 2 --skip-step 5 --hold-ms 60000 >"$WORK/launch.out" 2>"$WORK/launch.err" &
     LAUNCH_PID=$!

@@ -72,7 +72,7 @@ start_live_serve() {
     export NCCLWATCH_DIGEST_MS=50
 }
 # Rank 0's collector (NCCLWATCH_COLLECTOR=auto, debug level) has said where it listens, in $WORK/launch.err: the whole
-# line, since a reader can see a line still being written cut at a page's end.
+# line, not its first words alone.
 auto_listening() { grep -q "live collector listening on [^ ,]*, .*reports in" "$WORK/launch.err"; }
 live_txt() { ls "$WORK"/live/*/live-report.txt 2>/dev/null | head -1; }
 # report_of NAME: the live report (JSON) of the collector that serve_into NAME started, if it wrote one; has_report
@@ -122,10 +122,15 @@ fail() {
     exit 1
 }
 
+# The launcher's output files of a new job, emptied now: the job's own redirections run in a background shell, at a time
+# of its own, and a wait on launch.err must not find the previous job's lines there before they are gone.
+new_launch_logs() { : >"$WORK/launch.out" && : >"$WORK/launch.err"; }
+
 # Starts a job in the background under the shim: launch_job NPROC [fake_rank args...]
 launch_job() {
     local n=$1
     shift
+    new_launch_logs
     LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc "$n" --timeout-sec 90 -- "$FAKE_RANK" "$@" \
         >"$WORK/launch.out" 2>"$WORK/launch.err" &
     LAUNCH_PID=$!
@@ -141,6 +146,7 @@ launch_job_own_stderr() {
 exec "$@" 2>"$OWN_STDERR_DIR/rank$RANK.err"
 WRAP
     chmod +x "$WORK/own_stderr.sh"
+    new_launch_logs
     OWN_STDERR_DIR="$WORK" LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc "$n" --timeout-sec 90 -- \
         "$WORK/own_stderr.sh" "$FAKE_RANK" "$@" >"$WORK/launch.out" 2>"$WORK/launch.err" &
     LAUNCH_PID=$!

@@ -41,6 +41,7 @@ launch() {
     while [ "$1" != "--" ]; do opts+=("$1"); shift; done
     shift
     rm -rf "$NODES"
+    new_launch_logs
     LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 "${opts[@]}" -- "$WORK/per_node.sh" \
         "$FAKE_RANK" --count 4096 "$@" >"$WORK/launch.out" 2>"$WORK/launch.err" &
     LAUNCH_PID=$!

@@ -30,6 +30,7 @@ check_python() {
     live_names() { [ -n "$(live_txt)" ] && grep -qF "$1" "$(live_txt)"; }
     export NCCLWATCH_DIR="$WORK/dumps-$RUN"
     export STALL_RANK=1 STALL_STEP=3 STEPS=6 STOP_FILE="$WORK/stop-$RUN"
+    new_launch_logs
     NCCLWATCH_DUMP_AT_EXIT=1 LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 -- "$PYTHON" "$PROG" \
         >"$WORK/launch.out" 2>"$WORK/launch.err" &
     LAUNCH_PID=$!

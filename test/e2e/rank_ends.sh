@@ -56,6 +56,7 @@ case_ends "SIGSEGV" "fatal signal 11" "crashed with SIGSEGV" --exit-how segv
 # The launcher's teardown: SIGTERM to the survivors 0.3 s after rank 3's exit(3), before any timeout. Each survivor
 # records it, gives its final verdict from the siblings' files, then dies of the signal.
 rm -rf "$NCCLWATCH_DIR"
+new_launch_logs
 LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 --kill-on-first-failure --term-delay-ms 300 \
     -- "$FAKE_RANK" --steps 10 --exit-rank 3 --exit-step 4 --exit-code 3 >"$WORK/launch.out" 2>"$WORK/launch.err" &
 LAUNCH_PID=$!
@@ -76,6 +77,7 @@ echo "ok: launcher teardown: final verdict DEAD rank 3 at SIGTERM, survivors sho
 
 # A program with its own SIGSEGV and SIGTERM handlers (installed before NCCL starts) still gets them.
 rm -rf "$NCCLWATCH_DIR"
+new_launch_logs
 LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 --timeout-sec 90 --kill-on-first-failure --term-delay-ms 300 \
     -- "$FAKE_RANK" --steps 10 --exit-rank 3 --exit-step 4 --exit-how segv --own-handlers "$WORK/own" \
     >"$WORK/launch.out" 2>"$WORK/launch.err" &
