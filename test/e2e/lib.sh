@@ -91,6 +91,7 @@ serve_into() {
         shift 2
     fi
     mkdir -p "$WORK/$name"
+    : >"$WORK/$name.out" && : >"$WORK/$name.err"  # as new_launch_logs: a NAME used again never shows the last run
     "$NCW_COLLECTOR" serve --listen "127.0.0.1:$port" --metrics 127.0.0.1:0 --out "$WORK/$name" "$@" \
         >"$WORK/$name.out" 2>"$WORK/$name.err" &
     SERVE_PID=$!
