@@ -57,6 +57,25 @@ pipeline_wrong_peer: the pipeline; at --at-step stage --pipeline-stage sends its
                the next stage: the next stage waits in its recv from it, and the send waits for a recv never posted.
 clean:         nothing wrong; trains for --duration-sec.
 
+Issue 41, point-to-point traffic (no DDP; each a paced loop ending every step with a small all_reduce on the world and
+a loss read with .item(); before the loop, one step of the same traffic outside it, so that NCCL's connections are
+made before the scenario's fault):
+moe_stale_split: a mixture-of-experts layer: each step every rank sends rows (--moe-hidden float32, 4 KB) to every
+               rank's experts with dist.all_to_all_single and uneven split sizes, all drawn from one seeded generator
+               per step (every rank draws the same table, so what rank i sends rank j is what rank j expects from rank
+               i); rank 0 holds a popular expert (--moe-hot-rows more rows from every rank, 64 MiB by default). At
+               --at-step the last rank routes with a stale table: it sends rank 0 twice the rows rank 0 expects (its
+               input built to that table, so torch accepts it): its send to rank 0 is never received whole (MISMATCH,
+               the last rank).
+moe_clean:     the same layer, nothing wrong, for --duration-sec.
+send_cycle:    ranks 0 and 1 swap a --p2p-mib tensor every step with dist.send / dist.recv (rank 0 sends first, rank 1
+               receives first; the others only all-reduce); at --at-step both send first: each waits for the other to
+               receive (DEADLOCK, ranks 0 and 1).
+batch_ring_missing: each step every rank exchanges a --p2p-mib tensor with its ring neighbours in one
+               dist.batch_isend_irecv (isend to rank + 1, irecv from rank - 1) and waits on the works; at --at-step the
+               last rank leaves its irecv out: rank world - 2's send to it is never received (the last rank's missing
+               Recv: NOT_JOINED or MISMATCH, the last rank).
+
 For PyTorch's Flight Recorder runs, --pg-timeout-sec passes the same timeout to init_process_group, and --fr-dump-at-end
 writes each rank's Flight Recorder buffer at a normal exit (a job that never times out has no dump otherwise).
 --give-up-sec ends a rank that is still alive that long after init (os._exit(7)): a guard, the harness normally ends
@@ -85,9 +104,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 SCENARIOS = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
              "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra", "gpu_busy", "pipeline",
              "order_deadlock", "graph_skip", "algo_differs", "leave_early", "teardown_hang", "oom",
-             "pipeline_wrong_peer"]
+             "pipeline_wrong_peer", "moe_stale_split", "moe_clean", "send_cycle", "batch_ring_missing"]
 DYING = ("rank_dies", "rank_exit0", "rank_segv", "rank_killed")  # the last rank ends itself at --at-step
 DRIFTS = ("drift_skip", "drift_extra")
+P2P = ("moe_stale_split", "moe_clean", "send_cycle", "batch_ring_missing")  # issue 41: run_p2p()
 
 
 def die(rank, how, exit_code):
@@ -224,6 +244,110 @@ def run_pipeline(args, rank, world, truth):
     return step + 1, loss.detach()
 
 
+def moe_split_table(args, step, world):
+    """The rows rank i sends rank j at `step` (table[i][j]). Every rank draws the same table from one generator seeded
+    by the step, as if the routers' counts had been exchanged: what rank i sends rank j is what rank j expects from
+    rank i. Rank 0's expert is popular: --moe-hot-rows more rows from every rank."""
+    g = torch.Generator().manual_seed(args.moe_seed * 1_000_003 + step + 1)
+    table = torch.randint(args.moe_rows_min, args.moe_rows_max + 1, (world, world), generator=g)
+    table[:, 0] += args.moe_hot_rows
+    return table.tolist()
+
+
+def moe_layer(args, rank, world, step, expert, stale=False):
+    """One MoE layer's dispatch: this rank's tokens to every rank's experts (dist.all_to_all_single with uneven
+    splits), then the local expert on the tokens that came in. stale: this rank routes with a stale table, which
+    sends rank 0 twice the rows rank 0 expects from it (the tokens are built to that table: torch checks only that
+    the input splits add up to the input's rows). Returns the expert's output."""
+    table = moe_split_table(args, step, world)
+    input_split_sizes = list(table[rank])
+    output_split_sizes = [table[src][rank] for src in range(world)]
+    if stale:
+        input_split_sizes[0] *= 2
+    tokens = torch.randn(sum(input_split_sizes), args.moe_hidden, device="cuda")
+    received = torch.empty(sum(output_split_sizes), args.moe_hidden, device="cuda")
+    dist.all_to_all_single(received, tokens, output_split_sizes, input_split_sizes)
+    return expert(received)
+
+
+def run_p2p(args, rank, world, truth):
+    """Issue 41's point-to-point scenarios (moe_stale_split, moe_clean, send_cycle, batch_ring_missing): one step of
+    traffic, then a gradient-like all_reduce on the world and the loss read with .item(), in a paced loop. One step
+    runs before the loop (NCCL connects a pair at its first send or receive: over sockets, with four ranks on one GPU,
+    seconds). Returns (steps run, the last loss as a tensor)."""
+    s = args.scenario
+    odd = world - 1
+    pace = args.pace_ms / 1000.0
+    n = args.p2p_mib * (1 << 20) // 4  # float32 elements of a send_cycle / batch_ring_missing message
+    torch.manual_seed(rank)
+    expert = nn.Linear(args.moe_hidden, args.moe_hidden, bias=False).cuda() if s.startswith("moe") else None
+    outgoing = torch.full((n,), float(rank), device="cuda") if not s.startswith("moe") else None
+    incoming = torch.empty_like(outgoing) if outgoing is not None else None
+    weights = torch.randn(1024, device="cuda")
+
+    def traffic(step, bad):
+        """This step's point-to-point part; returns the tensor the loss is read from."""
+        if s.startswith("moe"):
+            return moe_layer(args, rank, world, step, expert, stale=bad and rank == odd)
+        if s == "send_cycle":
+            if rank == 0 or (rank == 1 and bad):
+                dist.send(outgoing, dst=1 - rank)  # the bug at the bad step: rank 1 sends first too
+                dist.recv(incoming, src=1 - rank)
+            elif rank == 1:
+                dist.recv(incoming, src=0)
+                dist.send(outgoing, dst=0)
+            return incoming[:1024] if rank < 2 else weights
+        # batch_ring_missing: a ring exchange, as ring attention or a halo exchange does it
+        ops = [dist.P2POp(dist.isend, outgoing, (rank + 1) % world)]
+        if not (bad and rank == odd):  # the bug at the bad step: the last rank leaves its irecv out
+            ops.append(dist.P2POp(dist.irecv, incoming, (rank - 1) % world))
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        return incoming[:1024]
+
+    def step_end(out):
+        """A gradient-like tensor averaged over the world (its all_reduce's wait orders the loss after it); the loss."""
+        grad = out.mean(0) if out.dim() > 1 else out * 1e-3
+        dist.all_reduce(grad)
+        return out.pow(2).mean()
+
+    if s in ("send_cycle", "batch_ring_missing") and world < 2:
+        raise SystemExit(f"{s} needs two ranks or more")
+    with torch.no_grad():
+        step_end(traffic(-1, False)).item()  # connections made, before the loop and its truth
+        torch.cuda.synchronize()
+        truth.mark("t_loop_start")
+        t0 = time.time()
+        loss = torch.zeros((), device="cuda")
+        step = 0
+        while True:
+            if s == "moe_clean":
+                # Every rank stops after the same step (as clean): they agree every 10 steps.
+                if step % 10 == 0:
+                    up = torch.tensor([1.0 if time.time() - t0 >= args.duration_sec else 0.0], device="cuda")
+                    dist.all_reduce(up, op=dist.ReduceOp.MAX)
+                    if up.item() > 0:
+                        break
+            elif step >= args.steps:
+                break
+            time.sleep(pace)  # data loading
+            bad = step == args.at_step and s != "moe_clean"
+            if bad and rank in ((0, 1) if s == "send_cycle" else (odd,)):
+                truth.mark("t_depart", step=step)
+                if s == "moe_stale_split":
+                    rows = moe_split_table(args, step, world)[rank][0]
+                    log(rank, f"step {step}: a stale split table: sending rank 0 {2 * rows} rows of "
+                              f"{args.moe_hidden} floats where it expects {rows}")
+                elif s == "send_cycle":
+                    log(rank, f"step {step}: sending {args.p2p_mib} MiB to rank {1 - rank} first, then receiving")
+                else:
+                    log(rank, f"step {step}: batch_isend_irecv without the irecv from rank {(rank - 1) % world}")
+            loss = step_end(traffic(step, bad))
+            loss.item()  # the loss read every step: the CPU waits for this step's traffic and all_reduce
+            step += 1
+    return step, loss
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--scenario", choices=SCENARIOS, default="clean")
@@ -252,6 +376,18 @@ def main():
     p.add_argument("--pipeline-allreduce", action="store_true",
                    help="pipeline: every rank all-reduces a metric after each step (--stall-sec 0: a clean job)")
     p.add_argument("--metric-every", type=int, default=5, help="order_deadlock: steps between the metrics")
+    p.add_argument("--moe-hidden", type=int, default=1024, help="moe_*: floats a row (1024: 4 KB rows)")
+    p.add_argument("--moe-rows-min", type=int, default=256, help="moe_*: the fewest rows a rank sends a rank a step")
+    p.add_argument("--moe-rows-max", type=int, default=2048, help="moe_*: the most rows, before the popular expert's")
+    # 16384 rows of 4 KB, 64 MiB: the stale table's surplus to rank 0 must outgrow what NCCL and, with several ranks on
+    # one GPU, the sockets between them can hold (their kernel buffers, several MiB a connection).
+    p.add_argument("--moe-hot-rows", type=int, default=16384, help="moe_*: rows more to rank 0's popular expert")
+    p.add_argument("--moe-seed", type=int, default=0, help="moe_*: the split tables' seed")
+    p.add_argument("--p2p-mib", type=int, default=64, help="send_cycle, batch_ring_missing: MiB a message")
+    # torch (2.5 and later, pytorch#132900) gives an eagerly initialised group's unbatched send / recv its world
+    # communicator (serialised with its collectives); a lazy one makes a 2-rank communicator per pair ("lo:hi", its own
+    # ncclCommInitRank through the store) at its first send or recv.
+    p.add_argument("--lazy-init", action="store_true", help="init_process_group without device_id (lazy init)")
     p.add_argument("--one-gpu", action="store_true", help="every rank on device 0, each its own NCCL host")
     args = p.parse_args()
 
@@ -277,16 +413,18 @@ def main():
         kwargs["timeout"] = datetime.timedelta(seconds=args.pg_timeout_sec)
     t_init = time.time()
     truth.mark("t_init_start")
-    dist.init_process_group("nccl", device_id=torch.device("cuda", dev), **kwargs)
+    if not args.lazy_init:
+        kwargs["device_id"] = torch.device("cuda", dev)  # eager: the world's communicator made now
+    dist.init_process_group("nccl", **kwargs)
     log(rank, f"{s}: process group ready after {time.time() - t_init:.1f} s (world {world})")
     scenario_support.give_up_after(args.give_up_sec, lambda: log(rank, "giving up"))
 
-    if s in ("pipeline", "pipeline_wrong_peer"):
-        steps_run, loss = run_pipeline(args, rank, world, truth)
+    if s in ("pipeline", "pipeline_wrong_peer") or s in P2P:
+        steps_run, loss = (run_p2p if s in P2P else run_pipeline)(args, rank, world, truth)
         truth.mark("t_loop_end", step=steps_run)
         torch.cuda.synchronize()  # a stage waiting for a peer that never comes hangs here
         truth.mark("t_done")
-        log(rank, f"done {steps_run} pipeline steps, loss {loss.item():.4f}")
+        log(rank, f"done {steps_run} {'pipeline ' if s not in P2P else ''}steps, loss {loss.item():.4f}")
         dist.destroy_process_group()
         log(rank, "exit 0")
         return

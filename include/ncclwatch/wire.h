@@ -43,7 +43,11 @@ inline constexpr uint16_t kMajor = 1;
 // 1.12: a comm block ends with the signatures issued since the rank's last Digest before its newest kMaxDigestSigs
 //      (at most kMaxDigestEarlierSigs more): at 200 ms a Digest, the newest alone left out every op of a communicator
 //      issuing more than 80 a second, and with them its mismatches. An older decoder stops before them.
-inline constexpr uint16_t kMinor = 12;
+// 1.13: a State's peer block ends with the newest sends and receives with that peer (seq, count, dtype, stream,
+//      group, issue time, what is known of each: read/rank_state.h P2pOp), so that the collector pairs the n-th send
+//      of A to B with the n-th receive of B from A by size, and sees what a pending one is queued behind. An older
+//      decoder stops before them.
+inline constexpr uint16_t kMinor = 13;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection
@@ -57,6 +61,9 @@ inline constexpr uint32_t kMaxDigestSpans = 32;        // 1.1: most recent in-co
 inline constexpr uint32_t kMaxDigestPyStacks = 8192;   // 1.4: bytes of Python stacks text in a Digest
 inline constexpr uint32_t kMaxStateP2pComms = 64;      // 1.6: communicators with point-to-point counts in a State
 inline constexpr uint32_t kMaxStatePeers = 512;        // 1.6: peers per communicator in a State (waiting ones first)
+// 1.13: a State's op windows stop once the frame is this long (the counts of every peer still follow).
+inline constexpr uint32_t kMaxStateP2pOpBytes = 512u << 10;
+inline constexpr uint32_t kP2pOpBytes = 8 * 4 + 4 + 3;  // one op of a peer block's window
 inline constexpr uint32_t kRelayPrefixBytes = 4;       // 1.7: a Relay payload's channel, before the wrapped frame
 // 1.7: a Relay frame holds one whole frame of at most kMaxPayload, so its own payload may be this long.
 inline constexpr uint32_t kMaxRelayPayload = kRelayPrefixBytes + kHeaderBytes + kMaxPayload;

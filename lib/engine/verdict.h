@@ -108,8 +108,23 @@ struct Verdict {
         std::vector<int> waiting;         // comm ranks waiting in seq there
         std::vector<int> waiting_global;  // the same, global ranks (-1: not known)
         std::vector<int> for_global;      // the ranks it waits for, which never issued seq there (global ranks)
+        // A cycle of point-to-point waits on one communicator (op is a Send or Recv, op.root its peer): the peer's
+        // match of it, posted or not, waits behind the peer's own op `behind` (its Send or Recv, root its peer).
+        bool match_posted = false;
+        OpSig behind;
     };
     std::vector<CycleLink> cycle;
+    // MISMATCH of a pair's sizes: the n-th send of `sender` to `receiver` carries a different size from the n-th
+    // receive of `receiver` from `sender` (the send's count and dtype in `send`, the receive's in `recv`, both seq n).
+    struct PairSizes {
+        int sender = -1;
+        int receiver = -1;
+        OpSig send;
+        OpSig recv;
+        bool grouped = false;  // both in NCCL groups with ops to other peers: an all-to-all's
+        size_t pairs = 1;      // pairs that disagree on the communicator (this one the first)
+    };
+    std::optional<PairSizes> pair_sizes;
     // SETTING_DIFFERS: the difference in the audit's words ("NCCL_ALGO differs across ranks: rank 3 has 'Tree'; ...").
     std::string setting;
 };

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include "engine/verdict_ranks.h"
 #include "engine/verdict_text.h"
@@ -91,12 +93,225 @@ bool waits_with(const RankCommState& p, int with) {
     return e && (e->sends_issued > e->sends_completed || e->recvs_issued > e->recvs_completed);
 }
 
+// The op as a signature: a Send or Recv with its peer in `root`.
+OpSig op_sig(const P2pOp& o, int peer) {
+    OpSig g;
+    g.seq = o.seq;
+    g.count = o.count;
+    g.t_issue_ns = o.t_issue_ns;
+    g.op = uint8_t(o.send ? OpType::Send : OpType::Recv);
+    g.dtype = o.dtype;
+    g.root = peer;
+    g.stream = o.stream;
+    return g;
+}
+
+// "Send #10 to rank 1" / "Recv #10 from rank 0"
+std::string op_words(const P2pOp& o, int peer) {
+    return fmt::format("{} #{} {} rank {}", o.send ? "Send" : "Recv", o.seq, o.send ? "to" : "from", peer);
+}
+
+// Whether `r` issued the op in an NCCL group with ops to other peers (an all-to-all, batch_isend_irecv).
+bool grouped_with_others(const RankCommState& r, const P2pOp& o, int peer) {
+    if (o.group_id == 0) return false;
+    for (const auto& e : r.p2p)
+        if (e.peer != peer)
+            for (const auto& x : e.ops)
+                if (x.group_id == o.group_id) return true;
+    return false;
+}
+
+// Whether the op still waits: issued and not done, and not failed (a failed call waits on nobody).
+bool open_op(const P2pOp& o) { return !o.done() && !(o.state & P2pOp::kFailed); }
+
+// A rank's oldest open point-to-point op on the communicator (by issue time), with its peer: what it is held in.
+std::optional<std::pair<P2pOp, int>> oldest_open(const RankCommState& r) {
+    std::optional<std::pair<P2pOp, int>> out;
+    for (const auto& e : r.p2p)
+        for (const auto& o : e.ops)
+            if (open_op(o) && (!out || o.t_issue_ns < out->first.t_issue_ns)) out = std::pair{o, e.peer};
+    return out;
+}
+
 }  // namespace
+
+// Every send paired with the receive of the same number at its peer (the n-th of A to B with the n-th of B from A):
+// NCCL moves the receive's size and no more, so a pair that disagrees hangs the larger side (or, where the rest fits
+// in NCCL's buffers, completes and corrupts the next exchange of the pair). One verdict for the communicator, naming
+// the rank found in the most disagreeing pairs (the sender where they tie). `open_only`: only pairs one side of which
+// still waits.
+std::optional<Verdict> p2p_size_mismatch(const CommView& view, bool open_only) {
+    struct Pair {
+        const RankCommState* sender;
+        const RankCommState* receiver;
+        P2pOp send, recv;
+    };
+    std::vector<Pair> pairs;
+    for (size_t i : by_comm_rank(view)) {
+        const auto& r = view.ranks[i];
+        if (!r.p2p_known) continue;
+        for (const auto& e : r.p2p) {
+            const RankCommState* p = state_of_rank(view, e.peer);
+            const PeerP2p* back = p && p->p2p_known ? peer_entry(*p, r.comm_rank) : nullptr;
+            if (!back) continue;
+            for (const auto& o : e.ops) {
+                if (!o.send) continue;
+                const P2pOp* m = back->op(false, o.seq);
+                if (!m || !o.bytes() || !m->bytes() || o.bytes() == m->bytes()) continue;
+                if (open_only && !open_op(o) && !open_op(*m)) continue;
+                pairs.push_back({&r, p, o, *m});
+            }
+        }
+    }
+    if (pairs.empty()) return std::nullopt;
+    std::stable_sort(pairs.begin(), pairs.end(),
+                     [](const Pair& a, const Pair& b) { return a.send.t_issue_ns < b.send.t_issue_ns; });
+    std::map<int, size_t> in_pairs;
+    for (const auto& pr : pairs) ++in_pairs[pr.sender->comm_rank], ++in_pairs[pr.receiver->comm_rank];
+    int culprit = pairs.front().sender->comm_rank;
+    for (const auto& [rank, n] : in_pairs)
+        if (n > in_pairs[culprit]) culprit = rank;
+    // The first pair the culprit is in leads the words.
+    const Pair& lead = *std::find_if(pairs.begin(), pairs.end(), [&](const Pair& pr) {
+        return pr.sender->comm_rank == culprit || pr.receiver->comm_rank == culprit;
+    });
+    Verdict v;
+    v.kind = Kind::Mismatch;
+    v.comm_id = view.comm_id;
+    v.seq = lead.send.seq;
+    v.culprits = {culprit};
+    v.missing = missing_ranks(view);
+    v.op = op_sig(lead.send, lead.receiver->comm_rank);
+    Verdict::PairSizes ps;
+    ps.sender = lead.sender->comm_rank;
+    ps.receiver = lead.receiver->comm_rank;
+    ps.send = v.op;
+    ps.recv = op_sig(lead.recv, lead.sender->comm_rank);
+    ps.grouped = grouped_with_others(*lead.sender, lead.send, ps.receiver) &&
+                 grouped_with_others(*lead.receiver, lead.recv, ps.sender);
+    ps.pairs = pairs.size();
+    v.pair_sizes = ps;
+    v.summary = fmt::format(
+        "comm {}: p2p: rank {}'s {} carries {} bytes ({} {}), rank {}'s {} expects {} bytes ({} {}): a send and "
+        "its receive disagree in size{}",
+        hex_comm(view.comm_id), ps.sender, op_words(lead.send, ps.receiver), lead.send.bytes(), lead.send.count,
+        disk::dtype_name(lead.send.dtype), ps.receiver, op_words(lead.recv, ps.sender), lead.recv.bytes(),
+        lead.recv.count, disk::dtype_name(lead.recv.dtype),
+        pairs.size() > 1 ? fmt::format("; {} pairs disagree, rank {} in {} of them", pairs.size(), culprit,
+                                       in_pairs[culprit])
+                         : "");
+    for (const auto& pr : pairs)
+        v.evidence.push_back(fmt::format("p2p: {}: {} ({} bytes, {}); {}: {} ({} bytes, {})", rank_id(*pr.sender),
+                                         op_words(pr.send, pr.receiver->comm_rank), pr.send.bytes(),
+                                         open_op(pr.send) ? "waiting" : "completed", rank_id(*pr.receiver),
+                                         op_words(pr.recv, pr.sender->comm_rank), pr.recv.bytes(),
+                                         open_op(pr.recv) ? "waiting" : "completed"));
+    return v;
+}
+
+// A cycle of point-to-point waits: each rank of it waits in its oldest open send or receive for a peer whose match
+// cannot run, because it is queued behind the peer's own open op on the same stream (outside its group), or because
+// the peer has not posted it and is blocked inside the call of its own open op; and that op in turn waits on the
+// next rank of the cycle. Two ranks that both send first and then receive, each on one stream, are the classic one.
+std::optional<Verdict> p2p_cycle(const CommView& view, uint64_t now_ns, double timeout_s) {
+    struct Hold {
+        P2pOp op;
+        int peer = -1;
+        bool match_posted = false;
+    };
+    // next[r]: the rank r waits on, and why, where its wait cannot be served.
+    std::map<int, Hold> next;
+    double oldest = 0;
+    for (size_t i : by_comm_rank(view)) {
+        const auto& r = view.ranks[i];
+        if (!r.p2p_known || !r.alive) continue;
+        const auto held = oldest_open(r);
+        if (!held) continue;
+        const auto& [o, peer] = *held;
+        const RankCommState* p = state_of_rank(view, peer);
+        const PeerP2p* back = p && p->p2p_known && p->alive ? peer_entry(*p, r.comm_rank) : nullptr;
+        const auto p_held = p ? oldest_open(*p) : std::nullopt;
+        if (!back || !p_held ||
+            (p_held->second == r.comm_rank && bool(p_held->first.send) == !o.send && p_held->first.seq == o.seq))
+            continue;  // the peer's oldest open op is this one's match: it runs
+        const P2pOp* m = back->op(!o.send, o.seq);
+        const P2pOp& x = p_held->first;
+        bool blocked = false;
+        if (m && open_op(*m))  // posted, queued behind x on the same stream, outside x's group
+            blocked = x.stream == m->stream && x.t_issue_ns <= m->t_issue_ns && (x.group_id == 0 || x.group_id != m->group_id);
+        else if (!m && o.seq > (o.send ? back->recvs_issued : back->sends_issued))  // not posted: blocked in x's call
+            blocked = !(x.state & P2pOp::kReturned) && x.group_id == 0;
+        if (!blocked) continue;
+        next[r.comm_rank] = Hold{o, peer, m != nullptr};
+        oldest = std::max(oldest, age_s(now_ns, o.t_issue_ns));
+    }
+    if (next.empty() || oldest < timeout_s) return std::nullopt;
+    for (const auto& [start, h0] : next) {
+        std::vector<int> path{start};
+        int at = h0.peer;
+        while (next.count(at) && std::find(path.begin(), path.end(), at) == path.end()) {
+            path.push_back(at);
+            at = next[at].peer;
+        }
+        if (at != start || path.size() < 2) continue;
+        Verdict v;
+        v.kind = Kind::Deadlock;
+        v.comm_id = view.comm_id;
+        v.missing = missing_ranks(view);
+        v.culprits = path;
+        std::sort(v.culprits.begin(), v.culprits.end());
+        v.waiting = v.culprits;
+        const Hold& first = next[path.front()];
+        v.op = op_sig(first.op, first.peer);
+        v.seq = first.op.seq;
+        v.stalled_for_s = oldest;
+        std::string links;
+        for (size_t k = 0; k < path.size(); ++k) {
+            const Hold& h = next[path[k]];
+            const Hold& theirs = next[h.peer];
+            Verdict::CycleLink link;
+            link.comm_id = view.comm_id;
+            link.seq = h.op.seq;
+            link.op = op_sig(h.op, h.peer);
+            link.waiting = {path[k]};
+            const RankCommState* me = state_of_rank(view, path[k]);
+            const RankCommState* them = state_of_rank(view, h.peer);
+            link.waiting_global = {me ? me->global_rank : -1};
+            link.for_global = {them && them->global_rank >= 0 ? them->global_rank : h.peer};
+            link.match_posted = h.match_posted;
+            link.behind = op_sig(theirs.op, theirs.peer);
+            v.cycle.push_back(link);
+            links += fmt::format("{}rank {} waits {} in {}, whose {} #{} {} rank {} {} its own {}", k ? "; " : "",
+                                 path[k], secs(age_s(now_ns, h.op.t_issue_ns)), op_words(h.op, h.peer),
+                                 h.op.send ? "Recv" : "Send", h.op.seq, h.op.send ? "from" : "to", path[k],
+                                 h.match_posted ? "is queued behind" : "is not posted: rank " +
+                                                                           std::to_string(h.peer) + " is blocked in",
+                                 op_words(theirs.op, theirs.peer));
+        }
+        v.summary = fmt::format("comm {}: p2p: {} wait on each other: {}", hex_comm(view.comm_id),
+                                ranks_word(v.culprits), links);
+        v.evidence.push_back(
+            "p2p: NCCL runs a stream's ops in the order they were issued, and a send completes only once its receive "
+            "runs: issue the Recv first on one side, or post both in one group (batch_isend_irecv)");
+        return v;
+    }
+    return std::nullopt;
+}
+
+// What holds a stalled communicator's ranks in its sends and receives before anything else: a pair whose sizes
+// disagree (one side still waiting), or a cycle of waits.
+std::vector<Verdict> p2p_blockers(const CommView& view, uint64_t now_ns, double timeout_s) {
+    std::vector<Verdict> out;
+    if (auto v = p2p_cycle(view, now_ns, timeout_s)) out.push_back(std::move(*v));
+    if (auto v = p2p_size_mismatch(view, true)) out.push_back(std::move(*v));
+    return out;
+}
 
 // Sends whose receive the peer never posted (and the reverse) among ranks that are otherwise at rest: the counts
 // differ with nothing in flight on either side. In flight, a difference is normal; diagnose_stall judges those.
 std::vector<Verdict> p2p_mismatches(const CommView& view) {
     std::vector<Verdict> out;
+    if (auto v = p2p_size_mismatch(view, false)) out.push_back(std::move(*v));
     for (size_t i : by_comm_rank(view)) {
         const auto& r = view.ranks[i];
         if (!r.p2p_known) continue;
@@ -157,6 +372,16 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
     for (const auto& w : all)
         if (w.waited >= timeout_s) pending.push_back(w);
     if (pending.empty()) return {};
+    // A cycle of waits, or a pair whose sizes disagree, holds them before anything a count can say.
+    if (auto blockers = p2p_blockers(view, now_ns, timeout_s); !blockers.empty()) {
+        for (auto& b : blockers) {
+            for (const auto& w : all) b.waiting.push_back(w.r->comm_rank);
+            std::sort(b.waiting.begin(), b.waiting.end());
+            b.waiting.erase(std::unique(b.waiting.begin(), b.waiting.end()), b.waiting.end());
+            for (const auto& w : pending) b.stalled_for_s = std::max(b.stalled_for_s, w.waited);
+        }
+        return blockers;
+    }
 
     std::vector<int> unmatched, dead, unseen, waiting, uncounted, resting, chained;
     std::vector<std::string> unmatched_ev, matched_ev;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "engine/verdict.h"
@@ -11,6 +12,15 @@ namespace ncw::verdict {
 
 // Sends whose receive the peer never posted (and the reverse) among ranks otherwise at rest.
 std::vector<Verdict> p2p_mismatches(const CommView& view);
+// The n-th send of A to B and the n-th receive of B from A that disagree in size: one MISMATCH for the communicator
+// (Verdict::pair_sizes), naming the rank in the most such pairs. `open_only`: pairs one side of which still waits.
+std::optional<Verdict> p2p_size_mismatch(const CommView& view, bool open_only);
+// A cycle of point-to-point waits past the timeout, each rank's oldest open op waiting on a peer whose match is queued
+// behind (or blocked in) the peer's own open op: a DEADLOCK naming them (Verdict::cycle, one link per rank).
+std::optional<Verdict> p2p_cycle(const CommView& view, uint64_t now_ns, double timeout_s);
+// What holds the ranks of a stalled communicator in sends and receives, ahead of any collective they wait in: a cycle,
+// a pair's sizes that disagree.
+std::vector<Verdict> p2p_blockers(const CommView& view, uint64_t now_ns, double timeout_s);
 // Only sends/receives are outstanding past the timeout: pair each pending one with what its peer posted.
 std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, double timeout_s);
 

@@ -550,6 +550,8 @@ std::optional<Verdict> unseen_or_stuck_verdict(const Stall& s, double timeout_s)
     return s.make(Kind::Unknown, {}, what, std::move(ev));
 }
 
+std::vector<Verdict> diagnose_stall_collective(const Stall& s, double timeout_s);
+
 // The rules in order over a view whose "completed" counts are final (inferred progress applied).
 std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_ns, double timeout_s) {
     const auto stall = find_stall(view, now_ns, timeout_s);
@@ -559,6 +561,32 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
         return diagnose_p2p_stall(view, now_ns, timeout_s);
     }
     const Stall& s = *stall;
+    std::vector<Verdict> out;
+    // Ranks held in sends and receives the collective waits behind (a cycle of them, a pair whose sizes disagree):
+    // those lead, and what the collective's counts say follows from them.
+    if (auto blockers = p2p_blockers(view, now_ns, timeout_s); !blockers.empty()) {
+        std::vector<Verdict> rest = diagnose_stall_collective(s, timeout_s);
+        // The collective rules repeat a pair's MISMATCH found at the stalled seq: the blocker's copy stays.
+        rest.erase(std::remove_if(rest.begin(), rest.end(), [](const Verdict& v) { return v.pair_sizes.has_value(); }),
+                   rest.end());
+        const std::string cause = blockers.front().summary;
+        for (auto& b : blockers) {
+            b.waiting = s.waiting;
+            b.stalled_for_s = std::max(b.stalled_for_s, s.stalled_for);
+        }
+        for (auto& v : rest) {
+            v.consequence = true;
+            v.consequence_of = cause;
+        }
+        out = std::move(blockers);
+        out.insert(out.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+        return out;
+    }
+    return diagnose_stall_collective(s, timeout_s);
+}
+
+// The collective rules over a stall.
+std::vector<Verdict> diagnose_stall_collective(const Stall& s, double timeout_s) {
     std::vector<Verdict> out;
     if (auto v = async_error_verdict(s)) out.push_back(std::move(*v));
     TieNotes notes;

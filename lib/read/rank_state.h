@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ncclwatch/format.h"
 #include "read/cow_vector.h"
 #include "read/py_stacks.h"
 #include "read/reader_fields.h"
@@ -37,6 +38,31 @@ struct OpSig {
     X(uint64_t, sends_reached, u64, 0) \
     X(uint64_t, recvs_reached, u64, 0)
 
+// One send or receive as a rank issued it, for pairing the n-th send of A to B with the n-th receive of B from A by
+// size, and for telling what a pending one is queued behind (its stream and group). The live protocol 1.13 carries
+// them in a State's peer block (read/wire.cpp), in this order: X(type, name, wire kind).
+#define NCW_P2P_OP_FIELDS(X)      \
+    X(uint64_t, seq, u64)         \
+    X(uint64_t, count, u64)       \
+    X(uint64_t, stream, u64)      \
+    X(uint64_t, t_issue_ns, u64)  \
+    X(uint32_t, group_id, u32)    \
+    X(uint8_t, dtype, u8)         \
+    X(uint8_t, send, u8)          \
+    X(uint8_t, state, u8)
+struct P2pOp {
+    // state's bits: what is known of the op.
+    enum : uint8_t { kReturned = 1, kReached = 2, kDone = 4, kFailed = 8 };
+#define NCW_P2P_OP_MEMBER(type, name, kind) type name = 0;
+    NCW_P2P_OP_FIELDS(NCW_P2P_OP_MEMBER)
+#undef NCW_P2P_OP_MEMBER
+    uint64_t bytes() const { return count * disk::dtype_size(dtype); }  // 0: a dtype this reader does not know
+    bool done() const { return state & kDone; }
+};
+// The newest sends and the newest receives kept per peer (PeerP2p::ops): enough to pair the ops a stall waits in, and
+// the last ones before it, with the peer's.
+inline constexpr size_t kP2pOpWindow = 4;
+
 // Point-to-point traffic of one rank with one peer on one communicator, from the rank's ring. p2p sequence numbers
 // count per (comm, peer, direction), so "issued" is the highest seq seen, "reached" the highest its GPU started and
 // "completed" the highest that completed.
@@ -44,6 +70,14 @@ struct PeerP2p {
 #define NCW_PEER_P2P_MEMBER(type, name, kind, init) type name = init;
     NCW_PEER_P2P_FIELDS(NCW_PEER_P2P_MEMBER)
 #undef NCW_PEER_P2P_MEMBER
+    // The newest kP2pOpWindow sends and receives with the peer, in seq order per direction (empty: not known, an
+    // older rank's State).
+    std::vector<P2pOp> ops;
+    const P2pOp* op(bool send, uint64_t seq) const {
+        for (const auto& o : ops)
+            if (bool(o.send) == send && o.seq == seq) return &o;
+        return nullptr;
+    }
 };
 
 // One collective's time inside NCCL on one rank's GPU (format 1.4: a collective's ring record flagged kFlagGpuTimed,

@@ -201,6 +201,32 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
         // anything is known: reached = issued there, as for collectives.
         if (r.t_reached_ns != 0 || done(r) || !gpu_tracked) reached = std::max(reached, r.seq);
     }
+    // The newest kP2pOpWindow of each direction per peer, oldest first (the ring is in ticket order: a pair's seqs
+    // rise with it).
+    for (auto it = set.records.rbegin(); it != set.records.rend(); ++it) {
+        const Record& r = *it;
+        if (!is_p2p_of_interest(r)) continue;
+        auto& e = entry(r.comm_id, r.peer_or_root);
+        const bool send = disk::OpType(r.op) == disk::OpType::Send;
+        if (size_t(std::count_if(e.ops.begin(), e.ops.end(), [&](const auto& o) { return bool(o.send) == send; })) >=
+                verdict::kP2pOpWindow ||
+            e.op(send, r.seq))
+            continue;
+        verdict::P2pOp o;
+        o.seq = r.seq;
+        o.count = r.count;
+        o.stream = r.stream;
+        o.t_issue_ns = r.t_issue_ns;
+        o.group_id = r.group_id;
+        o.dtype = r.dtype;
+        o.send = send;
+        const bool no_gpu = std::find(untracked.begin(), untracked.end(), r.comm_id) != untracked.end();
+        o.state = uint8_t((r.result != -1 ? verdict::P2pOp::kReturned : 0) |
+                          (r.t_reached_ns != 0 || done(r) || no_gpu ? verdict::P2pOp::kReached : 0) |
+                          (r.seq <= (send ? e.sends_completed : e.recvs_completed) ? verdict::P2pOp::kDone : 0) |
+                          (record_failed(r) ? verdict::P2pOp::kFailed : 0));
+        e.ops.insert(e.ops.begin(), o);
+    }
     for (const auto& r : set.records) {
         if (!is_p2p_of_interest(r)) continue;
         auto& e = entry(r.comm_id, r.peer_or_root);

@@ -117,6 +117,14 @@ void encode(const State& m, std::vector<uint8_t>& out) {
 #define NCW_PUT_PEER(type, name, kind, init) w.kind(p.name);
             NCW_PEER_P2P_FIELDS(NCW_PUT_PEER)
 #undef NCW_PUT_PEER
+            // 1.13: the newest sends and receives, for pairing them by size (within a budget: the counts come first).
+            const size_t ops = w.size() < kMaxStateP2pOpBytes ? std::min(p.ops.size(), 2 * verdict::kP2pOpWindow) : 0;
+            w.u32(static_cast<uint32_t>(ops));
+            for (size_t o = 0; o < ops; ++o) {
+#define NCW_PUT_OP(type, name, kind) w.kind(p.ops[o].name);
+                NCW_P2P_OP_FIELDS(NCW_PUT_OP)
+#undef NCW_PUT_OP
+            }
             w.end_block(pb);
         }
         w.end_block(b);
@@ -289,6 +297,15 @@ bool decode(const uint8_t* p, size_t n, State& m, std::string* err) noexcept {
                     NCW_PEER_P2P_FIELDS_1_8(NCW_GET_PEER)
                 }
 #undef NCW_GET_PEER
+                if (!pb.at_end()) {  // 1.13
+                    const uint32_t ops = pb.count("p2p op count", 2 * verdict::kP2pOpWindow, kP2pOpBytes);
+                    p.ops.assign(ops, verdict::P2pOp{});
+                    for (uint32_t o = 0; o < ops && pb.ok(); ++o) {
+#define NCW_GET_OP(type, name, kind) p.ops[o].name = pb.kind(#name);
+                        NCW_P2P_OP_FIELDS(NCW_GET_OP)
+#undef NCW_GET_OP
+                    }
+                }
                 b.absorb(pb);
             }
             r.absorb(b);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 #include <set>
 
@@ -224,6 +225,79 @@ std::string deadlock_words(const JobResult& job, const CommResult& c, const verd
     return s + ": they issued their ops on these communicators in different orders";
 }
 
+// "16,777,216"
+std::string grouped_digits(uint64_t n) {
+    std::string d = std::to_string(n), out;
+    for (size_t i = 0; i < d.size(); ++i) {
+        if (i && (d.size() - i) % 3 == 0) out += ',';
+        out += d[i];
+    }
+    return out;
+}
+
+// "64 MiB", "4 KiB", "12 bytes": whole units where exact, else one decimal.
+std::string byte_words(uint64_t b) {
+    static const char* const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = double(b);
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
+    if (u == 0) return fmt::format("{} {}", b, b == 1 ? "byte" : "bytes");
+    return v == double(uint64_t(v)) ? fmt::format("{} {}", uint64_t(v), units[u]) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+// "16,777,216 float32 (64 MiB)"
+std::string elements_words(const verdict::OpSig& g, bool with_dtype) {
+    return fmt::format("{}{}{} ({})", grouped_digits(g.count), with_dtype ? " " : "",
+                       with_dtype ? disk::dtype_name(g.dtype) : "", byte_words(g.count * disk::dtype_size(g.dtype)));
+}
+
+// MISMATCH of a pair's sizes, from the culprit's side: "rank 3 (...) sends 16,777,216 float32 (64 MiB) to rank 0 in
+// Send #10 on communicator ..., which expects 8,388,608 (32 MiB) from it in its Recv #10: the all_to_all split sizes
+// disagree"
+std::string pair_sizes_words(const JobResult& job, const CommResult& c, const verdict::Verdict& v) {
+    const auto& p = *v.pair_sizes;
+    const int sender = known_global_rank(job, c, p.sender), receiver = known_global_rank(job, c, p.receiver);
+    const bool by_receiver = !v.culprits.empty() && v.culprits.front() == p.receiver;
+    const bool same_dtype = p.send.dtype == p.recv.dtype;
+    std::string s =
+        by_receiver
+            ? fmt::format("{} expects {} from rank {} in Recv #{} on {}, which sends {} to it in its Send #{}",
+                          who(job, c, {p.receiver}), elements_words(p.recv, true), sender >= 0 ? sender : p.sender,
+                          p.recv.seq, comm_words(job, c), elements_words(p.send, !same_dtype), p.send.seq)
+            : fmt::format("{} sends {} to rank {} in Send #{} on {}, which expects {} from it in its Recv #{}",
+                          who(job, c, {p.sender}), elements_words(p.send, true), receiver >= 0 ? receiver : p.receiver,
+                          p.send.seq, comm_words(job, c), elements_words(p.recv, !same_dtype), p.recv.seq);
+    s += p.grouped ? ": the all_to_all split sizes disagree" : ": the send and its receive disagree in size";
+    if (p.pairs > 1) s += fmt::format(" ({} pairs disagree)", p.pairs);
+    return s;
+}
+
+// DEADLOCK of point-to-point waits on one communicator: "ranks 0 and 1 wait on each other on communicator ...: rank 0
+// waits in Send #10 to rank 1, whose Recv #10 from it is queued behind rank 1's own Send #10 to rank 0; ...: issue the
+// Recv first on one side, or use batch_isend_irecv"
+std::string p2p_cycle_words(const JobResult& job, const CommResult& c, const verdict::Verdict& v) {
+    std::string s = fmt::format("{} wait on each other's sends and receives on {}", who(job, c, v.culprits),
+                                comm_words(job, c));
+    auto op = [](const verdict::OpSig& g, int peer) {
+        const bool send = disk::OpType(g.op) == disk::OpType::Send;
+        return fmt::format("{} #{} {} rank {}", send ? "Send" : "Recv", g.seq, send ? "to" : "from", peer);
+    };
+    for (size_t k = 0; k < v.cycle.size(); ++k) {
+        const auto& l = v.cycle[k];
+        const int me = l.waiting_global.empty() || l.waiting_global[0] < 0 ? l.waiting.front() : l.waiting_global[0];
+        const int peer = l.for_global.empty() ? l.op.root : l.for_global[0];
+        const bool send = disk::OpType(l.op.op) == disk::OpType::Send;
+        const int behind_peer = known_global_rank(job, c, l.behind.root);
+        s += fmt::format("{} rank {} waits in {}, whose {} #{} {} it {} {} own {}", k ? ";" : ":", me,
+                         op(l.op, peer), send ? "Recv" : "Send", l.seq, send ? "from" : "to",
+                         l.match_posted ? "is queued behind" : "is not posted: rank " + std::to_string(peer) +
+                                                                   " is blocked in",
+                         l.match_posted ? "rank " + std::to_string(peer) + "'s" : "its",
+                         op(l.behind, behind_peer >= 0 ? behind_peer : l.behind.root));
+    }
+    return s + ": issue the Recv first on one side, or post both in one group (batch_isend_irecv)";
+}
+
 }  // namespace
 
 StacksChoice stacks_for(const RankCommState& r, const verdict::Verdict* v) {
@@ -273,7 +347,7 @@ std::optional<py::Where> where_in(const RankCommState& r, const StacksChoice& c)
 }
 
 std::string python_words(const CommResult& c, const verdict::Verdict& v) {
-    if (v.kind == Kind::Straggler || v.kind == Kind::Mismatch) return "";
+    if (v.kind == Kind::Straggler || (v.kind == Kind::Mismatch && !v.pair_sizes)) return "";
     std::vector<std::string> parts;
     for (int cr : v.culprits) {
         const RankCommState* r = find_rank(c, cr);
@@ -336,6 +410,10 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
             s = fmt::format("{} {}; {} in {} on {}{}", culprits, dead_words(c, v), waiters(v), op, comm, since(job, v));
             break;
         case Kind::Mismatch:
+            if (v.pair_sizes) {
+                s = pair_sizes_words(job, c, v);
+                break;
+            }
             if (const auto peer = p2p_peer(job, c, v)) {
                 // A send (receive) to a peer that never posted its match: "rank 2 waits in Send #1 to rank 0, which
                 // has never posted a Recv from it"
@@ -397,7 +475,10 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
             s = fmt::format("{}: {} (a setting NCCL needs every rank to agree on); {} in {} on {}{}", culprits,
                             v.setting, waiters(v), op, comm, since(job, v));
             break;
-        case Kind::Deadlock: s = deadlock_words(job, c, v); break;
+        case Kind::Deadlock:
+            s = !v.cycle.empty() && disk::is_p2p(disk::OpType(v.cycle.front().op.op)) ? p2p_cycle_words(job, c, v)
+                                                                                       : deadlock_words(job, c, v);
+            break;
         case Kind::TeardownHang:
             s = fmt::format("{} {} been inside the teardown of {} for {:.1f} s{}", culprits,
                             v.culprits.size() == 1 ? "has" : "have", comm, v.stalled_for_s, since(job, v));

@@ -36,6 +36,12 @@ ncclResult_t collective(ncclComm_t comm, const char* name, size_t count, ncclDat
     return submit(op);
 }
 
+// ncclDataType_t's sizes, in nccl.h's order (int8 .. float8e5m2).
+size_t type_size(ncclDataType_t t) {
+    static const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+    return t >= 0 && size_t(t) < sizeof sizes / sizeof sizes[0] ? sizes[t] : 1;
+}
+
 ncclResult_t p2p(ncclComm_t comm, OpKind kind, size_t count, ncclDataType_t datatype, int peer, cudaStream_t stream) {
     const char* name = kind == OpKind::Send ? "Send" : "Recv";
     Comm* c = from_handle(comm, name);
@@ -45,6 +51,7 @@ ncclResult_t p2p(ncclComm_t comm, OpKind kind, size_t count, ncclDataType_t data
     }
     if (peer < 0 || peer >= c->nranks) return invalid(std::string(name) + ": invalid peer " + std::to_string(peer));
     Op op{kind, c, name, peer, 0, stream, count};
+    op.bytes = count * type_size(datatype);
     op.coll_api = profiler_p2p_api(c, name, count, stream);  // inside the call, as NCCL's P2pApi event
     return submit(op);
 }

@@ -71,13 +71,17 @@ void post(Op& op) {
             profiler_op_posted(op);
             break;
         case OpKind::Send:
-            op.target = s->pairs[c->rank][op.peer].sends.fetch_add(1, std::memory_order_acq_rel) + 1;
+        case OpKind::Recv: {
+            // One writer per counter (this rank): its size is stored before the count that publishes it.
+            const bool send = op.kind == OpKind::Send;
+            PairCounters& pair = send ? s->pairs[c->rank][op.peer] : s->pairs[op.peer][c->rank];
+            auto& posted = send ? pair.sends : pair.recvs;
+            op.target = posted.load(std::memory_order_relaxed) + 1;
+            (send ? pair.send_bytes : pair.recv_bytes)[op.target % 2].store(op.bytes, std::memory_order_relaxed);
+            posted.store(op.target, std::memory_order_release);
             profiler_op_posted(op);
             break;
-        case OpKind::Recv:
-            op.target = s->pairs[op.peer][c->rank].recvs.fetch_add(1, std::memory_order_acq_rel) + 1;
-            profiler_op_posted(op);
-            break;
+        }
         case OpKind::Join:
             op.target = 1;  // attaching already published joined = 1
             return;
@@ -112,12 +116,20 @@ ncclResult_t wait_op(const Op& op, Clock::time_point deadline) {
             what += " #" + std::to_string(op.target) + (send ? " to rank " : " from rank ") + std::to_string(op.peer);
             auto& pair = send ? s->pairs[c->rank][op.peer] : s->pairs[op.peer][c->rank];
             auto& other = send ? pair.recvs : pair.sends;
-            return wait_until(
-                c, what.c_str(), deadline, [&] { return other.load(std::memory_order_acquire) >= op.target; },
-                [&] {
-                    return "rank " + std::to_string(op.peer) + " to post " + (send ? "receive #" : "send #") +
-                           std::to_string(op.target) + " (posted " + std::to_string(other.load()) + ")";
-                });
+            auto& other_bytes = (send ? pair.recv_bytes : pair.send_bytes)[op.target % 2];
+            // Its match posted, and at least as large: a receive takes what the send moves and no more.
+            auto matched = [&] {
+                return other.load(std::memory_order_acquire) >= op.target &&
+                       other_bytes.load(std::memory_order_relaxed) >= op.bytes;
+            };
+            return wait_until(c, what.c_str(), deadline, matched, [&] {
+                if (other.load() >= op.target)
+                    return "rank " + std::to_string(op.peer) + "'s " + (send ? "receive #" : "send #") +
+                           std::to_string(op.target) + " of " + std::to_string(other_bytes.load()) + " bytes, not " +
+                           std::to_string(op.bytes);
+                return "rank " + std::to_string(op.peer) + " to post " + (send ? "receive #" : "send #") +
+                       std::to_string(op.target) + " (posted " + std::to_string(other.load()) + ")";
+            });
         }
         case OpKind::Join: {
             auto counter = [s](int i) -> uint64_t { return s->ranks[i].joined.load(std::memory_order_acquire); };

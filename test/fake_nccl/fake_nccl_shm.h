@@ -30,9 +30,14 @@ struct alignas(64) RankSlot {
 };
 
 // Point-to-point counters of one ordered pair. pairs[a][b].sends is written by a only, .recvs by b only.
+// The bytes of each posted op, at [seq % 2]: as NCCL, a send moves what its receive takes, so the pair completes only
+// where they agree; the larger side hangs (its peer is done with the pair). Two slots suffice: a side that waits in
+// its n-th op has posted nothing after it, so its peer cannot get past its own n+1-th.
 struct PairCounters {
     std::atomic<uint64_t> sends;  // sends posted by a to b
     std::atomic<uint64_t> recvs;  // receives posted by b from a
+    std::atomic<uint64_t> send_bytes[2];
+    std::atomic<uint64_t> recv_bytes[2];
 };
 
 struct Segment {

@@ -424,6 +424,8 @@ private:
             std::exit(o_.exit_code);
         }
         if (o_.pipeline) return pipeline_step();
+        if (o_.a2a && !all_to_all()) return false;
+        if (o_.swap_pair && !swap_pair()) return false;
         if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);
         if (step_ == o_.pause_step) sleep_ms(o_.pause_ms);
         if (rank_ == o_.late_rank && o_.late_ms > 0) sleep_ms(o_.late_ms);
@@ -461,6 +463,49 @@ private:
             cuda_.set_capturing(stream(main_comm()), 0);
         }
         return true;
+    }
+
+    // --a2a: the rows rank `from` sends rank `to` at this step, 1 to 16, alike on every rank (an MoE router's split
+    // table, exchanged before the all-to-all).
+    size_t a2a_rows(int from, int to) const {
+        uint64_t h = 1469598103934665603ull;
+        for (uint64_t v : {uint64_t(step_), uint64_t(from), uint64_t(to)}) h = (h ^ v) * 1099511628211ull;
+        return 1 + (h >> 17) % 16;
+    }
+
+    // --a2a: all_to_all_single with uneven splits, as torch issues it: one group of a send to and a receive from every
+    // other rank, on the world communicator. --a2a-stale-rank's table is stale at its step: it sends rank 0 twice the
+    // rows rank 0 expects from it.
+    bool all_to_all() {
+        constexpr size_t kRow = 256;  // float32 elements per row
+        ncclComm_t w = world_comm_;
+        if (!check(ncclGroupStart(), "ncclGroupStart")) return false;
+        for (int peer = 0; peer < world_; ++peer) {
+            if (peer == rank_) continue;
+            size_t rows = a2a_rows(rank_, peer);
+            if (peer == 0 && at(o_.a2a_stale_rank, o_.a2a_stale_step)) {
+                std::fprintf(stderr, "fake-framework: rank %d: a stale split table at step %d\n", rank_, step_);
+                rows *= 2;
+            }
+            if (!check(ncclSend(buf(2), rows * kRow, ncclFloat32, peer, w, stream(w)), "ncclSend") ||
+                !check(ncclRecv(buf(3), a2a_rows(peer, rank_) * kRow, ncclFloat32, peer, w, stream(w)), "ncclRecv"))
+                return false;
+        }
+        return check(ncclGroupEnd(), "ncclGroupEnd") && settle(w, "all_to_all");
+    }
+
+    // --swap-pair: ranks 0 and 1 swap a tensor, rank 0 sending first and rank 1 receiving first; at
+    // --swap-deadlock-step both send first.
+    bool swap_pair() {
+        if (rank_ > 1 || world_ < 2) return true;
+        ncclComm_t w = world_comm_;
+        const int peer = 1 - rank_;
+        auto send = [&] { return check(ncclSend(buf(2), o_.count, ncclFloat32, peer, w, stream(w)), "ncclSend"); };
+        auto recv = [&] { return check(ncclRecv(buf(3), o_.count, ncclFloat32, peer, w, stream(w)), "ncclRecv"); };
+        const bool send_first = rank_ == 0 || step_ == o_.swap_deadlock_step;
+        if (step_ == o_.swap_deadlock_step && rank_ == 1)
+            std::fprintf(stderr, "fake-framework: rank 1: sends first at step %d\n", step_);
+        return (send_first ? send() && recv() : recv() && send()) && settle(w, "swap");
     }
 
     // One pipeline stage's step on the world communicator, each send and receive on its own (as torch's dist.send and

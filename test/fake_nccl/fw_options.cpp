@@ -58,6 +58,12 @@ const char* usage_text() {
            "                          send to rank + 1, then the gradients back (recv from rank + 1, send to rank - "
            "1);\n"
            "                          --sleep-rank sleeps between its forward recv and its send\n"
+           "  --a2a                   before the step's all_reduce, an all-to-all in one group: sends and receives\n"
+           "                          of uneven rows (256 float32 each) to and from every other rank\n"
+           "  --a2a-stale-rank R --a2a-stale-step S   rank R sends rank 0 twice the rows rank 0 expects at step S\n"
+           "  --swap-pair             ranks 0 and 1 swap a tensor each step before the all_reduce (send and recv on\n"
+           "                          their own: rank 0 sends first, rank 1 receives first)\n"
+           "  --swap-deadlock-step S  at step S both send first\n"
            "  --nonblocking           init with config.blocking = 0; poll ncclCommGetAsyncError after each op\n"
            "  --async-watchdog-ms M   a thread polls ncclCommGetAsyncError on the world communicator every M ms, as\n"
            "                          PyTorch's watchdog; on an error it aborts the communicator (the blocked call\n"
@@ -108,6 +114,9 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--swap-step", &o.swap_step, -1},
         {"--wrong-peer-rank", &o.wrong_peer_rank, -1},
         {"--wrong-peer-step", &o.wrong_peer_step, -1},
+        {"--a2a-stale-rank", &o.a2a_stale_rank, -1},
+        {"--a2a-stale-step", &o.a2a_stale_step, -1},
+        {"--swap-deadlock-step", &o.swap_deadlock_step, -1},
         {"--exit-rank", &o.exit_rank, -1},
         {"--exit-step", &o.exit_step, -1},
         {"--exit-code", &o.exit_code, 0},
@@ -142,6 +151,7 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
     const std::pair<const char*, bool*> flags[] = {
         {"--split", &o.split},           {"--group", &o.group},
         {"--pipeline", &o.pipeline},     {"--bcast-legacy", &o.bcast_legacy},
+        {"--a2a", &o.a2a},               {"--swap-pair", &o.swap_pair},
         {"--never-nccl", &o.never_nccl}, {"--nonblocking", &o.nonblocking},
         {"--fake-cuda", &o.fake_cuda},   {"--absorb-term", &o.absorb_term},
     };

@@ -22,6 +22,8 @@ struct Options {
     // world (A) then on B; rank swap_rank does B first at swap_step (a deadlock across communicators).
     int swap_rank = -1, swap_step = -1;
     int wrong_peer_rank = -1, wrong_peer_step = -1;  // --pipeline: it sends its forward to rank 0, not rank + 1
+    int a2a_stale_rank = -1, a2a_stale_step = -1;    // --a2a: it sends rank 0 twice the rows rank 0 expects
+    int swap_deadlock_step = -1;  // --swap-pair: at that step both ranks send first, then receive
     int exit_rank = -1, exit_step = -1, exit_code = 1;
     std::string exit_how = "exit";  // how --exit-rank ends: exit, _exit (os._exit), segv (a crash), abort
     std::string own_handlers;       // install SIGSEGV and SIGTERM handlers before init that note the signal here
@@ -40,6 +42,12 @@ struct Options {
     // to rank + 1), gradients back; --sleep-rank then sleeps between its forward recv and its send (a stage away in
     // its own code before sending).
     bool pipeline = false;
+    // An MoE layer before the step's all_reduce: a group of sends and receives to and from every other rank, rows
+    // of uneven split sizes that every rank derives alike from (step, sender, receiver), as all_to_all_single.
+    bool a2a = false;
+    // Ranks 0 and 1 swap a tensor every step before the all_reduce, each send and receive on its own (as dist.send,
+    // dist.recv): rank 0 sends first, rank 1 receives first.
+    bool swap_pair = false;
     bool bcast_legacy = false;
     bool never_nccl = false;
     bool nonblocking = false;

@@ -49,7 +49,10 @@ from job_readers import hang_start, is_diagnosis, is_suspicion, log_lines  # noq
 # end by itself, within the cap), per scenario: time for the RAS query, and for a mismatch to show whether it hangs.
 END_AFTER_REPORT = {"skip": 8, "uneven": 8, "type_mismatch": 14, "size_mismatch": 14, "rank_dies": None, "rank_exit0": None,
                     "rank_segv": None, "rank_killed": None, "drift_skip": 8, "drift_extra": 8,
-                    "init_hang": None, "validation": None, "grad_accum": 8, "clean": None}
+                    "init_hang": None, "validation": None, "grad_accum": 8, "clean": None,
+                    # Issue 41: a MISMATCH may be said before the stall (signatures compared once a second): time for
+                    # the stall's report too.
+                    "moe_stale_split": 14, "moe_clean": None, "send_cycle": 8, "batch_ring_missing": 8}
 
 
 def scenario_args(scenario, timeout):
@@ -287,7 +290,7 @@ def main():
                     # How long PyTorch waits for the dumps before it ends the process (default 15 s or more).
                     "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "5000"})
         args += ["--pg-timeout-sec", str(a.timeout), "--give-up-sec", str(a.max_sec + 30)]
-        if a.scenario in ("type_mismatch", "size_mismatch", "init_hang", "validation", "clean"):
+        if a.scenario in ("type_mismatch", "size_mismatch", "init_hang", "validation", "clean", "moe_clean"):
             args += ["--fr-dump-at-end"]  # jobs that may end normally: what torchfrtrace would say given a dump
 
     script = os.path.join(REPO, a.script) if a.script else os.path.join(REPO, "examples", "hang_scenarios.py")

@@ -48,7 +48,9 @@ GRID = {"grid_stall": "stall", "grid_death": "death", "grid_clean": "clean"}
 END_AFTER = {"skip": 8, "uneven": 8, "type_mismatch": 14, "size_mismatch": 14, "rank_dies": 12, "rank_exit0": 12,
              "rank_segv": 12, "rank_killed": 12, "drift_skip": 8, "drift_extra": 8, "init_hang": None,
              "validation": None, "grad_accum": 8, "gpu_busy": 8, "pipeline": 8, "clean": None, "grid_stall": 8,
-             "grid_death": 12, "grid_clean": None}
+             "grid_death": 12, "grid_clean": None,
+             # Issue 41 (a MISMATCH may come before the stall: time for the stall's report too).
+             "moe_stale_split": 14, "moe_clean": None, "send_cycle": 8, "batch_ring_missing": 8}
 DEAD_AFTER_S = 10.0  # serve's --dead-after default: how long a gone rank may take to be DEAD in its report
 # The shim's stderr lines, in the full form the runner asks for (NCCLWATCH_LOG_FORMAT=full):
 # "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ..."
@@ -70,7 +72,7 @@ def job_args(scenario, timeout, one_gpu, give_up):
             args[i + 1] = str(timeout + 10)
         if scenario == "rank_dies":
             args += ["--exit-code", "3"]
-        if scenario == "clean":
+        if scenario in ("clean", "moe_clean"):
             args += ["--duration-sec", "20"]
     args += ["--give-up-sec", str(give_up)]
     if one_gpu:

@@ -25,9 +25,12 @@ sys.path.insert(0, os.path.join(REPO, "bench"))
 import framework_table  # noqa: E402
 import grid_table  # noqa: E402
 import gpu_profiler_ab  # noqa: E402
+import issue41_summary  # noqa: E402
 import job_readers as jr  # noqa: E402
+import scenario_table  # noqa: E402
 import straggler_table  # noqa: E402
 import suspect_table  # noqa: E402
+import two_nodes_table  # noqa: E402
 from grid_readers import TP47, comms_of, stream_order_reached  # noqa: E402
 
 FAILS = []
@@ -280,6 +283,91 @@ def test_straggler(work):
           f"false stragglers: {n} {seen}")
 
 
+def iso(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int((t % 1) * 1000):03d}+00:00"
+
+
+def p2p_res(mode, kind, culprits, comm="0x5a", world=4):
+    """A run of issue 41 in the shapes run_scenario.py (mode one) and run_two_nodes.py (two) write, the verdict
+    `kind` naming `culprits` (global = comm ranks) everywhere, 12 s after the departure at t0; and the stderr lines."""
+    t0 = 1796120000.0
+    truth = {str(r): {"rank": r, "t_loop_start": t0 - 3} for r in range(world)}
+    for r in culprits:
+        truth[str(r)].update(t_depart=t0, step=8)
+    head = f"{kind}: " + " and ".join(f"rank {r} (host fakehost{r}, GPU 0, pid {100 + r})" for r in culprits) + \
+        " sends twice what its peer receives; counts are lower bounds (CUDA events)"
+    v = {"kind": kind, "comm_id": comm, "culprits": list(culprits), "headline": head[len(kind) + 2:]}
+    ev = {"type": "stall", "global_rank": 0, "comm_id": comm, "file": "r0", "time": iso(t0 + 12), "verdicts": [v]}
+    an_v = dict(v, culprits=[{"comm_rank": r, "global_rank": r} for r in culprits], role="initiating")
+    res = {"scenario": "x", "t_launch": t0 - 20, "t_end": t0 + 30, "ended_by": "harness after the report",
+           "truth": truth, "analyze": {"headline": v["headline"], "verdicts": [an_v]},
+           "rank_files": {f"r{r}.ncw": {"header": {"global_rank": r}, "comms": [{"comm_id": comm, "rank": r}]}
+                          for r in range(world)}}
+    sus = f"[ncclwatch rank 1 pid 101 {iso(t0 + 5)}] warn: SUSPECTED {head}\n"
+    own = f"[ncclwatch rank 2 pid 102 {iso(t0 + 12.3)}] error: {head}\n"
+    news = f"[ncclwatch rank 0 pid 100 {iso(t0 + 11)}] debug: live collector: job j1: {head}\n"
+    if mode == "one":
+        res.update(nproc=world, exit_code=-15, events=[ev],
+                   live_reports=[{"file": "l", "report": {"time": iso(t0 + 11), "verdicts": [v]}}])
+        return res, {"job.log": "[scenario rank 0] hello\n" + sus + own + news}
+    res.update(world=world, nproc_per_node=world // 2, exit_codes=[-15, -15], events0=[ev], events1=[],
+               live_history=[{"t_seen": t0 + 4, "report": {"verdicts": []}},
+                             {"t_seen": t0 + 11, "report": {"time": iso(t0 + 11), "verdicts": [v]}}],
+               live={"verdicts": [v]})
+    return res, {"nodeA.log": own, "nodeB.log": sus}
+
+
+def test_issue41(work):
+    """issue41_summary.py on both folders' shapes, and the judges with a truth of two culprits (send_cycle)."""
+    root = os.path.join(work, "issue41")
+    for mode, scn, kind, culprits in (("one", "moe_stale_split", "MISMATCH", [3]),
+                                      ("two", "send_cycle", "DEADLOCK", [0, 1])):
+        res, logs = p2p_res(mode, kind, culprits)
+        d = os.path.join(root, "one", scn, "shim") if mode == "one" else os.path.join(root, "two", scn)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "result.json"), "w") as f:
+            json.dump(res, f)
+        for name, text in logs.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+    os.makedirs(os.path.join(root, "status"), exist_ok=True)
+    with open(os.path.join(root, "status", "two-moe_clean.txt"), "w") as f:
+        f.write("not run: no time left\n")
+    one = issue41_summary.summarize(root, "one", "moe_stale_split")
+    sh = one.get("shims", {}).get("first") or {}
+    check(sh.get("kind") == "MISMATCH" and sh.get("culprits") == [3] and sh.get("match") == "exact" and
+          sh.get("rank") == "2" and sh.get("secs_after_depart") == 12.3, f"issue41 one: shims' first line: {sh}")
+    check((one["shims"].get("first_suspicion") or {}).get("rank") == "1", f"issue41 one: suspicion: {one['shims']}")
+    lv = one.get("live", {}).get("first") or {}
+    check(lv.get("kind") == "MISMATCH" and lv.get("culprits") == [3] and lv.get("rank") == "0",
+          f"issue41 one: the embedded collector's news: {lv}")
+    an = (one.get("analyze") or {}).get("lead") or {}
+    check(an.get("match") == "exact" and (one.get("reports") or {}).get("match") == "exact",
+          f"issue41 one: analyze / reports: {one.get('analyze')} {one.get('reports')}")
+    lb = one.get("lower_bounds") or {}
+    check(lb.get("any") and lb.get("stderr") and lb.get("analyze"), f"issue41 one: lower bounds: {lb}")
+    two = issue41_summary.summarize(root, "two", "send_cycle")
+    check((two.get("shims", {}).get("first") or {}).get("culprits") == [0, 1] and
+          (two.get("live", {}).get("first") or {}).get("match") == "exact" and
+          (two.get("live", {}).get("first") or {}).get("time") == iso(1796120011.0),
+          f"issue41 two: {two.get('shims')} {two.get('live')}")
+    gone = issue41_summary.summarize(root, "two", "moe_clean")
+    check(gone.get("ran") is False and "no time left" in gone.get("why", ""), f"issue41 not run: {gone}")
+    text = issue41_summary.text_of([one, two, gone])
+    check("MISMATCH r3 [exact]" in text and "DEADLOCK r0,1 [exact]" in text and "NOT RUN" in text,
+          f"issue41 text: {text}")
+    # The judges: a deadlock's two culprits, both named (one node), exactly (two nodes).
+    res, _ = p2p_res("one", "DEADLOCK", [0, 1])
+    js = scenario_table.judge_shim("send_cycle", res, scenario_table.EXPECT["send_cycle"], [0, 1])
+    check(js["ok"], f"scenario_table send_cycle, both named: {js['why']}")
+    res1, _ = p2p_res("one", "DEADLOCK", [1])
+    js = scenario_table.judge_shim("send_cycle", res1, scenario_table.EXPECT["send_cycle"], [0, 1])
+    check(not js["ok"], "scenario_table send_cycle: one of the two named is not the truth")
+    res2, _ = p2p_res("two", "DEADLOCK", [0, 1])
+    row = two_nodes_table.judge("send_cycle", res2)
+    check(row["live"] == "DEADLOCK r0,1" and row["analyze"] == "DEADLOCK r0,1", f"two_nodes_table send_cycle: {row}")
+
+
 def ab_line(own, added, ranks=" ranks 2", who="linked = the shim"):
     return (f"ab nccl 22809 GPU{ranks}, {who}: NCCL's own {own:.3f} us/iter (launch 5.000), linked "
             f"{own + added:.3f} us/iter (launch 5.050); added: median {added:.3f} us, p10 {added - 0.2:.3f}, p90 "
@@ -351,6 +439,7 @@ def main():
     for t in (test_grid, test_fsdp, test_suspect):
         t()
     test_straggler(work)
+    test_issue41(work)
     test_profiler_ab(work, call_cost, shim)
     print(f"selftest_parsers: {len(FAILS)} failure(s)" if FAILS else "selftest_parsers: ok")
     return 1 if FAILS else 0

@@ -74,6 +74,13 @@ EXPECT = {
     "grid_stall": dict(kind="NOT_JOINED", rank=5),
     "grid_death": dict(kind="DEAD", rank=5, words="exit code 3"),
     "grid_clean": dict(kind=None),
+    # Issue 41: point-to-point traffic. An MoE layer's stale split table (the last rank sends rank 0 twice the rows
+    # rank 0 receives); ranks 0 and 1 both send first (a cycle of two sends, named both); the last rank's irecv left
+    # out of a batch_isend_irecv (its missing Recv, said as either kind).
+    "moe_stale_split": dict(kind="MISMATCH", rank=LAST),
+    "moe_clean": dict(kind=None),
+    "send_cycle": dict(kind="DEADLOCK", rank=[0, 1]),
+    "batch_ring_missing": dict(kind="NOT_JOINED", also=("MISMATCH",), rank=LAST),
 }
 ORDER = list(EXPECT)
 KINDS = ("NOT_JOINED", "GPU_NOT_REACHED", "STUCK_IN_NCCL", "MISMATCH", "DEAD", "ASYNC_ERROR", "UNKNOWN", "EXTRA_OP",

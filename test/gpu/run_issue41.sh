@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Issue 41: point-to-point traffic, as pipelines and mixture-of-experts layers make it (examples/hang_scenarios.py:
+# moe_stale_split, moe_clean, send_cycle, batch_ring_missing), each at one node (4 ranks on one GPU:
+# test/gpu/run_scenario.py with the embedded live collector) and at two "nodes" of 2 ranks (two torchrun agents, a
+# folder each, `ncclwatch-collector serve`: test/gpu/run_two_nodes.py). Every rank its own NCCL host on device 0
+# (examples/one_gpu.py), NCCLWATCH_TIMEOUT_SEC=10, NCCL_NVLS_ENABLE=0.
+#
+#   bash test/gpu/run_issue41.sh [one|two|both] [SCENARIO ...]       (default: both, the four scenarios)
+#   device tool: run(command='bash test/gpu/run_issue41.sh one', carry=[".carry"], timeout_s=600)   about 2-3 min
+#                run(command='bash test/gpu/run_issue41.sh two', carry=[".carry"], timeout_s=600)   about 2-3 min
+#
+# Takes the carried build (.carry/libncclwatch.so and .carry/ncclwatch-collector; SHIM=... COLLECTOR=... override).
+# Writes to $OUT: issue41.json (per run: the first verdict of the shims' stderr, of their report events, of the live
+# collector, of `analyze` after the end, each against the truth, and whether any says "lower bounds";
+# test/gpu/issue41_summary.py), issue41.txt (the same in lines, then the one-node and two-node judges' rows),
+# issue41-evidence.tgz (logs, result.json, reports; no rank files) and issue41-ncw.tgz (the rank files of the hung
+# runs, when under 15 MiB).
+# Knobs: NCW_I41_AT_STEP (8), NCW_I41_TIMEOUT_SEC (10), NCW_I41_PARALLEL (2 jobs at once), NCW_I41_JOB_SEC (80: a
+# job's cap from its launch), NCW_I41_CLEAN_SEC (15: moe_clean's length), NCW_I41_BUDGET_SEC (540: no job starts
+# that could not end within it), NCW_I41_P2P_MIB (the MiB of a send_cycle / batch_ring_missing message and of the
+# stale table's surplus to rank 0; by default 4 x what one connection on lo can absorb, at least 64), NCW_I41_ARGS
+# (more arguments for every run, e.g. "--lazy-init": init_process_group without device_id, so that dist.send /
+# dist.recv make their 2-rank communicators instead of using the world's).
+set -u
+T0=$(date +%s)
+OUT=${OUT:-/tmp/ncw-i41-out}
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$REPO" || exit 1
+PY=${PY:-python3}
+G=test/gpu
+W=${NCW_I41_WORK:-/tmp/ncw-i41}
+ALL="moe_stale_split moe_clean send_cycle batch_ring_missing"
+MODES="one two"
+case "${1:-}" in
+    one | two) MODES=$1; shift ;;
+    both | all) shift ;;
+esac
+SCEN=${*:-$ALL}
+for s in $SCEN; do
+    case " $ALL " in *" $s "*) ;; *) echo "unknown scenario '$s' (one of: $ALL; modes: one, two, both)"; exit 2 ;; esac
+done
+AT=${NCW_I41_AT_STEP:-8}
+TO=${NCW_I41_TIMEOUT_SEC:-10}
+PAR=${NCW_I41_PARALLEL:-2}
+JOB_SEC=${NCW_I41_JOB_SEC:-80}
+CLEAN_SEC=${NCW_I41_CLEAN_SEC:-15}
+BUDGET=${NCW_I41_BUDGET_SEC:-540}
+EXTRA=${NCW_I41_ARGS:-}
+SHIM=${SHIM:-$REPO/.carry/libncclwatch.so}
+COLLECTOR=${COLLECTOR:-$REPO/.carry/ncclwatch-collector}
+elapsed() { echo $(($(date +%s) - T0)); }
+
+[ -f "$SHIM" ] || { echo "no shim at $SHIM (carry .carry/, or set SHIM=...)"; exit 2; }
+[ -f "$COLLECTOR" ] || { echo "no collector at $COLLECTOR (carry .carry/, or set COLLECTOR=...)"; exit 2; }
+[ -x "$COLLECTOR" ] || chmod +x "$COLLECTOR" 2>/dev/null || { echo "$COLLECTOR is not executable"; exit 2; }
+SHIM=$(readlink -f "$SHIM")
+COLLECTOR=$(readlink -f "$COLLECTOR")
+rm -rf "$W"
+mkdir -p "$W/logs" "$W/status" "$W/rows" "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+
+echo "== issue 41: modes '$MODES', scenarios '$SCEN'; at step $AT, timeout $TO s, $PAR jobs at once, cap $JOB_SEC s"
+nvidia-smi -L 2>/dev/null | head -2
+$PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
+echo "shim $SHIM; collector $COLLECTOR ($("$COLLECTOR" --version 2>/dev/null | head -1))"
+
+# With every rank its own NCCL host, the ranks talk over sockets on lo: a send the peer never receives is absorbed by
+# the connection's kernel buffers (the sender's and the receiver's) and NCCL's staging buffer (4 MiB), on each of a
+# peer's channels (2 by default). A message that fits there completes, and nothing hangs: each must outgrow that,
+# twice over (the surplus of moe_stale_split's stale table included: rows of 4 KB to rank 0's popular expert).
+rmax=$(awk '{print $3}' /proc/sys/net/ipv4/tcp_rmem 2>/dev/null)
+wmax=$(awk '{print $3}' /proc/sys/net/ipv4/tcp_wmem 2>/dev/null)
+absorb_mib=$(((${rmax:-6291456} + ${wmax:-4194304}) / 1048576 + 4))
+P2P_MIB=${NCW_I41_P2P_MIB:-$((absorb_mib * 4 > 64 ? absorb_mib * 4 : 64))}
+[ "$P2P_MIB" -gt 1024 ] && { echo "capping the messages at 1024 MiB (wanted $P2P_MIB)"; P2P_MIB=1024; }
+echo "lo's TCP buffers at most ${rmax:-?} (receive) + ${wmax:-?} (send) bytes a connection: messages of $P2P_MIB MiB" \
+    "($(env | grep -c '^NCCL_') NCCL_ variables set: $(env | grep '^NCCL_' | tr '\n' ' '))"
+
+args_of() {  # the scenario script's arguments
+    local size="--p2p-mib $P2P_MIB --moe-hot-rows $((P2P_MIB * 256))"
+    case $1 in
+        moe_clean) echo "--duration-sec $CLEAN_SEC $size $EXTRA" ;;
+        *) echo "--at-step $AT --steps $((AT + 25)) $size $EXTRA" ;;
+    esac
+}
+
+runs=""
+port=29940
+for mode in $MODES; do
+    for s in $SCEN; do
+        runs="$runs $mode:$s"
+        while [ "$(jobs -rp | wc -l)" -ge "$PAR" ]; do sleep 1; done
+        # A job takes its cap, the teardown (10 s), the analysis and, at two nodes, the collector's last words.
+        if [ $(($(elapsed) + JOB_SEC + 40)) -gt "$BUDGET" ]; then
+            echo "not run: no time left ($(elapsed) s of $BUDGET gone, a job may take $((JOB_SEC + 40)) s)" \
+                >"$W/status/$mode-$s.txt"
+            echo "[$(elapsed) s] $mode $s: NOT RUN (no time left)"
+            continue
+        fi
+        port=$((port + 4))
+        echo "[$(elapsed) s] start: $mode $s ($(args_of "$s"))"
+        if [ "$mode" = one ]; then
+            $PY $G/run_scenario.py --scenario "$s" --variant shim --work "$W/one/$s/shim" --shim "$SHIM" \
+                --collector "$COLLECTOR" --timeout "$TO" --nproc 4 --one-gpu --live auto --max-sec "$JOB_SEC" \
+                --script-args "$(args_of "$s")" >"$W/logs/one-$s.log" 2>&1 &
+        else
+            $PY $G/run_two_nodes.py --scenario "$s" --work "$W/two/$s" --shim "$SHIM" --collector "$COLLECTOR" \
+                --nproc-per-node 2 --timeout "$TO" --one-gpu --port "$port" --max-sec "$JOB_SEC" \
+                --script-args "$(args_of "$s")" >"$W/logs/two-$s.log" 2>&1 &
+        fi
+        sleep 3  # spread the NCCL inits: a slow init under load reads as an init hang
+    done
+done
+wait
+echo "[$(elapsed) s] every job ended"
+grep -h "first report\|first diagnosis\|job ended" "$W"/logs/*.log 2>/dev/null | cut -c1-200
+
+$PY $G/issue41_summary.py "$W" --runs "$runs" --json "$OUT/issue41.json" --txt "$OUT/issue41.txt"
+{
+    case " $MODES " in *" one "*)
+        echo
+        echo "== judge: one node, 4 ranks on one GPU (test/gpu/scenario_table.py)"
+        $PY $G/scenario_table.py "$W/one" --nproc 4 --one-gpu --rows-dir "$W/rows" ;;
+    esac
+    case " $MODES " in *" two "*)
+        echo
+        echo "== judge: two nodes of 2 ranks (test/gpu/two_nodes_table.py)"
+        $PY $G/two_nodes_table.py "$W/two" --scenarios "$SCEN" --rows-dir "$W/rows" ;;
+    esac
+} 2>&1 | tee -a "$OUT/issue41.txt"
+
+(cd "$W" && tar czf "$OUT/issue41-evidence.tgz" --exclude='*.ncw' --exclude='*.decoded.json' . 2>/dev/null)
+(cd "$W" && find . -name '*.ncw' -not -path '*/moe_clean/*' -print0 | tar czf "$OUT/issue41-ncw.tgz" --null -T - \
+    2>/dev/null)
+for f in "$OUT/issue41-evidence.tgz" "$OUT/issue41-ncw.tgz"; do
+    if [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt $((15 << 20)) ]; then
+        echo "$(basename "$f") is $(($(stat -c %s "$f") >> 20)) MiB: left out (over 15 MiB)" | tee -a "$OUT/issue41.txt"
+        rm -f "$f"
+    fi
+done
+ls -la "$OUT"
+echo "[$(elapsed) s] done"
