@@ -70,7 +70,9 @@ moe_stale_split: a mixture-of-experts layer: each step every rank sends rows (--
 moe_clean:     the same layer, nothing wrong, for --duration-sec.
 send_cycle:    ranks 0 and 1 swap a --p2p-mib tensor every step with dist.send / dist.recv (rank 0 sends first, rank 1
                receives first; the others only all-reduce); at --at-step both send first: each waits for the other to
-               receive (DEADLOCK, ranks 0 and 1).
+               receive (DEADLOCK, ranks 0 and 1). With this script's eager init (init_process_group(device_id=...))
+               torch 2.5 and later issues them on the world's communicator; with --lazy-init, on a 2-rank communicator
+               of the pair's own, made at their first send or recv.
 batch_ring_missing: each step every rank exchanges a --p2p-mib tensor with its ring neighbours in one
                dist.batch_isend_irecv (isend to rank + 1, irecv from rank - 1) and waits on the works; at --at-step the
                last rank leaves its irecv out: rank world - 2's send to it is never received (the last rank's missing

@@ -571,7 +571,14 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
                    rest.end());
         const std::string cause = blockers.front().summary;
         for (auto& b : blockers) {
-            b.waiting = s.waiting;
+            // Who waits: in the collective, and in the sends and receives that hold it.
+            b.waiting.insert(b.waiting.end(), s.waiting.begin(), s.waiting.end());
+            for (const auto& r : view.ranks)
+                for (const auto& e : r.p2p)
+                    if (e.sends_issued > e.sends_completed || e.recvs_issued > e.recvs_completed)
+                        b.waiting.push_back(r.comm_rank);
+            std::sort(b.waiting.begin(), b.waiting.end());
+            b.waiting.erase(std::unique(b.waiting.begin(), b.waiting.end()), b.waiting.end());
             b.stalled_for_s = std::max(b.stalled_for_s, s.stalled_for);
         }
         for (auto& v : rest) {

@@ -66,7 +66,7 @@ EXPECT = {
     # Issue 41: point-to-point traffic as pipelines and mixture-of-experts layers make it. An MoE layer's stale split
     # table: the last rank sends rank 0 twice the rows rank 0 receives from it (all_to_all_single: a group of sends
     # and receives).
-    "moe_stale_split": dict(kinds={"MISMATCH"}, rank=LAST, offline={"MISMATCH"}),
+    "moe_stale_split": dict(kinds={"MISMATCH"}, rank=LAST, offline={"MISMATCH"}, exit_text="to rank 0"),
     "moe_clean": dict(kinds=set(), rank=None, exit0=True, offline=set()),
     # Ranks 0 and 1 both send first (dist.send / dist.recv): each waits for the other's receive. Both are named.
     "send_cycle": dict(kinds={"DEADLOCK"}, rank=[0, 1], offline={"DEADLOCK"}),

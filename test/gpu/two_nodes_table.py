@@ -77,7 +77,7 @@ EXPECT = {
     # Issue 41: point-to-point traffic. An MoE layer's stale split table (the last rank sends rank 0 twice the rows
     # rank 0 receives); ranks 0 and 1 both send first (a cycle of two sends, named both); the last rank's irecv left
     # out of a batch_isend_irecv (its missing Recv, said as either kind).
-    "moe_stale_split": dict(kind="MISMATCH", rank=LAST),
+    "moe_stale_split": dict(kind="MISMATCH", rank=LAST, words="to rank 0"),
     "moe_clean": dict(kind=None),
     "send_cycle": dict(kind="DEADLOCK", rank=[0, 1]),
     "batch_ring_missing": dict(kind="NOT_JOINED", also=("MISMATCH",), rank=LAST),

@@ -1,0 +1,188 @@
+// The verdict engine on sends and receives paired one by one (issue 41): a pair whose sizes disagree (an
+// all-to-all's stale split table), and a cycle of waits (two ranks that both send first).
+#include "engine/verdict_p2p.h"
+#include "verdict_fixtures.h"
+
+using namespace verdict_fixtures;
+
+namespace {
+
+using ncw::verdict::P2pOp;
+
+// One op of a peer's window: `seq`-th send (or receive) of `count` float32, on `stream`, in `group` (0: none),
+// issued `ago_s` seconds ago; done or still open (returned from its call, started on the GPU).
+P2pOp op(bool send, uint64_t seq, uint64_t count, bool done, double ago_s, uint32_t group = 0, uint64_t stream = 0x50) {
+    P2pOp o;
+    o.seq = seq, o.count = count, o.dtype = kFloat32, o.send = send, o.group_id = group, o.stream = stream;
+    o.t_issue_ns = ago(ago_s);
+    o.state = uint8_t(P2pOp::kReturned | P2pOp::kReached | (done ? P2pOp::kDone : 0));
+    return o;
+}
+
+// The counts of a peer entry from its window: issued the highest seq, completed the highest done one.
+PeerP2p with_ops(int peer, std::vector<P2pOp> ops) {
+    PeerP2p e;
+    e.peer = peer;
+    for (const auto& o : ops) {
+        auto& issued = o.send ? e.sends_issued : e.recvs_issued;
+        auto& reached = o.send ? e.sends_reached : e.recvs_reached;
+        auto& completed = o.send ? e.sends_completed : e.recvs_completed;
+        auto& pending = o.send ? e.t_oldest_send_pending_ns : e.t_oldest_recv_pending_ns;
+        issued = std::max(issued, o.seq), reached = issued;
+        if (o.done()) completed = std::max(completed, o.seq);
+        if (!o.done() && (!pending || o.t_issue_ns < pending)) pending = o.t_issue_ns;
+    }
+    e.ops = std::move(ops);
+    return e;
+}
+
+RankCommState p2p_rank(RankCommState s, std::vector<PeerP2p> peers) {
+    s.p2p_known = true;
+    s.p2p = std::move(peers);
+    return s;
+}
+
+// An all-to-all among 3 ranks at its 10th exchange, every pair's rows alike on both sides except where `stale`
+// (rank 2's send to rank 0: twice the rows). Rank 2's send to rank 0 waits; everything else is done. `after`: the
+// ranks then went into the step's all_reduce #10 (rank 2's GPU has not reached it).
+CommView all_to_all(bool stale, bool after) {
+    auto rows = [](int from, int to) { return uint64_t(1024 * (1 + (from * 3 + to) % 4)); };
+    std::vector<RankCommState> ranks;
+    for (int r = 0; r < 3; ++r) {
+        std::vector<PeerP2p> peers;
+        for (int q = 0; q < 3; ++q) {
+            if (q == r) continue;
+            const bool bad = stale && r == 2 && q == 0;
+            peers.push_back(with_ops(q, {op(true, 10, bad ? 2 * rows(r, q) : rows(r, q), !bad, 30.0, 7 + r),
+                                         op(false, 10, rows(q, r), true, 30.0, 7 + r)}));
+        }
+        RankCommState s = after ? waiting(r, 9, 29.0) : idle(r, 9);
+        if (after && r == 2) s.reached = 9;
+        ranks.push_back(p2p_rank(s, peers));
+    }
+    return view(3, std::move(ranks));
+}
+
+}  // namespace
+
+TEST_CASE("verdict: a send and its receive that disagree in size", "[verdict]") {
+    SECTION("an all-to-all's stale split table, the sender waiting for the rest: MISMATCH naming it") {
+        auto v = all_to_all(true, false);
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::Mismatch);
+        CHECK(vs[0].culprits == Ranks{2});
+        REQUIRE(vs[0].pair_sizes);
+        CHECK(vs[0].pair_sizes->sender == 2);
+        CHECK(vs[0].pair_sizes->receiver == 0);
+        CHECK(vs[0].pair_sizes->send.count == 2 * 1024 * 3);
+        CHECK(vs[0].pair_sizes->recv.count == 1024 * 3);
+        CHECK(vs[0].pair_sizes->grouped);  // each side's op in a group with ops to the third rank
+        CHECK(vs[0].seq == 10);
+        CHECK(contains(vs[0].summary, "rank 2's Send #10 to rank 0 carries 24576 bytes (6144 float32), rank 0's Recv "
+                                      "#10 from rank 2 expects 12288 bytes (3072 float32)"));
+        // find_mismatches names it too, with or without a stall (after the end, where NCCL completed both sides).
+        CHECK(find_kind(find_mismatches(v), Kind::Mismatch) != nullptr);
+    }
+    SECTION("the ranks then wait in the step's all_reduce: the pair leads, the collective's stall follows it") {
+        auto v = all_to_all(true, true);
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(vs.size() >= 2);
+        CHECK(vs[0].kind == Kind::Mismatch);
+        CHECK(vs[0].culprits == Ranks{2});
+        CHECK_FALSE(vs[0].consequence);
+        CHECK(vs[0].waiting == Ranks{0, 1, 2});
+        for (size_t i = 1; i < vs.size(); ++i) {
+            CHECK(vs[i].consequence);
+            CHECK(contains(vs[i].consequence_of, "Send #10 to rank 0"));
+        }
+    }
+    SECTION("sizes that agree: nothing") {
+        auto v = all_to_all(false, false);
+        CHECK(diagnose_stall(v, kNow, kTimeout).empty());
+        CHECK(find_mismatches(v).empty());
+    }
+    SECTION("the rank in the most disagreeing pairs is named, receiver or sender") {
+        // Rank 0's receive table is stale: it expects the wrong size from ranks 1 and 2 alike.
+        auto v = view(3, {p2p_rank(idle(0, 9), {with_ops(1, {op(false, 4, 100, false, 30.0)}),
+                                                with_ops(2, {op(false, 4, 100, false, 30.0)})}),
+                          p2p_rank(idle(1, 9), {with_ops(0, {op(true, 4, 50, true, 30.0)})}),
+                          p2p_rank(idle(2, 9), {with_ops(0, {op(true, 4, 50, true, 30.0)})})});
+        auto m = p2p_size_mismatch(v, false);
+        REQUIRE(m);
+        CHECK(m->culprits == Ranks{0});
+        CHECK(m->pair_sizes->pairs == 2);
+        CHECK(m->pair_sizes->receiver == 0);
+        CHECK_FALSE(m->pair_sizes->grouped);
+    }
+    SECTION("peers whose windows do not overlap prove nothing") {
+        auto v = view(2, {p2p_rank(idle(0, 9), {with_ops(1, {op(true, 8, 100, true, 30.0)})}),
+                          p2p_rank(idle(1, 9), {with_ops(0, {op(false, 4, 50, true, 30.0)})})});
+        CHECK_FALSE(p2p_size_mismatch(v, false));
+    }
+}
+
+TEST_CASE("verdict: a cycle of point-to-point waits", "[verdict]") {
+    // Ranks 0 and 1 swap a tensor each step on one stream each; at #10 both send first, then receive. On a GPU both
+    // calls return: each rank's Recv #10 is posted, queued behind its own Send #10, which waits for the other's Recv.
+    auto swap = [](uint32_t recv_group, uint64_t recv_stream) {
+        std::vector<RankCommState> ranks;
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t g = recv_group ? recv_group + r : 0;
+            ranks.push_back(p2p_rank(idle(r, 9), {with_ops(1 - r, {op(true, 9, 64, true, 40.0),
+                                                                   op(false, 9, 64, true, 40.0),
+                                                                   op(true, 10, 64, false, 30.0, g),
+                                                                   op(false, 10, 64, false, 29.9, g, recv_stream)})}));
+        }
+        return view(2, std::move(ranks));
+    };
+    SECTION("both send first, each receive queued behind its own send: DEADLOCK naming both") {
+        auto v = swap(0, 0x50);
+        auto vs = diagnose_stall(v, kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::Deadlock);
+        CHECK(vs[0].culprits == Ranks{0, 1});
+        REQUIRE(vs[0].cycle.size() == 2);
+        CHECK(vs[0].cycle[0].match_posted);
+        CHECK(vs[0].cycle[0].op.op == uint8_t(ncw::disk::OpType::Send));
+        CHECK(vs[0].cycle[0].op.root == 1);
+        CHECK(vs[0].cycle[0].behind.root == 0);  // rank 1's own Send #10 to rank 0
+        CHECK(contains(vs[0].summary, "rank 0 waits 30.0 s in Send #10 to rank 1, whose Recv #10 from rank 0 is "
+                                      "queued behind its own Send #10 to rank 0"));
+    }
+    SECTION("the same ops in one group each (batch_isend_irecv): they run together, no cycle") {
+        auto v = swap(5, 0x50);
+        CHECK_FALSE(p2p_cycle(v, kNow, kTimeout));
+    }
+    SECTION("each receive on a stream of its own: not queued behind the send, no cycle") {
+        auto v = swap(0, 0x60);
+        CHECK_FALSE(p2p_cycle(v, kNow, kTimeout));
+    }
+    SECTION("not yet past the timeout: no verdict") {
+        auto v = swap(0, 0x50);
+        CHECK_FALSE(p2p_cycle(v, kNow, 60.0));
+    }
+    SECTION("blocked in the call of its own send (a blocking NCCL), the receive never posted: DEADLOCK") {
+        std::vector<RankCommState> ranks;
+        for (int r = 0; r < 2; ++r) {
+            P2pOp s = op(true, 10, 64, false, 30.0);
+            s.state = P2pOp::kReached;  // inside the call still
+            ranks.push_back(p2p_rank(idle(r, 9), {with_ops(1 - r, {op(false, 9, 64, true, 40.0), s})}));
+        }
+        auto v = view(2, std::move(ranks));
+        auto c = p2p_cycle(v, kNow, kTimeout);
+        REQUIRE(c);
+        CHECK(c->culprits == Ranks{0, 1});
+        CHECK_FALSE(c->cycle[0].match_posted);
+        // Its call returned (a GPU op, the CPU free to post the receive later): not proven.
+        for (auto& r : v.ranks) r.p2p[0].ops.back().state |= P2pOp::kReturned;
+        CHECK_FALSE(p2p_cycle(v, kNow, kTimeout));
+    }
+    SECTION("a pipeline's chain that ends at a rank at rest is no cycle") {
+        auto v = view(3, {p2p_rank(idle(0, 9), {with_ops(1, {op(true, 5, 64, false, 30.0)})}),
+                          p2p_rank(idle(1, 9), {with_ops(0, {op(false, 5, 64, false, 29.0)}),
+                                                with_ops(2, {op(true, 5, 64, false, 29.5)})}),
+                          p2p_rank(idle(2, 9), {with_ops(1, {op(false, 4, 64, true, 40.0)})})});
+        CHECK_FALSE(p2p_cycle(v, kNow, kTimeout));
+    }
+}
