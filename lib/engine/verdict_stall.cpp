@@ -564,7 +564,16 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
     std::vector<Verdict> out;
     // Ranks held in sends and receives the collective waits behind (a cycle of them, a pair whose sizes disagree):
     // those lead, and what the collective's counts say follows from them.
-    if (auto blockers = p2p_blockers(view, now_ns, timeout_s); !blockers.empty()) {
+    auto blockers = p2p_blockers(view, now_ns, timeout_s);
+    if (blockers.empty()) {
+        // A rank behind the collective because it waits in its first ever send to (receive from) a peer that never
+        // posted the match, both having a set pattern with other ranks: a wrong peer index holds the collective too.
+        for (auto& v : diagnose_p2p_stall(view, now_ns, timeout_s))
+            if (v.kind == Kind::Mismatch && v.op.root >= 0 && v.seq == 1 && !v.culprits.empty() &&
+                !s.is_waiting(v.culprits.front()))
+                blockers.push_back(std::move(v));
+    }
+    if (!blockers.empty()) {
         std::vector<Verdict> rest = diagnose_stall_collective(s, timeout_s);
         // The collective rules repeat a pair's MISMATCH found at the stalled seq: the blocker's copy stays.
         rest.erase(std::remove_if(rest.begin(), rest.end(), [](const Verdict& v) { return v.pair_sizes.has_value(); }),

@@ -186,3 +186,38 @@ TEST_CASE("verdict: a cycle of point-to-point waits", "[verdict]") {
         CHECK_FALSE(p2p_cycle(v, kNow, kTimeout));
     }
 }
+
+TEST_CASE("verdict: a collective held by a rank in its first send to a wrong peer", "[verdict]") {
+    // A pipeline of 4 stages with a data-parallel all_reduce each step: stages 0, 1 and 3 wait in AllReduce #11; stage
+    // 2 waits in its first ever Send to rank 0 (a wrong peer index), which never posted a receive from it, both having
+    // exchanged with their neighbours for 10 steps. The send leads; the collective's NOT_JOINED follows from it.
+    auto stage = [](int r, bool behind) {
+        RankCommState s = behind ? idle(r, 10, 29.0) : waiting(r, 10, 29.0);
+        s.p2p_known = true;
+        for (int q : {r - 1, r + 1}) {
+            if (q < 0 || q > 3) continue;
+            PeerP2p e;
+            e.peer = q;
+            e.sends_issued = e.sends_reached = e.sends_completed = 10;
+            e.recvs_issued = e.recvs_reached = e.recvs_completed = 10;
+            s.p2p.push_back(e);
+        }
+        return s;
+    };
+    std::vector<RankCommState> ranks{stage(0, false), stage(1, false), stage(2, true), stage(3, false)};
+    PeerP2p wrong;
+    wrong.peer = 0;
+    wrong.sends_issued = 1;
+    wrong.t_oldest_send_pending_ns = ago(28.0);
+    ranks[2].p2p.push_back(wrong);
+    auto v = view(4, std::move(ranks));
+    auto vs = diagnose_stall(v, kNow, kTimeout);
+    REQUIRE(vs.size() >= 2);
+    CHECK(vs[0].kind == Kind::Mismatch);
+    CHECK(vs[0].culprits == Ranks{2});
+    CHECK(vs[0].op.root == 0);
+    CHECK(contains(vs[0].summary, "its first ever to rank 0"));
+    const Verdict* nj = find_kind(vs, Kind::NotJoined);
+    REQUIRE(nj);
+    CHECK(nj->consequence);
+}
