@@ -352,9 +352,21 @@ std::string python_words(const CommResult& c, const verdict::Verdict& v) {
     for (int cr : v.culprits) {
         const RankCommState* r = find_rank(c, cr);
         if (!r || parts.size() >= 3) continue;
-        if (const auto w = python_where(*r, &v))
-            parts.push_back(
-                fmt::format("{} {} {}", rank_name(*r), r->alive ? "is in" : "was last seen in", py::where_words(*w)));
+        const auto w = python_where(*r, &v);
+        if (!w) continue;
+        // Not inside NCCL, yet inside torch.distributed's send or receive: torch connects a pair at its first one
+        // (a communicator of its own for the two, or NCCL's connection on the group's), and that waits for the peer.
+        static const char* const kP2pCalls[] = {"send", "recv", "isend", "irecv", "batch_isend_irecv"};
+        if (v.kind == Kind::NotJoined && r->alive &&
+            std::find(std::begin(kP2pCalls), std::end(kP2pCalls), w->callee) != std::end(kP2pCalls)) {
+            parts.push_back(fmt::format(
+                "{} is blocked in {} at {}, outside NCCL: torch sets up a pair's connection at its first send or "
+                "receive, which waits for the peer to post its match (a new peer: a wrong peer index?)",
+                rank_name(*r), w->callee, py::location(w->at)));
+            continue;
+        }
+        parts.push_back(
+            fmt::format("{} {} {}", rank_name(*r), r->alive ? "is in" : "was last seen in", py::where_words(*w)));
     }
     // The waiting ranks grouped by the line they wait at, the largest groups first.
     std::vector<std::pair<std::string, std::vector<int>>> groups;

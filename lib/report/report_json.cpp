@@ -206,15 +206,25 @@ void add_drift_json(json& j, const verdict::Verdict& v) {
     }
     if (!v.cycle.empty()) {
         json links = json::array();
-        for (const auto& l : v.cycle)
-            links.push_back(json{{"comm_id", hex(l.comm_id)},
-                                 {"seq", l.seq},
-                                 {"op", op_json(l.op)},
-                                 {"waiting", l.waiting},
-                                 {"waiting_global", l.waiting_global},
-                                 {"for_global", l.for_global}});
+        for (const auto& l : v.cycle) {
+            json link{{"comm_id", hex(l.comm_id)},
+                      {"seq", l.seq},
+                      {"op", op_json(l.op)},
+                      {"waiting", l.waiting},
+                      {"waiting_global", l.waiting_global},
+                      {"for_global", l.for_global}};
+            // A cycle of sends and receives: whether the peer posted the match, and the op of its own it waits behind.
+            if (disk::is_p2p(disk::OpType(l.op.op))) {
+                link["match_posted"] = l.match_posted;
+                link["behind"] = op_json(l.behind);
+            }
+            links.push_back(std::move(link));
+        }
         j["cycle"] = std::move(links);
     }
+    if (const auto& p = v.pair_sizes)
+        j["pair_sizes"] = json{{"sender", p->sender},   {"receiver", p->receiver}, {"send", op_json(p->send)},
+                               {"recv", op_json(p->recv)}, {"grouped", p->grouped},   {"pairs", p->pairs}};
     if (!v.setting.empty()) j["setting"] = v.setting;
     if (!v.completed_it.empty()) j["completed_it"] = v.completed_it;
 }

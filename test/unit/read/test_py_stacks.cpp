@@ -161,6 +161,45 @@ TEST_CASE("the verdict line names the culprit's frame and the waiting ranks' lin
     CHECK_THAT(report::verdict_headline(job, job.comms[0], job.comms[0].verdicts[0]), !Catch::Contains("slow_eval"));
 }
 
+TEST_CASE("a culprit inside torch's send, outside NCCL, is said to be setting up a new pair (issue 41)") {
+    // A pipeline stage that sends to a wrong peer: torch makes the pair's connection at its first send, which waits
+    // for a peer that never posts the receive. Its process is in dist.send, not in any NCCL call.
+    const char* sender =
+        "# ncclwatch nccl-thread 0x00007f0000000003 tid 99\n"
+        "Thread 0x00007f0000000003 (most recent call first):\n"
+        "  File \"/venv/lib/python3.12/site-packages/torch/distributed/distributed_c10d.py\", line 2401 in send\n"
+        "  File \"/venv/lib/python3.12/site-packages/torch/distributed/c10d_logger.py\", line 81 in wrapper\n"
+        "  File \"/work/pipe.py\", line 57 in forward_stage\n"
+        "  File \"/work/pipe.py\", line 90 in <module>\n";
+    JobResult job;
+    CommResult c;
+    c.comm_id = c.view.comm_id = 0xCD;
+    c.view.nranks = 4;
+    for (int r = 0; r < 4; ++r) {
+        verdict::RankCommState s;
+        s.comm_rank = s.global_rank = r;
+        s.pid = 200 + r;
+        s.py_stacks = std::make_shared<const py::Stacks>(py::parse(r == 2 ? sender : kWaiterText));
+        s.py_stacks_status = 1;
+        c.view.ranks.push_back(s);
+    }
+    verdict::Verdict v;
+    v.kind = verdict::Kind::NotJoined;
+    v.comm_id = 0xCD;
+    v.seq = 11;
+    v.op.op = uint8_t(disk::OpType::AllReduce);
+    v.culprits = {2};
+    v.waiting = {0, 1, 3};
+    c.verdicts.push_back(v);
+    job.comms.push_back(c);
+    CHECK_THAT(report::python_words(job.comms[0], job.comms[0].verdicts[0]),
+               Catch::StartsWith("rank 2 is blocked in send at pipe.py:57, outside NCCL: torch sets up a pair's "
+                                 "connection at its first send or receive, which waits for the peer to post its match"));
+    // In any other library call, or in its own code, it is where it is.
+    job.comms[0].view.ranks[2].py_stacks = std::make_shared<const py::Stacks>(py::parse(kCulpritText));
+    CHECK_THAT(report::python_words(job.comms[0], job.comms[0].verdicts[0]), Catch::StartsWith("rank 2 is in slow_eval"));
+}
+
 // A file as the shim lays it out (compute_layout), with `text` published in its Python stacks region.
 std::vector<uint64_t> file_with_stacks(const std::string& text, uint64_t seq = 2) {
     const disk::Layout l = disk::compute_layout(disk::kMinRingCapacity, 2, 0);
