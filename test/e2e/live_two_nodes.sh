@@ -13,7 +13,10 @@
 #   5. a pipeline (each rank a stage, send/recv only) whose stage 2 is away in its own code before its send: NOT_JOINED
 #      rank 2, judged from the point-to-point counts each rank's State carries (node A's ranks wait on rank 1 and 2);
 #   6. 1 and 2 again with a relay per node (`ncclwatch-collector relay`, as at thousands of nodes, the ranks of each
-#      node pointed at theirs): the same verdicts in the same three places.
+#      node pointed at theirs): the same verdicts in the same three places;
+#   7. an MoE all-to-all (a group of sends and receives with every rank) whose rank 3 sends rank 0, on the other node,
+#      twice the rows rank 0 expects: MISMATCH rank 3, from the sizes each rank's State carries (protocol 1.13);
+#   8. ranks 0 and 1 that both send first, each then blocked in its send: DEADLOCK ranks 0 and 1.
 . "$(dirname "$0")/lib.sh"
 SERVE_PID=""
 RELAY_PIDS=()
@@ -179,4 +182,24 @@ start_serve relay_dies
 start_relays relay_dies
 run_dies relay_dies
 stop_relays
+stop_serve
+
+# ---- 7. an MoE all-to-all whose rank 3 sends rank 0 (the other node) twice the rows it expects ----
+start_serve a2a
+launch a2a -- --steps 10 --a2a --a2a-stale-rank 3 --a2a-stale-step 5 --hold-ms 60000
+wait_for 30 has_report a2a || fail "a2a: no live report: $(cat "$WORK/a2a.err")"
+wait_for 20 lead_is "$(report_of a2a)" "MISMATCH r3" || fail "a2a: the live collector says $(lead "$(report_of a2a)")"
+json_get "$(report_of a2a)" "d['verdicts'][0]['headline']" | grep -q "sends .* to rank 0 in Send #6 .*, which expects .* from it in its Recv #6: the all_to_all split sizes disagree" ||
+    fail "a2a: the live headline: $(json_get "$(report_of a2a)" "d['verdicts'][0]['headline']")"
+stop_job
+check_same a2a "MISMATCH r3"
+stop_serve
+
+# ---- 8. ranks 0 and 1 both send first, each blocked in its send ----
+start_serve cycle
+launch cycle -- --steps 10 --swap-pair --swap-deadlock-step 5 --hold-ms 60000
+wait_for 30 has_report cycle || fail "cycle: no live report: $(cat "$WORK/cycle.err")"
+wait_for 20 lead_is "$(report_of cycle)" "DEADLOCK r0,1" || fail "cycle: the live collector says $(lead "$(report_of cycle)")"
+stop_job
+check_same cycle "DEADLOCK r0,1"
 stop_serve
