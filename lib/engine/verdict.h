@@ -125,6 +125,9 @@ struct Verdict {
         size_t pairs = 1;      // pairs that disagree on the communicator (this one the first)
     };
     std::optional<PairSizes> pair_sizes;
+    // A point-to-point MISMATCH / NOT_JOINED whose culprit never posted `op` (op.root: the rank that waits on it),
+    // rather than one waiting in `op` itself (a send to a wrong peer).
+    bool unposted = false;
     // SETTING_DIFFERS: the difference in the audit's words ("NCCL_ALGO differs across ranks: rank 3 has 'Tree'; ...").
     std::string setting;
 };

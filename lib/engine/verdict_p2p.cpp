@@ -517,13 +517,15 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         v.kind = !dead.empty() ? Kind::Dead : !resting.empty() ? Kind::NotJoined : Kind::Mismatch;
         v.culprits = v.kind == Kind::NotJoined ? resting : unmatched;
         // The op the culprit has not issued: the match of the longest wait on it.
-        if (v.kind == Kind::NotJoined) {
+        if (v.kind == Kind::NotJoined || v.kind == Kind::Mismatch) {
+            const int culprit = v.culprits.front();
             const Pending* on = nullptr;
             for (const Pending* pd : unmatched_pd)
-                if (pd->peer == resting.front() && (!on || pd->waited > on->waited)) on = pd;
+                if (pd->peer == culprit && (!on || pd->waited > on->waited)) on = pd;
             if (on) v.seq = v.op.seq = on->seq;
             v.op.op = uint8_t((on ? on->recv : first->recv) ? OpType::Send : OpType::Recv);
             if (on) v.op.root = on->r->comm_rank;  // the peer it has not posted its match to (the waiting rank)
+            v.unposted = on != nullptr;
         }
         v.summary = fmt::format("comm {}: p2p: {}: unmatched send/recv pair", hex_comm(view.comm_id), what);
         v.evidence = unmatched_ev;

@@ -566,12 +566,34 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
     // those lead, and what the collective's counts say follows from them.
     auto blockers = p2p_blockers(view, now_ns, timeout_s);
     if (blockers.empty()) {
-        // A rank behind the collective because it waits in its first ever send to (receive from) a peer that never
-        // posted the match, both having a set pattern with other ranks: a wrong peer index holds the collective too.
-        for (auto& v : diagnose_p2p_stall(view, now_ns, timeout_s))
-            if (v.kind == Kind::Mismatch && v.op.root >= 0 && v.seq == 1 && !v.culprits.empty() &&
-                !s.is_waiting(v.culprits.front()))
-                blockers.push_back(std::move(v));
+        // A rank behind the collective because it waits in a send (receive) whose peer never posted the match: its
+        // first ever to a peer outside the pattern (a wrong peer index), or one the peer left out (a ring's missing
+        // irecv) while it went on into the collective. The send holds the collective; its peer is the cause.
+        auto p2p = diagnose_p2p_stall(view, now_ns, timeout_s);
+        if (!p2p.empty()) {
+            Verdict& v = p2p.front();
+            const bool wrong_peer = v.kind == Kind::Mismatch && v.op.root >= 0 && v.seq == 1 && !v.culprits.empty() &&
+                                    !s.is_waiting(v.culprits.front());
+            // Held: never issued the collective (blocked in the send's call), or issued it on the stream where the
+            // open send was issued before it, so that its GPU reaches the collective only after the send.
+            auto held = [&](int comm_rank) {
+                if (!s.is_waiting(comm_rank)) return true;
+                const RankCommState* r = state_of_rank(view, comm_rank);
+                if (!r) return false;
+                const auto at_w = std::find_if(r->recent.begin(), r->recent.end(),
+                                               [&](const OpSig& g) { return g.seq == s.W; });
+                if (at_w == r->recent.end()) return false;
+                for (const auto& e : r->p2p)
+                    for (const auto& o : e.ops)
+                        if (!o.done() && !(o.state & P2pOp::kFailed) && o.stream == at_w->stream &&
+                            o.t_issue_ns < at_w->t_issue_ns)
+                            return true;
+                return false;
+            };
+            const bool holds = (v.kind == Kind::Mismatch || v.kind == Kind::NotJoined || v.kind == Kind::Dead) &&
+                               !v.culprits.empty() && std::any_of(v.waiting.begin(), v.waiting.end(), held);
+            if (wrong_peer || holds) blockers.push_back(std::move(v));
+        }
     }
     if (!blockers.empty()) {
         std::vector<Verdict> rest = diagnose_stall_collective(s, timeout_s);

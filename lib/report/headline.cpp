@@ -426,6 +426,17 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
                 s = pair_sizes_words(job, c, v);
                 break;
             }
+            if (const auto peer = p2p_peer(job, c, v); peer && v.unposted) {
+                // A receive (send) left out while the rank went on into other ops: "rank 2 never posted Recv #6 from
+                // rank 1 on ..., and went on into other ops; rank 1 waits in Send #6 to it"
+                const bool send = disk::OpType(v.op.op) == disk::OpType::Send;
+                s = fmt::format(
+                    "{} never posted {} {} rank {} on {} and went on into other ops; rank {} waits in {} #{} {} it{}: "
+                    "a {} no {} matches (one left out of a batch_isend_irecv, or a wrong peer?)",
+                    culprits, op, send ? "to" : "from", *peer, comm, *peer, send ? "Recv" : "Send", v.seq,
+                    send ? "from" : "to", since(job, v), send ? "receive" : "send", send ? "send" : "receive");
+                break;
+            }
             if (const auto peer = p2p_peer(job, c, v)) {
                 // A send (receive) to a peer that never posted its match: "rank 2 waits in Send #1 to rank 0, which
                 // has never posted a Recv from it"

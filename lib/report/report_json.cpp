@@ -222,6 +222,7 @@ void add_drift_json(json& j, const verdict::Verdict& v) {
         }
         j["cycle"] = std::move(links);
     }
+    if (v.unposted) j["unposted"] = true;
     if (const auto& p = v.pair_sizes)
         j["pair_sizes"] = json{{"sender", p->sender},   {"receiver", p->receiver}, {"send", op_json(p->send)},
                                {"recv", op_json(p->recv)}, {"grouped", p->grouped},   {"pairs", p->pairs}};

@@ -426,6 +426,7 @@ private:
         if (o_.pipeline) return pipeline_step();
         if (o_.a2a && !all_to_all()) return false;
         if (o_.swap_pair && !swap_pair()) return false;
+        if (o_.ring && !ring_exchange()) return false;
         if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);
         if (step_ == o_.pause_step) sleep_ms(o_.pause_ms);
         if (rank_ == o_.late_rank && o_.late_ms > 0) sleep_ms(o_.late_ms);
@@ -506,6 +507,18 @@ private:
         if (step_ == o_.swap_deadlock_step && rank_ == 1)
             std::fprintf(stderr, "fake-framework: rank 1: sends first at step %d\n", step_);
         return (send_first ? send() && recv() : recv() && send()) && settle(w, "swap");
+    }
+
+    // --ring: batch_isend_irecv with the ring neighbours, one group; --ring-skip-recv-rank leaves its receive out.
+    bool ring_exchange() {
+        ncclComm_t w = world_comm_;
+        const int next = (rank_ + 1) % world_, prev = (rank_ + world_ - 1) % world_;
+        const bool skip = at(o_.ring_skip_recv_rank, o_.ring_skip_recv_step);
+        if (skip) std::fprintf(stderr, "fake-framework: rank %d: no receive from rank %d at step %d\n", rank_, prev, step_);
+        return check(ncclGroupStart(), "ncclGroupStart") &&
+               check(ncclSend(buf(2), o_.count, ncclFloat32, next, w, stream(w)), "ncclSend") &&
+               (skip || check(ncclRecv(buf(3), o_.count, ncclFloat32, prev, w, stream(w)), "ncclRecv")) &&
+               check(ncclGroupEnd(), "ncclGroupEnd") && settle(w, "ring");
     }
 
     // One pipeline stage's step on the world communicator, each send and receive on its own (as torch's dist.send and

@@ -64,6 +64,9 @@ const char* usage_text() {
            "  --swap-pair             ranks 0 and 1 swap a tensor each step before the all_reduce (send and recv on\n"
            "                          their own: rank 0 sends first, rank 1 receives first)\n"
            "  --swap-deadlock-step S  at step S both send first\n"
+           "  --ring                  before the step's all_reduce, one group of a send to rank + 1 and a receive\n"
+           "                          from rank - 1 (batch_isend_irecv), the all_reduce outside it\n"
+           "  --ring-skip-recv-rank R --ring-skip-recv-step S   rank R leaves its receive out of step S's group\n"
            "  --nonblocking           init with config.blocking = 0; poll ncclCommGetAsyncError after each op\n"
            "  --async-watchdog-ms M   a thread polls ncclCommGetAsyncError on the world communicator every M ms, as\n"
            "                          PyTorch's watchdog; on an error it aborts the communicator (the blocked call\n"
@@ -117,6 +120,8 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--a2a-stale-rank", &o.a2a_stale_rank, -1},
         {"--a2a-stale-step", &o.a2a_stale_step, -1},
         {"--swap-deadlock-step", &o.swap_deadlock_step, -1},
+        {"--ring-skip-recv-rank", &o.ring_skip_recv_rank, -1},
+        {"--ring-skip-recv-step", &o.ring_skip_recv_step, -1},
         {"--exit-rank", &o.exit_rank, -1},
         {"--exit-step", &o.exit_step, -1},
         {"--exit-code", &o.exit_code, 0},
@@ -152,6 +157,7 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--split", &o.split},           {"--group", &o.group},
         {"--pipeline", &o.pipeline},     {"--bcast-legacy", &o.bcast_legacy},
         {"--a2a", &o.a2a},               {"--swap-pair", &o.swap_pair},
+        {"--ring", &o.ring},
         {"--never-nccl", &o.never_nccl}, {"--nonblocking", &o.nonblocking},
         {"--fake-cuda", &o.fake_cuda},   {"--absorb-term", &o.absorb_term},
     };

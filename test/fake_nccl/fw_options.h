@@ -24,6 +24,7 @@ struct Options {
     int wrong_peer_rank = -1, wrong_peer_step = -1;  // --pipeline: it sends its forward to rank 0, not rank + 1
     int a2a_stale_rank = -1, a2a_stale_step = -1;    // --a2a: it sends rank 0 twice the rows rank 0 expects
     int swap_deadlock_step = -1;  // --swap-pair: at that step both ranks send first, then receive
+    int ring_skip_recv_rank = -1, ring_skip_recv_step = -1;  // --ring: it leaves out its irecv from rank - 1
     int exit_rank = -1, exit_step = -1, exit_code = 1;
     std::string exit_how = "exit";  // how --exit-rank ends: exit, _exit (os._exit), segv (a crash), abort
     std::string own_handlers;       // install SIGSEGV and SIGTERM handlers before init that note the signal here
@@ -48,6 +49,9 @@ struct Options {
     // Ranks 0 and 1 swap a tensor every step before the all_reduce, each send and receive on its own (as dist.send,
     // dist.recv): rank 0 sends first, rank 1 receives first.
     bool swap_pair = false;
+    // Before the all_reduce, every rank exchanges with its ring neighbours in one group (batch_isend_irecv: a send to
+    // rank + 1 and a receive from rank - 1), the all_reduce outside it.
+    bool ring = false;
     bool bcast_legacy = false;
     bool never_nccl = false;
     bool nonblocking = false;
