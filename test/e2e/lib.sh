@@ -42,6 +42,26 @@ every_stall_led_by() {
     done
 }
 
+# The shims' first line and the live collector's first verdict (NCCLWATCH_COLLECTOR=auto: its report in the job
+# folder) both the line WANT (a grep pattern from the kind on): shim_and_live_lead_with WANT
+shim_and_live_lead_with() {
+    grep -m1 "^\[ncclwatch r" "$WORK/launch.err" | grep -q "\] $1" ||
+        fail "the stderr report's first line: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"
+    wait_for 30 test -s "$(job_dir)/live-report.txt" || fail "no live report in the job folder"
+    sed -n 2p "$(job_dir)/live-report.txt" | grep -q "^$1" ||
+        fail "the live report leads with: $(sed -n 2p "$(job_dir)/live-report.txt")"
+}
+
+# A clean run of the same job prints nothing (without the collector in rank 0: a healthy job's end under it is issue
+# 43's "lost the live collector"): quiet_clean_run NPROC [fake_rank args...]
+quiet_clean_run() {
+    stop_job
+    rm -rf "$NCCLWATCH_DIR"
+    NCCLWATCH_COLLECTOR= run_job "$@"
+    [ "$JOB_RC" = 0 ] || fail "the clean job exited $JOB_RC: $(tail -3 "$WORK/launch.err")"
+    if grep -q "^\[ncclwatch" "$WORK/launch.err"; then fail "a clean job printed: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"; fi
+}
+
 # Checks that go on past a failure and are summed up at the end: check_fail WHY... for each, then
 # checks_done "ok: ..." (prints it, or lists the failures and exits 1).
 FAILS=()

@@ -10,18 +10,11 @@ launch_job 4 --steps 10 --swap-pair --swap-deadlock-step 5 --count 4096
 
 want="DEADLOCK: rank 0 (.*) and rank 1 (.*) wait on each other's sends and receives on communicator 0x[0-9a-f]* (world, 4 ranks): rank 0 waits in Send #6 to rank 1, whose Recv #6 from it is not posted: rank 1 is blocked in its own Send #6 to rank 0; rank 1 waits in Send #6 to rank 0, whose Recv #6 from it is not posted: rank 0 is blocked in its own Send #6 to rank 1: issue the Recv first on one side, or post both in one group (batch_isend_irecv)"
 every_stall_led_by 4 DEADLOCK "[0, 1]"
-grep -m1 "^\[ncclwatch r" "$WORK/launch.err" | grep -q "\] $want" ||
-    fail "the stderr report's first line: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"
-wait_for 30 test -s "$(job_dir)/live-report.txt" || fail "no live report in the job folder"
-sed -n 2p "$(job_dir)/live-report.txt" | grep -q "^$want" || fail "the live report leads with: $(sed -n 2p "$(job_dir)/live-report.txt")"
+shim_and_live_lead_with "$want"
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt"
 head -1 "$WORK/analysis.txt" | grep -q "^VERDICT  rank 0 (.*) and rank 1 (.*) wait on each other's sends and receives" ||
     fail "analyze's first line: $(head -1 "$WORK/analysis.txt")"
 
 # The swap in the right order every step: nothing is reported.
-stop_job
-rm -rf "$NCCLWATCH_DIR"
-NCCLWATCH_COLLECTOR= run_job 4 --steps 10 --swap-pair --count 4096  # as in p2p_sizes.sh
-[ "$JOB_RC" = 0 ] || fail "the clean swap exited $JOB_RC: $(tail -3 "$WORK/launch.err")"
-if grep -q "^\[ncclwatch" "$WORK/launch.err"; then fail "a clean job printed: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"; fi
+quiet_clean_run 4 --steps 10 --swap-pair --count 4096
 echo "ok: two ranks that both send first named as one DEADLOCK, live, by the shims and by analyze; the clean swap quiet"

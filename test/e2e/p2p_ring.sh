@@ -10,18 +10,11 @@ launch_job 4 --steps 10 --ring --ring-skip-recv-rank 2 --ring-skip-recv-step 5 -
 
 want="MISMATCH: rank 2 (.*) never posted Recv #6 from rank 1 on communicator 0x[0-9a-f]* (world, 4 ranks) and went on into other ops; rank 1 waits in Send #6 to it since [-0-9T:.+]*: a send no receive matches (one left out of a batch_isend_irecv, or a wrong peer?)"
 every_stall_led_by 4 MISMATCH "[2]"
-grep -m1 "^\[ncclwatch r" "$WORK/launch.err" | grep -q "\] $want" ||
-    fail "the stderr report's first line: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"
-wait_for 30 test -s "$(job_dir)/live-report.txt" || fail "no live report in the job folder"
-sed -n 2p "$(job_dir)/live-report.txt" | grep -q "^$want" || fail "the live report leads with: $(sed -n 2p "$(job_dir)/live-report.txt")"
+shim_and_live_lead_with "$want"
 "$NCW_COLLECTOR" analyze --json "$(job_dir)" >"$WORK/analysis.json"
 [ "$(json_get "$WORK/analysis.json" "d['verdicts'][0]['kind']") $(json_get "$WORK/analysis.json" "d['verdicts'][0]['unposted']")" = "MISMATCH True" ] ||
     fail "analyze leads with $(json_get "$WORK/analysis.json" "d['verdicts'][0]['headline']")"
 
 # The ring with every receive: nothing is reported (without the collector in rank 0, as in p2p_sizes.sh).
-stop_job
-rm -rf "$NCCLWATCH_DIR"
-NCCLWATCH_COLLECTOR= run_job 4 --steps 10 --ring --count 4096
-[ "$JOB_RC" = 0 ] || fail "the clean ring exited $JOB_RC: $(tail -3 "$WORK/launch.err")"
-if grep -q "^\[ncclwatch" "$WORK/launch.err"; then fail "a clean job printed: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"; fi
+quiet_clean_run 4 --steps 10 --ring --count 4096
 echo "ok: a ring's left-out receive named on its rank, not on the rank its send holds behind the all_reduce"

@@ -11,12 +11,9 @@ launch_job 4 --steps 10 --a2a --a2a-stale-rank 2 --a2a-stale-step 5 --count 4096
 
 want="MISMATCH: rank 2 (.*) sends 1,536 float32 (6 KiB) to rank 0 in Send #6 on communicator 0x[0-9a-f]* (world, 4 ranks), which expects 768 (3 KiB) from it in its Recv #6: the all_to_all split sizes disagree"
 every_stall_led_by 4 MISMATCH "[2]"
-grep -m1 "^\[ncclwatch r" "$WORK/launch.err" | grep -q "\] $want" ||
-    fail "the stderr report's first line: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"
 grep -Eq "^\[ncclwatch r[0-9]+\] +NOT_JOINED: rank 2 .*a consequence, not the cause: .*Send #6 to rank 0" "$WORK/launch.err" ||
     fail "the all_reduce's stall is not said as a consequence of the pair: $(grep -c '^\[ncclwatch' "$WORK/launch.err") lines"
-wait_for 30 test -s "$(job_dir)/live-report.txt" || fail "no live report in the job folder"
-sed -n 2p "$(job_dir)/live-report.txt" | grep -q "^$want" || fail "the live report leads with: $(sed -n 2p "$(job_dir)/live-report.txt")"
+shim_and_live_lead_with "$want"
 
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis.txt"
 head -1 "$WORK/analysis.txt" | grep -q "^VERDICT  rank 2 (.*) sends 1,536 float32 (6 KiB) to rank 0 in Send #6 " ||
@@ -29,10 +26,6 @@ json_get "$WORK/analysis.json" "d['verdicts'][0]['headline']" | grep -q "sends 1
     fail "analyze after the end: $(json_get "$WORK/analysis.json" "d['verdicts'][0]['headline']")"
 
 # The same all-to-all with nothing stale: nothing is reported, and analyze finds nothing.
-rm -rf "$NCCLWATCH_DIR"
-# Without the collector in rank 0: a healthy job's end under it is issue 43's ("lost the live collector").
-NCCLWATCH_COLLECTOR= run_job 4 --steps 10 --a2a --count 4096
-[ "$JOB_RC" = 0 ] || fail "the clean all-to-all job exited $JOB_RC: $(tail -3 "$WORK/launch.err")"
-if grep -q "^\[ncclwatch" "$WORK/launch.err"; then fail "a clean job printed: $(grep -m1 '^\[ncclwatch' "$WORK/launch.err")"; fi
+quiet_clean_run 4 --steps 10 --a2a --count 4096
 "$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/clean.txt" || fail "analyze of the clean job: $(head -1 "$WORK/clean.txt")"
 echo "ok: the all-to-all's pair whose sizes disagree named, live, by the shims and after the end; the clean one quiet"
