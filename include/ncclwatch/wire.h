@@ -64,7 +64,7 @@ inline constexpr uint32_t kMaxStatePeers = 512;        // 1.6: peers per communi
 // 1.13: a State's op windows stop once the frame is this long (the counts of every peer still follow).
 inline constexpr uint32_t kMaxStateP2pOpBytes = 512u << 10;
 inline constexpr uint32_t kP2pOpBytes = 8 * 4 + 4 + 3;  // one op of a peer block's window
-inline constexpr uint32_t kRelayPrefixBytes = 4;       // 1.7: a Relay payload's channel, before the wrapped frame
+inline constexpr uint32_t kRelayPrefixBytes = 4;        // 1.7: a Relay payload's channel, before the wrapped frame
 // 1.7: a Relay frame holds one whole frame of at most kMaxPayload, so its own payload may be this long.
 inline constexpr uint32_t kMaxRelayPayload = kRelayPrefixBytes + kHeaderBytes + kMaxPayload;
 

@@ -124,12 +124,26 @@ bool grouped_with_others(const RankCommState& r, const P2pOp& o, int peer) {
 // Whether the op still waits: issued and not done, and not failed (a failed call waits on nobody).
 bool open_op(const P2pOp& o) { return !o.done() && !(o.state & P2pOp::kFailed); }
 
+// Whether `r`'s op is done by the order of its stream though its own record does not say so (lower-bound counts: a
+// completion seen only for a later op): a later op on the same stream, a send or receive or a collective, completed.
+bool done_by_stream(const RankCommState& r, const P2pOp& o) {
+    for (const auto& e : r.p2p)
+        for (const auto& x : e.ops)
+            if (x.done() && x.stream == o.stream && x.t_issue_ns > o.t_issue_ns) return true;
+    for (const OpSig& g : r.recent)
+        if (g.seq <= r.completed && g.stream == o.stream && g.t_issue_ns > o.t_issue_ns) return true;
+    return false;
+}
+
+// Open, and not done by its stream's order either.
+bool open_on(const RankCommState& r, const P2pOp& o) { return open_op(o) && !done_by_stream(r, o); }
+
 // A rank's oldest open point-to-point op on the communicator (by issue time), with its peer: what it is held in.
 std::optional<std::pair<P2pOp, int>> oldest_open(const RankCommState& r) {
     std::optional<std::pair<P2pOp, int>> out;
     for (const auto& e : r.p2p)
         for (const auto& o : e.ops)
-            if (open_op(o) && (!out || o.t_issue_ns < out->first.t_issue_ns)) out = std::pair{o, e.peer};
+            if ((!out || o.t_issue_ns < out->first.t_issue_ns) && open_on(r, o)) out = std::pair{o, e.peer};
     return out;
 }
 
@@ -197,9 +211,9 @@ std::optional<Verdict> p2p_size_mismatch(const CommView& view, bool open_only) {
         hex_comm(view.comm_id), ps.sender, op_words(lead.send, ps.receiver), lead.send.bytes(), lead.send.count,
         disk::dtype_name(lead.send.dtype), ps.receiver, op_words(lead.recv, ps.sender), lead.recv.bytes(),
         lead.recv.count, disk::dtype_name(lead.recv.dtype),
-        pairs.size() > 1 ? fmt::format("; {} pairs disagree, rank {} in {} of them", pairs.size(), culprit,
-                                       in_pairs[culprit])
-                         : "");
+        pairs.size() > 1
+            ? fmt::format("; {} pairs disagree, rank {} in {} of them", pairs.size(), culprit, in_pairs[culprit])
+            : "");
     for (const auto& pr : pairs)
         v.evidence.push_back(fmt::format("p2p: {}: {} ({} bytes, {}); {}: {} ({} bytes, {})", rank_id(*pr.sender),
                                          op_words(pr.send, pr.receiver->comm_rank), pr.send.bytes(),
@@ -237,8 +251,9 @@ std::optional<Verdict> p2p_cycle(const CommView& view, uint64_t now_ns, double t
         const P2pOp* m = back->op(!o.send, o.seq);
         const P2pOp& x = p_held->first;
         bool blocked = false;
-        if (m && open_op(*m))  // posted, queued behind x on the same stream, outside x's group
-            blocked = x.stream == m->stream && x.t_issue_ns <= m->t_issue_ns && (x.group_id == 0 || x.group_id != m->group_id);
+        if (m && open_on(*p, *m))  // posted, queued behind x on the same stream, outside x's group
+            blocked =
+                x.stream == m->stream && x.t_issue_ns < m->t_issue_ns && (x.group_id == 0 || x.group_id != m->group_id);
         else if (!m && o.seq > (o.send ? back->recvs_issued : back->sends_issued))  // not posted: blocked in x's call
             blocked = !(x.state & P2pOp::kReturned) && x.group_id == 0;
         if (!blocked) continue;
@@ -284,8 +299,8 @@ std::optional<Verdict> p2p_cycle(const CommView& view, uint64_t now_ns, double t
             links += fmt::format("{}rank {} waits {} in {}, whose {} #{} {} rank {} {} its own {}", k ? "; " : "",
                                  path[k], secs(age_s(now_ns, h.op.t_issue_ns)), op_words(h.op, h.peer),
                                  h.op.send ? "Recv" : "Send", h.op.seq, h.op.send ? "from" : "to", path[k],
-                                 h.match_posted ? "is queued behind" : "is not posted: rank " +
-                                                                           std::to_string(h.peer) + " is blocked in",
+                                 h.match_posted ? "is queued behind"
+                                                : "is not posted: rank " + std::to_string(h.peer) + " is blocked in",
                                  op_words(theirs.op, theirs.peer));
         }
         v.summary = fmt::format("comm {}: p2p: {} wait on each other: {}", hex_comm(view.comm_id),

@@ -580,8 +580,8 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
                 if (!s.is_waiting(comm_rank)) return true;
                 const RankCommState* r = state_of_rank(view, comm_rank);
                 if (!r) return false;
-                const auto at_w = std::find_if(r->recent.begin(), r->recent.end(),
-                                               [&](const OpSig& g) { return g.seq == s.W; });
+                const auto at_w =
+                    std::find_if(r->recent.begin(), r->recent.end(), [&](const OpSig& g) { return g.seq == s.W; });
                 if (at_w == r->recent.end()) return false;
                 for (const auto& e : r->p2p)
                     for (const auto& o : e.ops)

@@ -41,14 +41,14 @@ struct OpSig {
 // One send or receive as a rank issued it, for pairing the n-th send of A to B with the n-th receive of B from A by
 // size, and for telling what a pending one is queued behind (its stream and group). The live protocol 1.13 carries
 // them in a State's peer block (read/wire.cpp), in this order: X(type, name, wire kind).
-#define NCW_P2P_OP_FIELDS(X)      \
-    X(uint64_t, seq, u64)         \
-    X(uint64_t, count, u64)       \
-    X(uint64_t, stream, u64)      \
-    X(uint64_t, t_issue_ns, u64)  \
-    X(uint32_t, group_id, u32)    \
-    X(uint8_t, dtype, u8)         \
-    X(uint8_t, send, u8)          \
+#define NCW_P2P_OP_FIELDS(X)     \
+    X(uint64_t, seq, u64)        \
+    X(uint64_t, count, u64)      \
+    X(uint64_t, stream, u64)     \
+    X(uint64_t, t_issue_ns, u64) \
+    X(uint32_t, group_id, u32)   \
+    X(uint8_t, dtype, u8)        \
+    X(uint8_t, send, u8)         \
     X(uint8_t, state, u8)
 struct P2pOp {
     // state's bits: what is known of the op.

@@ -242,7 +242,8 @@ std::string byte_words(uint64_t b) {
     size_t u = 0;
     while (v >= 1024 && u + 1 < std::size(units)) v /= 1024, ++u;
     if (u == 0) return fmt::format("{} {}", b, b == 1 ? "byte" : "bytes");
-    return v == double(uint64_t(v)) ? fmt::format("{} {}", uint64_t(v), units[u]) : fmt::format("{:.1f} {}", v, units[u]);
+    return v == double(uint64_t(v)) ? fmt::format("{} {}", uint64_t(v), units[u])
+                                    : fmt::format("{:.1f} {}", v, units[u]);
 }
 
 // "16,777,216 float32 (64 MiB)"
@@ -276,8 +277,8 @@ std::string pair_sizes_words(const JobResult& job, const CommResult& c, const ve
 // waits in Send #10 to rank 1, whose Recv #10 from it is queued behind rank 1's own Send #10 to rank 0; ...: issue the
 // Recv first on one side, or use batch_isend_irecv"
 std::string p2p_cycle_words(const JobResult& job, const CommResult& c, const verdict::Verdict& v) {
-    std::string s = fmt::format("{} wait on each other's sends and receives on {}", who(job, c, v.culprits),
-                                comm_words(job, c));
+    std::string s =
+        fmt::format("{} wait on each other's sends and receives on {}", who(job, c, v.culprits), comm_words(job, c));
     auto op = [](const verdict::OpSig& g, int peer) {
         const bool send = disk::OpType(g.op) == disk::OpType::Send;
         return fmt::format("{} #{} {} rank {}", send ? "Send" : "Recv", g.seq, send ? "to" : "from", peer);
@@ -288,12 +289,12 @@ std::string p2p_cycle_words(const JobResult& job, const CommResult& c, const ver
         const int peer = l.for_global.empty() ? l.op.root : l.for_global[0];
         const bool send = disk::OpType(l.op.op) == disk::OpType::Send;
         const int behind_peer = known_global_rank(job, c, l.behind.root);
-        s += fmt::format("{} rank {} waits in {}, whose {} #{} {} it {} {} own {}", k ? ";" : ":", me,
-                         op(l.op, peer), send ? "Recv" : "Send", l.seq, send ? "from" : "to",
-                         l.match_posted ? "is queued behind" : "is not posted: rank " + std::to_string(peer) +
-                                                                   " is blocked in",
-                         l.match_posted ? "rank " + std::to_string(peer) + "'s" : "its",
-                         op(l.behind, behind_peer >= 0 ? behind_peer : l.behind.root));
+        s += fmt::format(
+            "{} rank {} waits in {}, whose {} #{} {} it {} {} own {}", k ? ";" : ":", me, op(l.op, peer),
+            send ? "Recv" : "Send", l.seq, send ? "from" : "to",
+            l.match_posted ? "is queued behind" : "is not posted: rank " + std::to_string(peer) + " is blocked in",
+            l.match_posted ? "rank " + std::to_string(peer) + "'s" : "its",
+            op(l.behind, behind_peer >= 0 ? behind_peer : l.behind.root));
     }
     return s + ": issue the Recv first on one side, or post both in one group (batch_isend_irecv)";
 }
@@ -500,7 +501,7 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
             break;
         case Kind::Deadlock:
             s = !v.cycle.empty() && disk::is_p2p(disk::OpType(v.cycle.front().op.op)) ? p2p_cycle_words(job, c, v)
-                                                                                       : deadlock_words(job, c, v);
+                                                                                      : deadlock_words(job, c, v);
             break;
         case Kind::TeardownHang:
             s = fmt::format("{} {} been inside the teardown of {} for {:.1f} s{}", culprits,

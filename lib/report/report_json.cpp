@@ -224,7 +224,7 @@ void add_drift_json(json& j, const verdict::Verdict& v) {
     }
     if (v.unposted) j["unposted"] = true;
     if (const auto& p = v.pair_sizes)
-        j["pair_sizes"] = json{{"sender", p->sender},   {"receiver", p->receiver}, {"send", op_json(p->send)},
+        j["pair_sizes"] = json{{"sender", p->sender},      {"receiver", p->receiver}, {"send", op_json(p->send)},
                                {"recv", op_json(p->recv)}, {"grouped", p->grouped},   {"pairs", p->pairs}};
     if (!v.setting.empty()) j["setting"] = v.setting;
     if (!v.completed_it.empty()) j["completed_it"] = v.completed_it;

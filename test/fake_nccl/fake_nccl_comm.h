@@ -47,7 +47,7 @@ struct Op {
     uint64_t target = 0;            // set when posted: the counter value that completes it
     cudaStream_t stream = nullptr;  // collectives and p2p: where the fake libcuda gets the op's "kernel"
     size_t count = 0;
-    size_t bytes = 0;  // Send/Recv: count times the datatype's size
+    size_t bytes = 0;                    // Send/Recv: count times the datatype's size
     static constexpr int kChannels = 2;  // NCCL channels the op "runs" on, each with a profiler KernelCh event
     void* channels[kChannels] = {};      // their event handles, once posted (nullptr again once stopped)
     void* coll_api = nullptr;  // v5: the plugin's handle for the op's CollApi (P2pApi) event, taken at the call

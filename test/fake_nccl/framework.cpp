@@ -514,7 +514,8 @@ private:
         ncclComm_t w = world_comm_;
         const int next = (rank_ + 1) % world_, prev = (rank_ + world_ - 1) % world_;
         const bool skip = at(o_.ring_skip_recv_rank, o_.ring_skip_recv_step);
-        if (skip) std::fprintf(stderr, "fake-framework: rank %d: no receive from rank %d at step %d\n", rank_, prev, step_);
+        if (skip)
+            std::fprintf(stderr, "fake-framework: rank %d: no receive from rank %d at step %d\n", rank_, prev, step_);
         return check(ncclGroupStart(), "ncclGroupStart") &&
                check(ncclSend(buf(2), o_.count, ncclFloat32, next, w, stream(w)), "ncclSend") &&
                (skip || check(ncclRecv(buf(3), o_.count, ncclFloat32, prev, w, stream(w)), "ncclRecv")) &&

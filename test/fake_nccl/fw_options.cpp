@@ -154,12 +154,17 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--graph-skip-step", &o.graph_skip_step, -1},
     };
     const std::pair<const char*, bool*> flags[] = {
-        {"--split", &o.split},           {"--group", &o.group},
-        {"--pipeline", &o.pipeline},     {"--bcast-legacy", &o.bcast_legacy},
-        {"--a2a", &o.a2a},               {"--swap-pair", &o.swap_pair},
+        {"--split", &o.split},
+        {"--group", &o.group},
+        {"--pipeline", &o.pipeline},
+        {"--bcast-legacy", &o.bcast_legacy},
+        {"--a2a", &o.a2a},
+        {"--swap-pair", &o.swap_pair},
         {"--ring", &o.ring},
-        {"--never-nccl", &o.never_nccl}, {"--nonblocking", &o.nonblocking},
-        {"--fake-cuda", &o.fake_cuda},   {"--absorb-term", &o.absorb_term},
+        {"--never-nccl", &o.never_nccl},
+        {"--nonblocking", &o.nonblocking},
+        {"--fake-cuda", &o.fake_cuda},
+        {"--absorb-term", &o.absorb_term},
     };
 
     for (int i = 1; i < argc; ++i) {

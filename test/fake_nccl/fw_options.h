@@ -23,7 +23,7 @@ struct Options {
     int swap_rank = -1, swap_step = -1;
     int wrong_peer_rank = -1, wrong_peer_step = -1;  // --pipeline: it sends its forward to rank 0, not rank + 1
     int a2a_stale_rank = -1, a2a_stale_step = -1;    // --a2a: it sends rank 0 twice the rows rank 0 expects
-    int swap_deadlock_step = -1;  // --swap-pair: at that step both ranks send first, then receive
+    int swap_deadlock_step = -1;                     // --swap-pair: at that step both ranks send first, then receive
     int ring_skip_recv_rank = -1, ring_skip_recv_step = -1;  // --ring: it leaves out its irecv from rank - 1
     int exit_rank = -1, exit_step = -1, exit_code = 1;
     std::string exit_how = "exit";  // how --exit-rank ends: exit, _exit (os._exit), segv (a crash), abort

@@ -79,8 +79,9 @@ TEST_CASE("verdict: a send and its receive that disagree in size", "[verdict]") 
         CHECK(vs[0].pair_sizes->recv.count == 1024 * 3);
         CHECK(vs[0].pair_sizes->grouped);  // each side's op in a group with ops to the third rank
         CHECK(vs[0].seq == 10);
-        CHECK(contains(vs[0].summary, "rank 2's Send #10 to rank 0 carries 24576 bytes (6144 float32), rank 0's Recv "
-                                      "#10 from rank 2 expects 12288 bytes (3072 float32)"));
+        CHECK(contains(vs[0].summary,
+                       "rank 2's Send #10 to rank 0 carries 24576 bytes (6144 float32), rank 0's Recv "
+                       "#10 from rank 2 expects 12288 bytes (3072 float32)"));
         // find_mismatches names it too, with or without a stall (after the end, where NCCL completed both sides).
         CHECK(find_kind(find_mismatches(v), Kind::Mismatch) != nullptr);
     }
@@ -129,8 +130,9 @@ TEST_CASE("verdict: a cycle of point-to-point waits", "[verdict]") {
         std::vector<RankCommState> ranks;
         for (int r = 0; r < 2; ++r) {
             const uint32_t g = recv_group ? recv_group + r : 0;
-            ranks.push_back(p2p_rank(idle(r, 9), {with_ops(1 - r, {op(true, 9, 64, true, 40.0),
-                                                                   op(false, 9, 64, true, 40.0),
+            // Step 9 as usual: rank 0 sent first, rank 1 received first.
+            ranks.push_back(p2p_rank(idle(r, 9), {with_ops(1 - r, {op(true, 9, 64, true, r == 0 ? 40.0 : 39.9),
+                                                                   op(false, 9, 64, true, r == 0 ? 39.9 : 40.0),
                                                                    op(true, 10, 64, false, 30.0, g),
                                                                    op(false, 10, 64, false, 29.9, g, recv_stream)})}));
         }
@@ -147,8 +149,27 @@ TEST_CASE("verdict: a cycle of point-to-point waits", "[verdict]") {
         CHECK(vs[0].cycle[0].op.op == uint8_t(ncw::disk::OpType::Send));
         CHECK(vs[0].cycle[0].op.root == 1);
         CHECK(vs[0].cycle[0].behind.root == 0);  // rank 1's own Send #10 to rank 0
-        CHECK(contains(vs[0].summary, "rank 0 waits 30.0 s in Send #10 to rank 1, whose Recv #10 from rank 0 is "
-                                      "queued behind its own Send #10 to rank 0"));
+        CHECK(contains(vs[0].summary,
+                       "rank 0 waits 30.0 s in Send #10 to rank 1, whose Recv #10 from rank 0 is "
+                       "queued behind its own Send #10 to rank 0"));
+    }
+    SECTION("earlier ops not seen complete (lower-bound counts): a later op done on the stream proves them done") {
+        auto v = swap(0, 0x50);
+        for (auto& r : v.ranks) {
+            for (auto& o : r.p2p[0].ops)
+                if (o.seq == 9) o.state &= uint8_t(~P2pOp::kDone);
+            r.p2p[0].sends_completed = r.p2p[0].recvs_completed = 8;
+            // The step's all_reduce #9 on the same stream, after the #9 exchange, completed.
+            for (auto& g : r.recent.mut()) g.stream = 0x50, g.t_issue_ns = ago(35.0);
+        }
+        auto c = p2p_cycle(v, kNow, kTimeout);
+        REQUIRE(c);
+        CHECK(c->culprits == Ranks{0, 1});
+        CHECK(c->seq == 10);
+        // Without that proof the oldest open ops are #9, whose matches run: nothing is claimed.
+        for (auto& r : v.ranks)
+            for (auto& g : r.recent.mut()) g.stream = 0x99;
+        CHECK_FALSE(p2p_cycle(v, kNow, kTimeout));
     }
     SECTION("the same ops in one group each (batch_isend_irecv): they run together, no cycle") {
         auto v = swap(5, 0x50);

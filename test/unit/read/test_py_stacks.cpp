@@ -192,12 +192,14 @@ TEST_CASE("a culprit inside torch's send, outside NCCL, is said to be setting up
     v.waiting = {0, 1, 3};
     c.verdicts.push_back(v);
     job.comms.push_back(c);
-    CHECK_THAT(report::python_words(job.comms[0], job.comms[0].verdicts[0]),
-               Catch::StartsWith("rank 2 is blocked in send at pipe.py:57, outside NCCL: torch sets up a pair's "
-                                 "connection at its first send or receive, which waits for the peer to post its match"));
+    CHECK_THAT(
+        report::python_words(job.comms[0], job.comms[0].verdicts[0]),
+        Catch::StartsWith("rank 2 is blocked in send at pipe.py:57, outside NCCL: torch sets up a pair's "
+                          "connection at its first send or receive, which waits for the peer to post its match"));
     // In any other library call, or in its own code, it is where it is.
     job.comms[0].view.ranks[2].py_stacks = std::make_shared<const py::Stacks>(py::parse(kCulpritText));
-    CHECK_THAT(report::python_words(job.comms[0], job.comms[0].verdicts[0]), Catch::StartsWith("rank 2 is in slow_eval"));
+    CHECK_THAT(report::python_words(job.comms[0], job.comms[0].verdicts[0]),
+               Catch::StartsWith("rank 2 is in slow_eval"));
 }
 
 // A file as the shim lays it out (compute_layout), with `text` published in its Python stacks region.
