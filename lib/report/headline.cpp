@@ -348,7 +348,8 @@ std::optional<py::Where> where_in(const RankCommState& r, const StacksChoice& c)
 }
 
 std::string python_words(const CommResult& c, const verdict::Verdict& v) {
-    if (v.kind == Kind::Straggler || (v.kind == Kind::Mismatch && !v.pair_sizes)) return "";
+    // A collective's MISMATCH is about the op, not where the ranks wait; a send's or receive's names its line.
+    if (v.kind == Kind::Straggler || (v.kind == Kind::Mismatch && !disk::is_p2p(disk::OpType(v.op.op)))) return "";
     std::vector<std::string> parts;
     for (int cr : v.culprits) {
         const RankCommState* r = find_rank(c, cr);

@@ -196,6 +196,16 @@ TEST_CASE("a culprit inside torch's send, outside NCCL, is said to be setting up
         report::python_words(job.comms[0], job.comms[0].verdicts[0]),
         Catch::StartsWith("rank 2 is blocked in send at pipe.py:57, outside NCCL: torch sets up a pair's "
                           "connection at its first send or receive, which waits for the peer to post its match"));
+    // A send's MISMATCH (its first to a wrong peer, inside NCCL's call) names the culprit's line too; a collective's
+    // does not (it is about the op).
+    verdict::Verdict m = v;
+    m.kind = verdict::Kind::Mismatch;
+    m.op.op = uint8_t(disk::OpType::Send);
+    m.op.root = 0;
+    m.seq = m.op.seq = 1;
+    CHECK_THAT(report::python_words(job.comms[0], m), Catch::StartsWith("rank 2 is in forward_stage (pipe.py:57)"));
+    m.op.op = uint8_t(disk::OpType::AllReduce);
+    CHECK(report::python_words(job.comms[0], m).empty());
     // In any other library call, or in its own code, it is where it is.
     job.comms[0].view.ranks[2].py_stacks = std::make_shared<const py::Stacks>(py::parse(kCulpritText));
     CHECK_THAT(report::python_words(job.comms[0], job.comms[0].verdicts[0]),
