@@ -43,7 +43,8 @@ inline constexpr uint16_t kMajor = 1;
 // 1.12: a comm block ends with the signatures issued since the rank's last Digest before its newest kMaxDigestSigs
 //      (at most kMaxDigestEarlierSigs more): at 200 ms a Digest, the newest alone left out every op of a communicator
 //      issuing more than 80 a second, and with them its mismatches. An older decoder stops before them.
-// 1.13: a State's peer block ends with the newest sends and receives with that peer (seq, count, dtype, stream,
+// 1.13: a State's peer block ends with the median GPU time inside the newest timed sends to and receives from that
+//      peer (and how many), then the newest sends and receives with that peer (seq, count, dtype, stream,
 //      group, issue time, what is known of each: read/rank_state.h P2pOp), so that the collector pairs the n-th send
 //      of A to B with the n-th receive of B from A by size, and sees what a pending one is queued behind. An older
 //      decoder stops before them.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 
+#include "engine/verdict_ranks.h"
 #include "engine/verdict_text.h"
 #include "ncclwatch/format.h"
 
@@ -32,7 +33,69 @@ Verdict straggler_at(const CommView& view, const RankCommState& r, uint64_t seq)
     return v;
 }
 
+// The median of `v` (the mean of the middle two of an even count); 0 for none.
+double median_of(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 }  // namespace
+
+// ---- Sends and receives (a pipeline's stages) ----
+
+std::vector<Verdict> find_p2p_stragglers(const CommView& view, const StragglerOptions& opt) {
+    const size_t n = view.ranks.size();
+    if (n < 2 || size_t(view.nranks) != n) return {};  // every stage in sight: the one missing may be the slow one
+    // held[i]: the peers' median time inside their receives from rank i; own[i]: its own inside receives from them.
+    std::vector<double> held(n, 0), own(n, 0);
+    std::vector<bool> known(n, false);
+    for (size_t i = 0; i < n; ++i) {
+        const RankCommState& r = view.ranks[i];
+        if (!r.p2p_known) return {};
+        std::vector<double> theirs, mine;
+        for (const PeerP2p& e : r.p2p) {
+            if (e.recvs_gpu_timed >= opt.p2p_min_timed) mine.push_back(double(e.recvs_gpu_ns) / 1e9);
+            const RankCommState* q = state_of_rank(view, e.peer);
+            if (!q) continue;
+            for (const PeerP2p& back : q->p2p)
+                if (back.peer == r.comm_rank && back.recvs_gpu_timed >= opt.p2p_min_timed)
+                    theirs.push_back(double(back.recvs_gpu_ns) / 1e9);
+        }
+        if (theirs.empty()) continue;  // nobody receives from it: it holds nobody up
+        known[i] = true;
+        held[i] = median_of(theirs);
+        own[i] = median_of(mine);
+    }
+    // The rank that holds its peers up the most beyond what it is held up itself, far ahead of every other.
+    size_t top = n;
+    for (size_t i = 0; i < n; ++i)
+        if (known[i] && (top == n || held[i] - own[i] > held[top] - own[top])) top = i;
+    if (top == n) return {};
+    const double lateness = held[top] - own[top];
+    if (lateness < opt.gpu_min_lateness_s) return {};
+    for (size_t i = 0; i < n; ++i)
+        if (i != top && known[i] && held[i] - own[i] > lateness * opt.p2p_max_next_fraction) return {};
+    const RankCommState& r = view.ranks[top];
+    Verdict v;
+    v.kind = Kind::Straggler;
+    v.comm_id = view.comm_id;
+    v.culprits = {r.comm_rank};
+    v.op.op = uint8_t(disk::OpType::Recv);  // judged from its peers' receives from it
+    v.op.root = -1;
+    v.summary = fmt::format(
+        "comm {}: p2p: its peers wait a median of {:.1f} ms on their GPUs inside each receive from {}, which waits "
+        "{:.1f} ms inside its own: the slowest stage holds the others up by about {:.1f} ms per exchange (not a hang)",
+        hex_comm(view.comm_id), held[top] * 1e3, rank_id(r), own[top] * 1e3, lateness * 1e3);
+    for (size_t i = 0; i < n; ++i)
+        if (known[i])
+            v.evidence.push_back(fmt::format(
+                "p2p straggler: {}: its peers inside receives from it {:.2f} ms, it inside receives from them {:.2f} "
+                "ms (medians of NCCL's profiler times, the newest {} per direction)",
+                rank_id(view.ranks[i]), held[i] * 1e3, own[i] * 1e3, kP2pGpuSamples));
+    return {v};
+}
 
 // ---- From arrival times, and which way a communicator is judged ----
 
@@ -40,6 +103,8 @@ std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOption
                                      const std::vector<const CommView*>* job) {
     const size_t n = view.ranks.size();
     if (n < 2) return {};
+    // A pipeline's sends and receives, where NCCL's profiler timed them: the stage its peers wait for.
+    if (auto p2p = find_p2p_stragglers(view, opt); !p2p.empty()) return p2p;
     // The GPU's own times inside each collective, where NCCL's profiler gave them.
     if (std::any_of(view.ranks.begin(), view.ranks.end(), [](const RankCommState& r) { return !r.gpu_spans.empty(); }))
         return find_gpu_stragglers(view, opt, job);

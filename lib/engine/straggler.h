@@ -34,6 +34,11 @@ struct StragglerOptions {
     double gpu_max_chance = 1e-4;             // ... and that often with this probability at most, by chance alone
     double gpu_min_lateness_s = 0.002;        // median lateness at least this ...
     double gpu_step_fraction = 0.05;          // ... and at least this share of the step time
+
+    // Sends and receives timed by NCCL's profiler (find_p2p_stragglers): each median over this many receives at least,
+    // and the next rank's lateness at most this share of the straggler's.
+    uint64_t p2p_min_timed = 8;
+    double p2p_max_next_fraction = 0.5;
 };
 
 // What a process's GPU did, on every communicator it is in: its collectives' GPU spans, each a start and an end on
@@ -63,6 +68,13 @@ std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOption
 // With `job` (every communicator of the job; without it, this one), the lateness it counts at each seq is no more
 // than its own: its time outside NCCL before the op minus the other ranks' median (process_busy).
 // The rank must be the one shortest inside in each of the newest gpu_windows windows (gpu_window_seqs each).
+// A pipeline's slow stage, from the GPU times of sends and receives (PeerP2p::recvs_gpu_ns, NCCL's profiler): a
+// receive's time is mostly its wait for the send, so the rank its peers wait longest for inside their receives from
+// it, while it waits least inside its own (held - own, medians over its peers), is the straggler: held - own at least
+// gpu_min_lateness_s, and every other rank's at most p2p_max_next_fraction of it. Every rank of the communicator must
+// be visible, with p2p_min_timed timed receives per peer.
+std::vector<Verdict> find_p2p_stragglers(const CommView& view, const StragglerOptions& opt = {});
+
 std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOptions& opt = {},
                                          const std::vector<const CommView*>* job = nullptr);
 

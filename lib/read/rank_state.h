@@ -23,7 +23,7 @@ struct OpSig {
 // PeerP2p's one list of fields, in the order a State frame carries them (read/wire.cpp): X(type, name, wire kind,
 // initial value). peer: the peer's comm rank; t_oldest_*_pending_ns: the issue time of the oldest op of that direction
 // not completed (0: none).
-#define NCW_PEER_P2P_FIELDS(X) NCW_PEER_P2P_FIELDS_1_6(X) NCW_PEER_P2P_FIELDS_1_8(X)
+#define NCW_PEER_P2P_FIELDS(X) NCW_PEER_P2P_FIELDS_1_6(X) NCW_PEER_P2P_FIELDS_1_8(X) NCW_PEER_P2P_FIELDS_1_13(X)
 #define NCW_PEER_P2P_FIELDS_1_6(X)                \
     X(int, peer, i32, -1)                         \
     X(uint64_t, sends_issued, u64, 0)             \
@@ -37,6 +37,17 @@ struct OpSig {
 #define NCW_PEER_P2P_FIELDS_1_8(X)     \
     X(uint64_t, sends_reached, u64, 0) \
     X(uint64_t, recvs_reached, u64, 0)
+// Live protocol 1.13 (before the op window, below): the median time the rank's GPU spent inside its newest sends to and
+// receives from the peer that NCCL's profiler timed (kFlagGpuTimed: the op's own first channel start to last channel
+// stop), and over how many (0: none known). A receive's time is mostly its wait for the peer's send: a pipeline's slow
+// stage is the one its peers wait longest for (engine/straggler.h).
+#define NCW_PEER_P2P_FIELDS_1_13(X)      \
+    X(uint64_t, sends_gpu_ns, u64, 0)    \
+    X(uint64_t, sends_gpu_timed, u64, 0) \
+    X(uint64_t, recvs_gpu_ns, u64, 0)    \
+    X(uint64_t, recvs_gpu_timed, u64, 0)
+// GPU-timed ops per direction that read_p2p takes the median over, the newest.
+inline constexpr size_t kP2pGpuSamples = 32;
 
 // One send or receive as a rank issued it, for pairing the n-th send of A to B with the n-th receive of B from A by
 // size, and for telling what a pending one is queued behind (its stream and group). The live protocol 1.13 carries

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 #include "ncclwatch/format.h"
 #include "read/gpu_spans.h"
@@ -202,12 +204,17 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
         if (r.t_reached_ns != 0 || done(r) || !gpu_tracked) reached = std::max(reached, r.seq);
     }
     // The newest kP2pOpWindow of each direction per peer, oldest first (the ring is in ticket order: a pair's seqs
-    // rise with it).
+    // rise with it); and the GPU times of the newest kP2pGpuSamples timed ones, for their medians.
+    std::map<std::tuple<uint64_t, int, bool>, std::vector<uint64_t>> gpu_ns;
     for (auto it = set.records.rbegin(); it != set.records.rend(); ++it) {
         const Record& r = *it;
         if (!is_p2p_of_interest(r)) continue;
         auto& e = entry(r.comm_id, r.peer_or_root);
         const bool send = disk::OpType(r.op) == disk::OpType::Send;
+        if ((r.flags & disk::kFlagGpuTimed) && r.t_reached_ns && r.t_done_ns >= r.t_reached_ns) {
+            auto& times = gpu_ns[{r.comm_id, r.peer_or_root, send}];
+            if (times.size() < verdict::kP2pGpuSamples) times.push_back(r.t_done_ns - r.t_reached_ns);
+        }
         if (size_t(std::count_if(e.ops.begin(), e.ops.end(), [&](const auto& o) { return bool(o.send) == send; })) >=
                 verdict::kP2pOpWindow ||
             e.op(send, r.seq))
@@ -226,6 +233,14 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
                           (r.seq <= (send ? e.sends_completed : e.recvs_completed) ? verdict::P2pOp::kDone : 0) |
                           (record_failed(r) ? verdict::P2pOp::kFailed : 0));
         e.ops.insert(e.ops.begin(), o);
+    }
+    for (auto& [key, times] : gpu_ns) {
+        const auto& [comm_id, peer, send] = key;
+        auto& e = entry(comm_id, peer);
+        std::sort(times.begin(), times.end());
+        const size_t n = times.size();
+        (send ? e.sends_gpu_ns : e.recvs_gpu_ns) = n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2;
+        (send ? e.sends_gpu_timed : e.recvs_gpu_timed) = n;
     }
     for (const auto& r : set.records) {
         if (!is_p2p_of_interest(r)) continue;

@@ -296,6 +296,9 @@ bool decode(const uint8_t* p, size_t n, State& m, std::string* err) noexcept {
                 if (!pb.at_end()) {  // 1.8
                     NCW_PEER_P2P_FIELDS_1_8(NCW_GET_PEER)
                 }
+                if (!pb.at_end()) {  // 1.13
+                    NCW_PEER_P2P_FIELDS_1_13(NCW_GET_PEER)
+                }
 #undef NCW_GET_PEER
                 if (!pb.at_end()) {  // 1.13
                     const uint32_t ops = pb.count("p2p op count", 2 * verdict::kP2pOpWindow, kP2pOpBytes);

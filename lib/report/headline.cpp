@@ -509,7 +509,14 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
                             v.culprits.size() == 1 ? "has" : "have", comm, v.stalled_for_s, since(job, v));
             break;
         case Kind::Straggler:
-            s = fmt::format("{} is consistently last to arrive at collectives on {} (not a hang)", culprits, comm);
+            // From sends and receives (a pipeline's stages), or from collectives.
+            s = disk::is_p2p(disk::OpType(v.op.op))
+                    ? fmt::format(
+                          "{} is the slowest stage on {}: its peers consistently wait for it inside their "
+                          "receives from it (not a hang)",
+                          culprits, comm)
+                    : fmt::format("{} is consistently last to arrive at collectives on {} (not a hang)", culprits,
+                                  comm);
             break;
         case Kind::Unknown:
             if (!v.completed_it.empty()) {

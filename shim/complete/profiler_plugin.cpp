@@ -375,8 +375,9 @@ void finish_op(ProfOp& op, uint64_t end_mono) {
         if (rec.stamp.load(std::memory_order_acquire) == 2 * op.ticket + 2) {
             rec.t_reached_ns.store(start ? start : stop ? stop : now, std::memory_order_relaxed);
             rec.t_done_ns.store(stop ? stop : now, std::memory_order_relaxed);
-            // In-collective GPU times (the straggler rule's): collectives only.
-            if (!end_mono && !op.p2p) __atomic_fetch_or(&rec.flags, uint8_t(disk::kFlagGpuTimed), __ATOMIC_RELAXED);
+            // The op's own GPU time, ended at its last channel stop (the straggler rules': a collective's time
+            // inside it, a receive's wait for its send).
+            if (!end_mono) __atomic_fetch_or(&rec.flags, uint8_t(disk::kFlagGpuTimed), __ATOMIC_RELAXED);
         }
         if (!op.started.load(std::memory_order_relaxed)) atomic_max(pl.reached, op.coll_seq);
         atomic_max(pl.completed, op.coll_seq);

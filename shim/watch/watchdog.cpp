@@ -77,7 +77,7 @@ public:
 
     void run() {
         const uint64_t poll_ns = uint64_t(rt_.cfg.poll_ms) * 1000000ull;
-        uint64_t last_mismatch_check = 0, last_straggler_check = 0;
+        uint64_t last_mismatch_check = 0, last_straggler_check = 0, last_p2p_straggler_check = 0;
         // From 0, not from the counter's value now: the file is new, so any request already counted (the live
         // collector's, received by the digest thread before this thread first ran) is one to honour.
         uint64_t seen_requests = 0;
@@ -120,6 +120,12 @@ public:
                 if (mismatches) last_mismatch_check = now;
                 if (stragglers) last_straggler_check = now;
                 if (mismatches || stragglers) check_continuous(mismatches, stragglers);
+                // A pipeline's slow stage, from its sends' and receives' GPU times: the siblings' rings are read
+                // whole for them, so every 2 s, and only where this process times sends or receives.
+                if (now - last_p2p_straggler_check >= 2000000000ull && own_profiler_comm(true)) {
+                    last_p2p_straggler_check = now;
+                    check_continuous(false, true, true);
+                }
             } catch (const std::exception& e) {
                 NCW_LOG_ONCE(error, "a watchdog poll failed: {}", e.what());
             }
@@ -492,8 +498,9 @@ private:
     // communicator timed by NCCL's profiler, GPU stragglers. A straggler is named once per communicator by the
     // straggler's own process (the others would only repeat it), and only where every rank of the communicator is on
     // this host (the engine's rule; the live collector sees across hosts).
-    void check_continuous(bool mismatches, bool stragglers) {
-        Analysis a = analyze_now(0, false, mismatches, false, stragglers);
+    // p2p: the rings too, for the sends' and receives' GPU times (a pipeline's straggler).
+    void check_continuous(bool mismatches, bool stragglers, bool p2p = false) {
+        Analysis a = analyze_now(0, false, mismatches, p2p, stragglers);
         for (const JobResult& j : a.jobs) {
             if (j.job_id != rt_.id.job_id) continue;
             for (const CommResult& c : j.comms) {
@@ -502,7 +509,7 @@ private:
                 CommWatch& w = watch_[c.comm_id];
                 bool held = false;
                 for (const verdict::Verdict& v : c.verdicts) {
-                    if (v.kind == verdict::Kind::Straggler && is_me(c, v) && judged_on_gpu(c) &&
+                    if (v.kind == verdict::Kind::Straggler && is_me(c, v) && judged_on_gpu(c, v) &&
                         w.stragglers_reported.insert(v.culprits.front()).second)
                         dumps_.report_straggler(j, c, v);
                     // A drift (a skipped or added op, engine/verdict.h) is reported once as its verdict; the
@@ -521,12 +528,15 @@ private:
         }
     }
 
-    bool own_profiler_comm() {
+    // A communicator of this process timed by NCCL's profiler (p2p: one that carried sends or receives).
+    bool own_profiler_comm(bool p2p = false) {
         bool found = false;
         rt_.comms.for_each([&](CommRuntime& cr) {
             const disk::CommSlot* s = cr.slot.load();
             found =
-                found || (s && s->gpu_source.load(std::memory_order_relaxed) == uint32_t(disk::GpuSource::Profiler));
+                found || (s && s->gpu_source.load(std::memory_order_relaxed) == uint32_t(disk::GpuSource::Profiler) &&
+                          (!p2p || s->p2p_sends.load(std::memory_order_relaxed) ||
+                           s->p2p_recvs.load(std::memory_order_relaxed)));
         });
         return found;
     }
@@ -547,8 +557,10 @@ private:
         return false;
     }
 
-    static bool judged_on_gpu(const CommResult& c) {
-        return std::any_of(c.view.ranks.begin(), c.view.ranks.end(),
+    // Judged from GPU times: collectives' spans, or (a pipeline's stage) sends' and receives'.
+    static bool judged_on_gpu(const CommResult& c, const verdict::Verdict& v) {
+        return disk::is_p2p(disk::OpType(v.op.op)) ||
+               std::any_of(c.view.ranks.begin(), c.view.ranks.end(),
                            [](const verdict::RankCommState& r) { return !r.gpu_spans.empty(); });
     }
 

@@ -533,7 +533,8 @@ private:
             return check(ncclRecv(buf(3), o_.count, ncclFloat32, peer, w, stream(w)), "ncclRecv");
         };
         if (rank_ > 0 && !recv(rank_ - 1)) return false;
-        if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);  // away before this step's send
+        if (at(o_.sleep_rank, o_.sleep_step)) sleep_ms(o_.sleep_ms);        // away before this step's send
+        if (rank_ == o_.late_rank && o_.late_ms > 0) sleep_ms(o_.late_ms);  // a slow stage: its compute, every step
         // --wrong-peer-rank: a wrong peer index (its send to rank 0 waits for a receive never posted).
         const int next = at(o_.wrong_peer_rank, o_.wrong_peer_step) ? 0 : rank_ + 1;
         if (rank_ < world_ - 1 && (!send(next) || !recv(rank_ + 1))) return false;

@@ -292,3 +292,62 @@ TEST_CASE("GPU straggler: what the GPU rule needs", "[straggler][gpu]") {
         CHECK(out[0].culprits == std::vector<int>{2});
     }
 }
+
+// ---- A pipeline's stages, from the GPU times of their sends and receives (issue 41) ----
+
+namespace {
+
+// A 4-stage pipeline (forward from rank - 1 to rank + 1, gradients back) whose stage `slow` computes `late_ms` longer
+// before its forward send: the medians each rank's profiler gives of its receives from each neighbour, as the test
+// NCCL measured them (its receives from the slow stage, and the first stage's gradients, wait for it; the others'
+// take a millisecond).
+CommView pipeline(int slow, double late_ms, size_t timed = 32) {
+    CommView v;
+    v.comm_id = 0x77;
+    v.nranks = 4;
+    for (int r = 0; r < 4; ++r) {
+        RankCommState s;
+        s.comm_rank = s.global_rank = r;
+        s.pid = 400 + r;
+        s.p2p_known = true;
+        for (int q : {r - 1, r + 1}) {
+            if (q < 0 || q > 3) continue;
+            PeerP2p e;
+            e.peer = q;
+            // Waits for the slow stage directly (its receive from it), or for the chain through it (the first
+            // stages' gradients, which come back only after the slow stage's forward).
+            const bool waits = slow >= 0 && (q == slow || (q > r && r < slow));
+            e.recvs_gpu_ns = uint64_t((waits ? late_ms : 0.0) * kMs + 1.0 * kMs);
+            e.recvs_gpu_timed = timed;
+            s.p2p.push_back(e);
+        }
+        v.ranks.push_back(s);
+    }
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("p2p straggler: the pipeline stage its peers wait for inside their receives is named", "[straggler]") {
+    auto vs = find_stragglers(pipeline(2, 20.0));
+    REQUIRE(vs.size() == 1);
+    CHECK(vs[0].kind == Kind::Straggler);
+    CHECK(vs[0].culprits == std::vector<int>{2});
+    CHECK(vs[0].op.op == uint8_t(ncw::disk::OpType::Recv));
+    CHECK(vs[0].summary.find("its peers wait a median of 21.0 ms on their GPUs inside each receive from rank 2") !=
+          std::string::npos);
+    // The first stage as the slow one: nobody receives from before it, its successor and the gradients wait.
+    vs = find_stragglers(pipeline(1, 20.0));
+    REQUIRE(vs.size() == 1);
+    CHECK(vs[0].culprits == std::vector<int>{1});
+}
+
+TEST_CASE("p2p straggler: a pipeline in step, few timed receives, or a stage out of sight names nobody",
+          "[straggler]") {
+    CHECK(find_stragglers(pipeline(-1, 0.0)).empty());
+    CHECK(find_stragglers(pipeline(2, 1.0)).empty());      // 1 ms: under gpu_min_lateness_s
+    CHECK(find_stragglers(pipeline(2, 20.0, 4)).empty());  // medians of 4 receives prove nothing
+    auto v = pipeline(2, 20.0);
+    v.ranks.erase(v.ranks.begin() + 3);  // the last stage's file is not here: it may be the slow one
+    CHECK(find_p2p_stragglers(v).empty());
+}

@@ -583,9 +583,10 @@ TEST_CASE("1.8: a State's peer block ends with the sends and receives the GPU st
 #undef NCW_SAME_PEER
     every_truncation_fails<State>(payload);
 
-    // A 1.7 sender's peer block (the last bytes of this payload) ends before the reached counts (and the 1.13 op
-    // window's count after them): they read as 0 (not known), the rest the same. Its length and its table's lose them.
-    constexpr size_t tail = 16 + 4, peer_len = 4 + 6 * 8 + tail, table_len = 8 + 4 + 4 + peer_len;
+    // A 1.7 sender's peer block (the last bytes of this payload) ends before the reached counts (and the 1.13 GPU
+    // times and op window's count after them): they read as 0 (not known), the rest the same. Its length and its
+    // table's lose them.
+    constexpr size_t tail = 16 + 32 + 4, peer_len = 4 + 6 * 8 + tail, table_len = 8 + 4 + 4 + peer_len;
     const size_t peer_at = payload.size() - peer_len - 4, table_at = payload.size() - table_len - 4;
     payload.resize(payload.size() - tail);
     put_u32(payload, peer_at, uint32_t(peer_len - tail));
@@ -680,6 +681,7 @@ TEST_CASE("1.13: a State's peer block ends with the newest sends and receives; a
     verdict::PeerP2p p;
     p.peer = 3;
     p.sends_issued = 9, p.sends_completed = 8;
+    p.sends_gpu_ns = 1500, p.sends_gpu_timed = 7, p.recvs_gpu_ns = 20'000'000, p.recvs_gpu_timed = 32;
     for (uint64_t seq = 6; seq <= 9; ++seq) {
         verdict::P2pOp o;
         o.seq = seq, o.count = 1000 * seq, o.stream = 0x5000, o.t_issue_ns = 77 + seq, o.group_id = uint32_t(seq);
@@ -697,6 +699,9 @@ TEST_CASE("1.13: a State's peer block ends with the newest sends and receives; a
     REQUIRE(back.p2p.size() == 1);
     REQUIRE(back.p2p[0].peers.size() == 1);
     const verdict::PeerP2p& q = back.p2p[0].peers[0];
+#define NCW_SAME_PEER(type, name, kind, init) CHECK(q.name == p.name);
+    NCW_PEER_P2P_FIELDS(NCW_SAME_PEER)
+#undef NCW_SAME_PEER
     REQUIRE(q.ops.size() == p.ops.size());
     for (size_t i = 0; i < p.ops.size(); ++i) {
 #define NCW_SAME_OP(type, name, kind) CHECK(q.ops[i].name == p.ops[i].name);
@@ -709,8 +714,8 @@ TEST_CASE("1.13: a State's peer block ends with the newest sends and receives; a
     CHECK(q.op(false, 9) == nullptr);
     every_truncation_fails<State>(payload);
 
-    // A 1.12 sender's peer block ends before the window: no ops (not known), the counts the same.
-    const size_t ops_bytes = 4 + p.ops.size() * kP2pOpBytes;
+    // A 1.12 sender's peer block ends before the GPU times and the window: no ops (not known), the counts the same.
+    const size_t ops_bytes = 32 + 4 + p.ops.size() * kP2pOpBytes;
     constexpr size_t head = 4 + 6 * 8 + 16;
     const size_t peer_len = head + ops_bytes, table_len = 8 + 4 + 4 + peer_len;
     const size_t peer_at = payload.size() - peer_len - 4, table_at = payload.size() - table_len - 4;
@@ -721,6 +726,7 @@ TEST_CASE("1.13: a State's peer block ends with the newest sends and receives; a
     REQUIRE(decode(payload.data(), payload.size(), old, &err));
     REQUIRE(old.p2p[0].peers.size() == 1);
     CHECK(old.p2p[0].peers[0].ops.empty());
+    CHECK(old.p2p[0].peers[0].recvs_gpu_timed == 0);
     CHECK(old.p2p[0].peers[0].sends_completed == 8);
 
     // A hostile count of ops: refused, never allocated.
@@ -728,7 +734,7 @@ TEST_CASE("1.13: a State's peer block ends with the newest sends and receives; a
     encode(st, bad);
     std::vector<uint8_t> bad_payload;
     split(bad, bad_payload);
-    const size_t count_at = bad_payload.size() - ops_bytes;
+    const size_t count_at = bad_payload.size() - ops_bytes + 32;
     put_u32(bad_payload, count_at, 0xffffffffu);
     State hostile;
     CHECK_FALSE(decode(bad_payload.data(), bad_payload.size(), hostile, &err));
