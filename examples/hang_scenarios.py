@@ -55,6 +55,21 @@ teardown_hang: nothing wrong in training; after its last step every rank's GPU i
 oom:           the last rank asks for 32 TiB at --at-step and dies of the uncaught torch.OutOfMemoryError (exit 1).
 pipeline_wrong_peer: the pipeline; at --at-step stage --pipeline-stage sends its activations to rank 0 instead of
                the next stage: the next stage waits in its recv from it, and the send waits for a recv never posted.
+               (Before its loop the pipeline exchanges once with each neighbour only: at 4 ranks or more, stage
+               world - 2 and rank 0 have never exchanged; at 3 ranks rank 0 is stage 1's neighbour.)
+pipeline_fresh_peer: the pipeline; at --at-step stage --pipeline-stage sends its activations to, and then receives its
+               gradient from, the lowest rank it has never exchanged with (no send or receive between the two before:
+               not a neighbour; rank 0 for stage world - 2 at 4 ranks or more; fewer ranks: refused). NCCL connects a
+               pair at its first send or receive, and that peer never takes part: the stage waits in its send (MISMATCH,
+               a send no receive matches, or NOT_JOINED; the stage's rank); the stages after it wait in their recv.
+pipeline_slow: the pipeline for --duration-sec (30 s), nothing hangs: stage --pipeline-stage runs --slow-ms (20 ms) more
+               GPU work (one torch.cuda._sleep kernel, sized by a measured clock) after its forward and before each
+               forward send, every step: the stages after it wait for it inside their receives, and so do the
+               gradients of those before it (STRAGGLER, the stage's rank: "the slowest stage", not a hang).
+pipeline_clean: the same pipeline for --duration-sec, every stage in step: nothing to report.
+               Both run until rank 0's clock says --duration-sec: its "last step" flag travels down the stages in one
+               more column of the activations, and every stage synchronises its GPU at the end of each step (as a
+               loop that logs its loss does), so all stop after the same step without any collective.
 clean:         nothing wrong; trains for --duration-sec.
 
 Issue 41, point-to-point traffic (no DDP; each a paced loop ending every step with a small all_reduce on the world and
@@ -106,10 +121,15 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 SCENARIOS = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
              "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra", "gpu_busy", "pipeline",
              "order_deadlock", "graph_skip", "algo_differs", "leave_early", "teardown_hang", "oom",
-             "pipeline_wrong_peer", "moe_stale_split", "moe_clean", "send_cycle", "batch_ring_missing"]
+             "pipeline_wrong_peer", "moe_stale_split", "moe_clean", "send_cycle", "batch_ring_missing",
+             "pipeline_fresh_peer", "pipeline_slow", "pipeline_clean"]
 DYING = ("rank_dies", "rank_exit0", "rank_segv", "rank_killed")  # the last rank ends itself at --at-step
 DRIFTS = ("drift_skip", "drift_extra")
 P2P = ("moe_stale_split", "moe_clean", "send_cycle", "batch_ring_missing")  # issue 41: run_p2p()
+# run_pipeline()'s scenarios
+PIPELINES = ("pipeline", "pipeline_wrong_peer", "pipeline_fresh_peer", "pipeline_slow", "pipeline_clean")
+TIMED_PIPELINES = ("pipeline_slow", "pipeline_clean")  # until --duration-sec, each step synchronised
+GPU_HZ = 2.0e9  # torch.cuda._sleep counts GPU clock cycles: about 2 GHz (examples/ddp_train.py)
 
 
 def die(rank, how, exit_code):
@@ -169,6 +189,32 @@ def stage_busy(rank, seconds):
     log(rank, "stage_busy() done; back to the pipeline")
 
 
+def gpu_sleep(seconds, hz=GPU_HZ):
+    """GPU work outside NCCL, enqueued without waiting for it: one kernel on the current stream that spins `seconds`
+    (torch.cuda._sleep's cycles at `hz`). The CPU goes on at once."""
+    torch.cuda._sleep(int(seconds * hz))
+
+
+def gpu_clock_hz():
+    """The clock torch.cuda._sleep counts, measured on this GPU (one 50 ms kernel timed by CUDA events, after one to
+    raise the clocks); GPU_HZ where the measure is off by more than 2x."""
+    cycles = int(0.05 * GPU_HZ)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(cycles)
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    hz = cycles / (ms / 1000.0) if ms > 0 else GPU_HZ
+    return hz if GPU_HZ / 2 <= hz <= GPU_HZ * 2 else GPU_HZ
+
+
+def fresh_peer_of(stage, world):
+    """The lowest rank that pipeline stage `stage` never exchanges with (not itself nor a neighbour), or None."""
+    return next((r for r in range(world) if abs(r - stage) > 1), None)
+
+
 def capture_allreduce_graph(stats):
     """A CUDA graph holding one all_reduce of `stats`, as torch.cuda.graph captures it: warmed up on a side stream
     first (NCCL's communicator must exist before a capture)."""
@@ -188,20 +234,39 @@ def capture_allreduce_graph(stats):
 
 def run_pipeline(args, rank, world, truth):
     """One pipeline stage per rank, one micro-batch a step: activations go forward (recv from rank - 1, send to
-    rank + 1), gradients backward. Returns (steps run, the last loss as a tensor)."""
+    rank + 1), gradients backward. pipeline_slow and pipeline_clean (TIMED_PIPELINES) run until rank 0's clock says
+    --duration-sec: the activations carry one more column, rank 0's "last step" flag, and every stage synchronises
+    its GPU at the end of each step and reads the flag there. Returns (steps run, the last loss as a tensor)."""
     h = args.hidden
+    s = args.scenario
     stage = args.pipeline_stage if args.pipeline_stage >= 0 else max(world - 2, 0)
+    timed = s in TIMED_PIPELINES
+    fresh = None
+    if s in ("pipeline_slow", "pipeline_fresh_peer") and not 0 <= stage < world - 1:
+        raise SystemExit(f"{s}: stage {stage} has no next stage to send to (world {world})")
+    if s == "pipeline_fresh_peer":
+        fresh = fresh_peer_of(stage, world)
+        if fresh is None:
+            raise SystemExit(f"{s}: stage {stage} exchanges with every other rank of {world}: no fresh peer (4 ranks "
+                             "or more, stage 2 or later)")
     torch.manual_seed(rank)
     net = nn.Sequential(nn.Linear(h, h), nn.Tanh()).cuda()
     x = torch.randn(64, h, device="cuda")
     pace = args.pace_ms / 1000.0
     loss = torch.zeros((), device="cuda")
+    hz = GPU_HZ
+    if s == "pipeline_slow" and rank == stage:
+        hz = gpu_clock_hz()
+        log(rank, f"the slow stage: {args.slow_ms:g} ms more GPU work before each forward send "
+                  f"(torch.cuda._sleep at a measured {hz / 1e9:.2f} GHz)")
     # A local forward and backward first: torch's first backward imports sympy (seconds with many ranks on a machine),
     # which would stall the pipeline's first step before anything the scenario does.
     net(x.clone().requires_grad_(True)).sum().backward()
     net.zero_grad(set_to_none=True)
     # And one exchange with each neighbour, both ways: NCCL connects a pair at its first send or receive (over sockets,
     # with four ranks on one GPU, that took over 10 s: a real stall of the first step, before the scenario's fault).
+    # Only neighbours: pipeline_fresh_peer's wrong peer is never one of them (nor is rank 0 for pipeline_wrong_peer's
+    # stage world - 2 at 4 ranks or more).
     probe = torch.zeros(1, device="cuda")
     if rank > 0:
         dist.recv(probe, src=rank - 1)
@@ -211,25 +276,51 @@ def run_pipeline(args, rank, world, truth):
     if rank > 0:
         dist.send(probe, dst=rank - 1)
     torch.cuda.synchronize()
-    truth.mark("t_loop_start")
+    more = {"stage": stage, "pre_connected": [r for r in (rank - 1, rank + 1) if 0 <= r < world]}
+    if fresh is not None:
+        more["fresh_peer"] = fresh
+    if s == "pipeline_slow":
+        more["slow_ms"] = args.slow_ms
+    truth.mark("t_loop_start", **more)
+    width = h + 1 if timed else h  # timed: the activations' last column is rank 0's "last step" flag
+    t0 = time.time()
     step = 0
-    for step in range(args.steps):
+    while timed or step < args.steps:
         time.sleep(pace)  # data loading
+        last = timed and rank == 0 and time.time() - t0 >= args.duration_sec
         inp = x
+        buf = None
         if rank > 0:
-            inp = torch.empty(64, h, device="cuda")
-            dist.recv(inp, src=rank - 1)
+            buf = torch.empty(64, width, device="cuda")
+            dist.recv(buf, src=rank - 1)
+            inp = buf[:, :h].contiguous() if timed else buf
         inp.requires_grad_(True)
         out = net(inp)
-        if args.scenario == "pipeline" and rank == stage and step == args.at_step and rank < world - 1:
+        if s == "pipeline" and rank == stage and step == args.at_step and rank < world - 1:
             truth.mark("t_depart", step=step)
             stage_busy(rank, args.stall_sec)
-        if args.scenario == "pipeline_wrong_peer" and rank == stage and step == args.at_step and rank < world - 1:
+        if s == "pipeline_slow" and rank == stage:
+            if step == 0:
+                truth.mark("t_depart", step=step)  # slow from its first step on
+            gpu_sleep(args.slow_ms / 1000.0, hz)  # the slow stage's extra compute, on its GPU, before its send
+        fwd = out.detach()
+        if timed and rank < world - 1:
+            flag = torch.full((64, 1), 1.0 if last else 0.0, device="cuda") if rank == 0 else buf[:, h:]
+            fwd = torch.cat([fwd, flag], 1)
+        if s == "pipeline_wrong_peer" and rank == stage and step == args.at_step and rank < world - 1:
             truth.mark("t_depart", step=step)
             log(rank, f"sending step {step}'s activations to rank 0 instead of rank {rank + 1}")
             dist.send(out.detach().contiguous(), dst=0)  # the bug: a wrong peer index
+        elif s == "pipeline_fresh_peer" and rank == stage and step == args.at_step:
+            truth.mark("t_depart", step=step, peer=fresh)
+            log(rank, f"sending step {step}'s activations to rank {fresh} instead of rank {rank + 1}, and receiving "
+                      f"the gradient from it (it has never exchanged with rank {fresh})")
+            dist.send(fwd.contiguous(), dst=fresh)  # the bug: a wrong peer index, a pair never connected
+            grad = torch.empty_like(out)
+            dist.recv(grad, src=fresh)  # the same wrong index for the gradient
+            out.backward(grad)
         elif rank < world - 1:
-            dist.send(out.detach().contiguous(), dst=rank + 1)
+            dist.send(fwd.contiguous(), dst=rank + 1)
             grad = torch.empty_like(out)
             dist.recv(grad, src=rank + 1)
             out.backward(grad)
@@ -243,7 +334,14 @@ def run_pipeline(args, rank, world, truth):
             # Every rank then all-reduces a metric: the last stage arrives last by the pipeline's own order.
             metric = loss.detach().reshape(1).clone()
             dist.all_reduce(metric)
-    return step + 1, loss.detach()
+        step += 1
+        if timed:
+            torch.cuda.synchronize()  # the step's end: this stage's sends and receives done
+            if buf is not None:
+                last = bool(buf[0, h].item())  # rank 0's flag, passed down the stages
+            if last:
+                break
+    return step, loss.detach()
 
 
 def moe_split_table(args, step, world):
@@ -367,7 +465,8 @@ def main():
     p.add_argument("--linger-sec", type=float, default=600.0, help="the idle rank stays alive this long at the end")
     p.add_argument("--delay-sec", type=float, default=18.0, help="init_hang: how late the last rank initialises")
     p.add_argument("--busy-sec", type=float, default=16.0, help="validation: rank 0 busy outside NCCL this long")
-    p.add_argument("--duration-sec", type=float, default=120.0, help="clean: how long to train")
+    p.add_argument("--duration-sec", type=float, default=None,
+                   help="clean, moe_clean: how long to train (120 s); pipeline_slow, pipeline_clean: 30 s")
     p.add_argument("--pg-timeout-sec", type=float, default=0, help="init_process_group(timeout=...); 0: default")
     p.add_argument("--fr-dump-at-end", action="store_true")
     p.add_argument("--give-up-sec", type=float, default=0, help="0: never")
@@ -375,6 +474,8 @@ def main():
     p.add_argument("--gpu-busy-sec", type=float, default=60.0, help="gpu_busy: the long kernel's length")
     p.add_argument("--pipeline-stage", type=int, default=-1, help="pipeline: the stage that stalls (-1: world - 2)")
     p.add_argument("--stall-sec", type=float, default=60.0, help="pipeline: how long stage_busy() takes")
+    p.add_argument("--slow-ms", type=float, default=20.0,
+                   help="pipeline_slow: the slow stage's extra GPU work before each forward send")
     p.add_argument("--pipeline-allreduce", action="store_true",
                    help="pipeline: every rank all-reduces a metric after each step (--stall-sec 0: a clean job)")
     p.add_argument("--metric-every", type=int, default=5, help="order_deadlock: steps between the metrics")
@@ -392,6 +493,8 @@ def main():
     p.add_argument("--lazy-init", action="store_true", help="init_process_group without device_id (lazy init)")
     p.add_argument("--one-gpu", action="store_true", help="every rank on device 0, each its own NCCL host")
     args = p.parse_args()
+    if args.duration_sec is None:
+        args.duration_sec = 30.0 if args.scenario in TIMED_PIPELINES else 120.0
 
     dev = one_gpu.setup(args.one_gpu)  # the device index: LOCAL_RANK, or 0 with --one-gpu
     rank = int(os.environ.get("RANK", 0))
@@ -421,7 +524,7 @@ def main():
     log(rank, f"{s}: process group ready after {time.time() - t_init:.1f} s (world {world})")
     scenario_support.give_up_after(args.give_up_sec, lambda: log(rank, "giving up"))
 
-    if s in ("pipeline", "pipeline_wrong_peer") or s in P2P:
+    if s in PIPELINES or s in P2P:
         steps_run, loss = (run_p2p if s in P2P else run_pipeline)(args, rank, world, truth)
         truth.mark("t_loop_end", step=steps_run)
         torch.cuda.synchronize()  # a stage waiting for a peer that never comes hangs here
@@ -512,7 +615,7 @@ def main():
             # all_reduce; the CPU goes on issuing them.
             log(rank, f"a {args.gpu_busy_sec:.0f} s kernel on the GPU before step {step}")
             truth.mark("t_depart", step=step)
-            torch.cuda._sleep(int(args.gpu_busy_sec * 2.0e9))
+            gpu_sleep(args.gpu_busy_sec)
         if s == "validation" and rank == 0 and step == args.at_step:
             log(rank, f"validation on rank 0 only, {args.busy_sec:.0f} s, before step {step}")
             truth.mark("t_depart", step=step)
@@ -582,7 +685,7 @@ def main():
     if s == "teardown_hang":
         log(rank, f"a {args.gpu_busy_sec:.0f} s kernel, one more all_reduce, then destroy_process_group()")
         truth.mark("t_depart", step=step)
-        torch.cuda._sleep(int(args.gpu_busy_sec * 2.0e9))
+        gpu_sleep(args.gpu_busy_sec)
         dist.all_reduce(stats)
     dist.destroy_process_group()
     log(rank, "exit 0")

@@ -34,13 +34,26 @@ from job_readers import live_verdict_events  # noqa: E402
 from two_nodes_table import KIND_LINE, full_cmap, lead_of, line_said, said_of  # noqa: E402
 
 LAST = "last"
-# kinds, culprits (global ranks; LAST: world - 1), and in words.
+STAGE = "stage"  # the pipeline's departing stage: its truth's "stage" (--pipeline-stage), world - 2 by default
+# kinds, culprits (global ranks; LAST: world - 1, STAGE: the stage), and in words.
 TRUTH = {
     "moe_stale_split": ({"MISMATCH"}, [LAST], "MISMATCH r{last} (its send to rank 0 is twice what rank 0 receives)"),
     "moe_clean": (set(), [], "nothing"),
     "send_cycle": ({"DEADLOCK"}, [0, 1], "DEADLOCK r0,1 (both send first)"),
     "batch_ring_missing": ({"NOT_JOINED", "MISMATCH"}, [LAST],
                            "NOT_JOINED or MISMATCH r{last} (its Recv from rank {before} left out)"),
+    # The pipelines (examples/hang_scenarios.py run_pipeline: one stage per rank, activations forward by send/recv,
+    # gradients back).
+    "pipeline": ({"NOT_JOINED"}, [STAGE], "NOT_JOINED r{stage} (stage {stage} away in Python before its send)"),
+    "pipeline_wrong_peer": ({"MISMATCH"}, [STAGE],
+                            "MISMATCH r{stage} (its send to rank 0 instead of rank {next}: a send no receive matches)"),
+    "pipeline_fresh_peer": ({"MISMATCH", "NOT_JOINED"}, [STAGE],
+                            "MISMATCH or NOT_JOINED r{stage} (its send to rank {fresh}, never exchanged with before: a "
+                            "send no receive matches, or the new pair's connection waits)"),
+    "pipeline_slow": ({"STRAGGLER"}, [STAGE],
+                      "STRAGGLER r{stage} (the slowest stage: {slow_ms} ms more GPU work before each forward send; not "
+                      "a hang, no stall or mismatch)"),
+    "pipeline_clean": (set(), [], "nothing (not even a straggler)"),
 }
 # "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ..." anywhere in a line (a launcher may prefix it).
 NCW = re.compile(r"\[ncclwatch rank (?P<rank>\S+) pid (?P<pid>\d+) (?P<time>\S+)\] (?P<level>\w+): (?P<msg>.*)$")
@@ -77,11 +90,20 @@ def cut(s, n=300):
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def truth_of(scenario, world):
+def truth_of(scenario, world, truth=None):
+    """(kinds, global ranks, words) of a scenario's truth; the pipeline's stage and peers from the ranks' own truth
+    (run_pipeline writes them at its loop's start) where it has them."""
     kinds, ranks, words = TRUTH.get(scenario, (None, None, "(no truth for this scenario)"))
     last = world - 1
-    ranks = None if ranks is None else [last if r == LAST else r for r in ranks]
-    return kinds, ranks, words.format(last=last, before=max(last - 1, 0))
+    mine = [t for t in (truth or {}).values() if isinstance(t, dict)]
+
+    def said(key, default):
+        return next((t[key] for t in mine if isinstance(t.get(key), (int, float)) and not isinstance(t[key], bool)),
+                    default)
+    stage = said("stage", max(world - 2, 0))
+    ranks = None if ranks is None else [last if r == LAST else stage if r == STAGE else r for r in ranks]
+    return kinds, ranks, words.format(last=last, before=max(last - 1, 0), stage=stage, next=stage + 1,
+                                      fresh=said("fresh_peer", "?"), slow_ms=f"{said('slow_ms', 20):g}")
 
 
 def compare(kind, culprits, truth):
@@ -120,8 +142,11 @@ def ncw_lines(texts):
 
 
 def stderr_firsts(lines, truth, t0):
-    """The shims' own first verdict line and first suspicion; the embedded collector's first verdict news line."""
-    own = sus = live = live_sus = None
+    """The shims' own first verdict line and first suspicion; the embedded collector's first verdict news line. A
+    STRAGGLER line ("not a hang") is a verdict where the truth is a straggler or nothing; in a hang it is kept apart
+    (first_straggler), and the hang's own first line is the first."""
+    own = sus = live = live_sus = strag = None
+    strag_apart = bool(truth[0]) and "STRAGGLER" not in truth[0]
     n_own = n_live = 0
     for t, src, _, rank, level, msg in lines:
         news = LIVE_NEWS.match(msg)
@@ -139,6 +164,9 @@ def stderr_firsts(lines, truth, t0):
         e = said_entry(s, text, truth, rank=rank, level=level, source=src, secs_after_depart=secs)
         if e is None:
             continue
+        if strag_apart and e.get("kind") == "STRAGGLER":
+            strag = strag or dict(e, live=bool(news))
+            continue
         if news:
             n_live += 1
             if m.group("sus"):
@@ -151,7 +179,7 @@ def stderr_firsts(lines, truth, t0):
                 sus = sus or e
             else:
                 own = own or e
-    return {"first": own, "first_suspicion": sus, "verdict_lines": n_own}, \
+    return {"first": own, "first_suspicion": sus, "first_straggler": strag, "verdict_lines": n_own}, \
         {"first_news": live, "first_suspicion_news": live_sus, "news_lines": n_live}
 
 
@@ -184,7 +212,8 @@ def lower_bounds(sources):
 
 def first_report_event(events, cmap, truth, t0):
     evs = sorted((e for e in events if isinstance(e, dict)), key=lambda e: iso_time(e.get("time")) or 0)
-    diag = live_verdict_events(evs)
+    # A diagnosis of a hang first; where none came, a straggler note (a slow stage's truth, or a clean job's error).
+    diag = live_verdict_events(evs) or [e for e in evs if e.get("type") == "straggler"]
     if not diag:
         return None
     e = diag[0]
@@ -209,7 +238,8 @@ def summarize(work, mode, scenario):
     run["ran"] = True
     world = res.get("nproc") if mode == "one" else res.get("world")
     world = world if isinstance(world, int) and world > 0 else 4
-    kinds, ranks, words = truth_of(scenario, world)
+    tr = res.get("truth") if isinstance(res.get("truth"), dict) else {}
+    kinds, ranks, words = truth_of(scenario, world, tr)
     truth = (kinds, ranks)
     run["truth"] = words
     run["world"] = world
@@ -217,7 +247,6 @@ def summarize(work, mode, scenario):
     run["exit"] = res.get("exit_code") if mode == "one" else res.get("exit_codes")
     if isinstance(res.get("t_end"), (int, float)) and isinstance(res.get("t_launch"), (int, float)):
         run["job_s"] = round(res["t_end"] - res["t_launch"], 1)
-    tr = res.get("truth") if isinstance(res.get("truth"), dict) else {}
     departs = [t.get("t_depart") for t in tr.values() if isinstance(t, dict) and
                isinstance(t.get("t_depart"), (int, float))]
     t0 = min(departs) if departs else None
@@ -298,6 +327,8 @@ def text_of(runs):
         out.append(f"   shims:   {short(sh['first'])}")
         if sh.get("first_suspicion"):
             out.append(f"   (suspicion first: {short(sh['first_suspicion'])})")
+        if sh.get("first_straggler"):
+            out.append(f"   (a STRAGGLER line too: {short(sh['first_straggler'])})")
         out.append(f"   reports: {short(r.get('reports'))}")
         lv = r["live"]
         out.append(f"   live:    {short(lv.get('first'))}")

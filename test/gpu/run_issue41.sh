@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # Issue 41: point-to-point traffic, as pipelines and mixture-of-experts layers make it (examples/hang_scenarios.py:
-# moe_stale_split, moe_clean, send_cycle, batch_ring_missing), each at one node (4 ranks on one GPU:
-# test/gpu/run_scenario.py with the embedded live collector) and at two "nodes" of 2 ranks (two torchrun agents, a
-# folder each, `ncclwatch-collector serve`: test/gpu/run_two_nodes.py). Every rank its own NCCL host on device 0
-# (examples/one_gpu.py), NCCLWATCH_TIMEOUT_SEC=10, NCCL_NVLS_ENABLE=0.
+# moe_stale_split, moe_clean, send_cycle, batch_ring_missing; the pipelines: pipeline (a stage away in Python),
+# pipeline_wrong_peer, pipeline_fresh_peer (a send to a rank never exchanged with), pipeline_slow (a straggler stage,
+# not a hang), pipeline_clean), each at one node (4 ranks on one GPU: test/gpu/run_scenario.py with the embedded live
+# collector) and at two "nodes" of 2 ranks (two torchrun agents, a folder each, `ncclwatch-collector serve`:
+# test/gpu/run_two_nodes.py). Every rank its own NCCL host on device 0 (examples/one_gpu.py), NCCLWATCH_TIMEOUT_SEC=10,
+# NCCL_NVLS_ENABLE=0.
 #
-#   bash test/gpu/run_issue41.sh [one|two|both] [SCENARIO ...]       (default: both, the four scenarios)
-#   device tool: run(command='bash test/gpu/run_issue41.sh one', carry=[".carry"], timeout_s=600)   about 2-3 min
-#                run(command='bash test/gpu/run_issue41.sh two', carry=[".carry"], timeout_s=600)   about 2-3 min
+#   bash test/gpu/run_issue41.sh [one|two|both] [SCENARIO ...]       (default: both, the nine scenarios)
+#   device tool: run(command='bash test/gpu/run_issue41.sh one', carry=[".carry"], timeout_s=600)   about 4-5 min
+#                run(command='bash test/gpu/run_issue41.sh two', carry=[".carry"], timeout_s=600)   about 5-6 min
+# (both modes of all nine do not fit one call: the budget below leaves out, NOT RUN, what would not end in time).
 #
 # Takes the carried build (.carry/libncclwatch.so and .carry/ncclwatch-collector; SHIM=... COLLECTOR=... override).
 # Writes to $OUT: issue41.json (per run: the first verdict of the shims' stderr, of their report events, of the live
 # collector, of `analyze` after the end, each against the truth, and whether any says "lower bounds";
 # test/gpu/issue41_summary.py), issue41.txt (the same in lines, then the one-node and two-node judges' rows),
-# issue41-evidence.tgz (logs, result.json, reports; no rank files) and issue41-ncw.tgz (the rank files of the hung
-# runs, when under 15 MiB).
-# Knobs: NCW_I41_AT_STEP (8), NCW_I41_TIMEOUT_SEC (10), NCW_I41_PARALLEL (2 jobs at once), NCW_I41_JOB_SEC (80: a
-# job's cap from its launch), NCW_I41_CLEAN_SEC (15: moe_clean's length), NCW_I41_BUDGET_SEC (540: no job starts
-# that could not end within it), NCW_I41_P2P_MIB (the MiB of a send_cycle / batch_ring_missing message and of the
+# issue41-evidence.tgz (logs, result.json, reports; no rank files), issue41-ncw.tgz (the rank files of the hung
+# runs) and issue41-slow-ncw.tgz (pipeline_slow's), each when under 15 MiB.
+# Knobs: NCW_I41_AT_STEP (8), NCW_I41_PIPE_AT_STEP (40: the pipelines' departure, past their start on a shared GPU),
+# NCW_I41_TIMEOUT_SEC (10), NCW_I41_PARALLEL (2 jobs at once), NCW_I41_JOB_SEC (80: a job's cap from its launch),
+# NCW_I41_CLEAN_SEC (15: moe_clean's and pipeline_clean's length), NCW_I41_SLOW_SEC (20: pipeline_slow's length; the
+# shim judges a pipeline's straggler every 2 s from its newest 32 timed receives per peer), NCW_I41_SLOW_MS (20: the
+# slow stage's extra GPU work before each forward send), NCW_I41_BUDGET_SEC (540: no job starts that could not end
+# within it), NCW_I41_P2P_MIB (the MiB of a send_cycle / batch_ring_missing message and of the
 # stale table's surplus to rank 0; by default 4 x what one connection on lo can absorb, at least 64), NCW_I41_ARGS
 # (more arguments for every run, e.g. "--lazy-init": init_process_group without device_id, so that dist.send /
 # dist.recv make their 2-rank communicators instead of using the world's).
@@ -30,6 +36,7 @@ PY=${PY:-python3}
 G=test/gpu
 W=${NCW_I41_WORK:-/tmp/ncw-i41}
 ALL="moe_stale_split moe_clean send_cycle batch_ring_missing"
+ALL="$ALL pipeline pipeline_wrong_peer pipeline_fresh_peer pipeline_slow pipeline_clean"
 MODES="one two"
 case "${1:-}" in
     one | two) MODES=$1; shift ;;
@@ -40,10 +47,13 @@ for s in $SCEN; do
     case " $ALL " in *" $s "*) ;; *) echo "unknown scenario '$s' (one of: $ALL; modes: one, two, both)"; exit 2 ;; esac
 done
 AT=${NCW_I41_AT_STEP:-8}
+PIPE_AT=${NCW_I41_PIPE_AT_STEP:-40}
 TO=${NCW_I41_TIMEOUT_SEC:-10}
 PAR=${NCW_I41_PARALLEL:-2}
 JOB_SEC=${NCW_I41_JOB_SEC:-80}
 CLEAN_SEC=${NCW_I41_CLEAN_SEC:-15}
+SLOW_SEC=${NCW_I41_SLOW_SEC:-20}
+SLOW_MS=${NCW_I41_SLOW_MS:-20}
 BUDGET=${NCW_I41_BUDGET_SEC:-540}
 EXTRA=${NCW_I41_ARGS:-}
 SHIM=${SHIM:-$REPO/.carry/libncclwatch.so}
@@ -59,7 +69,8 @@ rm -rf "$W"
 mkdir -p "$W/logs" "$W/status" "$W/rows" "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 
-echo "== issue 41: modes '$MODES', scenarios '$SCEN'; at step $AT, timeout $TO s, $PAR jobs at once, cap $JOB_SEC s"
+echo "== issue 41: modes '$MODES', scenarios '$SCEN'; at step $AT (pipelines $PIPE_AT), timeout $TO s, $PAR jobs at" \
+    "once, cap $JOB_SEC s"
 nvidia-smi -L 2>/dev/null | head -2
 $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
 echo "shim $SHIM; collector $COLLECTOR ($("$COLLECTOR" --version 2>/dev/null | head -1))"
@@ -80,6 +91,11 @@ args_of() {  # the scenario script's arguments
     local size="--p2p-mib $P2P_MIB --moe-hot-rows $((P2P_MIB * 256))"
     case $1 in
         moe_clean) echo "--duration-sec $CLEAN_SEC $size $EXTRA" ;;
+        # The pipelines' messages are their activations and gradients (64 x 256 float32): no size to set. Stage 2
+        # of 4 departs; pipeline's stage_busy() lasts 60 s (the harness ends the job 8 s after the first report).
+        pipeline_clean) echo "--duration-sec $CLEAN_SEC $EXTRA" ;;
+        pipeline_slow) echo "--duration-sec $SLOW_SEC --slow-ms $SLOW_MS $EXTRA" ;;
+        pipeline*) echo "--at-step $PIPE_AT --steps $((PIPE_AT + 25)) $EXTRA" ;;
         *) echo "--at-step $AT --steps $((AT + 25)) $size $EXTRA" ;;
     esac
 }
@@ -130,9 +146,15 @@ $PY $G/issue41_summary.py "$W" --runs "$runs" --json "$OUT/issue41.json" --txt "
 } 2>&1 | tee -a "$OUT/issue41.txt"
 
 (cd "$W" && tar czf "$OUT/issue41-evidence.tgz" --exclude='*.ncw' --exclude='*.decoded.json' . 2>/dev/null)
-(cd "$W" && find . -name '*.ncw' -not -path '*/moe_clean/*' -print0 | tar czf "$OUT/issue41-ncw.tgz" --null -T - \
-    2>/dev/null)
-for f in "$OUT/issue41-evidence.tgz" "$OUT/issue41-ncw.tgz"; do
+# The clean runs' rank files are left out; the straggler's (a full ring each) go apart, so that they cannot push the
+# hung runs' over the limit.
+(cd "$W" && find . -name '*.ncw' -not -path '*/moe_clean/*' -not -path '*/pipeline_clean/*' \
+    -not -path '*/pipeline_slow/*' -print0 | tar czf "$OUT/issue41-ncw.tgz" --null -T - 2>/dev/null)
+if [ -n "$(cd "$W" && find . -name '*.ncw' -path '*/pipeline_slow/*' | head -1)" ]; then
+    (cd "$W" && find . -name '*.ncw' -path '*/pipeline_slow/*' -print0 |
+        tar czf "$OUT/issue41-slow-ncw.tgz" --null -T - 2>/dev/null)
+fi
+for f in "$OUT/issue41-evidence.tgz" "$OUT/issue41-ncw.tgz" "$OUT/issue41-slow-ncw.tgz"; do
     if [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt $((15 << 20)) ]; then
         echo "$(basename "$f") is $(($(stat -c %s "$f") >> 20)) MiB: left out (over 15 MiB)" | tee -a "$OUT/issue41.txt"
         rm -f "$f"

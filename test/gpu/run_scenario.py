@@ -43,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 BOOT = os.path.join(REPO, "python", "ncclwatch", "_boot")  # the last-words hook `ncclwatch run` puts on PYTHONPATH
 sys.path.insert(0, HERE)
-from job_readers import hang_start, is_diagnosis, is_suspicion, log_lines  # noqa: E402
+from job_readers import before_hang, hang_start, is_diagnosis, is_suspicion, log_lines  # noqa: E402
 
 # How long the harness lets a hung job run after the shim's first report before it ends the job (None: let the job
 # end by itself, within the cap), per scenario: time for the RAS query, and for a mismatch to show whether it hangs.
@@ -52,7 +52,14 @@ END_AFTER_REPORT = {"skip": 8, "uneven": 8, "type_mismatch": 14, "size_mismatch"
                     "init_hang": None, "validation": None, "grad_accum": 8, "clean": None,
                     # Issue 41: a MISMATCH may be said before the stall (signatures compared once a second): time for
                     # the stall's report too.
-                    "moe_stale_split": 14, "moe_clean": None, "send_cycle": 8, "batch_ring_missing": 8}
+                    "moe_stale_split": 14, "moe_clean": None, "send_cycle": 8, "batch_ring_missing": 8,
+                    # A stage away in Python (NOT_JOINED); a send to the wrong peer (MISMATCH, as the stale split: time
+                    # for the stall's report too), one never exchanged with; a slow stage is a straggler, not a hang
+                    # (its report is no diagnosis: the job runs to its end), and the clean pipeline ends by itself.
+                    "pipeline": 8, "pipeline_wrong_peer": 14, "pipeline_fresh_peer": 14, "pipeline_slow": None,
+                    "pipeline_clean": None}
+# The scenarios that run for --duration-sec and end normally.
+TIMED = ("clean", "moe_clean", "pipeline_slow", "pipeline_clean")
 
 
 def scenario_args(scenario, timeout):
@@ -256,7 +263,7 @@ def main():
     if a.ras_port:
         env["NCCL_RAS_ADDR"] = f"localhost:{a.ras_port}"
     args = scenario_args(a.scenario, a.timeout) if not a.script else []
-    if a.scenario == "clean" and a.duration_sec and not a.script:
+    if a.scenario in TIMED and a.duration_sec and not a.script:
         args += ["--duration-sec", str(a.duration_sec)]
     args += shlex.split(a.script_args)
     if a.one_gpu:
@@ -290,7 +297,7 @@ def main():
                     # How long PyTorch waits for the dumps before it ends the process (default 15 s or more).
                     "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "5000"})
         args += ["--pg-timeout-sec", str(a.timeout), "--give-up-sec", str(a.max_sec + 30)]
-        if a.scenario in ("type_mismatch", "size_mismatch", "init_hang", "validation", "clean", "moe_clean"):
+        if a.scenario in ("type_mismatch", "size_mismatch", "init_hang", "validation") + TIMED:
             args += ["--fr-dump-at-end"]  # jobs that may end normally: what torchfrtrace would say given a dump
 
     script = os.path.join(REPO, a.script) if a.script else os.path.join(REPO, "examples", "hang_scenarios.py")
@@ -314,6 +321,7 @@ def main():
     ras_thread = None
     ended_by = "itself"
     first_fr_dump = None
+    noted_early = False
     while True:
         rc = proc.poll()
         t = now()
@@ -326,6 +334,15 @@ def main():
                 first_suspect = (t, sus[0])
                 log(f"first suspicion after {t - t_launch:.1f} s: {sus[0].get('type')}")
             ev = [e for e in every if is_diagnosis(e)] if first_report is None else []
+            if ev and a.scenario == "pipeline":
+                # A stall before the stage departed (a pipeline's start on a shared GPU) is not the hang under test:
+                # it does not end the job (job_readers.before_hang; kept in the events, and noted by the judge).
+                truth_now = read_truth(truth_dir)
+                early = [e for e in ev if before_hang(a.scenario, e.get("verdicts"), truth_now)]
+                if early and not noted_early:
+                    noted_early = True
+                    log(f"a {early[0].get('type')} report of an op before the scenario's hang: not the first report")
+                ev = [e for e in ev if e not in early]
             if ev:
                 first_report = (t, ev[0])
                 log(f"first report event after {t - t_launch:.1f} s: {ev[0].get('type')}")

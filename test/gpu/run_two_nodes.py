@@ -50,7 +50,10 @@ END_AFTER = {"skip": 8, "uneven": 8, "type_mismatch": 14, "size_mismatch": 14, "
              "validation": None, "grad_accum": 8, "gpu_busy": 8, "pipeline": 8, "clean": None, "grid_stall": 8,
              "grid_death": 12, "grid_clean": None,
              # Issue 41 (a MISMATCH may come before the stall: time for the stall's report too).
-             "moe_stale_split": 14, "moe_clean": None, "send_cycle": 8, "batch_ring_missing": 8}
+             "moe_stale_split": 14, "moe_clean": None, "send_cycle": 8, "batch_ring_missing": 8,
+             # A send to the wrong peer (one never exchanged with, for the fresh one): MISMATCH, time for the stall's
+             # report too; a slow stage is a straggler, not a hang (the job runs to its end), as the clean pipeline.
+             "pipeline_wrong_peer": 14, "pipeline_fresh_peer": 14, "pipeline_slow": None, "pipeline_clean": None}
 DEAD_AFTER_S = 10.0  # serve's --dead-after default: how long a gone rank may take to be DEAD in its report
 # The shim's stderr lines, in the full form the runner asks for (NCCLWATCH_LOG_FORMAT=full):
 # "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ..."
@@ -72,7 +75,7 @@ def job_args(scenario, timeout, one_gpu, give_up):
             args[i + 1] = str(timeout + 10)
         if scenario == "rank_dies":
             args += ["--exit-code", "3"]
-        if scenario in ("clean", "moe_clean"):
+        if scenario in ("clean", "moe_clean", "pipeline_slow", "pipeline_clean"):
             args += ["--duration-sec", "20"]
     args += ["--give-up-sec", str(give_up)]
     if one_gpu:

@@ -26,6 +26,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from job_readers import is_diagnosis, live_verdict_events, story_names  # noqa: E402 (an early suspicion is not the diagnosis)
+from job_readers import all_verdicts, before_hang, comm_rank_map, culprits_global, is_suspicion  # noqa: E402
 
 LAST = "last"  # the last rank (nproc - 1)
 BEFORE_LAST = "before_last"  # nproc - 2 (the pipeline's stalling stage)
@@ -72,6 +73,19 @@ EXPECT = {
     "send_cycle": dict(kinds={"DEADLOCK"}, rank=[0, 1], offline={"DEADLOCK"}),
     # The last rank leaves its irecv out of a batch_isend_irecv: its missing Recv, said as either kind.
     "batch_ring_missing": dict(kinds={"NOT_JOINED", "MISMATCH"}, rank=LAST, offline={"NOT_JOINED", "MISMATCH"}),
+    # Issue 41's pipelines (one stage per rank; stage nproc - 2 departs). A stage away in Python before its send: the
+    # stages after it wait in their receives from it, those before it in the receive of its gradient.
+    "pipeline": dict(kinds={"NOT_JOINED"}, rank=BEFORE_LAST, offline={"NOT_JOINED"}),
+    # Its send to (then its receive from) a rank it never exchanged with: a send no receive matches, or NOT_JOINED
+    # where what waits is the new pair's connection (with torch's lazy init, a 2-rank communicator of its own).
+    "pipeline_fresh_peer": dict(kinds={"MISMATCH", "NOT_JOINED"}, rank=BEFORE_LAST,
+                                offline={"MISMATCH", "NOT_JOINED"}),
+    # 20 ms more GPU work before each forward send: a STRAGGLER ("the slowest stage"), not a hang. Judged on the
+    # shims' straggler events (no stall or mismatch may come), no STRAGGLER naming another rank anywhere (events, the
+    # embedded live collector), analyze after the end, and a normal end.
+    "pipeline_slow": dict(kinds={"STRAGGLER"}, rank=BEFORE_LAST, exit0=True, offline={"STRAGGLER"}, straggler=True),
+    # Every stage in step: nothing at all, not even a straggler or a suspicion (quiet).
+    "pipeline_clean": dict(kinds=set(), rank=None, exit0=True, offline=set(), quiet=True),
 }
 # The right answers where the two-GPU rows were written before they could be had (kept there, so that the recorded
 # two-GPU runs stay comparable): the harness's 4-rank run states them.
@@ -81,7 +95,7 @@ EXPECT_ONE_GPU = {
 ORDER = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
          "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra", "order_deadlock", "graph_skip",
          "algo_differs", "leave_early", "teardown_hang", "oom", "pipeline_wrong_peer", "moe_stale_split", "moe_clean",
-         "send_cycle", "batch_ring_missing"]
+         "send_cycle", "batch_ring_missing", "pipeline", "pipeline_fresh_peer", "pipeline_slow", "pipeline_clean"]
 DIAGNOSES = ("stall", "mismatch", "drift", "init_hang")
 
 
@@ -165,6 +179,87 @@ def fmt_verdicts(vs):
     return "; ".join(f"{k} r{','.join(map(str, c))}" if c else str(k) for k, c in vs) or "none"
 
 
+def is_straggler(v):
+    return isinstance(v, dict) and str(v.get("kind", "")).upper() == "STRAGGLER"
+
+
+def is_straggler_event(e):
+    """A shim's straggler note ("not a hang"): its type, or a STRAGGLER verdict in an event that is no diagnosis."""
+    return isinstance(e, dict) and not is_diagnosis(e) and (
+        e.get("type") == "straggler" or any(is_straggler(v) for v in e.get("verdicts") or []))
+
+
+def global_verdicts(e, cmap):
+    """(kind, global ranks) pairs of one report event: its comm ranks mapped through the rank files' comm tables
+    (the comm ranks themselves where a culprit cannot be placed)."""
+    out = []
+    for v in e.get("verdicts") or []:
+        if not isinstance(v, dict):
+            continue
+        g, unk = culprits_global(v, cmap, e.get("comm_id"))
+        out.append((v.get("kind"), g if not unk else sorted(c for c in v.get("culprits") or [] if isinstance(c, int))))
+    return out
+
+
+def stragglers_said(res, cmap):
+    """[(where, global ranks)] of every STRAGGLER verdict a job said while it ran: the shims' events and the
+    embedded live collector's reports."""
+    out = []
+    for src, _, v, e in all_verdicts(res):
+        if src in ("event", "live") and is_straggler(v):
+            g, unk = culprits_global(v, cmap, (e or {}).get("comm_id"))
+            out.append((src, g + [f"?{u}" for u in unk]))
+    return out
+
+
+def judge_straggler(res, exp, want_rank, events, out):
+    """pipeline_slow: the shims' first straggler event names the slow stage, no STRAGGLER names another rank, and
+    no stall or mismatch was reported (a straggler is not a hang). Returns ok; fills out's got, rank, secs, why."""
+    ok = True
+    cmap = comm_rank_map(res)
+    strag = [e for e in events if is_straggler_event(e)]
+    if strag:
+        first = strag[0]
+        vs = global_verdicts(first, cmap)
+        out["got"] = fmt_verdicts(vs) + f" (rank {first.get('global_rank')}'s {first.get('type')})"
+        named = sorted({r for _, c in vs for r in c})
+        out["rank"] = ",".join(map(str, named)) if named else "-"
+        # From the slow stage's first slow step (its truth's t_depart), else the loop's start.
+        truth = res.get("truth") if isinstance(res.get("truth"), dict) else {}
+        starts = [t.get("t_depart") for t in truth.values() if isinstance(t, dict) and
+                  isinstance(t.get("t_depart"), (int, float))] or \
+            [t.get("t_loop_start") for t in truth.values() if isinstance(t, dict) and
+             isinstance(t.get("t_loop_start"), (int, float))]
+        t1 = parse_time(first.get("time"))
+        if starts and t1 is not None:
+            out["secs"] = f"{t1 - min(starts):.1f}"
+            out["secs_value"] = t1 - min(starts)
+        if not any(k in exp["kinds"] and names(c, want_rank) for k, c in vs):
+            ok = False
+            out["why"].append(f"first straggler report {fmt_verdicts(vs)}, want STRAGGLER naming rank "
+                              f"{rank_words(want_rank)}")
+    else:
+        out["got"] = "no straggler report"
+        out["rank"] = "-"
+        ok = False
+        out["why"].append(f"no STRAGGLER while the job ran, want one naming rank {rank_words(want_rank)}")
+    wrong = [(src, g) for src, g in stragglers_said(res, cmap) if g != [want_rank]]
+    if wrong:
+        ok = False
+        out["why"].append("STRAGGLER naming others than the slow stage: " +
+                          "; ".join(f"{src}: r{','.join(map(str, g)) or '?'}" for src, g in wrong[:4]))
+    diag = [e for e in events if is_diagnosis(e)]
+    if diag:
+        ok = False
+        out["why"].append(f"{len(diag)} stall/mismatch report(s) in a job that does not hang: "
+                          f"{fmt_verdicts(global_verdicts(diag[0], cmap))} (rank {diag[0].get('global_rank')}'s "
+                          f"{diag[0].get('type')})")
+    later = [e for e in events if not strag or e is not strag[0]]
+    if later:
+        out["got"] += "; then " + ", ".join(sorted({str(e.get("type")) for e in later}))
+    return ok
+
+
 def judge_shim(scn, res, exp, want_rank):
     out = {"got": "did not run", "rank": "", "secs": "", "after_kill": "", "ok": False, "why": []}
     if not res:
@@ -172,8 +267,17 @@ def judge_shim(scn, res, exp, want_rank):
         return out
     events = sorted(res.get("events") or [], key=lambda e: parse_time(e.get("time")) or 0)
     diag = live_verdict_events(events)
+    early = []
+    if scn == "pipeline":
+        # A stall at the pipeline's start on a shared GPU, before its stage departed, is not the hang under test
+        # (job_readers.before_hang, as the two-node judge): noted, and not taken for the first report.
+        early = [e for e in diag if is_diagnosis(e) and before_hang(scn, e.get("verdicts"), res.get("truth"))]
+        diag = live_verdict_events([e for e in events if e not in early])
     ok = True
-    if diag:
+    if exp.get("straggler"):
+        ok = judge_straggler(res, exp, want_rank, events, out)
+        diag = []
+    elif diag:
         first = diag[0]
         vs = event_verdicts(first)
         out["got"] = fmt_verdicts(vs) + f" (rank {first.get('global_rank')}'s {first.get('type')})"
@@ -200,9 +304,22 @@ def judge_shim(scn, res, exp, want_rank):
             out["why"].append("no report while the job ran")
         if exp["kinds"] is None:
             out["got"] = "no report (job ended before the timeout)"
-    later = [e for e in events if e not in diag]
-    if later:
-        out["got"] += "; then " + ", ".join(sorted({e["type"] for e in later}))
+    later = [e for e in events if e not in diag and e not in early]
+    if later and not exp.get("straggler"):
+        out["got"] += "; then " + ", ".join(sorted({str(e.get("type")) for e in later}))
+    if early:
+        out["got"] += f"; {len(early)} earlier report(s) of the pipeline's start, before the stage departed: not taken"
+    if exp.get("quiet"):
+        # Nothing at all while the job ran: no straggler note, no suspicion, no STRAGGLER in the live reports.
+        noisy = [e for e in events if is_straggler_event(e) or is_suspicion(e)]
+        said = stragglers_said(res, comm_rank_map(res))
+        if noisy or said:
+            ok = False
+            bits = [f"STRAGGLER r{','.join(map(str, g)) or '?'} ({src})" for src, g in said[:3]]
+            if noisy:
+                bits.insert(0, f"{len(noisy)} straggler/suspicion event(s): "
+                               f"{', '.join(sorted({str(e.get('type')) for e in noisy}))}")
+            out["why"].append("a job with nothing wrong reported " + "; ".join(bits))
     if exp.get("recovered") and not any(e.get("type") == "recovered" for e in events):
         ok = False
         out["why"].append("no 'recovered' event")
@@ -366,6 +483,10 @@ def main():
             expected = f"(killed at once) files: {'/'.join(sorted(exp['offline']))} r{rank_words(want)}"
         else:
             expected = "no report"
+        if exp.get("straggler"):
+            expected += " (not a hang)"
+        elif exp.get("quiet"):
+            expected = "nothing at all (no straggler, no suspicion)"
         if exp.get("recovered"):
             expected += ", recovered, job goes on"
         elif exp.get("exit0"):

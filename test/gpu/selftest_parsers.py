@@ -368,6 +368,87 @@ def test_issue41(work):
     check(row["live"] == "DEADLOCK r0,1" and row["analyze"] == "DEADLOCK r0,1", f"two_nodes_table send_cycle: {row}")
 
 
+def test_issue41_pipelines(work):
+    """Issue 41's pipelines: a slow stage is a STRAGGLER and no hang (scenario_table, two_nodes_table,
+    issue41_summary), the clean pipeline says nothing at all, and the stalled pipeline's STRAGGLER line is kept apart
+    from its hang's first line."""
+    t0 = 1796120000.0
+    exp = dict(scenario_table.EXPECT["pipeline_slow"], lead=True)
+
+    def slow(mode, culprits=(2,), extra_stall=False):
+        res, logs = p2p_res(mode, "STRAGGLER", list(culprits))
+        evs = res["events"] if mode == "one" else res["events0"]
+        evs[0]["type"] = "straggler"
+        if extra_stall:
+            evs.append({"type": "stall", "global_rank": 3, "comm_id": "0x5a", "file": "r3", "time": iso(t0 + 20),
+                        "verdicts": [{"kind": "NOT_JOINED", "comm_id": "0x5a", "culprits": [2]}]})
+        res.update(ended_by="itself", **({"exit_code": 0} if mode == "one" else {"exit_codes": [0, 0]}))
+        for r, tr in res["truth"].items():
+            tr.update(stage=2, slow_ms=20.0)
+        return res, logs
+
+    res, _ = slow("one")
+    js = scenario_table.judge_shim("pipeline_slow", res, exp, 2)
+    check(js["ok"] and js["rank"] == "2" and js["secs"] == "12.0", f"pipeline_slow: {js}")
+    js = scenario_table.judge_shim("pipeline_slow", slow("one", extra_stall=True)[0], exp, 2)
+    check(not js["ok"] and any("does not hang" in w for w in js["why"]), f"pipeline_slow with a stall: {js['why']}")
+    js = scenario_table.judge_shim("pipeline_slow", slow("one", culprits=(1,))[0], exp, 2)
+    check(not js["ok"] and any("naming others" in w for w in js["why"]), f"pipeline_slow naming rank 1: {js['why']}")
+    clean_exp = dict(scenario_table.EXPECT["pipeline_clean"], lead=True)
+    noisy, _ = slow("one")
+    noisy["analyze"] = {"verdicts": []}
+    js = scenario_table.judge_shim("pipeline_clean", noisy, clean_exp, None)
+    check(not js["ok"] and any("nothing wrong reported" in w for w in js["why"]), f"pipeline_clean noisy: {js}")
+    quiet = dict(noisy, events=[], live_reports=[])
+    js = scenario_table.judge_shim("pipeline_clean", quiet, clean_exp, None)
+    check(js["ok"], f"pipeline_clean quiet: {js['why']}")
+    # The stalled pipeline: a stall of its start (before the stage departed at step 8: Recv #2) is not its report.
+    stall, _ = p2p_res("one", "NOT_JOINED", [2])
+    stall["analyze"]["verdicts"][0]["seq"] = stall["events"][0]["verdicts"][0]["seq"] = 10
+    early = {"type": "stall", "global_rank": 3, "comm_id": "0x5a", "file": "r3", "time": iso(t0 - 2),
+             "verdicts": [{"kind": "UNKNOWN", "comm_id": "0x5a", "culprits": [], "seq": 2}]}
+    stall["events"].insert(0, early)
+    js = scenario_table.judge_shim("pipeline", stall, dict(scenario_table.EXPECT["pipeline"], lead=True), 2)
+    check(js["ok"] and "earlier report" in js["got"], f"pipeline, an early stall set aside: {js}")
+
+    # Two nodes: the live collector and analyze name the stage; node A's note names it; the agents end with 0.
+    res2, _ = slow("two")
+    row = two_nodes_table.judge("pipeline_slow", res2)
+    check(row["pass"] is True and row["live"] == "STRAGGLER r2" and row["analyze"] == "STRAGGLER r2",
+          f"two_nodes_table pipeline_slow: {row['live']} {row['analyze']} {row['why']}")
+    res2["exit_codes"] = [0, -15]
+    row = two_nodes_table.judge("pipeline_slow", res2)
+    check(row["pass"] is False and any("exit codes" in w for w in row["why"]), f"pipeline_slow killed: {row['why']}")
+    res3, _ = slow("two")
+    res3["analyze"]["verdicts"] = []
+    row = two_nodes_table.judge("pipeline_clean", res3)
+    check(row["pass"] is False and "STRAGGLER r2" in row["live"], f"two_nodes_table pipeline_clean: {row}")
+
+    # The summary: the straggler's first line, event and lead, each exact against "STRAGGLER r{stage}".
+    root = os.path.join(work, "issue41p")
+    res, logs = slow("one")
+    res2, logs2 = p2p_res("one", "NOT_JOINED", [2])
+    logs2["job.log"] = (f"[ncclwatch rank 1 pid 101 {iso(t0 + 1)}] warn: STRAGGLER: rank 1 (host fakehost1, GPU 0, "
+                        "pid 101) is the slowest stage on communicator 0x5a\n") + logs2["job.log"]
+    for scn, (r, lg) in (("pipeline_slow", (res, logs)), ("pipeline", (res2, logs2))):
+        d = os.path.join(root, "one", scn, "shim")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "result.json"), "w") as f:
+            json.dump(r, f)
+        for name, text in lg.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+    one = issue41_summary.summarize(root, "one", "pipeline_slow")
+    sh = (one.get("shims") or {}).get("first") or {}
+    check(sh.get("kind") == "STRAGGLER" and sh.get("match") == "exact" and
+          (one.get("reports") or {}).get("match") == "exact" and one.get("truth", "").startswith("STRAGGLER r2"),
+          f"issue41 pipeline_slow: {one.get('truth')} {sh} {one.get('reports')}")
+    pl = issue41_summary.summarize(root, "one", "pipeline")
+    check(((pl.get("shims") or {}).get("first") or {}).get("kind") == "NOT_JOINED" and
+          ((pl.get("shims") or {}).get("first_straggler") or {}).get("culprits") == [1] and
+          "a STRAGGLER line too" in issue41_summary.text_of([pl]), f"issue41 pipeline: {pl.get('shims')}")
+
+
 def ab_line(own, added, ranks=" ranks 2", who="linked = the shim"):
     return (f"ab nccl 22809 GPU{ranks}, {who}: NCCL's own {own:.3f} us/iter (launch 5.000), linked "
             f"{own + added:.3f} us/iter (launch 5.050); added: median {added:.3f} us, p10 {added - 0.2:.3f}, p90 "
@@ -440,6 +521,7 @@ def main():
         t()
     test_straggler(work)
     test_issue41(work)
+    test_issue41_pipelines(work)
     test_profiler_ab(work, call_cost, shim)
     print(f"selftest_parsers: {len(FAILS)} failure(s)" if FAILS else "selftest_parsers: ok")
     return 1 if FAILS else 0

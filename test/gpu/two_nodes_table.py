@@ -35,8 +35,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from job_readers import (HANG_SCENARIOS, before_hang, comm_rank_map, culprits_global, event_time,  # noqa: E402
-                         hang_start, is_diagnosis, is_recovery, is_suspicion, live_verdict_events, load, norm_id,
-                         parse_time, story_names)
+                         hang_start, is_diagnosis, is_final_verdict, is_recovery, is_suspicion, live_verdict_events,
+                         load, norm_id, parse_time, story_names)
 
 LAST, BEFORE_LAST, ALL = "last", "before_last", "all"  # ALL: every rank of the world is the culprit
 # kind: the verdict; rank: the culprit's global rank; words: in the verdict's words (lib/engine/causal.cpp's end
@@ -81,6 +81,15 @@ EXPECT = {
     "moe_clean": dict(kind=None),
     "send_cycle": dict(kind="DEADLOCK", rank=[0, 1]),
     "batch_ring_missing": dict(kind="NOT_JOINED", also=("MISMATCH",), rank=LAST),
+    # Issue 41's pipelines (one stage per rank; stage world - 2 departs). Its send to (then its receive from) a rank it
+    # never exchanged with: a send no receive matches, or NOT_JOINED where what waits is the new pair's connection.
+    "pipeline_fresh_peer": dict(kind="MISMATCH", also=("NOT_JOINED",), rank=BEFORE_LAST),
+    # 20 ms more GPU work before each forward send: STRAGGLER ("the slowest stage"), not a hang; the job ends normally
+    # (exit0). A node's shims see only their node's stages (the rule needs every stage in sight): the live collector
+    # and analyze judge it, and a node's straggler note, if any, must name the stage (no stall, no mismatch).
+    "pipeline_slow": dict(kind="STRAGGLER", rank=BEFORE_LAST, exit0=True),
+    # Every stage in step: nothing at all, not even a straggler (quiet: a STRAGGLER report is not set aside).
+    "pipeline_clean": dict(kind=None, exit0=True, quiet=True),
 }
 ORDER = list(EXPECT)
 KINDS = ("NOT_JOINED", "GPU_NOT_REACHED", "STUCK_IN_NCCL", "MISMATCH", "DEAD", "ASYNC_ERROR", "UNKNOWN", "EXTRA_OP",
@@ -313,6 +322,27 @@ def node_view(res, node, cmap, world, skip_init=False):
     return out, recovered
 
 
+def is_straggler_event(e):
+    """A shim's straggler note ("not a hang"): its type, or a STRAGGLER verdict in an event that is no diagnosis."""
+    return isinstance(e, dict) and not is_diagnosis(e) and (e.get("type") == "straggler" or any(
+        isinstance(v, dict) and v.get("kind") == "STRAGGLER" for v in e.get("verdicts") or []))
+
+
+def straggler_view(res, node, cmap):
+    """({rank: Said} of each rank's first straggler note on one node, [the node's reports of a hang: its stall,
+    mismatch and init-hang events, final verdicts, and verdicts of the collector's it quoted])."""
+    events = sorted((e for e in res.get(f"events{node}") or [] if isinstance(e, dict)),
+                    key=lambda e: event_time(e) or 0)
+    out = {}
+    for e in events:
+        if is_straggler_event(e) and e.get("global_rank") not in out:
+            v = next((v for v in e.get("verdicts") or [] if isinstance(v, dict) and v.get("kind") == "STRAGGLER"),
+                     None)
+            out[e.get("global_rank")] = said_of(v, cmap, e.get("comm_id"), False, e.get("type", "")) or \
+                Said("STRAGGLER", [], ["no verdict"], "", False, e.get("type", ""))
+    return out, [e for e in events if is_diagnosis(e) or is_final_verdict(e) or e.get("type") == "collector_verdict"]
+
+
 def node_words(view):
     """'r0: UNKNOWN -> NOT_JOINED r3 (collector's); r1: ...' in rank order."""
     parts = []
@@ -347,6 +377,10 @@ def judge(scenario, res):
         expected += " " + " or ".join(f'"{w}"' for w in words)
     if exp.get("recovers"):
         expected += ", then the job goes on"
+    elif kind == "STRAGGLER":
+        expected += " (not a hang), the job ends normally"
+    elif exp.get("quiet"):
+        expected = "nothing at all (no straggler), the job ends normally"
     row = {"case": label, "scenario": scenario, "expected": expected, "got": "", "rank": "", "secs": "",
            "after_kill": "", "fr": "", "ras": "", "pass": False, "why": [], "nodes": {}, "live": "", "analyze": ""}
     why = row["why"]
@@ -392,7 +426,8 @@ def judge(scenario, res):
             "taken for the lead")
     # A straggler report is "not a hang": not the lead of a hang scenario's first report (noted; a clean run's last
     # report still judges it).
-    strag = [h for h in hist if (lead_of(h["report"].get("verdicts")) or {}).get("kind") == "STRAGGLER"]
+    strag = [h for h in hist if (lead_of(h["report"].get("verdicts")) or {}).get("kind") == "STRAGGLER"] \
+        if kind != "STRAGGLER" and not exp.get("quiet") else []
     if strag:
         row.setdefault("notes", []).append(f"{len(strag)} live report(s) led by a STRAGGLER: not taken for the lead")
     first_h = next((h for h in hist if lead_of(h["report"].get("verdicts")) and h not in early and h not in strag
@@ -403,7 +438,10 @@ def judge(scenario, res):
     live_last = live_last or NOTHING
     live_first = live_first or NOTHING
     ok_live = right(live_first, "live collector, first report")
-    if kind is not None or live_last.kind is not None:
+    if kind == "STRAGGLER" and live_last.kind is None:
+        # The job ended normally: a last report that names nothing is not wrong about a straggler.
+        row.setdefault("notes", []).append("the last live report, after the job's end, names nothing")
+    elif kind is not None or live_last.kind is not None:
         ok_live = right(live_last, "live collector, last report (after the teardown)") and ok_live
     row["live"] = live_first.short() + ("" if live_last.same(live_first) else f"; last: {live_last.short()}")
     row["rank"] = ",".join(map(str, live_first.ranks)) or "-"
@@ -451,9 +489,28 @@ def judge(scenario, res):
     recovered = []
     words = {}
     for node in (0, 1):
+        name = "AB"[node]
+        if kind == "STRAGGLER" or exp.get("quiet"):
+            # Not a hang: each rank's straggler note, if any (a node's shims need every stage in sight to judge one),
+            # must name the truth (a clean job: none at all), and no stall or mismatch may come.
+            sview, sdiag = straggler_view(res, node, cmap)
+            ranked = sorted(sview.items(), key=lambda kv: (kv[0] is None, kv[0]))
+            words[name] = "; ".join(f"r{r}: {v.short()}" for r, v in ranked) or "nothing"
+            row["nodes"][name] = {str(r): {"own": v.short(), "says": v.short(), "collector_quoted": False,
+                                           "stderr_lead": v.text[:200]} for r, v in ranked}
+            for r, v in ranked:
+                if kind is None or not v.matches(kind, rank):
+                    ok_nodes = False
+                    why.append(f"node {name}, rank {r}: {v.short()}, want " +
+                               (f"{kind} r{rank} or no note" if kind else "nothing"))
+            if sdiag:
+                ok_nodes = False
+                e = sdiag[0]
+                why.append(f"node {name}: {len(sdiag)} report(s) of a hang in a job that does not hang (rank "
+                           f"{e.get('global_rank')}'s {e.get('type')} first)")
+            continue
         view, rec = node_view(res, node, cmap, world, skip_init)
         recovered += rec
-        name = "AB"[node]
         words[name] = node_words(view)
         row["nodes"][name] = {str(r): {"own": v["own"].short(), "says": v["said"].short(),
                                        "collector_quoted": bool(v["quote"]),
@@ -475,6 +532,11 @@ def judge(scenario, res):
                 ok_nodes = False
                 hint = " (UNKNOWN, and no verdict of the collector's quoted)" if s.kind == "UNKNOWN" else ""
                 why.append(f"node {name}, rank {r}: leads with {s.short()}{hint}, want {kind} r{rank}")
+    if exp.get("exit0"):
+        codes = res.get("exit_codes") or []
+        if any(c != 0 for c in codes) or not codes:
+            why.append(f"agents' exit codes {codes}, want 0 (not a hang: the job ends normally)")
+            ok_nodes = False
     if exp.get("recovers"):
         codes = res.get("exit_codes") or []
         if any(c != 0 for c in codes):
