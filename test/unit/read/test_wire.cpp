@@ -559,20 +559,16 @@ TEST_CASE("1.11: a State ends with when its point-to-point counts were read; a 1
     CHECK(old.p2p.size() == 1);
 }
 
-TEST_CASE("1.8: a State's peer block ends with the sends and receives the GPU started; a 1.7 block has none") {
+// A State of one communicator's table with peer `p`, encoded: its payload; `back` is it decoded, its one peer checked
+// field by field against `p`.
+std::vector<uint8_t> state_round_trip(const verdict::PeerP2p& p, State& back) {
     State st;
     st.sent_mono_ns = 42;
     st.p2p_read = true;
-    verdict::PeerP2p p;
-    p.peer = 3;
-    p.sends_issued = 9, p.sends_reached = 8, p.sends_completed = 7;
-    p.recvs_issued = 6, p.recvs_reached = 6, p.recvs_completed = 5;
-    p.t_oldest_send_pending_ns = 11, p.t_oldest_recv_pending_ns = 12;
     st.p2p = {FileSnapshot::P2pTable{0xabc, {p}}};
     std::vector<uint8_t> frame, payload;
     encode(st, frame);
     split(frame, payload);
-    State back;
     std::string err;
     REQUIRE(decode(payload.data(), payload.size(), back, &err));
     REQUIRE(back.p2p.size() == 1);
@@ -582,6 +578,18 @@ TEST_CASE("1.8: a State's peer block ends with the sends and receives the GPU st
     NCW_PEER_P2P_FIELDS(NCW_SAME_PEER)
 #undef NCW_SAME_PEER
     every_truncation_fails<State>(payload);
+    return payload;
+}
+
+TEST_CASE("1.8: a State's peer block ends with the sends and receives the GPU started; a 1.7 block has none") {
+    verdict::PeerP2p p;
+    p.peer = 3;
+    p.sends_issued = 9, p.sends_reached = 8, p.sends_completed = 7;
+    p.recvs_issued = 6, p.recvs_reached = 6, p.recvs_completed = 5;
+    p.t_oldest_send_pending_ns = 11, p.t_oldest_recv_pending_ns = 12;
+    State back;
+    std::vector<uint8_t> payload = state_round_trip(p, back);
+    std::string err;
 
     // A 1.7 sender's peer block (the last bytes of this payload) ends before the reached counts (and the 1.13 GPU
     // times and op window's count after them): they read as 0 (not known), the rest the same. Its length and its
@@ -675,9 +683,6 @@ TEST_CASE("Digest 1.12: with every string at its longest, the earlier signatures
 }
 
 TEST_CASE("1.13: a State's peer block ends with the newest sends and receives; a 1.12 block has none") {
-    State st;
-    st.sent_mono_ns = 42;
-    st.p2p_read = true;
     verdict::PeerP2p p;
     p.peer = 3;
     p.sends_issued = 9, p.sends_completed = 8;
@@ -689,19 +694,10 @@ TEST_CASE("1.13: a State's peer block ends with the newest sends and receives; a
         o.state = seq < 9 ? verdict::P2pOp::kReturned | verdict::P2pOp::kDone : verdict::P2pOp::kReturned;
         p.ops.push_back(o);
     }
-    st.p2p = {FileSnapshot::P2pTable{0xabc, {p}}};
-    std::vector<uint8_t> frame, payload;
-    encode(st, frame);
-    split(frame, payload);
     State back;
+    std::vector<uint8_t> payload = state_round_trip(p, back);
     std::string err;
-    REQUIRE(decode(payload.data(), payload.size(), back, &err));
-    REQUIRE(back.p2p.size() == 1);
-    REQUIRE(back.p2p[0].peers.size() == 1);
     const verdict::PeerP2p& q = back.p2p[0].peers[0];
-#define NCW_SAME_PEER(type, name, kind, init) CHECK(q.name == p.name);
-    NCW_PEER_P2P_FIELDS(NCW_SAME_PEER)
-#undef NCW_SAME_PEER
     REQUIRE(q.ops.size() == p.ops.size());
     for (size_t i = 0; i < p.ops.size(); ++i) {
 #define NCW_SAME_OP(type, name, kind) CHECK(q.ops[i].name == p.ops[i].name);
@@ -712,7 +708,6 @@ TEST_CASE("1.13: a State's peer block ends with the newest sends and receives; a
     CHECK(q.op(true, 9)->bytes() == 9000 * 4);
     CHECK_FALSE(q.op(true, 9)->done());
     CHECK(q.op(false, 9) == nullptr);
-    every_truncation_fails<State>(payload);
 
     // A 1.12 sender's peer block ends before the GPU times and the window: no ops (not known), the counts the same.
     const size_t ops_bytes = 32 + 4 + p.ops.size() * kP2pOpBytes;
@@ -730,10 +725,8 @@ TEST_CASE("1.13: a State's peer block ends with the newest sends and receives; a
     CHECK(old.p2p[0].peers[0].sends_completed == 8);
 
     // A hostile count of ops: refused, never allocated.
-    std::vector<uint8_t> bad;
-    encode(st, bad);
-    std::vector<uint8_t> bad_payload;
-    split(bad, bad_payload);
+    State again;
+    std::vector<uint8_t> bad_payload = state_round_trip(p, again);
     const size_t count_at = bad_payload.size() - ops_bytes + 32;
     put_u32(bad_payload, count_at, 0xffffffffu);
     State hostile;
