@@ -363,7 +363,14 @@ std::vector<Verdict> p2p_mismatches(const CommView& view) {
 }
 
 // Only sends/receives are outstanding past the timeout: pair each pending one with what its peer posted.
-std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, double timeout_s) {
+bool open_p2p_before(const RankCommState& r, uint64_t stream, uint64_t t_ns) {
+    for (const auto& e : r.p2p)
+        for (const auto& o : e.ops)
+            if (open_op(o) && o.stream == stream && o.t_issue_ns < t_ns) return true;
+    return false;
+}
+
+std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, double timeout_s, bool with_blockers) {
     struct Pending {
         const RankCommState* r;
         int peer;
@@ -388,7 +395,8 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         if (w.waited >= timeout_s) pending.push_back(w);
     if (pending.empty()) return {};
     // A cycle of waits, or a pair whose sizes disagree, holds them before anything a count can say.
-    if (auto blockers = p2p_blockers(view, now_ns, timeout_s); !blockers.empty()) {
+    if (auto blockers = with_blockers ? p2p_blockers(view, now_ns, timeout_s) : std::vector<Verdict>{};
+        !blockers.empty()) {
         for (auto& b : blockers) {
             for (const auto& w : all) b.waiting.push_back(w.r->comm_rank);
             std::sort(b.waiting.begin(), b.waiting.end());

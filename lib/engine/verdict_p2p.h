@@ -22,6 +22,11 @@ std::optional<Verdict> p2p_cycle(const CommView& view, uint64_t now_ns, double t
 // a pair's sizes that disagree.
 std::vector<Verdict> p2p_blockers(const CommView& view, uint64_t now_ns, double timeout_s);
 // Only sends/receives are outstanding past the timeout: pair each pending one with what its peer posted.
-std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, double timeout_s);
+// `with_blockers`: p2p_blockers first (false: the caller asked them already).
+std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, double timeout_s,
+                                        bool with_blockers = true);
+// Whether `r` has a send or receive open (not seen done, not failed) that it issued on `stream` before `t_ns`: an op
+// it issued there later, a collective, runs only after it.
+bool open_p2p_before(const RankCommState& r, uint64_t stream, uint64_t t_ns);
 
 }  // namespace ncw::verdict

@@ -569,7 +569,7 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
         // A rank behind the collective because it waits in a send (receive) whose peer never posted the match: its
         // first ever to a peer outside the pattern (a wrong peer index), or one the peer left out (a ring's missing
         // irecv) while it went on into the collective. The send holds the collective; its peer is the cause.
-        auto p2p = diagnose_p2p_stall(view, now_ns, timeout_s);
+        auto p2p = diagnose_p2p_stall(view, now_ns, timeout_s, false);
         if (!p2p.empty()) {
             Verdict& v = p2p.front();
             const bool wrong_peer = v.kind == Kind::Mismatch && v.op.root >= 0 && v.seq == 1 && !v.culprits.empty() &&
@@ -582,13 +582,7 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
                 if (!r) return false;
                 const auto at_w =
                     std::find_if(r->recent.begin(), r->recent.end(), [&](const OpSig& g) { return g.seq == s.W; });
-                if (at_w == r->recent.end()) return false;
-                for (const auto& e : r->p2p)
-                    for (const auto& o : e.ops)
-                        if (!o.done() && !(o.state & P2pOp::kFailed) && o.stream == at_w->stream &&
-                            o.t_issue_ns < at_w->t_issue_ns)
-                            return true;
-                return false;
+                return at_w != r->recent.end() && open_p2p_before(*r, at_w->stream, at_w->t_issue_ns);
             };
             const bool holds = (v.kind == Kind::Mismatch || v.kind == Kind::NotJoined || v.kind == Kind::Dead) &&
                                !v.culprits.empty() && std::any_of(v.waiting.begin(), v.waiting.end(), held);
