@@ -123,34 +123,42 @@ TEST_CASE("the thread that matters is the one that issued NCCL calls; the user's
     CHECK(py::where(*py::nccl_thread(ddp, 502)).at.func == "validate");
 }
 
-TEST_CASE("the verdict line names the culprit's frame and the waiting ranks' line") {
+// A job of one 4-rank communicator `comm` whose verdict is NOT_JOINED at AllReduce #`seq`, naming comm rank `culprit`
+// (its stacks `culprit_text`) while the others wait in all_reduce (kWaiterText); global ranks are comm ranks plus
+// `global_offset`.
+JobResult not_joined_job(uint64_t comm, uint64_t seq, int culprit, const char* culprit_text, int global_offset) {
     JobResult job;
     job.job_id = "job-py";
     CommResult c;
     c.job_id = job.job_id;
-    c.comm_id = c.view.comm_id = 0xAB;
+    c.comm_id = c.view.comm_id = comm;
     c.view.nranks = 4;
-    const auto culprit = std::make_shared<const py::Stacks>(py::parse(kCulpritText));
+    const auto culprit_stacks = std::make_shared<const py::Stacks>(py::parse(culprit_text));
     const auto waiter = std::make_shared<const py::Stacks>(py::parse(kWaiterText));
+    verdict::Verdict v;
+    v.kind = verdict::Kind::NotJoined;
+    v.comm_id = comm;
+    v.seq = seq;
+    v.op.op = uint8_t(disk::OpType::AllReduce);
+    v.culprits = {culprit};
     for (int r = 0; r < 4; ++r) {
         verdict::RankCommState s;
         s.comm_rank = r;
-        s.global_rank = r + 4;
+        s.global_rank = r + global_offset;
         s.host = "node0";
         s.pid = 100 + r;
-        s.py_stacks = r == 1 ? culprit : waiter;
+        s.py_stacks = r == culprit ? culprit_stacks : waiter;
         s.py_stacks_status = 1;
         c.view.ranks.push_back(s);
+        if (r != culprit) v.waiting.push_back(r);
     }
-    verdict::Verdict v;
-    v.kind = verdict::Kind::NotJoined;
-    v.comm_id = 0xAB;
-    v.seq = 21;
-    v.op.op = uint8_t(disk::OpType::AllReduce);
-    v.culprits = {1};
-    v.waiting = {0, 2, 3};
     c.verdicts.push_back(v);
     job.comms.push_back(c);
+    return job;
+}
+
+TEST_CASE("the verdict line names the culprit's frame and the waiting ranks' line") {
+    JobResult job = not_joined_job(0xAB, 21, 1, kCulpritText, 4);
     const std::string line = report::verdict_headline(job, job.comms[0], job.comms[0].verdicts[0]);
     CHECK_THAT(line, Catch::Contains(
                          "rank 5 is in slow_eval (grid.py:14), called from <module> (grid.py:19); ranks 4,6,7 wait in "
@@ -171,27 +179,8 @@ TEST_CASE("a culprit inside torch's send, outside NCCL, is said to be setting up
         "  File \"/venv/lib/python3.12/site-packages/torch/distributed/c10d_logger.py\", line 81 in wrapper\n"
         "  File \"/work/pipe.py\", line 57 in forward_stage\n"
         "  File \"/work/pipe.py\", line 90 in <module>\n";
-    JobResult job;
-    CommResult c;
-    c.comm_id = c.view.comm_id = 0xCD;
-    c.view.nranks = 4;
-    for (int r = 0; r < 4; ++r) {
-        verdict::RankCommState s;
-        s.comm_rank = s.global_rank = r;
-        s.pid = 200 + r;
-        s.py_stacks = std::make_shared<const py::Stacks>(py::parse(r == 2 ? sender : kWaiterText));
-        s.py_stacks_status = 1;
-        c.view.ranks.push_back(s);
-    }
-    verdict::Verdict v;
-    v.kind = verdict::Kind::NotJoined;
-    v.comm_id = 0xCD;
-    v.seq = 11;
-    v.op.op = uint8_t(disk::OpType::AllReduce);
-    v.culprits = {2};
-    v.waiting = {0, 1, 3};
-    c.verdicts.push_back(v);
-    job.comms.push_back(c);
+    JobResult job = not_joined_job(0xCD, 11, 2, sender, 0);
+    const verdict::Verdict& v = job.comms[0].verdicts[0];
     CHECK_THAT(
         report::python_words(job.comms[0], job.comms[0].verdicts[0]),
         Catch::StartsWith("rank 2 is blocked in send at pipe.py:57, outside NCCL: torch sets up a pair's "
