@@ -189,6 +189,14 @@ def stage_busy(rank, seconds):
     log(rank, "stage_busy() done; back to the pipeline")
 
 
+def time_is_up(t0, duration_sec):
+    """Whether any rank's clock says `duration_sec` have passed since its `t0`, agreed by every rank (an all_reduce of
+    "my time is up", max), so that all stop after the same step instead of each reading its own clock."""
+    up = torch.tensor([1.0 if time.time() - t0 >= duration_sec else 0.0], device="cuda")
+    dist.all_reduce(up, op=dist.ReduceOp.MAX)
+    return up.item() > 0
+
+
 def gpu_sleep(seconds, hz=GPU_HZ):
     """GPU work outside NCCL, enqueued without waiting for it: one kernel on the current stream that spins `seconds`
     (torch.cuda._sleep's cycles at `hz`). The CPU goes on at once."""
@@ -423,11 +431,8 @@ def run_p2p(args, rank, world, truth):
         while True:
             if s == "moe_clean":
                 # Every rank stops after the same step (as clean): they agree every 10 steps.
-                if step % 10 == 0:
-                    up = torch.tensor([1.0 if time.time() - t0 >= args.duration_sec else 0.0], device="cuda")
-                    dist.all_reduce(up, op=dist.ReduceOp.MAX)
-                    if up.item() > 0:
-                        break
+                if step % 10 == 0 and time_is_up(t0, args.duration_sec):
+                    break
             elif step >= args.steps:
                 break
             time.sleep(pace)  # data loading
@@ -567,11 +572,8 @@ def main():
         if s == "clean":
             # Every rank must stop after the same step, or the clean run itself hangs: the ranks agree every 50
             # steps (an all_reduce of "my time is up", max) instead of each reading its own clock.
-            if step % 50 == 0:
-                up = torch.tensor([1.0 if time.time() - t0 >= args.duration_sec else 0.0], device="cuda")
-                dist.all_reduce(up, op=dist.ReduceOp.MAX)
-                if up.item() > 0:
-                    break
+            if step % 50 == 0 and time_is_up(t0, args.duration_sec):
+                break
         elif step >= steps:
             break
         if graph is not None:  # graph_skip: no model, one replay a step

@@ -317,19 +317,24 @@ def p2p_res(mode, kind, culprits, comm="0x5a", world=4):
     return res, {"nodeA.log": own, "nodeB.log": sus}
 
 
+def write_run(d, res, logs):
+    """A run's folder as the issue-41 runners leave it: its result.json and its logs (name: text)."""
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "result.json"), "w") as f:
+        json.dump(res, f)
+    for name, text in logs.items():
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+
+
 def test_issue41(work):
     """issue41_summary.py on both folders' shapes, and the judges with a truth of two culprits (send_cycle)."""
     root = os.path.join(work, "issue41")
     for mode, scn, kind, culprits in (("one", "moe_stale_split", "MISMATCH", [3]),
                                       ("two", "send_cycle", "DEADLOCK", [0, 1])):
         res, logs = p2p_res(mode, kind, culprits)
-        d = os.path.join(root, "one", scn, "shim") if mode == "one" else os.path.join(root, "two", scn)
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "result.json"), "w") as f:
-            json.dump(res, f)
-        for name, text in logs.items():
-            with open(os.path.join(d, name), "w") as f:
-                f.write(text)
+        write_run(os.path.join(root, "one", scn, "shim") if mode == "one" else os.path.join(root, "two", scn), res,
+                  logs)
     os.makedirs(os.path.join(root, "status"), exist_ok=True)
     with open(os.path.join(root, "status", "two-moe_clean.txt"), "w") as f:
         f.write("not run: no time left\n")
@@ -431,13 +436,7 @@ def test_issue41_pipelines(work):
     logs2["job.log"] = (f"[ncclwatch rank 1 pid 101 {iso(t0 + 1)}] warn: STRAGGLER: rank 1 (host fakehost1, GPU 0, "
                         "pid 101) is the slowest stage on communicator 0x5a\n") + logs2["job.log"]
     for scn, (r, lg) in (("pipeline_slow", (res, logs)), ("pipeline", (res2, logs2))):
-        d = os.path.join(root, "one", scn, "shim")
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, "result.json"), "w") as f:
-            json.dump(r, f)
-        for name, text in lg.items():
-            with open(os.path.join(d, name), "w") as f:
-                f.write(text)
+        write_run(os.path.join(root, "one", scn, "shim"), r, lg)
     one = issue41_summary.summarize(root, "one", "pipeline_slow")
     sh = (one.get("shims") or {}).get("first") or {}
     check(sh.get("kind") == "STRAGGLER" and sh.get("match") == "exact" and
