@@ -185,6 +185,10 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
         // Without GPU tracking, completion means the call returned (as for collectives).
         return r.t_done_ns != 0 || ((r.flags & (disk::kFlagUntracked | disk::kFlagCaptured)) && r.t_return_ns != 0);
     };
+    // Whether the comm's completions come from the GPU (else its ops are done once their calls return).
+    auto tracked = [&](uint64_t comm_id) {
+        return std::find(untracked.begin(), untracked.end(), comm_id) == untracked.end();
+    };
     auto is_p2p_of_interest = [&](const Record& r) {
         return disk::is_p2p(disk::OpType(r.op)) && r.peer_or_root >= 0 &&
                std::find(comm_ids.begin(), comm_ids.end(), r.comm_id) != comm_ids.end();
@@ -193,7 +197,7 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
         if (!is_p2p_of_interest(r)) continue;
         auto& e = entry(r.comm_id, r.peer_or_root);
         const bool send = disk::OpType(r.op) == disk::OpType::Send;
-        const bool gpu_tracked = std::find(untracked.begin(), untracked.end(), r.comm_id) == untracked.end();
+        const bool gpu_tracked = tracked(r.comm_id);
         auto& issued = send ? e.sends_issued : e.recvs_issued;
         auto& reached = send ? e.sends_reached : e.recvs_reached;
         auto& completed = send ? e.sends_completed : e.recvs_completed;
@@ -227,7 +231,7 @@ void read_p2p(const RankFile& file, FileSnapshot& s) {
         o.group_id = r.group_id;
         o.dtype = r.dtype;
         o.send = send;
-        const bool no_gpu = std::find(untracked.begin(), untracked.end(), r.comm_id) != untracked.end();
+        const bool no_gpu = !tracked(r.comm_id);
         o.state = uint8_t((r.result != -1 ? verdict::P2pOp::kReturned : 0) |
                           (r.t_reached_ns != 0 || done(r) || no_gpu ? verdict::P2pOp::kReached : 0) |
                           (r.seq <= (send ? e.sends_completed : e.recvs_completed) ? verdict::P2pOp::kDone : 0) |
