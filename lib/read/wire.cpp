@@ -91,6 +91,11 @@ size_t encode(const Digest& m, std::vector<uint8_t>& out) {
     return n + extra;
 }
 
+// The wire's size of one op of a peer's window is its fields' (wire.h keeps the number, below the reader's list).
+#define NCW_OP_WIRE_BYTES(type, name, kind) +sizeof(type)
+static_assert(0 NCW_P2P_OP_FIELDS(NCW_OP_WIRE_BYTES) == kP2pOpBytes, "kP2pOpBytes and NCW_P2P_OP_FIELDS disagree");
+#undef NCW_OP_WIRE_BYTES
+
 void encode(const State& m, std::vector<uint8_t>& out) {
     Writer w(out);
     const size_t at = begin_frame(w, FrameType::State);
