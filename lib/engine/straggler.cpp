@@ -48,7 +48,10 @@ double median_of(std::vector<double> v) {
 std::vector<Verdict> find_p2p_stragglers(const CommView& view, const StragglerOptions& opt) {
     const size_t n = view.ranks.size();
     if (n < 2 || size_t(view.nranks) != n) return {};  // every stage in sight: the one missing may be the slow one
-    // held[i]: the peers' median time inside their receives from rank i; own[i]: its own inside receives from them.
+    // held[i]: the peers' median time inside their receives from rank i; own[i]: the longest of its own medians per
+    // peer. The longest, not their median: a stage that waits on the slow one passes that wait on to the stages
+    // before it, and only its longest own wait cancels it (measured at two nodes, a median put the stage before the
+    // slow one at 0.53 of its lateness, and the rule named nobody).
     std::vector<double> held(n, 0), own(n, 0);
     std::vector<bool> known(n, false);
     for (size_t i = 0; i < n; ++i) {
@@ -66,7 +69,7 @@ std::vector<Verdict> find_p2p_stragglers(const CommView& view, const StragglerOp
         if (theirs.empty()) continue;  // nobody receives from it: it holds nobody up
         known[i] = true;
         held[i] = median_of(theirs);
-        own[i] = median_of(mine);
+        own[i] = mine.empty() ? 0 : *std::max_element(mine.begin(), mine.end());
     }
     // The rank that holds its peers up the most beyond what it is held up itself, far ahead of every other.
     size_t top = n;
@@ -74,7 +77,7 @@ std::vector<Verdict> find_p2p_stragglers(const CommView& view, const StragglerOp
         if (known[i] && (top == n || held[i] - own[i] > held[top] - own[top])) top = i;
     if (top == n) return {};
     const double lateness = held[top] - own[top];
-    if (lateness < opt.gpu_min_lateness_s) return {};
+    if (lateness < opt.gpu_min_lateness_s || lateness < opt.p2p_min_share * held[top]) return {};
     for (size_t i = 0; i < n; ++i)
         if (i != top && known[i] && held[i] - own[i] > lateness * opt.p2p_max_next_fraction) return {};
     const RankCommState& r = view.ranks[top];
@@ -86,13 +89,14 @@ std::vector<Verdict> find_p2p_stragglers(const CommView& view, const StragglerOp
     v.op.root = -1;
     v.summary = fmt::format(
         "comm {}: p2p: its peers wait a median of {:.1f} ms on their GPUs inside each receive from {}, which waits "
-        "{:.1f} ms inside its own: the slowest stage holds the others up by about {:.1f} ms per exchange (not a hang)",
+        "at most {:.1f} ms inside its own from any one peer: the slowest stage holds the others up by about {:.1f} ms "
+        "per exchange (not a hang)",
         hex_comm(view.comm_id), held[top] * 1e3, rank_id(r), own[top] * 1e3, lateness * 1e3);
     for (size_t i = 0; i < n; ++i)
         if (known[i])
             v.evidence.push_back(fmt::format(
-                "p2p straggler: {}: its peers inside receives from it {:.2f} ms, it inside receives from them {:.2f} "
-                "ms (medians of NCCL's profiler times, the newest {} per direction)",
+                "p2p straggler: {}: its peers inside receives from it {:.2f} ms, it inside receives from its slowest "
+                "peer {:.2f} ms (medians of NCCL's profiler times, the newest {} per direction)",
                 rank_id(view.ranks[i]), held[i] * 1e3, own[i] * 1e3, kP2pGpuSamples));
     return {v};
 }

@@ -39,6 +39,10 @@ struct StragglerOptions {
     // and the next rank's lateness at most this share of the straggler's.
     uint64_t p2p_min_timed = 8;
     double p2p_max_next_fraction = 0.5;
+    // ... and the straggler's lateness at least this share of the time its peers wait on it: two ranks that only
+    // exchange with each other are each other's held and own, and one is always "later" by the noise (measured: 8 ms
+    // of 126 in a hung send cycle; a slow stage, 18 to 19 ms of 37 to 50).
+    double p2p_min_share = 0.25;
 };
 
 // What a process's GPU did, on every communicator it is in: its collectives' GPU spans, each a start and an end on
@@ -70,9 +74,10 @@ std::vector<Verdict> find_stragglers(const CommView& view, const StragglerOption
 // The rank must be the one shortest inside in each of the newest gpu_windows windows (gpu_window_seqs each).
 // A pipeline's slow stage, from the GPU times of sends and receives (PeerP2p::recvs_gpu_ns, NCCL's profiler): a
 // receive's time is mostly its wait for the send, so the rank its peers wait longest for inside their receives from
-// it, while it waits least inside its own (held - own, medians over its peers), is the straggler: held - own at least
-// gpu_min_lateness_s, and every other rank's at most p2p_max_next_fraction of it. Every rank of the communicator must
-// be visible, with p2p_min_timed timed receives per peer.
+// it, while it waits least inside its own (held: the median over its peers; own: its longest median from any one
+// peer, since a stage waiting on the slow one passes that wait on), is the straggler: held - own at least
+// gpu_min_lateness_s and p2p_min_share of held, and every other rank's at most p2p_max_next_fraction of it. Every rank
+// of the communicator must be visible, with p2p_min_timed timed receives per peer.
 std::vector<Verdict> find_p2p_stragglers(const CommView& view, const StragglerOptions& opt = {});
 
 std::vector<Verdict> find_gpu_stragglers(const CommView& view, const StragglerOptions& opt = {},

@@ -322,8 +322,25 @@ std::vector<Verdict> p2p_blockers(const CommView& view, uint64_t now_ns, double 
     return out;
 }
 
-// Sends whose receive the peer never posted (and the reverse) among ranks that are otherwise at rest: the counts
-// differ with nothing in flight on either side. In flight, a difference is normal; diagnose_stall judges those.
+namespace {
+
+// Whether a rank will post nothing more on the communicator: its counts there are final.
+bool done_with_comm(const RankCommState& r) {
+    switch (disk::CommState(r.comm_state)) {
+        case disk::CommState::Finalized:
+        case disk::CommState::Destroyed:
+        case disk::CommState::Aborted:
+        case disk::CommState::Revoked: return true;
+        default: return !r.alive || r.exited_clean;
+    }
+}
+
+}  // namespace
+
+// Sends whose receive the peer never posted, where the peer is done with the communicator and will post none. A send
+// completes once its data is in the connection's buffers (NCCL's staging buffer, a socket's), before the peer posts
+// its receive: while the peer still runs, fewer receives than completed sends is a stage still computing (measured:
+// a pipeline's last stage 2 sends ahead of the slow one before it), and diagnose_stall judges the waits.
 std::vector<Verdict> p2p_mismatches(const CommView& view) {
     std::vector<Verdict> out;
     if (auto v = p2p_size_mismatch(view, false)) out.push_back(std::move(*v));
@@ -333,7 +350,7 @@ std::vector<Verdict> p2p_mismatches(const CommView& view) {
         for (const auto& e : r.p2p) {
             if (e.sends_issued == 0 || e.sends_issued != e.sends_completed) continue;
             const RankCommState* p = state_of_rank(view, e.peer);
-            if (!p) continue;
+            if (!p || !done_with_comm(*p)) continue;
             // The peer's counts must be at least as new as this rank's completion of the send: older ones (the live
             // collector's last State of it, a second apart) say nothing of a receive posted since.
             if (p->p2p_as_of_ns && r.t_last_progress_ns > p->p2p_as_of_ns) continue;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <string>
 #include <tuple>
@@ -350,4 +351,59 @@ TEST_CASE("p2p straggler: a pipeline in step, few timed receives, or a stage out
     auto v = pipeline(2, 20.0);
     v.ranks.erase(v.ranks.begin() + 3);  // the last stage's file is not here: it may be the slow one
     CHECK(find_p2p_stragglers(v).empty());
+}
+
+TEST_CASE("p2p straggler: the stage before the slow one passes its wait on and is not a rival", "[straggler]") {
+    // Measured at two nodes on one H200 (examples/hang_scenarios.py pipeline_slow, stage 2 slow by 20 ms), the
+    // medians after the end, in ms, of each rank's receives from each neighbour. Stage 1 waits 41 ms on stage 2 and
+    // stage 0 waits 55 ms on stage 1 for it: taken as the median of its own waits (28.4 ms), stage 1 looked late by
+    // 14.8 ms against stage 2's 28.1 ms, and nobody was named.
+    const std::map<int, std::map<int, double>> measured = {
+        {0, {{1, 54.74}}}, {1, {{2, 40.97}, {0, 15.82}}}, {2, {{1, 31.6}, {3, 11.78}}}, {3, {{2, 58.64}}}};
+    CommView v;
+    v.comm_id = 0x78;
+    v.nranks = 4;
+    for (const auto& [r, from] : measured) {
+        RankCommState s;
+        s.comm_rank = s.global_rank = r;
+        s.pid = 500 + r;
+        s.p2p_known = true;
+        for (const auto& [q, ms] : from) {
+            PeerP2p e;
+            e.peer = q;
+            e.recvs_gpu_ns = uint64_t(ms * kMs);
+            e.recvs_gpu_timed = 32;
+            s.p2p.push_back(e);
+        }
+        v.ranks.push_back(s);
+    }
+    const auto vs = find_stragglers(v);
+    REQUIRE(vs.size() == 1);
+    CHECK(vs[0].culprits == std::vector<int>{2});
+    CHECK(vs[0].summary.find("which waits at most 31.6 ms inside its own from any one peer") != std::string::npos);
+}
+
+TEST_CASE("p2p straggler: two ranks that only exchange with each other differ by noise, not a straggler",
+          "[straggler]") {
+    // Measured in a hung send cycle (examples/hang_scenarios.py send_cycle): ranks 0 and 1 each received from the
+    // other only, for 118 and 126 ms; rank 1 "held up" rank 0 by 8 ms more than the reverse, out of 126.
+    CommView v;
+    v.comm_id = 0x79;
+    v.nranks = 2;
+    for (int r = 0; r < 2; ++r) {
+        RankCommState s;
+        s.comm_rank = s.global_rank = r;
+        s.p2p_known = true;
+        PeerP2p e;
+        e.peer = 1 - r;
+        e.recvs_gpu_ns = uint64_t((r == 0 ? 126.30 : 118.18) * kMs);
+        e.recvs_gpu_timed = 32;
+        s.p2p.push_back(e);
+        v.ranks.push_back(s);
+    }
+    CHECK(find_p2p_stragglers(v).empty());
+    v.ranks[0].p2p[0].recvs_gpu_ns = uint64_t(126.30 * 3 * kMs);  // rank 1 holds rank 0 up three times as long
+    const auto vs = find_p2p_stragglers(v);
+    REQUIRE(vs.size() == 1);
+    CHECK(vs[0].culprits == std::vector<int>{1});
 }
