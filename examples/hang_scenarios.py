@@ -83,6 +83,11 @@ moe_stale_split: a mixture-of-experts layer: each step every rank sends rows (--
                input built to that table, so torch accepts it): its send to rank 0 is never received whole (MISMATCH,
                the last rank).
 moe_clean:     the same layer, nothing wrong, for --duration-sec.
+moe_busy:      (issue 42) the layer as MoE training code writes it, the same split tables: dispatch (all_to_all_single
+               of the tokens with their input and output split sizes), the local expert, combine (the expert's output
+               back, the splits swapped); then the gradients' all_reduce and the loss's .item(). Each step's batch comes
+               from load_next_batch(), a Python function (--pace-ms); at --at-step the last rank's takes --stall-sec
+               (60 s) before its dispatch, while the others wait inside theirs (NOT_JOINED, the last rank).
 send_cycle:    ranks 0 and 1 swap a --p2p-mib tensor every step with dist.send / dist.recv (rank 0 sends first, rank 1
                receives first; the others only all-reduce); at --at-step both send first: each waits for the other to
                receive (DEADLOCK, ranks 0 and 1). With this script's eager init (init_process_group(device_id=...))
@@ -122,10 +127,11 @@ SCENARIOS = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "i
              "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra", "gpu_busy", "pipeline",
              "order_deadlock", "graph_skip", "algo_differs", "leave_early", "teardown_hang", "oom",
              "pipeline_wrong_peer", "moe_stale_split", "moe_clean", "send_cycle", "batch_ring_missing",
-             "pipeline_fresh_peer", "pipeline_slow", "pipeline_clean"]
+             "pipeline_fresh_peer", "pipeline_slow", "pipeline_clean", "moe_busy"]
 DYING = ("rank_dies", "rank_exit0", "rank_segv", "rank_killed")  # the last rank ends itself at --at-step
 DRIFTS = ("drift_skip", "drift_extra")
-P2P = ("moe_stale_split", "moe_clean", "send_cycle", "batch_ring_missing")  # issue 41: run_p2p()
+# issue 41's run_p2p() scenarios, and issue 42's moe_busy
+P2P = ("moe_stale_split", "moe_clean", "send_cycle", "batch_ring_missing", "moe_busy")
 # run_pipeline()'s scenarios
 PIPELINES = ("pipeline", "pipeline_wrong_peer", "pipeline_fresh_peer", "pipeline_slow", "pipeline_clean")
 TIMED_PIPELINES = ("pipeline_slow", "pipeline_clean")  # until --duration-sec, each step synchronised
@@ -187,6 +193,17 @@ def stage_busy(rank, seconds):
     log(rank, f"stage_busy(): away for {seconds:g} s before sending this step's activations")
     time.sleep(seconds)
     log(rank, "stage_busy() done; back to the pipeline")
+
+
+def load_next_batch(rank, step, seconds, slow=False):
+    """Stands for the data loader handing this rank its next batch: `seconds` on the CPU, in Python (the pace, every
+    step). slow: a batch that takes long (a read stalled on a network file system, a loader worker respawned): this
+    rank is away from the MoE layer, before its dispatch, and every other rank waits inside its own."""
+    if slow:
+        log(rank, f"step {step}: load_next_batch() waits {seconds:g} s for the batch, before this step's dispatch")
+    time.sleep(seconds)
+    if slow:
+        log(rank, "load_next_batch() done; back to the MoE layer")
 
 
 def time_is_up(t0, duration_sec):
@@ -378,11 +395,28 @@ def moe_layer(args, rank, world, step, expert, stale=False):
     return expert(received)
 
 
+def moe_dispatch_combine(args, rank, world, step, expert):
+    """One MoE layer as training code writes it (moe_busy): the router's rows for every rank (input_split_sizes) and
+    the rows every rank sends here (output_split_sizes: the counts exchanged; here the same seeded table on every
+    rank), the tokens dispatched with dist.all_to_all_single, the local expert on what came in, and its output
+    combined back to where each row came from (the splits swapped). Returns the combined output, one row per token."""
+    table = moe_split_table(args, step, world)
+    input_split_sizes = list(table[rank])
+    output_split_sizes = [table[src][rank] for src in range(world)]
+    tokens = torch.randn(sum(input_split_sizes), args.moe_hidden, device="cuda")
+    dispatched = torch.empty(sum(output_split_sizes), args.moe_hidden, device="cuda")
+    dist.all_to_all_single(dispatched, tokens, output_split_sizes, input_split_sizes)  # dispatch
+    expert_out = expert(dispatched)
+    combined = torch.empty_like(tokens)
+    dist.all_to_all_single(combined, expert_out, input_split_sizes, output_split_sizes)  # combine
+    return combined
+
+
 def run_p2p(args, rank, world, truth):
-    """Issue 41's point-to-point scenarios (moe_stale_split, moe_clean, send_cycle, batch_ring_missing): one step of
-    traffic, then a gradient-like all_reduce on the world and the loss read with .item(), in a paced loop. One step
-    runs before the loop (NCCL connects a pair at its first send or receive: over sockets, with four ranks on one GPU,
-    seconds). Returns (steps run, the last loss as a tensor)."""
+    """Issue 41's point-to-point scenarios (moe_stale_split, moe_clean, send_cycle, batch_ring_missing) and issue 42's
+    moe_busy: one step of traffic, then a gradient-like all_reduce on the world and the loss read with .item(), in a
+    paced loop. One step runs before the loop (NCCL connects a pair at its first send or receive: over sockets, with
+    four ranks on one GPU, seconds). Returns (steps run, the last loss as a tensor)."""
     s = args.scenario
     odd = world - 1
     pace = args.pace_ms / 1000.0
@@ -395,6 +429,8 @@ def run_p2p(args, rank, world, truth):
 
     def traffic(step, bad):
         """This step's point-to-point part; returns the tensor the loss is read from."""
+        if s == "moe_busy":
+            return moe_dispatch_combine(args, rank, world, step, expert)
         if s.startswith("moe"):
             return moe_layer(args, rank, world, step, expert, stale=bad and rank == odd)
         if s == "send_cycle":
@@ -435,9 +471,16 @@ def run_p2p(args, rank, world, truth):
                     break
             elif step >= args.steps:
                 break
-            time.sleep(pace)  # data loading
             bad = step == args.at_step and s != "moe_clean"
-            if bad and rank in ((0, 1) if s == "send_cycle" else (odd,)):
+            if s == "moe_busy":
+                # The batch: the last rank's of --at-step takes --stall-sec, in Python, before its dispatch.
+                slow = bad and rank == odd
+                if slow:
+                    truth.mark("t_depart", step=step)
+                load_next_batch(rank, step, args.stall_sec if slow else pace, slow)
+            else:
+                time.sleep(pace)  # data loading
+            if bad and s != "moe_busy" and rank in ((0, 1) if s == "send_cycle" else (odd,)):
                 truth.mark("t_depart", step=step)
                 if s == "moe_stale_split":
                     rows = moe_split_table(args, step, world)[rank][0]
@@ -478,7 +521,8 @@ def main():
     p.add_argument("--exit-code", type=int, default=1, help="rank_dies: the dying rank's exit code")
     p.add_argument("--gpu-busy-sec", type=float, default=60.0, help="gpu_busy: the long kernel's length")
     p.add_argument("--pipeline-stage", type=int, default=-1, help="pipeline: the stage that stalls (-1: world - 2)")
-    p.add_argument("--stall-sec", type=float, default=60.0, help="pipeline: how long stage_busy() takes")
+    p.add_argument("--stall-sec", type=float, default=60.0,
+                   help="pipeline: how long stage_busy() takes; moe_busy: the last rank's load_next_batch()")
     p.add_argument("--slow-ms", type=float, default=20.0,
                    help="pipeline_slow: the slow stage's extra GPU work before each forward send")
     p.add_argument("--pipeline-allreduce", action="store_true",

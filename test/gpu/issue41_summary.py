@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 41's runs (test/gpu/run_issue41.sh) in one compact summary: for each run, the first verdict line of each
-source and whether any of them says "lower bounds".
+"""Issue 41's runs (test/gpu/run_issue41.sh; issue 42's too: gpu_busy, order_deadlock, moe_busy) in one compact
+summary: for each run, the first verdict line of each source and whether any of them says "lower bounds".
 
     issue41_summary.py WORK --runs "one:moe_stale_split two:send_cycle ..." --json FILE --txt FILE
 
@@ -54,6 +54,17 @@ TRUTH = {
                       "STRAGGLER r{stage} (the slowest stage: {slow_ms} ms more GPU work before each forward send; not "
                       "a hang, no stall or mismatch)"),
     "pipeline_clean": (set(), [], "nothing (not even a straggler)"),
+    # Issue 42 (test/gpu/run_issue41.sh's list issue42). The last rank's GPU in one long kernel before its step's
+    # all_reduce; a deadlock across two communicators of every rank (the last rank does group B's metric first):
+    # DEADLOCK naming the last rank, as the tables want it (scenario_table.py accepts it named among others: "names"
+    # here; two_nodes_table.py only it alone: "exact"); the MoE layer's last rank in load_next_batch(), Python, before
+    # its dispatch.
+    "gpu_busy": ({"GPU_NOT_REACHED"}, [LAST], "GPU_NOT_REACHED r{last} (its GPU in one long kernel before the step's "
+                 "all_reduce, its CPU past it)"),
+    "order_deadlock": ({"DEADLOCK"}, [LAST], "DEADLOCK r{last} (it all-reduces over group B first, the others over "
+                       "group A)"),
+    "moe_busy": ({"NOT_JOINED"}, [LAST], "NOT_JOINED r{last} (in load_next_batch(), Python, before its dispatch "
+                 "all_to_all_single)"),
 }
 # "[ncclwatch rank 3 pid 9179 2026-12-01T18:23:56.609+00:00] error: ..." anywhere in a line (a launcher may prefix it).
 NCW = re.compile(r"\[ncclwatch rank (?P<rank>\S+) pid (?P<pid>\d+) (?P<time>\S+)\] (?P<level>\w+): (?P<msg>.*)$")

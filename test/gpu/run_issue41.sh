@@ -6,18 +6,25 @@
 # collector) and at two "nodes" of 2 ranks (two torchrun agents, a folder each, `ncclwatch-collector serve`:
 # test/gpu/run_two_nodes.py). Every rank its own NCCL host on device 0 (examples/one_gpu.py), NCCLWATCH_TIMEOUT_SEC=10,
 # NCCL_NVLS_ENABLE=0.
+# Issue 42's list (issue42: gpu_busy, the last rank's GPU in a 60 s kernel before its step 10; order_deadlock, the
+# last rank all-reduces its metric over group B before group A; moe_busy, an MoE layer's last rank in
+# load_next_batch(), Python, for 60 s before its dispatch), the same ways; each ended 8 s after the first report.
 #
-#   bash test/gpu/run_issue41.sh [one|two|both] [SCENARIO ...]       (default: both, the nine scenarios)
+#   bash test/gpu/run_issue41.sh [one|two|both] [issue41|issue42] [SCENARIO ...]
+#       (default: both modes, the list issue41: its nine scenarios; issue42: its three. SCENARIO ... of either list
+#       runs those; without a list's name they are issue42's when all of them are of its list, else issue41's)
 #   device tool: run(command='bash test/gpu/run_issue41.sh one', carry=[".carry"], timeout_s=600)   about 4-5 min
 #                run(command='bash test/gpu/run_issue41.sh two', carry=[".carry"], timeout_s=600)   about 5-6 min
+#                run(command='bash test/gpu/run_issue41.sh both issue42', carry=[".carry"], timeout_s=600)
 # (both modes of all nine do not fit one call: the budget below leaves out, NOT RUN, what would not end in time).
 #
 # Takes the carried build (.carry/libncclwatch.so and .carry/ncclwatch-collector; SHIM=... COLLECTOR=... override).
-# Writes to $OUT: issue41.json (per run: the first verdict of the shims' stderr, of their report events, of the live
-# collector, of `analyze` after the end, each against the truth, and whether any says "lower bounds";
-# test/gpu/issue41_summary.py), issue41.txt (the same in lines, then the one-node and two-node judges' rows),
-# issue41-evidence.tgz (logs, result.json, reports; no rank files), issue41-ncw.tgz (the rank files of the hung
-# runs) and issue41-slow-ncw.tgz (pipeline_slow's), each when under 15 MiB.
+# Writes to $OUT, each file named after the list (LIST: issue41 or issue42, so that both lists' can come back):
+# LIST.json (per run: the first verdict of the shims' stderr, of their report events, of the live collector, of
+# `analyze` after the end, each against the truth, and whether any says "lower bounds"; test/gpu/issue41_summary.py),
+# LIST.txt (the same in lines, then the one-node and two-node judges' rows: a run that says "lower bounds" anywhere
+# FAILS there), LIST-evidence.tgz (logs, result.json, reports; no rank files), LIST-ncw.tgz (the rank files of the
+# hung runs) and LIST-slow-ncw.tgz (pipeline_slow's), each when under 15 MiB.
 # Knobs: NCW_I41_AT_STEP (8), NCW_I41_PIPE_AT_STEP (40: the pipelines' departure, past their start on a shared GPU),
 # NCW_I41_TIMEOUT_SEC (10), NCW_I41_PARALLEL (2 jobs at once), NCW_I41_JOB_SEC (80: a job's cap from its launch),
 # NCW_I41_CLEAN_SEC (15: moe_clean's and pipeline_clean's length), NCW_I41_SLOW_SEC (20: pipeline_slow's length; the
@@ -26,7 +33,11 @@
 # within it), NCW_I41_P2P_MIB (the MiB of a send_cycle / batch_ring_missing message and of the
 # stale table's surplus to rank 0; by default 4 x what one connection on lo can absorb, at least 64), NCW_I41_ARGS
 # (more arguments for every run, e.g. "--lazy-init": init_process_group without device_id, so that dist.send /
-# dist.recv make their 2-rank communicators instead of using the world's).
+# dist.recv make their 2-rank communicators instead of using the world's). NCW_I41_WORK (/tmp/ncw-i41, or
+# /tmp/ncw-i42 for issue42: the work folder, emptied first). Issue 42's: NCW_I42_GPU_AT_STEP (10: gpu_busy's step),
+# NCW_I42_GPU_BUSY_SEC (60: its kernel), NCW_I42_ORDER_AT_STEP (40: order_deadlock's swap, a multiple of the script's
+# --metric-every, 5), NCW_I42_STALL_SEC (60: moe_busy's load_next_batch(); its step is NCW_I41_AT_STEP, as the moe_*),
+# NCW_I42_END_AFTER_SEC (8: each ended that long after the first report).
 set -u
 T0=$(date +%s)
 OUT=${OUT:-/tmp/ncw-i41-out}
@@ -34,18 +45,36 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO" || exit 1
 PY=${PY:-python3}
 G=test/gpu
-W=${NCW_I41_WORK:-/tmp/ncw-i41}
-ALL="moe_stale_split moe_clean send_cycle batch_ring_missing"
-ALL="$ALL pipeline pipeline_wrong_peer pipeline_fresh_peer pipeline_slow pipeline_clean"
+ALL41="moe_stale_split moe_clean send_cycle batch_ring_missing"
+ALL41="$ALL41 pipeline pipeline_wrong_peer pipeline_fresh_peer pipeline_slow pipeline_clean"
+ALL42="gpu_busy order_deadlock moe_busy"  # issue 42's matrix (with the nine above)
 MODES="one two"
 case "${1:-}" in
     one | two) MODES=$1; shift ;;
     both | all) shift ;;
 esac
-SCEN=${*:-$ALL}
+LIST=""
+case "${1:-}" in
+    issue41 | issue42) LIST=$1; shift ;;
+esac
+if [ $# -gt 0 ]; then
+    SCEN=$*
+    if [ -z "$LIST" ]; then
+        LIST=issue42
+        for s in $SCEN; do case " $ALL42 " in *" $s "*) ;; *) LIST=issue41 ;; esac; done
+    fi
+elif [ "$LIST" = issue42 ]; then
+    SCEN=$ALL42
+else
+    SCEN=$ALL41
+fi
+LIST=${LIST:-issue41}
 for s in $SCEN; do
-    case " $ALL " in *" $s "*) ;; *) echo "unknown scenario '$s' (one of: $ALL; modes: one, two, both)"; exit 2 ;; esac
+    case " $ALL41 $ALL42 " in *" $s "*) ;; *)
+        echo "unknown scenario '$s' (issue41: $ALL41; issue42: $ALL42; modes: one, two, both)"; exit 2 ;;
+    esac
 done
+W=${NCW_I41_WORK:-/tmp/ncw-i${LIST#issue}}
 AT=${NCW_I41_AT_STEP:-8}
 PIPE_AT=${NCW_I41_PIPE_AT_STEP:-40}
 TO=${NCW_I41_TIMEOUT_SEC:-10}
@@ -56,6 +85,14 @@ SLOW_SEC=${NCW_I41_SLOW_SEC:-20}
 SLOW_MS=${NCW_I41_SLOW_MS:-20}
 BUDGET=${NCW_I41_BUDGET_SEC:-540}
 EXTRA=${NCW_I41_ARGS:-}
+GPU_AT=${NCW_I42_GPU_AT_STEP:-10}
+GPU_BUSY_SEC=${NCW_I42_GPU_BUSY_SEC:-60}
+ORDER_EVERY=5  # examples/hang_scenarios.py's --metric-every default (not passed): order_deadlock's swap is on one
+ORDER_AT=${NCW_I42_ORDER_AT_STEP:-40}
+STALL_SEC=${NCW_I42_STALL_SEC:-60}
+END_AFTER=${NCW_I42_END_AFTER_SEC:-8}
+[ $((ORDER_AT % ORDER_EVERY)) = 0 ] || { echo "NCW_I42_ORDER_AT_STEP=$ORDER_AT: not a multiple of $ORDER_EVERY" \
+    "(order_deadlock swaps its groups only on a metric step)"; exit 2; }
 SHIM=${SHIM:-$REPO/.carry/libncclwatch.so}
 COLLECTOR=${COLLECTOR:-$REPO/.carry/ncclwatch-collector}
 elapsed() { echo $(($(date +%s) - T0)); }
@@ -69,8 +106,8 @@ rm -rf "$W"
 mkdir -p "$W/logs" "$W/status" "$W/rows" "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 
-echo "== issue 41: modes '$MODES', scenarios '$SCEN'; at step $AT (pipelines $PIPE_AT), timeout $TO s, $PAR jobs at" \
-    "once, cap $JOB_SEC s"
+echo "== $LIST: modes '$MODES', scenarios '$SCEN'; at step $AT (pipelines $PIPE_AT), timeout $TO s, $PAR jobs at" \
+    "once, cap $JOB_SEC s; work $W"
 nvidia-smi -L 2>/dev/null | head -2
 $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
 echo "shim $SHIM; collector $COLLECTOR ($("$COLLECTOR" --version 2>/dev/null | head -1))"
@@ -96,7 +133,20 @@ args_of() {  # the scenario script's arguments
         pipeline_clean) echo "--duration-sec $CLEAN_SEC $EXTRA" ;;
         pipeline_slow) echo "--duration-sec $SLOW_SEC --slow-ms $SLOW_MS $EXTRA" ;;
         pipeline*) echo "--at-step $PIPE_AT --steps $((PIPE_AT + 25)) $EXTRA" ;;
+        # Issue 42's. DDP (no message size to set): the last rank's GPU in a --gpu-busy-sec kernel enqueued before
+        # its step --at-step; order_deadlock's groups swapped on a metric step (--metric-every's default).
+        gpu_busy) echo "--at-step $GPU_AT --steps $((GPU_AT + 25)) --gpu-busy-sec $GPU_BUSY_SEC $EXTRA" ;;
+        order_deadlock) echo "--at-step $ORDER_AT --steps $((ORDER_AT + 25)) $EXTRA" ;;
+        # The MoE layer's last rank in load_next_batch() for --stall-sec before its dispatch (sized as the moe_*).
+        moe_busy) echo "--at-step $AT --steps $((AT + 25)) $size --stall-sec $STALL_SEC $EXTRA" ;;
         *) echo "--at-step $AT --steps $((AT + 25)) $size $EXTRA" ;;
+    esac
+}
+
+runner_args() {  # the runner's own arguments: issue 42's hangs are ended $END_AFTER s after the first report
+    # (run_scenario.py knows no end for them: it would wait for the job's cap, and the hang would have recovered)
+    case $1 in
+        gpu_busy | order_deadlock | moe_busy) echo "--end-after-report $END_AFTER" ;;
     esac
 }
 
@@ -114,15 +164,16 @@ for mode in $MODES; do
             continue
         fi
         port=$((port + 4))
-        echo "[$(elapsed) s] start: $mode $s ($(args_of "$s"))"
+        echo "[$(elapsed) s] start: $mode $s ($(args_of "$s"))$(runner_args "$s" | sed 's/^./; runner: &/')"
+        # shellcheck disable=SC2046  # runner_args: words or nothing
         if [ "$mode" = one ]; then
             $PY $G/run_scenario.py --scenario "$s" --variant shim --work "$W/one/$s/shim" --shim "$SHIM" \
                 --collector "$COLLECTOR" --timeout "$TO" --nproc 4 --one-gpu --live auto --max-sec "$JOB_SEC" \
-                --script-args "$(args_of "$s")" >"$W/logs/one-$s.log" 2>&1 &
+                $(runner_args "$s") --script-args "$(args_of "$s")" >"$W/logs/one-$s.log" 2>&1 &
         else
             $PY $G/run_two_nodes.py --scenario "$s" --work "$W/two/$s" --shim "$SHIM" --collector "$COLLECTOR" \
                 --nproc-per-node 2 --timeout "$TO" --one-gpu --port "$port" --max-sec "$JOB_SEC" \
-                --script-args "$(args_of "$s")" >"$W/logs/two-$s.log" 2>&1 &
+                $(runner_args "$s") --script-args "$(args_of "$s")" >"$W/logs/two-$s.log" 2>&1 &
         fi
         sleep 3  # spread the NCCL inits: a slow init under load reads as an init hang
     done
@@ -131,7 +182,7 @@ wait
 echo "[$(elapsed) s] every job ended"
 grep -h "first report\|first diagnosis\|job ended" "$W"/logs/*.log 2>/dev/null | cut -c1-200
 
-$PY $G/issue41_summary.py "$W" --runs "$runs" --json "$OUT/issue41.json" --txt "$OUT/issue41.txt"
+$PY $G/issue41_summary.py "$W" --runs "$runs" --json "$OUT/$LIST.json" --txt "$OUT/$LIST.txt"
 {
     case " $MODES " in *" one "*)
         echo
@@ -143,20 +194,20 @@ $PY $G/issue41_summary.py "$W" --runs "$runs" --json "$OUT/issue41.json" --txt "
         echo "== judge: two nodes of 2 ranks (test/gpu/two_nodes_table.py)"
         $PY $G/two_nodes_table.py "$W/two" --scenarios "$SCEN" --rows-dir "$W/rows" ;;
     esac
-} 2>&1 | tee -a "$OUT/issue41.txt"
+} 2>&1 | tee -a "$OUT/$LIST.txt"
 
-(cd "$W" && tar czf "$OUT/issue41-evidence.tgz" --exclude='*.ncw' --exclude='*.decoded.json' . 2>/dev/null)
+(cd "$W" && tar czf "$OUT/$LIST-evidence.tgz" --exclude='*.ncw' --exclude='*.decoded.json' . 2>/dev/null)
 # The clean runs' rank files are left out; the straggler's (a full ring each) go apart, so that they cannot push the
 # hung runs' over the limit.
 (cd "$W" && find . -name '*.ncw' -not -path '*/moe_clean/*' -not -path '*/pipeline_clean/*' \
-    -not -path '*/pipeline_slow/*' -print0 | tar czf "$OUT/issue41-ncw.tgz" --null -T - 2>/dev/null)
+    -not -path '*/pipeline_slow/*' -print0 | tar czf "$OUT/$LIST-ncw.tgz" --null -T - 2>/dev/null)
 if [ -n "$(cd "$W" && find . -name '*.ncw' -path '*/pipeline_slow/*' | head -1)" ]; then
     (cd "$W" && find . -name '*.ncw' -path '*/pipeline_slow/*' -print0 |
-        tar czf "$OUT/issue41-slow-ncw.tgz" --null -T - 2>/dev/null)
+        tar czf "$OUT/$LIST-slow-ncw.tgz" --null -T - 2>/dev/null)
 fi
-for f in "$OUT/issue41-evidence.tgz" "$OUT/issue41-ncw.tgz" "$OUT/issue41-slow-ncw.tgz"; do
+for f in "$OUT/$LIST-evidence.tgz" "$OUT/$LIST-ncw.tgz" "$OUT/$LIST-slow-ncw.tgz"; do
     if [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt $((15 << 20)) ]; then
-        echo "$(basename "$f") is $(($(stat -c %s "$f") >> 20)) MiB: left out (over 15 MiB)" | tee -a "$OUT/issue41.txt"
+        echo "$(basename "$f") is $(($(stat -c %s "$f") >> 20)) MiB: left out (over 15 MiB)" | tee -a "$OUT/$LIST.txt"
         rm -f "$f"
     fi
 done

@@ -13,12 +13,17 @@ ROOT/<scenario>/shim/result.json and ROOT/<scenario>/fr/result.json (either may 
   FR said    PyTorch's Flight Recorder run: its watchdog's words, torchfrtrace's verdict and the ranks it names;
   RAS said   the NCCL RAS status queried during the hang.
 Writes one JSON row per scenario to --rows-dir (for test/gpu/print_table.py) and prints the rows.
+Issue 42: a run FAILS, whatever its verdicts, where the shims' stderr (job.log), their report files
+(ncw/<job>/*.report.json), the live reports (ncw/<job>/live-report.*) or the analysis (analyze*.json) say "lower
+bounds" (any case): a count that is only a lower bound proves no position (lower_bounds_said, one line for each where
+it was said; result.json's copies of them where the files are gone).
 --one-gpu: the ranks shared one GPU (examples/one_gpu.py); the rows are labelled so, and two answers are stated as
 they should be (EXPECT_ONE_GPU): a dying rank is DEAD, named live (the final verdict when the launcher tears the job
 down) and after the end, and the lead verdict after the end names the culprit, never a survivor.
 """
 import argparse
 import datetime
+import glob
 import json
 import os
 import re
@@ -86,6 +91,11 @@ EXPECT = {
     "pipeline_slow": dict(kinds={"STRAGGLER"}, rank=BEFORE_LAST, exit0=True, offline={"STRAGGLER"}, straggler=True),
     # Every stage in step: nothing at all, not even a straggler or a suspicion (quiet).
     "pipeline_clean": dict(kinds=set(), rank=None, exit0=True, offline=set(), quiet=True),
+    # Issue 42 (test/gpu/run_issue41.sh's list issue42, with order_deadlock above): the last rank's GPU in one long
+    # kernel before its step's all_reduce, its CPU past it (as two_nodes_table.py); an MoE layer's last rank in
+    # load_next_batch(), Python, before its dispatch all_to_all_single, while the others wait inside theirs.
+    "gpu_busy": dict(kinds={"GPU_NOT_REACHED"}, rank=LAST, offline={"GPU_NOT_REACHED"}),
+    "moe_busy": dict(kinds={"NOT_JOINED"}, rank=LAST, offline={"NOT_JOINED"}),
 }
 # The right answers where the two-GPU rows were written before they could be had (kept there, so that the recorded
 # two-GPU runs stay comparable): the harness's 4-rank run states them.
@@ -95,8 +105,18 @@ EXPECT_ONE_GPU = {
 ORDER = ["skip", "uneven", "type_mismatch", "size_mismatch", "rank_dies", "init_hang", "validation", "grad_accum",
          "clean", "rank_exit0", "rank_segv", "rank_killed", "drift_skip", "drift_extra", "order_deadlock", "graph_skip",
          "algo_differs", "leave_early", "teardown_hang", "oom", "pipeline_wrong_peer", "moe_stale_split", "moe_clean",
-         "send_cycle", "batch_ring_missing", "pipeline", "pipeline_fresh_peer", "pipeline_slow", "pipeline_clean"]
+         "send_cycle", "batch_ring_missing", "pipeline", "pipeline_fresh_peer", "pipeline_slow", "pipeline_clean",
+         "gpu_busy", "moe_busy"]
 DIAGNOSES = ("stall", "mismatch", "drift", "init_hang")
+LOWER_BOUNDS = re.compile(r"lower bounds", re.I)
+# Where a run's evidence says something (lower_bounds_said): (what, the run folder's files (globs, ** any depth),
+# result.json's keys that copy them). One node: test/gpu/run_scenario.py's DIR (ROOT/<scenario>/shim).
+ONE_NODE_SAYERS = (
+    ("the shims' stderr", ("job.log",), ("job_log_tail", "job_log_key_lines", "log_suspicions", "log_stragglers")),
+    ("a report file", ("ncw/**/*.report.json",), ("events",)),
+    ("a live report", ("ncw/**/live-report.json", "ncw/**/live-report.txt"), ("live_reports",)),
+    ("analyze", ("analyze.json", "analyze-at-step*.json"), ("analyze", "analyze_at_step")),
+)
 
 
 def parse_time(s):
@@ -164,6 +184,47 @@ def stall_start(e, res):
         if parse_time(e.get("time")) is not None and e.get("waited_s") is not None:
             return parse_time(e["time"]) - e["waited_s"]
     return None
+
+
+def said_at(text, m, width=160):
+    """The words around match m of text, on one line."""
+    a = max(text.rfind("\n", 0, m.start()) + 1, m.start() - width)
+    b = text.find("\n", m.end())
+    b = min(b if b >= 0 else len(text), m.end() + width)
+    return ("..." if a > 0 and text[a - 1] != "\n" else "") + " ".join(text[a:b].split())
+
+
+def lower_bounds_said(folder, res, sayers, pattern=LOWER_BOUNDS):
+    """Issue 42: where a run says "lower bounds" (pattern, any case): one line for each of sayers ((what, globs under
+    folder, result.json keys)) that says it, with the first place (file:line, the words) and how many files say it.
+    The files first; result.json's copies only where no file of that kind is left. [] when nothing says it."""
+    out = []
+    for what, globs, keys in sayers:
+        paths = sorted({p for g in globs for p in glob.glob(os.path.join(folder, g), recursive=True)
+                        if os.path.isfile(p)})
+        hits = []
+        for path in paths:
+            try:
+                with open(path, errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            m = pattern.search(text)
+            if m:
+                hits.append(f"{os.path.relpath(path, folder)}:{text.count(chr(10), 0, m.start()) + 1}: "
+                            f"{said_at(text, m)}")
+        if not paths:
+            for k in keys:
+                v = (res or {}).get(k) if isinstance(res, dict) else None
+                text = v if isinstance(v, str) else json.dumps(v) if v is not None else ""
+                m = pattern.search(text)
+                if m:
+                    hits.append(f"result.json's {k}: {said_at(text, m)}")
+        if hits:
+            where = "files" if paths else "of result.json's copies"
+            more = f" ({len(hits)} {where}; the first)" if len(hits) > 1 else ""
+            out.append(f"'{pattern.pattern}' said by {what}{more}: {hits[0]}")
+    return out
 
 
 def names(ranks, want):
@@ -469,6 +530,12 @@ def main():
         want = exp["rank"] if isinstance(exp["rank"], list) else \
             {LAST: a.nproc - 1, BEFORE_LAST: a.nproc - 2}.get(exp["rank"], exp["rank"])
         js = judge_shim(scn, res["shim"], exp, want)
+        # Issue 42: a run that says "lower bounds" anywhere fails (the folder's files; result.json's copies).
+        lower = lower_bounds_said(os.path.join(d, "shim"), res["shim"], ONE_NODE_SAYERS) \
+            if res["shim"] is not None or os.path.isdir(os.path.join(d, "shim")) else []
+        if lower:
+            js["ok"] = False
+            js["why"].extend(lower)
         fr_said, fr_named = judge_fr(res["fr"])
         if fr_named is not None:
             fr_said += f" [names rank(s) {','.join(map(str, fr_named))}: " \
@@ -493,7 +560,8 @@ def main():
             expected += ", job goes on"
         row = {"case": f"{label}: {scn}", "expected": expected, "got": js["got"], "rank": js["rank"],
                "secs": js["secs"], "after_kill": js["after_kill"], "fr": fr_said, "ras": ras,
-               "pass": js["ok"], "why": js["why"], "exit_code": js.get("exit_code"), "ended_by": js.get("ended_by")}
+               "pass": js["ok"], "why": js["why"], "exit_code": js.get("exit_code"), "ended_by": js.get("ended_by"),
+               "lower_bounds": lower}
         rows.append(row)
         if a.rows_dir:
             os.makedirs(a.rows_dir, exist_ok=True)

@@ -24,6 +24,11 @@ init_hang: the verdict, then the job goes on) against:
 PASS when the live lead and analyze's are both the truth (kind and culprit, exactly: no extra culprit) and equal,
 and every reporting rank of both nodes says it (its own lead or the collector's quote). Culprits are global ranks:
 comm ranks are mapped through the comm tables of the rank files, the live report and the analysis.
+Issue 42: a run FAILS, whatever its verdicts, where the shims' stderr (nodeA.log, nodeB.log), their report files
+(node*/<job>/*.report.json), the live reports (live/<job>/live-report.*, live/history/, serve.log) or the analyses
+(analyze.json, analyze-during.json) say "lower bounds" (any case): a count that is only a lower bound proves no
+position (scenario_table.lower_bounds_said, one line for each where it was said; result.json's copies of them where
+the files are gone).
 Writes ROWS/70-two-nodes-NN-<scenario>.json (test/gpu/print_table.py's row format, with the columns in "nodes",
 "live" and "analyze") and prints the issue's table.
 """
@@ -37,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from job_readers import (HANG_SCENARIOS, before_hang, comm_rank_map, culprits_global, event_time,  # noqa: E402
                          hang_start, is_diagnosis, is_final_verdict, is_recovery, is_suspicion, live_verdict_events,
                          load, norm_id, parse_time, story_names)
+from scenario_table import lower_bounds_said  # noqa: E402
 
 LAST, BEFORE_LAST, ALL = "last", "before_last", "all"  # ALL: every rank of the world is the culprit
 # kind: the verdict; rank: the culprit's global rank; words: in the verdict's words (lib/engine/causal.cpp's end
@@ -90,6 +96,9 @@ EXPECT = {
     "pipeline_slow": dict(kind="STRAGGLER", rank=BEFORE_LAST, exit0=True),
     # Every stage in step: nothing at all, not even a straggler (quiet: a STRAGGLER report is not set aside).
     "pipeline_clean": dict(kind=None, exit0=True, quiet=True),
+    # Issue 42 (test/gpu/run_issue41.sh's list issue42, with gpu_busy and order_deadlock above): an MoE layer's last
+    # rank in load_next_batch(), Python, before its dispatch all_to_all_single, while the others wait inside theirs.
+    "moe_busy": dict(kind="NOT_JOINED", rank=LAST),
 }
 ORDER = list(EXPECT)
 KINDS = ("NOT_JOINED", "GPU_NOT_REACHED", "STUCK_IN_NCCL", "MISMATCH", "DEAD", "ASYNC_ERROR", "UNKNOWN", "EXTRA_OP",
@@ -102,6 +111,15 @@ LINE_RANK = re.compile(r"(?<!comm )\brank (\d+) \(")
 LINE_RANGE = re.compile(r"\branks (\d+)-(\d+) \(\d+ ranks on")
 VAGUE = ("UNKNOWN", "none", None)  # a lead that names nobody: the shim's own view is then the collector's to give
 SOURCE_KEYS = ("source", "from", "origin", "by", "verdict_source", "quoted_from", "said_by")
+# Where a two-node run's evidence says something (scenario_table.lower_bounds_said): (what, the run folder's files
+# (globs, ** any depth), result.json's keys that copy them); test/gpu/run_two_nodes.py's WORK (ROOT/<scenario>).
+TWO_NODE_SAYERS = (
+    ("the shims' stderr", ("nodeA.log", "nodeB.log"), ("lines0", "lines1")),
+    ("a report file", ("nodeA/**/*.report.json", "nodeB/**/*.report.json"), ("events0", "events1")),
+    ("a live report", ("live/**/live-report.json", "live/**/live-report.txt", "live/history/*.json", "serve.log"),
+     ("live_history", "live", "serve_log_tail")),
+    ("analyze", ("analyze.json", "analyze-during.json"), ("analyze", "analyze_during")),
+)
 
 
 def want_rank(exp, world):
@@ -585,6 +603,13 @@ def main():
         row = judge(s, res)
         if err and res is None:
             row["why"][:1] = [err]
+        # Issue 42: a run that says "lower bounds" anywhere fails (the folder's files; result.json's copies).
+        folder = os.path.join(a.root, s)
+        row["lower_bounds"] = lower_bounds_said(folder, res, TWO_NODE_SAYERS) \
+            if res is not None or os.path.isdir(folder) else []
+        if row["lower_bounds"]:
+            row["pass"] = False
+            row["why"].extend(row["lower_bounds"])
         rows.append(row)
         if a.rows_dir:
             os.makedirs(a.rows_dir, exist_ok=True)
