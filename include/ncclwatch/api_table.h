@@ -9,7 +9,9 @@
 //   NCW_NCCL_INTERNAL: functions the shim calls itself but does not intercept or export. X(name)
 //   NCW_PROFILER_VERSIONS: the profiler-plugin tables exported beside the wrappers. X(N)
 //   NCW_CUDART_HOOKED: the CUDA runtime's graph calls, so that a launch of a graph that holds captured NCCL ops is
-//                      recorded as those ops (shim/intercept/graph_hooks.cpp). X(name, (params), (args)); each
+//                      recorded as those ops (shim/intercept/graph_hooks.cpp); its synchronisations, events and
+//                      stream waits, whose return proves NCCL's ops complete (shim/intercept/sync_hooks.cpp,
+//                      shim/record/sync_proofs.h). X(name, (params), (args)); each
 //                      returns cudaError_t (an int: our declarations, from the runtime's ABI). Handles are opaque
 //                      pointers. cudaGraphInstantiate passes five register-sized arguments on: CUDA 11's has five,
 //                      12's three, and only the first two (the same in both) are read.
@@ -111,5 +113,19 @@
     X(cudaGraphLaunch, (void* exec, cudaStream_t stream), (exec, stream))                                            \
     X(cudaGraphLaunch_ptsz, (void* exec, cudaStream_t stream), (exec, stream))                                       \
     X(cudaGraphExecDestroy, (void* exec), (exec))                                                                    \
-    X(cudaGraphDestroy, (void* graph), (graph))
+    X(cudaGraphDestroy, (void* graph), (graph))                                                                      \
+    X(cudaStreamSynchronize, (cudaStream_t stream), (stream))                                                        \
+    X(cudaStreamSynchronize_ptsz, (cudaStream_t stream), (stream))                                                   \
+    X(cudaStreamQuery, (cudaStream_t stream), (stream))                                                              \
+    X(cudaStreamQuery_ptsz, (cudaStream_t stream), (stream))                                                         \
+    X(cudaEventSynchronize, (void* event), (event))                                                                  \
+    X(cudaEventQuery, (void* event), (event))                                                                        \
+    X(cudaDeviceSynchronize, (), ())                                                                                 \
+    X(cudaEventRecord, (void* event, cudaStream_t stream), (event, stream))                                          \
+    X(cudaEventRecord_ptsz, (void* event, cudaStream_t stream), (event, stream))                                     \
+    X(cudaEventRecordWithFlags, (void* event, cudaStream_t stream, unsigned int flags), (event, stream, flags))     \
+    X(cudaEventRecordWithFlags_ptsz, (void* event, cudaStream_t stream, unsigned int flags), (event, stream, flags)) \
+    X(cudaStreamWaitEvent, (cudaStream_t stream, void* event, unsigned int flags), (stream, event, flags))          \
+    X(cudaStreamWaitEvent_ptsz, (cudaStream_t stream, void* event, unsigned int flags), (stream, event, flags))     \
+    X(cudaStreamDestroy, (cudaStream_t stream), (stream))
 // clang-format on

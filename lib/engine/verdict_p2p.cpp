@@ -586,7 +586,7 @@ std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, d
         // a lower-bound "completed" may lag a send or receive that is done.
         std::vector<int> bounded, unreached;
         for (const auto& pd : pending)
-            if (!exact_counts(*pd.r)) bounded.push_back(pd.r->comm_rank);
+            if (!exact_p2p_counts(*pd.r)) bounded.push_back(pd.r->comm_rank);
         // Inside NCCL on both sides only where their GPUs started the op and its match: one queued behind other work
         // on its GPU (a pipeline's compute on a shared GPU) is not stuck in NCCL.
         for (const auto& pd : pending) {

@@ -82,7 +82,18 @@ std::optional<uint64_t> wait_start(const RankCommState& r) {
 
 }  // namespace
 
-bool exact_counts(const RankCommState& r) { return !r.gpu_tracking || r.progress_exact; }
+bool exact_counts(const RankCommState& r) {
+    if (!r.gpu_tracking || r.progress_exact) return true;
+    // Lower bounds that the proofs close are exact: NCCL runs a communicator's ops in order, so when the op after
+    // `completed` is proven not completed, no later one completed either; the same for `reached`. (A host
+    // synchronisation proves ops complete, a pending event recorded after the next one proves it not complete: the
+    // counts of a hung torch job, whose loss was read with .item() at the step before.)
+    const bool completed_closed = r.completed >= r.issued || (r.uncompleted && r.uncompleted == r.completed + 1);
+    const bool reached_closed = r.reached >= r.issued || (r.unreached && r.unreached == r.reached + 1);
+    return completed_closed && reached_closed;
+}
+
+bool exact_p2p_counts(const RankCommState& r) { return !r.gpu_tracking || r.progress_exact; }
 
 // The call's own record: issued, not returned. (Without GPU tracking "completed" is that return.)
 bool inside_call(const RankCommState& r, uint64_t seq) {

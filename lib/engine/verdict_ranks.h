@@ -16,9 +16,12 @@ const RankCommState* state_of_rank(const CommView& v, int comm_rank);
 std::vector<int> missing_ranks(const CommView& v);    // comm ranks 0..nranks-1 with no visible state
 std::vector<size_t> by_comm_rank(const CommView& v);  // indices of v.ranks in comm-rank order
 // What a rank's counts prove about collective `seq` (read/rank_state.h). Without GPU tracking, "completed" is the
-// call's return, exact for what it means. With it, reached / completed are exact only with progress_exact; otherwise
-// they are lower bounds, and "not reached" / "not completed" are proven only by unreached / uncompleted.
+// call's return, exact for what it means. With it, reached / completed are exact with progress_exact, or where the
+// proofs close them (the next op proven not reached / not completed, or every issued op reached / completed);
+// otherwise they are lower bounds, and "not reached" / "not completed" are proven only by unreached / uncompleted.
 bool exact_counts(const RankCommState& r);
+// The sends' and receives' counts per peer: no proof closes them (the collectives' order says nothing of them).
+bool exact_p2p_counts(const RankCommState& r);
 bool inside_call(const RankCommState& r, uint64_t seq);  // issued it, its call has not returned: inside NCCL for sure
 bool proven_reached(const RankCommState& r, uint64_t seq);
 bool proven_not_reached(const RankCommState& r, uint64_t seq);

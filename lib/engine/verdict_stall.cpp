@@ -584,7 +584,11 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
                     std::find_if(r->recent.begin(), r->recent.end(), [&](const OpSig& g) { return g.seq == s.W; });
                 return at_w != r->recent.end() && open_p2p_before(*r, at_w->stream, at_w->t_issue_ns);
             };
-            const bool holds = (v.kind == Kind::Mismatch || v.kind == Kind::NotJoined || v.kind == Kind::Dead) &&
+            // UNKNOWN too, where it names the peer out of sight that the sends and receives wait on (one node's view
+            // of an all-to-all whose other node's rank never joined): the collective's GPUs are behind those ops,
+            // not busy with work of their own.
+            const bool holds = (v.kind == Kind::Mismatch || v.kind == Kind::NotJoined || v.kind == Kind::Dead ||
+                                v.kind == Kind::Unknown) &&
                                !v.culprits.empty() && std::any_of(v.waiting.begin(), v.waiting.end(), held);
             if (wrong_peer || holds) blockers.push_back(std::move(v));
         }

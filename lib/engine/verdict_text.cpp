@@ -117,14 +117,16 @@ std::string progress_words(const RankCommState& r) {
         return fmt::format("issued #{}, completed #{} (no GPU tracking: completed = call returned)", r.issued,
                            r.completed);
     std::string out = fmt::format("issued #{}, reached #{}, completed #{}", r.issued, r.reached, r.completed);
-    if (exact_counts(r)) return out;
-    out += " (lower bounds: " + bounds_basis(r);
-    // The proofs still standing (one the counts caught up with proves nothing).
+    if (r.progress_exact) return out;
+    // The proofs still standing (one the counts caught up with proves nothing); where they close the counts, they
+    // are what makes them exact.
+    std::string proofs;
     if (r.unreached > r.reached && r.unreached > r.completed && r.unreached <= r.issued)
-        out += fmt::format("; #{} proven not reached", r.unreached);
+        proofs += fmt::format("; #{} proven not reached", r.unreached);
     if (r.uncompleted > r.completed && r.uncompleted <= r.issued)
-        out += fmt::format("; #{} proven not completed", r.uncompleted);
-    return out + ")";
+        proofs += fmt::format("; #{} proven not completed", r.uncompleted);
+    if (exact_counts(r)) return proofs.empty() ? out : out + " (" + proofs.substr(2) + ")";
+    return out + " (lower bounds: " + bounds_basis(r) + proofs + ")";
 }
 
 std::string describe_op(const OpSig& op) {

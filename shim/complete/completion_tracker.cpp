@@ -18,6 +18,7 @@
 #include "shim/base/mpmc_queue.h"
 #include "shim/complete/profiler_plugin.h"
 #include "shim/complete/progress_proofs.h"
+#include "shim/complete/sync_apply.h"
 #include "shim/record/recorder.h"
 
 namespace ncw {
@@ -246,6 +247,7 @@ void CompletionTracker::poll_forever() {
     std::vector<uint8_t> state;       // per pending entry: 0 not known done, 1 complete, 2 failed
     CompletionBatch batch;
     ProgressProofs proofs;
+    SyncApply sync_apply;
     CUcontext current = nullptr;
     auto use_ctx = [&](DevicePool* pool) {
         if (pool->ctx != current && cu.cuCtxSetCurrent(pool->ctx) == CUDA_SUCCESS) current = pool->ctx;
@@ -418,9 +420,13 @@ void CompletionTracker::poll_forever() {
                 if (pending && ring_head_prev <= ring_cursor + capacity / 2) break;  // to be written
                 continue;                                                            // overwritten, or left
             }
-            if (disk::is_collective(disk::OpType(r.op)) || disk::is_p2p(disk::OpType(r.op)))
+            if (disk::is_collective(disk::OpType(r.op)) || disk::is_p2p(disk::OpType(r.op))) {
                 unstamped.push_back(ring_cursor);
+                SyncApply::note_record(r);
+            }
         }
+        // The host's synchronisations since the last pass (before the followers' stamping: they raise covered_op).
+        sync_apply.pass(*file_, *comms_, batch, now);
         size_t keep = 0;
         for (uint64_t t : unstamped) {
             disk::OpRecord& r = file_->ring[t & file_->ring_mask];

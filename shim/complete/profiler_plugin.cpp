@@ -209,6 +209,7 @@ bool find_expect(ProfilerLink& pl, const CollStart& cs, ProfExpect*& out, ProfEx
     copy.count = e->count;
     copy.t_issue_ns = e->t_issue_ns;
     copy.captured = e->captured;
+    copy.tag.store(tag, std::memory_order_relaxed);
     if (e->tag.load(std::memory_order_acquire) != tag) return false;
     // v3/v4 pair by NCCL's numbering, checked by the count (in elements: right for the kinds whose counts NCCL
     // does not turn into bytes); v5+ by identity.
@@ -247,7 +248,9 @@ void start_coll(Ctx* c, void** handle, const CollStart& cs) {
     op->plan = pl->by_identity() && (plan & kHandleTagMask) == kHandlePlan ? uint64_t(plan >> 2) : 0;
     op->ticket = copy.ticket;
     op->coll_seq = copy.coll_seq;
+    op->op_index = pl->by_identity() ? copy.tag.load(std::memory_order_relaxed) : 0;
     op->t_issue_ns = copy.t_issue_ns;
+    if (op->op_index) atomic_max(pl->taken_op, op->op_index);  // launched: the ops before it were launched too
     op->started.store(0, std::memory_order_relaxed);
     op->stopped.store(0, std::memory_order_relaxed);
     op->gpu_start.store(~0ull, std::memory_order_relaxed);
@@ -286,6 +289,20 @@ void start_plan(Ctx* c, void** handle) {
 ProfOp* channel_op(void* handle) {
     const auto v = reinterpret_cast<uintptr_t>(handle);
     return (v & kHandleTagMask) == kHandleChannel ? reinterpret_cast<ProfOp*>(v & ~kHandleTagMask) : nullptr;
+}
+
+// The group an op was issued in (its record's group_id; 0: none), cut to kGroupBits: what ProfilerLink::completed_op
+// carries beside the op index of the newest completed op.
+constexpr int kGroupBits = 24;
+constexpr uint64_t kGroupUnknown = (1u << kGroupBits) - 1;
+uint64_t group_of(uint64_t ticket) {
+    Runtime* rt = runtime();
+    if (!rt) return 0;
+    const disk::OpRecord& rec = rt->file.ring[ticket & rt->file.ring_mask];
+    if (rec.stamp.load(std::memory_order_acquire) != 2 * ticket + 2) return kGroupUnknown;  // overwritten
+    if (rec.group_id == 0) return 0;
+    const uint64_t g = rec.group_id & kGroupUnknown;
+    return g == 0 || g == kGroupUnknown ? kGroupUnknown - 1 : g;  // a group stays a group, never "none"
 }
 
 void finish_op(ProfOp& op, uint64_t end_mono);
@@ -381,6 +398,7 @@ void finish_op(ProfOp& op, uint64_t end_mono) {
         }
         if (!op.started.load(std::memory_order_relaxed)) atomic_max(pl.reached, op.coll_seq);
         atomic_max(pl.completed, op.coll_seq);
+        if (op.op_index) atomic_max(pl.completed_op, op.op_index << kGroupBits | group_of(op.ticket));
         pl.ops_done.fetch_add(1, std::memory_order_relaxed);
         atomic_max(pl.t_progress_ns, now);
     }
@@ -396,6 +414,80 @@ void stop_channel(ProfOp& op) {
         !op.link->desynced.load(std::memory_order_relaxed))
         finish_op(op, 0);
     if (stopped == op.nchannels) release_vote(op);
+}
+
+// An op NCCL's CollApi or P2pApi named whose Coll or P2p never came, proven complete by `end_mono` (a later op of
+// the communicator completed: NCCL runs them in order; the stream's catch-up event; a host synchronisation): its record
+// gets that bound as its end (no GPU time of its own), the communicator the progress. Taken from NCCL's events first
+// (kOffered -> kWithdrawn), so that a Coll that comes after all only observes it.
+void complete_unseen(ProfilerLink& pl, ProfExpect& e, uint64_t tag, uint64_t end_mono) {
+    uint32_t st = ProfExpect::kOffered;
+    if (!e.state.compare_exchange_strong(st, ProfExpect::kWithdrawn, std::memory_order_acq_rel)) return;
+    const uint64_t ticket = e.ticket, coll_seq = e.coll_seq;
+    if (e.tag.load(std::memory_order_acquire) != tag) return;  // rewritten meanwhile (sweep_unseen's margin)
+    Runtime* rt = runtime();
+    const disk::CommSlot* slot = pl.cr ? pl.cr->slot.load(std::memory_order_acquire) : nullptr;
+    if (!rt || (slot && comm_broken(*slot))) return;
+    disk::OpRecord& rec = rt->file.ring[ticket & rt->file.ring_mask];
+    if (rec.stamp.load(std::memory_order_acquire) == 2 * ticket + 2) {
+        if (!rec.t_reached_ns.load(std::memory_order_relaxed))
+            rec.t_reached_ns.store(end_mono, std::memory_order_relaxed);
+        rec.t_done_ns.store(end_mono, std::memory_order_relaxed);
+    }
+    atomic_max(pl.reached, coll_seq);
+    atomic_max(pl.completed, coll_seq);
+    atomic_max(pl.completed_op, tag << kGroupBits | group_of(ticket));
+    pl.ops_done.fetch_add(1, std::memory_order_relaxed);
+    pl.unseen.fetch_add(1, std::memory_order_relaxed);
+    atomic_max(pl.t_progress_ns, now_mono_ns());
+}
+
+// How long after its call NCCL's Coll or P2p for an op may still come (it comes within the call, or at the launch of
+// its group): an op without one past that is unseen. A collective whose call has not returned by then is too (it may
+// have been launched, or not: nothing tells); a send or receive still inside its call is not (NCCL connects a new
+// peer inside it, before any launch: a pipeline's send to a stage that never posts its receive waits there).
+constexpr uint64_t kUnseenAfterNs = 100000000;
+
+// Whether the call of the op recorded at `ticket` returned (its record says so; an overwritten record: yes).
+bool returned(uint64_t ticket) {
+    Runtime* rt = runtime();
+    if (!rt) return false;
+    const disk::OpRecord& rec = rt->file.ring[ticket & rt->file.ring_mask];
+    if (rec.stamp.load(std::memory_order_acquire) != 2 * ticket + 2) return true;
+    return rec.result.load(std::memory_order_acquire) != -1;
+}
+
+// Completes the unseen ops (complete_unseen) that something proves: collectives up to `coll_seq` and any op up to
+// `op_index` (the stream's catch-up event, a host synchronisation), or, with `later` (ProfilerLink::completed_op: the
+// newest completed op and its group), an op of an earlier launch: NCCL runs a communicator's kernels in order, but one
+// launch runs a group's ops together, so an op of the same group proves nothing. Returns how many unseen ops stay
+// open: a later op was launched, or their call returned, over kUnseenAfterNs ago (NCCL will send nothing for them;
+// whether the GPU reached them is not known). v5+ only (an expectation named by its CollApi). An entry is rewritten
+// kExpect ops after its op: only entries within kExpect / 2 of the newest op are looked at.
+uint64_t sweep_unseen(ProfilerLink& pl, uint64_t coll_seq, uint64_t op_index, uint64_t later, uint64_t end_mono) {
+    if (!pl.by_identity() || !pl.cr) return 0;
+    const disk::CommSlot* slot = pl.cr->slot.load(std::memory_order_acquire);
+    const uint64_t newest = (slot ? slot->ops_issued : pl.cr->op_index).load(std::memory_order_acquire);
+    const uint64_t taken = pl.taken_op.load(std::memory_order_acquire);
+    const uint64_t later_op = later >> kGroupBits, later_group = later & kGroupUnknown;
+    const uint64_t now = now_mono_ns();
+    uint64_t open = 0;
+    for (ProfExpect& e : pl.expect) {
+        const uint64_t tag = e.tag.load(std::memory_order_acquire);
+        if (!tag || tag + ProfilerLink::kExpect / 2 < newest || !e.api.load(std::memory_order_acquire) || e.captured ||
+            e.state.load(std::memory_order_acquire) != ProfExpect::kOffered)
+            continue;
+        bool proven = (e.coll_seq && e.coll_seq <= coll_seq) || tag <= op_index;
+        if (!proven && later_op > tag && later_group != kGroupUnknown) {
+            const uint64_t g = group_of(e.ticket);
+            proven = g != kGroupUnknown && (g == 0 || g != later_group);
+        }
+        if (proven)
+            complete_unseen(pl, e, tag, end_mono);
+        else if (e.t_issue_ns + kUnseenAfterNs < now && (tag < taken || e.coll_seq || returned(e.ticket)))
+            ++open;
+    }
+    return open;
 }
 
 template <class Descr>
@@ -462,6 +554,17 @@ void profiler_publish_one(CommRuntime& cr) {
     ProfilerLink* pl = cr.prof.load(std::memory_order_acquire);
     disk::CommSlot* s = cr.slot.load(std::memory_order_acquire);
     if (!pl || !s || !pl->kernel_events.load(std::memory_order_acquire)) return;
+    // Unseen ops a later op's completion proves done (NCCL runs a communicator's ops in order); the rest that a later
+    // launch shows unseen keep the counts lower bounds until something proves them.
+    const uint64_t unseen_open =
+        sweep_unseen(*pl, 0, 0, pl->completed_op.load(std::memory_order_acquire), now_mono_ns());
+    pl->unseen_open.store(unseen_open, std::memory_order_relaxed);
+    if (pl->unseen.load(std::memory_order_relaxed) && !pl->unseen_logged.exchange(true, std::memory_order_relaxed))
+        log().debug(  // a healthy job prints nothing: NCCL's symmetric kernels do this all along
+            "communicator {:016x}: NCCL's profiler gave no events for an op it was called for; that op alone is "
+            "completed by what proves it (a later op's completion, its stream's catch-up event, a host "
+            "synchronisation), and the counts stay exact",
+            cr.comm_id);
     const uint64_t done = pl->ops_done.load(std::memory_order_relaxed);
     atomic_max(s->coll_reached, pl->reached.load(std::memory_order_relaxed));
     atomic_max(s->coll_completed, pl->completed.load(std::memory_order_relaxed));
@@ -492,8 +595,9 @@ void profiler_publish_one(CommRuntime& cr) {
     const bool p2p_unfollowed = pl->p2p_unfollowed.load(std::memory_order_relaxed);
     const bool p2p_offered = pl->p2p_offered.load(std::memory_order_relaxed);
     const bool p2p_exact = !p2p_unfollowed && (p2p_offered || !pl->p2p_early.load(std::memory_order_relaxed));
-    const bool exact = (first || p2p_offered) && lost == 0 && !desynced && !comm_broken(*s) && colls_exact && p2p_exact;
-    if (p2p_unfollowed && !pl->p2p_logged.exchange(true, std::memory_order_relaxed))
+    const bool exact = (first || p2p_offered) && lost == 0 && !desynced && !comm_broken(*s) && colls_exact &&
+                       p2p_exact && unseen_open == 0;
+    if (p2p_unfollowed && !desynced && !pl->p2p_logged.exchange(true, std::memory_order_relaxed))
         log().info(
             "communicator {:016x}: sends and receives take CUDA events here ({}): from then on its counts are lower "
             "bounds",
@@ -515,14 +619,14 @@ void profiler_publish_one(CommRuntime& cr) {
         !pl->desync_logged.exchange(true, std::memory_order_relaxed))
         log().info(
             "communicator {:016x}: a CUDA graph replays its captured ops (each replay is recorded as those ops): "
-            "NCCL's kernel events cannot be tied to its ops from then on, so its counts come from CUDA events and "
-            "are lower bounds",
+            "NCCL's kernel events cannot be tied to its ops from then on, so every op of it carries CUDA events of "
+            "its own",
             cr.comm_id);
     if (desynced && !pl->desync_logged.exchange(true, std::memory_order_relaxed))
         log().warn(
             "communicator {:016x}: NCCL's kernel events are out of step with its kernels (a stamp older than its "
-            "op; a CUDA graph replayed after eager collectives can do that): from then on its counts come from "
-            "CUDA events and are lower bounds",
+            "op; a CUDA graph replayed after eager collectives, or an all-to-all's local copies, can do that): from "
+            "then on every op of it carries CUDA events of its own",
             cr.comm_id);
     s->progress_exact.store(exact ? 1 : 0, std::memory_order_relaxed);
     const int64_t hi = pl->offset_hi.load(std::memory_order_relaxed),
@@ -544,6 +648,23 @@ void profiler_covered(CommRuntime& cr, uint64_t coll_seq) {
             !op.p2p && op.coll_seq <= coll_seq)
             finish_op(op, now);
     }
+    sweep_unseen(*pl, coll_seq, 0, 0, now);
+}
+
+void profiler_proven(CommRuntime& cr, uint64_t coll_seq, uint64_t op_index, uint64_t end_mono) {
+    ProfilerLink* pl = cr.prof.load(std::memory_order_acquire);
+    if (!pl) return;
+    const uint64_t hi = pl->next_op.load(std::memory_order_acquire);
+    uint64_t lo = pl->scan_from.load(std::memory_order_relaxed);
+    if (hi - lo > ProfilerLink::kOps) lo = hi - ProfilerLink::kOps;
+    for (uint64_t i = lo; i < hi; ++i) {
+        ProfOp& op = pl->ops[i & (ProfilerLink::kOps - 1)];
+        if (!op.busy.load(std::memory_order_acquire) || op.finished.load(std::memory_order_relaxed) || !op.owned)
+            continue;
+        if ((!op.p2p && op.coll_seq && op.coll_seq <= coll_seq) || (op.op_index && op.op_index <= op_index))
+            finish_op(op, end_mono);
+    }
+    sweep_unseen(*pl, coll_seq, op_index, 0, end_mono);
 }
 
 void profiler_publish(Runtime& rt) {
@@ -585,6 +706,9 @@ prof::Result finalize(void* ctx) {
     // The last of its progress, then the communicator lets go of it (its teardown's publish finds none) and so does
     // the Ctx; the link waits for reuse by a later communicator.
     if (pl->cr) {
+        // Inside the ncclCommFinalize or ncclCommDestroy of its communicator (not an abort): NCCL completed its work
+        // before it lets the profiler go, so every op of it is complete, the last ones NCCL sent no event for too.
+        if (thread_state().settling == pl->cr) profiler_proven(*pl->cr, ~0ull, ~0ull, now_mono_ns());
         profiler_publish_one(*pl->cr);
         ProfilerLink* mine = pl;
         pl->cr->prof.compare_exchange_strong(mine, nullptr, std::memory_order_acq_rel);

@@ -38,6 +38,9 @@ void profiler_publish_one(CommRuntime& cr);
 // completed: those NCCL's profiler follows are done (a communicator's kernels run one after another), whatever their
 // algorithm's stops said. The poller's thread.
 void profiler_covered(CommRuntime& cr, uint64_t coll_seq);
+// A host synchronisation proved the communicator's ops complete: collectives up to `coll_seq` and every op up to
+// `op_index` (shim/complete/sync_apply.cpp), by `end_mono` at the latest. The poller's thread.
+void profiler_proven(CommRuntime& cr, uint64_t coll_seq, uint64_t op_index, uint64_t end_mono);
 
 // The exported tables' functions (profiler_exports.cpp holds the tables NCCL looks up by name).
 namespace prof_cb {

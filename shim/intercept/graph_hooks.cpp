@@ -8,6 +8,7 @@
 
 #include "shim/base/clock.h"
 #include "shim/base/log.h"
+#include "shim/intercept/cudart_real.h"
 #include "shim/intercept/hooks.h"
 #include "shim/intercept/op_hook.h"
 #include "shim/record/graph_registry.h"
@@ -17,44 +18,6 @@
 namespace ncw {
 
 namespace {
-
-constexpr int kCudaErrorUnknown = 999;  // cudaErrorUnknown: the one answer when the real runtime cannot be found
-
-// The real runtime function: the next definition after ours (the libcudart the program links), else a libcudart
-// already loaded (RTLD_NOLOAD: never a second one). Found once; a miss is logged once.
-struct CudartFn {
-    const char* name;
-    std::atomic<void*> ptr{nullptr};
-};
-
-void* resolve(CudartFn& fn) {
-    void* p = fn.ptr.load(std::memory_order_acquire);
-    if (__builtin_expect(p != nullptr, 1)) return p;
-    p = dlsym(RTLD_NEXT, fn.name);
-    for (const char* soname : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}) {
-        if (p) break;
-        if (void* lib = dlopen(soname, RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) p = dlsym(lib, fn.name);
-    }
-    if (p)
-        fn.ptr.store(p, std::memory_order_release);
-    else
-        NCW_LOG_ONCE(error, "{} was called but no CUDA runtime in the process has it: answered cudaErrorUnknown",
-                     fn.name);
-    return p;
-}
-
-namespace real_cudart {
-#define NCW_REAL_CUDART(name, params, args) CudartFn name{#name};
-NCW_CUDART_HOOKED(NCW_REAL_CUDART)
-#undef NCW_REAL_CUDART
-}  // namespace real_cudart
-
-// The real function as type Fn (nullptr: none), errno untouched by the look-up.
-template <typename Fn>
-Fn real_of(CudartFn& fn) {
-    ErrnoKeeper keep;
-    return reinterpret_cast<Fn>(resolve(fn));
-}
 
 // One launch of a graph with captured ops: the real launch, as launch_gathered's `launch`.
 struct Launch {
@@ -126,7 +89,7 @@ int launch_graph(CudartFn& fn, void* exec, cudaStream_t stream) {
 
 }  // namespace
 
-namespace graph_hook {
+namespace cudart_hook {
 
 // After a successful instantiation (the program's errno as the real call left it).
 #define NCW_INSTANTIATE(name, params, call_args)     \
@@ -180,5 +143,5 @@ int cudaGraphDestroy(void* graph) {
     return real ? real(graph) : kCudaErrorUnknown;
 }
 
-}  // namespace graph_hook
+}  // namespace cudart_hook
 }  // namespace ncw

@@ -85,13 +85,13 @@ ncclResult_t launch_gathered(CallScope& s, Runtime& rt, ThreadState& ts, ncclRes
     uint64_t gens[ThreadState::kMaxGroupOps];
     bool captured[ThreadState::kMaxGroupOps];
     const uint64_t t_sample = now_mono_ns();
-    const bool every_op = rt.cfg.gpu_sample == GpuSample::All;
     for_each_stream_chunk(ts, [&](GroupOp& g, OpRef* refs, int n, int k, bool) {
         claims[k] = nullptr;
         gens[k] = 0;
         captured[k] = false;
         if (!g.pool || !rt.tracker) return;
         claims[k] = refs[0].cr->claim_for(g.stream);
+        const bool every_op = every_op_sampled(rt, *refs[0].cr);
         const CompletionTracker::Sampling smp = CompletionTracker::sample(claims[k], t_sample, every_op, 0);
         gens[k] = smp.gen;
         if (!gens[k]) {

@@ -263,6 +263,22 @@ private:
     uint64_t since_ = 0;
 };
 
+// The communicator whose orderly teardown runs on this thread (ThreadState::settling), for the real call's length.
+class SettlingScope {
+public:
+    SettlingScope(ThreadState& ts, ncclComm_t comm) noexcept : ts_(ts) {
+        Runtime* rt = runtime();
+        ts_.settling = rt ? rt->comms.find(comm) : nullptr;
+    }
+    void end() noexcept { ts_.settling = nullptr; }
+    ~SettlingScope() { end(); }
+    SettlingScope(const SettlingScope&) = delete;
+    SettlingScope& operator=(const SettlingScope&) = delete;
+
+private:
+    ThreadState& ts_;
+};
+
 ncclResult_t ncclCommFinalize(CallScope& s, ncclComm_t comm) {
     CompletionTracker::Settle settle;
     TeardownMark mark(comm, disk::OpType::CommFinalize);
@@ -270,8 +286,10 @@ ncclResult_t ncclCommFinalize(CallScope& s, ncclComm_t comm) {
         ErrnoKeeper keep;
         settle = settle_begin(comm);
     }
+    SettlingScope settling(s.ts(), comm);
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclCommFinalize, comm);
+    settling.end();
     ErrnoKeeper keep;
     settle_end(settle, comm);
     end_comm(comm, disk::OpType::CommFinalize, disk::CommState::Finalized, r, false);
@@ -281,6 +299,7 @@ ncclResult_t ncclCommFinalize(CallScope& s, ncclComm_t comm) {
 ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
     CompletionTracker::Settle settle;
     TeardownMark mark(comm, disk::OpType::CommDestroy);
+    SettlingScope settling(s.ts(), comm);  // before end_comm unregisters it
     CommRuntime* gone = nullptr;
     {
         ErrnoKeeper keep;
@@ -290,6 +309,7 @@ ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
     }
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclCommDestroy, comm);
+    settling.end();
     ErrnoKeeper keep;
     settle_end(settle, comm);
     release_slot(gone);

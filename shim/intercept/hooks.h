@@ -21,12 +21,13 @@ struct Runtime;
 // (graph_hooks.cpp). Returns what `launch` returned; the ops are completed or followed as one launch.
 ncclResult_t launch_gathered(CallScope& s, Runtime& rt, ThreadState& ts, ncclResult_t (*launch)(void*), void* arg);
 
-// The CUDA runtime's graph calls (NCW_CUDART_HOOKED; graph_hooks.cpp), each with the wrapped function's parameters.
-namespace graph_hook {
-#define NCW_GRAPH_HOOK_DECL(name, params, args) int name params;
-NCW_CUDART_HOOKED(NCW_GRAPH_HOOK_DECL)
-#undef NCW_GRAPH_HOOK_DECL
-}  // namespace graph_hook
+// The CUDA runtime's calls (NCW_CUDART_HOOKED: the graph calls in graph_hooks.cpp, the synchronisations, events and
+// stream waits in sync_hooks.cpp), each with the wrapped function's parameters.
+namespace cudart_hook {
+#define NCW_CUDART_HOOK_DECL(name, params, args) int name params;
+NCW_CUDART_HOOKED(NCW_CUDART_HOOK_DECL)
+#undef NCW_CUDART_HOOK_DECL
+}  // namespace cudart_hook
 
 }  // namespace ncw
 

@@ -13,6 +13,15 @@
 
 namespace ncw {
 
+// Whether every op of the communicator carries its own events: NCCLWATCH_GPU_SAMPLE=all, or NCCL's kernel events
+// are out of step there (profiler_plugin.cpp: `desynced`; an all-to-all's local copies do that), so that its counts,
+// from CUDA events from then on, stay exact where the pending events close them (a followed op proves nothing).
+inline bool every_op_sampled(const Runtime& rt, const CommRuntime& cr) {
+    if (rt.cfg.gpu_sample == GpuSample::All) return true;
+    const ProfilerLink* pl = cr.prof.load(std::memory_order_relaxed);
+    return pl && pl->desynced.load(std::memory_order_relaxed);
+}
+
 template <typename Call>
 inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     Runtime* rt = runtime();
@@ -69,7 +78,9 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
             } else {
                 offer = pl->p2p_kernel_events.load(std::memory_order_relaxed) && !cr->nonblocking &&
                         !(opt.flags & disk::kFlagCaptured) && !pl->desynced.load(std::memory_order_relaxed);
-                if (!offer && pool) {
+                // A communicator whose kernel events went out of step is off NCCL's events altogether (its own
+                // message says so): nothing more to flag.
+                if (!offer && pool && !pl->desynced.load(std::memory_order_relaxed)) {
                     if (pl->p2p_offered.load(std::memory_order_relaxed))
                         profiler_p2p_unfollowed(*pl);
                     else
@@ -84,7 +95,7 @@ inline ncclResult_t run_op(CallScope& scope, const OpDesc& d, Call&& call) {
     CompletionTracker::Sampling smp;
     if (pool && !in_group && !offer) {
         claim = cr->claim_for(d.stream);
-        smp = CompletionTracker::sample(claim, t_issue, rt->cfg.gpu_sample == GpuSample::All, d.count);
+        smp = CompletionTracker::sample(claim, t_issue, every_op_sampled(*rt, *cr), d.count);
         if (!smp.gen) opt.flags |= disk::kFlagSampledOut;
     }
     OpRef ref = record_issue(rt->file, *cr, d, opt, t_issue);

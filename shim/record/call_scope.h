@@ -34,6 +34,8 @@ struct ThreadState {
     ProfExpect* api_expect = nullptr;     // that op's expectation for NCCL's profiler (profiler_link.h), if any
     CommRuntime* initializing = nullptr;  // the communicator whose blocking init runs on this thread (its profiler
                                           // init then comes on this thread too: profiler_plugin.cpp)
+    CommRuntime* settling = nullptr;      // the communicator whose ncclCommFinalize / ncclCommDestroy runs on this
+                                          // thread: NCCL's profiler finalize inside it finds its work complete
     RingCursor ring;                      // this thread's chunk of the ring (ring_publish.h)
 };
 

@@ -69,6 +69,7 @@ struct alignas(64) ProfOp {
     uint64_t plan = 0;                  // v5+: the kernel launch it is part of (its Group event), in launch order
     uint64_t ticket = 0;
     uint64_t coll_seq = 0;
+    uint64_t op_index = 0;  // v5+: the op's index on its communicator (0: v3/v4)
     uint64_t t_issue_ns = 0;
     std::atomic<uint32_t> started{0};
     std::atomic<uint32_t> stopped{0};
@@ -119,6 +120,15 @@ struct ProfilerLink {
     // lines belong to the issuing thread, and NCCL's proxy thread writing them per op would pull them away.
     alignas(64) std::atomic<uint64_t> reached{0};
     std::atomic<uint64_t> completed{0};
+    // v5+: the newest op completed (any kind): its op index << 24 | its group's id (the low 24 bits; 0: none)
+    std::atomic<uint64_t> completed_op{0};
+    std::atomic<uint64_t> taken_op{0};  // v5+: the highest op index whose Coll or P2p came (NCCL launched it)
+    // v5+: ops NCCL's CollApi or P2pApi named whose Coll or P2p never came (NCCL gives none for some kernels: its
+    // symmetric ones), each completed alone once proven (complete_unseen); `unseen_open`: of them, ones a later op's
+    // launch shows unseen and nothing has proven complete yet (the watchdog's count at its last publish).
+    std::atomic<uint64_t> unseen{0};
+    std::atomic<uint64_t> unseen_open{0};
+    std::atomic<bool> unseen_logged{false};
     std::atomic<uint64_t> ops_done{0};
     std::atomic<uint64_t> t_progress_ns{0};
     // GPU globaltimer -> CLOCK_MONOTONIC: offset = mono - gpu. A channel start seen at mono time `now` bounds it from

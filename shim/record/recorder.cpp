@@ -233,6 +233,14 @@ void CompletionBatch::followers_done(disk::CommSlot* slot, uint64_t count, uint6
     c.progress |= progress;
 }
 
+void CompletionBatch::proven(disk::CommSlot* slot, uint64_t seq) {
+    if (!slot || !seq) return;
+    PerComm& c = of(slot);
+    c.completed = std::max(c.completed, seq);
+    c.reached = std::max(c.reached, seq);
+    c.progress = true;
+}
+
 void CompletionBatch::flush(uint64_t now) {
     for (const auto& c : comms_) {
         if (comm_broken(*c.slot)) continue;  // an abort's completions prove nothing (comm_broken)

@@ -117,6 +117,8 @@ public:
     void reached(const RankFileWriter& f, const OpRef& ref, uint64_t now, bool raise = true);
     // `count` ops without records to update (followers, see StreamClaim), the highest collective seq among them.
     void followers_done(disk::CommSlot* slot, uint64_t count, uint64_t seq, bool progress = true);
+    // A host synchronisation proved every collective up to `seq` complete (shim/complete/sync_apply.h).
+    void proven(disk::CommSlot* slot, uint64_t seq);
     void flush(uint64_t now);
 
 private:

@@ -19,6 +19,7 @@
 #include "shim/live/digest_client.h"
 #include "shim/record/backtrace.h"
 #include "shim/record/env_probe.h"
+#include "shim/record/sync_proofs.h"
 #include "shim/watch/process_end.h"
 #include "shim/watch/watchdog.h"
 
@@ -108,6 +109,8 @@ Runtime* start_runtime_locked() {
     rt->file.hdr->nccl_version = rt->nccl_version;
     rt->slots.bind(rt->file.comms, rt->file.hdr->max_comms, &rt->file.hdr->num_comms, &rt->file.hdr->comms_unslotted);
     rt->tracker = CompletionTracker::create(cfg, &rt->file, &rt->comms);
+    // The host's synchronisations prove ops complete for the tracker's poller to apply (sync_proofs.h).
+    if (rt->tracker) sync_proofs_start();
     rt->completes_on_return =
         !rt->tracker && (profiler_setup().mode != ProfilerMode::Auto || profiler_setup().user_plugin != nullptr);
     rt->slots.watch_passes(0, &rt->watchdog_pass);

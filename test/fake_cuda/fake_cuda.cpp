@@ -4,10 +4,12 @@
 #include <cuda.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -16,6 +18,9 @@ namespace {
 
 constexpr int kDevices = 64;
 constexpr uint32_t kEventMagic = 0x45564e54;  // "EVNT"
+
+// (stream, items): complete once the stream has completed that many items.
+using Cut = std::pair<uintptr_t, uint64_t>;
 
 struct Stream {
     uint64_t enqueued = 0;
@@ -26,6 +31,7 @@ struct Stream {
     uint64_t records_capturing = 0;
     uintptr_t graph = 0;       // the graph its capture builds (0: not capturing)
     uintptr_t last_graph = 0;  // the graph of its last capture that ended
+    std::vector<Cut> waits;    // what the events it waited on stood for (cudaStreamWaitEvent), not yet seen complete
 };
 
 // A captured graph: the nodes a launch runs, in capture order (fakecuda_capture_node).
@@ -38,6 +44,7 @@ struct Event {
     bool armed = false;  // recorded outside a capture: `target` on `stream` says when it is complete
     uintptr_t stream = 0;
     uint64_t target = 0;
+    std::vector<Cut> waits;  // what its stream had waited on when it was recorded
 };
 
 struct Context {
@@ -55,7 +62,8 @@ struct State {
     Context contexts[kDevices];
     const char* hold_file = nullptr;
     bool no_proc_address = false;
-    bool hold_all = false;  // FAKE_CUDA_HOLD_ALL=1: every stream starts held
+    bool hold_all = false;            // FAKE_CUDA_HOLD_ALL=1: every stream starts held
+    double sync_timeout_sec = 120.0;  // FAKE_CUDA_SYNC_TIMEOUT_SEC: fakecuda_event_wait gives up after it
 
     State() {
         for (int i = 0; i < kDevices; ++i) contexts[i].dev = i;
@@ -65,6 +73,10 @@ struct State {
         no_proc_address = n != nullptr && std::strcmp(n, "1") == 0;
         const char* a = std::getenv("FAKE_CUDA_HOLD_ALL");
         hold_all = a != nullptr && std::strcmp(a, "1") == 0;
+        if (const char* t = std::getenv("FAKE_CUDA_SYNC_TIMEOUT_SEC"); t != nullptr && *t != '\0') {
+            const double v = std::strtod(t, nullptr);
+            if (v > 0) sync_timeout_sec = v;
+        }
     }
 
     Stream& stream(uintptr_t s) {
@@ -90,6 +102,34 @@ struct State {
             }
         }
         st.completed = st.enqueued;
+    }
+
+    bool done(const Cut& c) {
+        Stream& st = stream(c.first);
+        settle(st);
+        return st.completed >= c.second;
+    }
+    // Drops the cuts already complete (completion only moves forward).
+    void prune(std::vector<Cut>& cuts) {
+        size_t keep = 0;
+        for (const Cut& c : cuts)
+            if (!done(c)) cuts[keep++] = c;
+        cuts.resize(keep);
+    }
+    // What an event recorded on `s` now stands for: its items so far and what it waited on.
+    void arm(Event& ev, uintptr_t s) {
+        Stream& st = stream(s);
+        prune(st.waits);
+        ev.armed = true;
+        ev.stream = s;
+        ev.target = st.enqueued;
+        ev.waits = st.waits;
+    }
+    bool done(Event& ev) {
+        if (!ev.armed) return true;
+        if (ev.target > 0 && !done(Cut{ev.stream, ev.target})) return false;  // 0 items: nothing to wait for
+        prune(ev.waits);
+        return ev.waits.empty();
     }
 };
 
@@ -208,9 +248,7 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
         ++s.stats.records_while_capturing;
         return CUDA_SUCCESS;
     }
-    ev->armed = true;
-    ev->stream = key(hStream);
-    ev->target = st.enqueued;
+    s.arm(*ev, key(hStream));
     return CUDA_SUCCESS;
 }
 
@@ -224,10 +262,7 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
         ++s.stats.capture_violations;
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    if (!ev->armed) return CUDA_SUCCESS;
-    Stream& st = s.stream(ev->stream);
-    s.settle(st);
-    return st.completed >= ev->target ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return s.done(*ev) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {
@@ -374,6 +409,105 @@ void fakecuda_stats(FakeCudaStats* out) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     *out = s.stats;
+}
+
+// ---- the runtime's side (fake_cudart.cpp) ----
+
+namespace {
+Event* as_event(void* e) {
+    auto* ev = static_cast<Event*>(e);
+    return ev != nullptr && ev->magic == kEventMagic ? ev : nullptr;
+}
+}  // namespace
+
+void* fakecuda_event_new(void) { return new Event; }
+
+int fakecuda_event_free(void* event) {
+    Event* ev = as_event(event);
+    if (ev == nullptr) return 1;
+    ev->magic = 0;
+    delete ev;
+    return 0;
+}
+
+int fakecuda_event_record(void* event, void* stream) {
+    Event* ev = as_event(event);
+    if (ev == nullptr) return 1;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.stats.runtime_records;
+    if (s.stream(key(stream)).capturing) return 0;  // a node of the graph: not armed now (as cuEventRecord)
+    s.arm(*ev, key(stream));
+    return 0;
+}
+
+int fakecuda_event_done(void* event) {
+    Event* ev = as_event(event);
+    if (ev == nullptr) return -1;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    return s.done(*ev) ? 1 : 0;
+}
+
+int fakecuda_stream_wait_event(void* stream, void* event) {
+    Event* ev = as_event(event);
+    if (ev == nullptr) return 1;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.stats.stream_waits;
+    if (s.done(*ev)) return 0;  // nothing left to wait for
+    Stream& st = s.stream(key(stream));
+    st.waits.push_back(Cut{ev->stream, ev->target});
+    st.waits.insert(st.waits.end(), ev->waits.begin(), ev->waits.end());
+    return 0;
+}
+
+void* fakecuda_stream_mark(void* stream) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.stream(key(stream)).capturing) return nullptr;
+    auto* ev = new Event;
+    s.arm(*ev, key(stream));
+    return ev;
+}
+
+void* fakecuda_device_mark(void) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto* ev = new Event;
+    ev->armed = true;  // on no stream of its own (target 0: nothing there), waiting for every stream's items
+    for (auto& [handle, st] : s.streams)
+        if (!st.capturing) ev->waits.push_back(Cut{handle, st.enqueued});
+    return ev;
+}
+
+int fakecuda_event_wait(void* event) {
+    Event* ev = as_event(event);
+    if (ev == nullptr) return -1;
+    State& s = state();
+    {
+        std::lock_guard<std::mutex> lock(s.mu);
+        ++s.stats.synchronizes;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(s.sync_timeout_sec);
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> lock(s.mu);
+            if (s.done(*ev)) return 0;
+            if (std::chrono::steady_clock::now() >= deadline) {
+                ++s.stats.sync_timeouts;
+                return 1;
+            }
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+}
+
+void fakecuda_stream_forget(void* stream) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.streams.find(key(stream));
+    if (it != s.streams.end()) it->second.waits.clear();
 }
 
 uint64_t fakecuda_stream_records(void* stream, uint64_t* while_capturing) {

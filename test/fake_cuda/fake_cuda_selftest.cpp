@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -190,6 +191,119 @@ void capture() {
     EXPECT(s1.capture_checks_active - s0.capture_checks_active == 1);
 }
 
+// The fake libcudart.so.13's events, stream waits and synchronisations (fake_cudart.cpp), found beside this library.
+void runtime() {
+    void* rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL);
+    EXPECT(rt != nullptr);
+    if (rt == nullptr) return;
+    auto fn = [&](const char* name) {
+        void* p = dlsym(rt, name);
+        if (p == nullptr) {
+            std::fprintf(stderr, "libcudart.so.13 lacks %s\n", name);
+            ++ncw_test::check_failures();
+        }
+        return p;
+    };
+    using Ev1 = int (*)(void*);
+    using Create = int (*)(void**);
+    using Rec = int (*)(void*, void*);
+    using Wait = int (*)(void*, void*, unsigned);
+    using Dev = int (*)();
+    auto create = reinterpret_cast<Create>(fn("cudaEventCreate"));
+    auto destroy = reinterpret_cast<Ev1>(fn("cudaEventDestroy"));
+    auto record = reinterpret_cast<Rec>(fn("cudaEventRecord"));
+    auto record_ptsz = reinterpret_cast<Rec>(fn("cudaEventRecord_ptsz"));
+    auto query = reinterpret_cast<Ev1>(fn("cudaEventQuery"));
+    auto ev_sync = reinterpret_cast<Ev1>(fn("cudaEventSynchronize"));
+    auto wait = reinterpret_cast<Wait>(fn("cudaStreamWaitEvent"));
+    auto st_sync = reinterpret_cast<Ev1>(fn("cudaStreamSynchronize"));
+    auto st_query = reinterpret_cast<Ev1>(fn("cudaStreamQuery"));
+    auto dev_sync = reinterpret_cast<Dev>(fn("cudaDeviceSynchronize"));
+    auto st_destroy = reinterpret_cast<Ev1>(fn("cudaStreamDestroy"));
+    for (const char* name : {"cudaEventCreateWithFlags", "cudaEventRecordWithFlags", "cudaEventRecordWithFlags_ptsz",
+                             "cudaStreamWaitEvent_ptsz", "cudaStreamSynchronize_ptsz", "cudaStreamQuery_ptsz"})
+        fn(name);
+    if (!create || !destroy || !record || !record_ptsz || !query || !ev_sync || !wait || !st_sync || !st_query ||
+        !dev_sync || !st_destroy)
+        return;
+    const FakeCudaStats s0 = stats();
+    void* nccl = s(0x500);     // a collective's stream
+    void* compute = s(0x510);  // torch's compute stream
+    void* ev = nullptr;
+    EXPECT(create(&ev) == 0 && ev != nullptr);
+    EXPECT(query(ev) == 0);  // never recorded
+
+    // torch's wait for a collective: an event after it on its stream, the compute stream waits on it, .item()
+    // synchronises the compute stream. Held: the compute stream is not done, though nothing of its own is pending.
+    fakecuda_hold(nccl, 1);
+    fakecuda_enqueue(nccl);
+    EXPECT(record(ev, nccl) == 0);
+    EXPECT(query(ev) == 600);
+    EXPECT(st_query(compute) == 0);
+    EXPECT(wait(compute, ev, 0) == 0);
+    EXPECT(st_query(compute) == 600);
+    EXPECT(st_query(nccl) == 600);
+    // An event recorded on the compute stream after the wait stands for the collective too.
+    void* after = nullptr;
+    EXPECT(create(&after) == 0);
+    EXPECT(record_ptsz(after, compute) == 0);
+    EXPECT(query(after) == 600);
+    // Work enqueued after the wait is not waited for by an earlier synchronisation's mark, and a later record of the
+    // event leaves the earlier wait standing.
+    fakecuda_enqueue(nccl);
+    EXPECT(record(ev, nccl) == 0);
+    // A synchronisation blocks while the stream is held, and returns once it is released.
+    auto t0 = std::chrono::steady_clock::now();
+    std::thread release([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        fakecuda_hold(nccl, 0);
+    });
+    EXPECT(st_sync(compute) == 0);
+    EXPECT(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(90));
+    release.join();
+    EXPECT(query(after) == 0 && query(ev) == 0 && st_query(compute) == 0 && st_query(nccl) == 0);
+    EXPECT(ev_sync(ev) == 0 && st_sync(nccl) == 0 && dev_sync() == 0);
+
+    // Device synchronisation: every stream's work so far.
+    fakecuda_hold(s(0x520), 1);
+    fakecuda_enqueue(s(0x520));
+    t0 = std::chrono::steady_clock::now();
+    std::thread release2([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        fakecuda_hold(s(0x520), 0);
+    });
+    EXPECT(dev_sync() == 0);
+    EXPECT(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(90));
+    release2.join();
+
+    // A destroyed stream forgets what it waited on.
+    fakecuda_hold(nccl, 1);
+    fakecuda_enqueue(nccl);
+    EXPECT(record(ev, nccl) == 0 && wait(compute, ev, 0) == 0 && st_query(compute) == 600);
+    EXPECT(st_destroy(compute) == 0 && st_query(compute) == 0);
+    // Given up after FAKE_CUDA_SYNC_TIMEOUT_SEC (1 s in this test's environment): cudaErrorUnknown.
+    t0 = std::chrono::steady_clock::now();
+    EXPECT(ev_sync(ev) == 999);
+    EXPECT(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(900));
+    fakecuda_hold(nccl, 0);
+    EXPECT(ev_sync(ev) == 0);
+    EXPECT(destroy(ev) == 0 && destroy(after) == 0);
+
+    // Under capture: a record is a node of the graph (not armed), a synchronisation is illegal.
+    fakecuda_set_capturing(s(0x530), 1);
+    EXPECT(create(&ev) == 0 && record(ev, s(0x530)) == 0 && query(ev) == 0);
+    EXPECT(st_sync(s(0x530)) == 900 && st_query(s(0x530)) == 900);
+    fakecuda_set_capturing(s(0x530), 0);
+    EXPECT(destroy(ev) == 0);
+
+    const FakeCudaStats s1 = stats();
+    EXPECT(s1.event_records == s0.event_records);  // the runtime's records are not the driver's
+    EXPECT(s1.runtime_records - s0.runtime_records == 5);
+    EXPECT(s1.stream_waits - s0.stream_waits == 2);
+    EXPECT(s1.synchronizes - s0.synchronizes == 7);
+    EXPECT(s1.sync_timeouts - s0.sync_timeouts == 1);
+}
+
 // FAKE_CUDA_HOLD_ALL=1 (a run of its own): every stream is held from its first use, until released.
 void hold_all() {
     EXPECT(cuInit(0) == CUDA_SUCCESS);
@@ -212,5 +326,6 @@ int main() {
     events_follow_stream_order();
     hold_file();
     capture();
+    runtime();
     return ncw_test::check_summary("fake_cuda_selftest");
 }

@@ -4,9 +4,12 @@
 #include <strings.h>
 #include <time.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "fake_nccl_comm.h"
@@ -69,6 +72,40 @@ const char* algo() {
         return v && *v ? v : "RING";
     }();
     return a;
+}
+
+// FAKE_NCCL_PROFILER_WITHHOLD: the collectives that get no Coll (nor Group, nor KernelCh) event.
+struct Withhold {
+    bool all = false;
+    std::set<uint64_t> seqs;  // the communicator's collective numbers (1-based)
+};
+const Withhold& withhold() {
+    static const Withhold w = [] {
+        Withhold v;
+        const char* e = getenv("FAKE_NCCL_PROFILER_WITHHOLD");
+        if (!e || !*e) return v;
+        if (strcmp(e, "all") == 0) {
+            v.all = true;
+            return v;
+        }
+        for (const char* p = e; *p;) {
+            char* end = nullptr;
+            const unsigned long long n = strtoull(p, &end, 10);
+            if (end == p) {
+                fprintf(stderr, "fake-nccl: FAKE_NCCL_PROFILER_WITHHOLD=%s: want \"all\" or numbers, comma-separated\n",
+                        e);
+                abort();
+            }
+            v.seqs.insert(n);
+            p = *end == ',' ? end + 1 : end;
+        }
+        return v;
+    }();
+    return w;
+}
+bool withheld(const Op& op) {
+    const Withhold& w = withhold();
+    return op.kind == OpKind::Collective && (w.all || w.seqs.count(op.target) != 0);
 }
 
 // A tree leaf's thread 0 is done once its data went up (FAKE_NCCL_ALGO=TREE).
@@ -174,6 +211,7 @@ void profiler_op_posted(Op& op) {
     const uint64_t seq = p2p ? 0 : c->prof_seq[kind_index(op.name)]++;  // NCCL counts even without a plugin
     if (!p.version || !c->prof_ctx || !(mask & (p2p ? prof::kP2p : prof::kColl)) || c->nranks == 1) return;
     if (p2p && p.version < 5) return;  // the fake's older tables send no P2p events (ours would not use them)
+    if (withheld(op)) return;          // as NCCL 2.28's symmetric kernels: its CollApi, and nothing after it
     void* coll = nullptr;
     if (p2p) {
         // No Group (launch) event: the fake posts a group's sends and receives one by one, and a later "launch"

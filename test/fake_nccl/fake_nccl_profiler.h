@@ -12,6 +12,13 @@
 // older tables name no op in them) the same way: a P2pApi event inside the call, a P2p event (its parent the
 // P2pApi's handle, no sequence number) at its launch, and its channels.
 //
+// FAKE_NCCL_PROFILER_WITHHOLD names collectives that get their CollApi event inside the call (v5), as every other, but
+// no Coll event, no Group event and no KernelCh events, as NCCL 2.28 does for the collectives it runs as symmetric
+// kernels: "all" (every collective), or the numbers of collectives on their communicator, comma-separated ("5,9": the
+// 5th and the 9th collective each communicator posts, counted from 1 as the fake's op numbers, "AllReduce #9"; sends
+// and receives are never withheld). The op itself runs as any other (its kernel is enqueued on its stream with the
+// fake libcuda). A value that is neither aborts the process.
+//
 // FAKE_NCCL_ALGO=TREE (default RING) says the collectives run as NCCL's tree: on a leaf (rank r with 2r+1 >= nranks),
 // thread 0 only sends its data up, so its channels stop a few microseconds after they start, whatever the peers do,
 // as NCCL's KernelCh stops of a real tree leaf do.

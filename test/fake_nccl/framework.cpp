@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "fake_cuda.h"
@@ -46,6 +48,16 @@ struct FakeCuda {
     // is preloaded.
     int (*graph_instantiate)(void**, void*, unsigned long long) = nullptr;
     int (*graph_launch)(void*, void*) = nullptr;
+    // Its events, stream waits and synchronisations (--torch-sync), found the same way.
+    int (*event_create)(void**) = nullptr;
+    int (*event_destroy)(void*) = nullptr;
+    int (*event_record)(void*, cudaStream_t) = nullptr;
+    int (*event_query)(void*) = nullptr;
+    int (*event_synchronize)(void*) = nullptr;
+    int (*stream_wait_event)(cudaStream_t, void*, unsigned int) = nullptr;
+    int (*stream_synchronize)(cudaStream_t) = nullptr;
+    int (*stream_destroy)(cudaStream_t) = nullptr;
+    int (*device_synchronize)() = nullptr;
 };
 
 // Loads it as a CUDA application has libcuda loaded before NCCL starts: RTLD_GLOBAL (so that the fake NCCL finds
@@ -76,6 +88,18 @@ bool load_fake_cuda(FakeCuda& f, std::string& error) {
     f.graph_launch = reinterpret_cast<decltype(f.graph_launch)>(dlsym(RTLD_DEFAULT, "cudaGraphLaunch"));
     if (f.graph_instantiate == nullptr || f.graph_launch == nullptr) {
         error = "no cudaGraphInstantiateWithFlags / cudaGraphLaunch in the process";
+        return false;
+    }
+    auto find = [](auto& fn, const char* name) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(RTLD_DEFAULT, name));
+        return fn != nullptr;
+    };
+    if (!find(f.event_create, "cudaEventCreate") || !find(f.event_destroy, "cudaEventDestroy") ||
+        !find(f.event_record, "cudaEventRecord") || !find(f.event_query, "cudaEventQuery") ||
+        !find(f.event_synchronize, "cudaEventSynchronize") || !find(f.stream_wait_event, "cudaStreamWaitEvent") ||
+        !find(f.stream_synchronize, "cudaStreamSynchronize") || !find(f.stream_destroy, "cudaStreamDestroy") ||
+        !find(f.device_synchronize, "cudaDeviceSynchronize")) {
+        error = "the CUDA runtime in the process lacks the event, stream or synchronisation calls";
         return false;
     }
     return true;
@@ -217,6 +241,7 @@ public:
         if (o_.hold_ms > 0) sleep_ms(o_.hold_ms);
         if (!o_.wait_gone.empty()) wait_gone();
         g_watchdog_stop.store(true);
+        if (o_.torch_sync && !torch_sync_end()) return kUsageError;
         if (!teardown()) return kNcclError;
         if (o_.fake_cuda) print_fake_cuda();
         std::printf("rank %d done steps=%d\n", rank_, o_.steps);
@@ -265,12 +290,14 @@ private:
             "fake-cuda rank %d: event_records=%llu records_while_capturing=%llu main_stream_records=%llu "
             "main_stream_records_while_capturing=%llu event_queries=%llu capture_violations=%llu "
             "capture_checks_active=%llu events_created=%llu enqueued=%llu captured=%llu streams=%llu "
-            "proc_address_found=%llu\n",
+            "proc_address_found=%llu runtime_records=%llu stream_waits=%llu synchronizes=%llu sync_timeouts=%llu\n",
             rank_, (unsigned long long)st.event_records, (unsigned long long)st.records_while_capturing,
             (unsigned long long)main_records, (unsigned long long)main_capturing, (unsigned long long)st.event_queries,
             (unsigned long long)st.capture_violations, (unsigned long long)st.capture_checks_active,
             (unsigned long long)st.events_created, (unsigned long long)st.enqueued, (unsigned long long)st.captured,
-            (unsigned long long)st.streams, (unsigned long long)st.proc_address_found);
+            (unsigned long long)st.streams, (unsigned long long)st.proc_address_found,
+            (unsigned long long)st.runtime_records, (unsigned long long)st.stream_waits,
+            (unsigned long long)st.synchronizes, (unsigned long long)st.sync_timeouts);
         std::fflush(stdout);
     }
 
@@ -411,7 +438,74 @@ private:
         return true;
     }
 
+    // torch's compute stream (--torch-sync): a handle of no communicator.
+    static cudaStream_t compute_stream() { return reinterpret_cast<cudaStream_t>(uintptr_t{0x5b0000}); }
+
+    bool cuda_ok(int r, const char* what) {
+        if (r == 0) return true;
+        std::fprintf(stderr, "fake-framework: rank %d step %d: %s failed: %d\n", rank_, step_, what, r);
+        return false;
+    }
+
+    // --torch-sync: waits for the step's collectives as torch does (--sync-how), through the CUDA runtime the
+    // program finds (the shim's, preloaded). One event per collective stream, made once.
+    bool torch_sync() {
+        if (o_.sync_how == SyncHow::Device) return cuda_ok(cuda_.device_synchronize(), "cudaDeviceSynchronize");
+        if (o_.sync_how == SyncHow::Unrelated)
+            return cuda_ok(cuda_.stream_synchronize(compute_stream()), "cudaStreamSynchronize");
+        std::vector<cudaStream_t> streams;
+        for (ncclComm_t c : {main_comm(), world_comm_, sub_comm_, tp_comm_, dp_comm_}) {
+            if (c == nullptr) continue;
+            const cudaStream_t s = stream(c);
+            if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+        }
+        for (size_t i = 0; i < streams.size(); ++i) {
+            if (sync_events_.size() <= i) {
+                void* ev = nullptr;
+                if (!cuda_ok(cuda_.event_create(&ev), "cudaEventCreate")) return false;
+                sync_events_.push_back(ev);
+            }
+            void* ev = sync_events_[i];
+            if (!cuda_ok(cuda_.event_record(ev, streams[i]), "cudaEventRecord")) return false;
+            switch (o_.sync_how) {
+                case SyncHow::Stream:
+                    if (!cuda_ok(cuda_.stream_wait_event(compute_stream(), ev, 0), "cudaStreamWaitEvent")) return false;
+                    break;
+                case SyncHow::Event:
+                    if (!cuda_ok(cuda_.event_synchronize(ev), "cudaEventSynchronize")) return false;
+                    break;
+                case SyncHow::Query: {
+                    int r;
+                    while ((r = cuda_.event_query(ev)) == 600) sleep_ms(1);  // cudaErrorNotReady
+                    if (!cuda_ok(r, "cudaEventQuery")) return false;
+                    break;
+                }
+                case SyncHow::Device:
+                case SyncHow::Unrelated: break;
+            }
+        }
+        return o_.sync_how != SyncHow::Stream ||
+               cuda_ok(cuda_.stream_synchronize(compute_stream()), "cudaStreamSynchronize");
+    }
+
+    // Before the teardown: the events and the compute stream go, as torch's do.
+    bool torch_sync_end() {
+        for (void* ev : sync_events_)
+            if (!cuda_ok(cuda_.event_destroy(ev), "cudaEventDestroy")) return false;
+        sync_events_.clear();
+        return cuda_ok(cuda_.stream_destroy(compute_stream()), "cudaStreamDestroy");
+    }
+
+    // Not while the main stream is under graph capture (--capture-step: it ends with the last captured step), where a
+    // synchronisation is illegal.
     bool run_step() {
+        if (!step_ops()) return false;
+        const bool capturing =
+            o_.capture_step >= 0 && step_ >= o_.capture_step && step_ < o_.capture_step + o_.capture_count - 1;
+        return !o_.torch_sync || capturing || torch_sync();
+    }
+
+    bool step_ops() {
         if (at(o_.die_rank, o_.die_step)) {
             std::fflush(nullptr);
             kill(getpid(), SIGKILL);
@@ -565,7 +659,8 @@ private:
 
     const Options& o_;
     FakeCuda cuda_;
-    void* graph_exec_ = nullptr;  // --graph-step: the instantiated graph of the captured all_reduce
+    void* graph_exec_ = nullptr;      // --graph-step: the instantiated graph of the captured all_reduce
+    std::vector<void*> sync_events_;  // --torch-sync: one per collective stream
     int rank_;
     int world_;
     int step_ = -1;

@@ -96,7 +96,15 @@ const char* usage_text() {
            "  --graph-step S          (--fake-cuda) the main all_reduce is captured into a CUDA graph at step S (the\n"
            "                          fake libcudart.so.13), which is launched at step S and every later one instead;\n"
            "                          one eager all_reduce follows the last step\n"
-           "  --graph-skip-rank R --graph-skip-step T   rank R does not launch it at step T\n";
+           "  --graph-skip-rank R --graph-skip-step T   rank R does not launch it at step T\n"
+           "  --torch-sync            (--fake-cuda) after each step's collectives, wait for them as torch does,\n"
+           "                          through the CUDA runtime (the fake libcudart.so.13): see --sync-how\n"
+           "  --sync-how stream|event|query|device|unrelated   (default stream) stream: cudaEventRecord(ev, the\n"
+           "                          collective's stream), cudaStreamWaitEvent(compute stream, ev),\n"
+           "                          cudaStreamSynchronize(compute stream), as .item(); event: cudaEventRecord,\n"
+           "                          cudaEventSynchronize; query: cudaEventRecord, cudaEventQuery until done;\n"
+           "                          device: cudaDeviceSynchronize; unrelated: cudaStreamSynchronize(compute stream)\n"
+           "                          alone (it waited on nothing)\n";
 }
 
 bool parse_options(int argc, char** argv, Options& o, std::string& error) {
@@ -166,6 +174,7 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--nonblocking", &o.nonblocking},
         {"--fake-cuda", &o.fake_cuda},
         {"--absorb-term", &o.absorb_term},
+        {"--torch-sync", &o.torch_sync},
     };
 
     for (int i = 1; i < argc; ++i) {
@@ -247,6 +256,22 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
                 error = "bad value for --mismatch-kind: '" + value + "' (count|dtype|op|root)";
                 return false;
             }
+        } else if (arg == "--sync-how") {
+            if (!take_value()) return false;
+            if (value == "stream") {
+                o.sync_how = SyncHow::Stream;
+            } else if (value == "event") {
+                o.sync_how = SyncHow::Event;
+            } else if (value == "query") {
+                o.sync_how = SyncHow::Query;
+            } else if (value == "device") {
+                o.sync_how = SyncHow::Device;
+            } else if (value == "unrelated") {
+                o.sync_how = SyncHow::Unrelated;
+            } else {
+                error = "bad value for --sync-how: '" + value + "' (stream|event|query|device|unrelated)";
+                return false;
+            }
         } else if (arg == "--teardown") {
             if (!take_value()) return false;
             if (value == "destroy") {
@@ -270,8 +295,8 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         error = "--mismatch-rank needs --mismatch-kind";
         return false;
     }
-    if ((o.cuda_hold_step >= 0 || o.capture_step >= 0 || o.graph_step >= 0) && !o.fake_cuda) {
-        error = "--cuda-hold-step, --capture-step and --graph-step need --fake-cuda";
+    if ((o.cuda_hold_step >= 0 || o.capture_step >= 0 || o.graph_step >= 0 || o.torch_sync) && !o.fake_cuda) {
+        error = "--cuda-hold-step, --capture-step, --graph-step and --torch-sync need --fake-cuda";
         return false;
     }
     return true;

@@ -8,6 +8,8 @@ namespace ncw::fw {
 
 enum class MismatchKind { None, Count, Dtype, Op, Root };
 enum class Teardown { Destroy, Finalize, Abort, None };
+// How --torch-sync waits for a step's collectives (the CUDA runtime's calls, as torch makes them).
+enum class SyncHow { Stream, Event, Query, Device, Unrelated };
 
 struct Options {
     int steps = 20;
@@ -76,6 +78,15 @@ struct Options {
     int graph_step = -1;       // the main all_reduce is captured into a CUDA graph at this step, launched from then on
     int graph_skip_rank = -1;  // ...which this rank does not launch at graph_skip_step
     int graph_skip_step = -1;
+    // After each step's collectives, wait for them as torch does (the fake libcudart.so.13, through the preloaded
+    // shim): stream: cudaEventRecord on each collective's stream, cudaStreamWaitEvent of a "compute" stream on it,
+    // cudaStreamSynchronize of the compute stream (what .item() does); event: cudaEventRecord, cudaEventSynchronize
+    // (work.wait() of a blocking work); query: cudaEventRecord, then cudaEventQuery until done (torch's watchdog);
+    // device: cudaDeviceSynchronize (torch.cuda.synchronize()); unrelated: cudaStreamSynchronize of the compute stream
+    // alone, which waited on nothing (an .item() of a tensor that does not depend on the collective: it proves
+    // nothing of NCCL's ops).
+    bool torch_sync = false;
+    SyncHow sync_how = SyncHow::Stream;
 };
 
 // Parses argv[1..]. Returns false and sets `error` on an unknown option or a bad value.

@@ -242,3 +242,31 @@ TEST_CASE("verdict: a collective held by a rank in its first send to a wrong pee
     REQUIRE(nj);
     CHECK(nj->consequence);
 }
+
+TEST_CASE("verdict: one node's view of an all-to-all held by a rank out of sight: UNKNOWN naming it, not its GPUs",
+          "[verdict]") {
+    // Measured at two nodes (examples/hang_scenarios.py moe_busy): node A holds ranks 0 and 1 of 4. Each waits in its
+    // dispatch all-to-all's Send #19 to rank 3 (on node B, which never posted its receives), and issued the step's
+    // all_reduce #10 after it on the same stream, which its GPU has not reached. Not GPU_NOT_REACHED of ranks 0 and 1:
+    // their GPUs are behind NCCL's own sends, whose peer is out of sight.
+    auto node_a_rank = [](int r) {
+        RankCommState s = idle(r, 10, 18.0);
+        s.completed = s.reached = 9;
+        s.unreached = s.uncompleted = 10;
+        s.gpu_tracking = true;
+        s.p2p_known = true;
+        std::vector<PeerP2p> peers;
+        for (int q = 0; q < 4; ++q) {
+            const bool open = q >= 2;  // the sends to node B's ranks wait (rank 2's behind rank 3's in the group)
+            peers.push_back(
+                with_ops(q, {op(true, 19, 4096, !open, 18.2, 30 + r), op(false, 19, 4096, !open, 18.2, 30 + r)}));
+        }
+        return p2p_rank(s, peers);
+    };
+    auto vs = diagnose_stall(view(4, {node_a_rank(0), node_a_rank(1)}), kNow, kTimeout);
+    REQUIRE(!vs.empty());
+    CHECK(vs[0].kind == Kind::Unknown);
+    CHECK(contains(vs[0].summary, "not visible"));
+    const Verdict* behind = find_kind(vs, Kind::GpuNotReached);
+    CHECK((behind == nullptr || behind->consequence));
+}

@@ -95,7 +95,9 @@ TEST_CASE("proven: an event before the op still pending proves it not reached: G
     CHECK(vs[0].waiting == Ranks{0, 2, 3});
     CHECK(contains(vs[0].summary, "rank 1's GPU has not reached #42 (busy with earlier work on its stream)"));
     CHECK(any_line(vs[0], "an event recorded on its stream before #42 has not completed"));
-    CHECK(any_line(vs[0], "(lower bounds: CUDA events; #42 proven not reached; #42 proven not completed)"));
+    // The proofs close rank 1's counts (#41 reached and completed, #42 proven neither): exact, not lower bounds.
+    CHECK(any_line(vs[0], "issued #42, reached #41, completed #41 (#42 proven not reached; #42 proven not completed)"));
+    CHECK(!any_line(vs[0], "lower bounds"));
 
     SECTION("a proof at an earlier op covers the later ones") {
         rs[1].unreached = 41;
