@@ -313,6 +313,18 @@ std::optional<Verdict> p2p_cycle(const CommView& view, uint64_t now_ns, double t
     return std::nullopt;
 }
 
+bool p2p_wait_maturing(const CommView& view, uint64_t now_ns, double timeout_s, double stalled_for_s) {
+    if (timeout_s <= 0) return false;
+    for (const auto& r : view.ranks) {
+        if (!r.p2p_known || !r.alive) continue;
+        const auto held = oldest_open(r);
+        if (!held) continue;
+        const double age = age_s(now_ns, held->first.t_issue_ns);
+        if (age < timeout_s && stalled_for_s - age <= timeout_s) return true;
+    }
+    return false;
+}
+
 // What holds a stalled communicator's ranks in its sends and receives before anything else: a pair whose sizes
 // disagree (one side still waiting), or a cycle of waits.
 std::vector<Verdict> p2p_blockers(const CommView& view, uint64_t now_ns, double timeout_s) {

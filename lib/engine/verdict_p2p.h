@@ -25,6 +25,11 @@ std::vector<Verdict> p2p_blockers(const CommView& view, uint64_t now_ns, double 
 // `with_blockers`: p2p_blockers first (false: the caller asked them already).
 std::vector<Verdict> diagnose_p2p_stall(const CommView& view, uint64_t now_ns, double timeout_s,
                                         bool with_blockers = true);
+// Whether some rank's oldest open send or receive on the communicator is younger than the timeout, and was issued
+// within the timeout of a collective stall that began `stalled_for_s` ago: it may yet prove a cycle or a pair that
+// holds the stall (ranks that both send first time out moments after the ranks that wait for them in the next
+// collective), so the stall is judged once it is past the timeout or done. Bounded: ops issued later do not count.
+bool p2p_wait_maturing(const CommView& view, uint64_t now_ns, double timeout_s, double stalled_for_s);
 // Whether `r` has a send or receive open (not seen done, not failed) that it issued on `stream` before `t_ns`: an op
 // it issued there later, a collective, runs only after it.
 bool open_p2p_before(const RankCommState& r, uint64_t stream, uint64_t t_ns);

@@ -565,6 +565,8 @@ std::vector<Verdict> diagnose_stall_inferred(const CommView& view, uint64_t now_
     // Ranks held in sends and receives the collective waits behind (a cycle of them, a pair whose sizes disagree):
     // those lead, and what the collective's counts say follows from them.
     auto blockers = p2p_blockers(view, now_ns, timeout_s);
+    // A send or receive still short of the timeout may yet be the cause: judged once it is past it (or done).
+    if (blockers.empty() && p2p_wait_maturing(view, now_ns, timeout_s, s.stalled_for)) return {};
     if (blockers.empty()) {
         // A rank behind the collective because it waits in a send (receive) whose peer never posted the match: its
         // first ever to a peer outside the pattern (a wrong peer index), or one the peer left out (a ring's missing

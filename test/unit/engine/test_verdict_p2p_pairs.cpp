@@ -208,6 +208,42 @@ TEST_CASE("verdict: a cycle of point-to-point waits", "[verdict]") {
     }
 }
 
+TEST_CASE("verdict: a collective's stall waits for the sends and receives that may hold it", "[verdict]") {
+    // Ranks 0 and 1 both send first at step 10 while ranks 2 and 3 go on into AllReduce #10; the all_reduce's waits
+    // pass the timeout a moment before the sends' do. Judged then, the collective would read NOT_JOINED; the cycle is
+    // the cause, so the stall waits for it (a CI run judged it in that moment).
+    auto job = [](double sends_ago, double collective_ago) {
+        std::vector<RankCommState> ranks;
+        for (int r = 0; r < 2; ++r)
+            ranks.push_back(p2p_rank(
+                idle(r, 9, sends_ago + 1.0),
+                {with_ops(1 - r, {op(true, 10, 64, false, sends_ago), op(false, 10, 64, false, sends_ago - 0.001)})}));
+        for (int r = 2; r < 4; ++r) {
+            RankCommState s = waiting(r, 9, collective_ago);
+            s.p2p_known = true;
+            ranks.push_back(s);
+        }
+        return view(4, std::move(ranks));
+    };
+    SECTION("the sends still short of the timeout: no verdict yet") {
+        CHECK(diagnose_stall(job(kTimeout - 0.05, kTimeout + 0.05), kNow, kTimeout).empty());
+    }
+    SECTION("the sends past it too: the DEADLOCK leads, the all_reduce's NOT_JOINED follows from it") {
+        auto vs = diagnose_stall(job(kTimeout + 0.01, kTimeout + 0.05), kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::Deadlock);
+        CHECK(vs[0].culprits == Ranks{0, 1});
+        const Verdict* nj = find_kind(vs, Kind::NotJoined);
+        REQUIRE(nj);
+        CHECK(nj->consequence);
+    }
+    SECTION("sends issued a timeout after the stall began do not hold its verdict back") {
+        auto vs = diagnose_stall(job(1.0, 2 * kTimeout + 1.5), kNow, kTimeout);
+        REQUIRE(!vs.empty());
+        CHECK(vs[0].kind == Kind::NotJoined);
+    }
+}
+
 TEST_CASE("verdict: a collective held by a rank in its first send to a wrong peer", "[verdict]") {
     // A pipeline of 4 stages with a data-parallel all_reduce each step: stages 0, 1 and 3 wait in AllReduce #11; stage
     // 2 waits in its first ever Send to rank 0 (a wrong peer index), which never posted a receive from it, both having
