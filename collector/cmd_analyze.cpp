@@ -195,12 +195,14 @@ Command add_analyze(CLI::App& sub) {
                  "default)");
     sub.add_option("DIR_OR_FILE", o->inputs, "rank files, or folders searched recursively for *.ncw")->type_name("");
     sub.footer(R"(Reads every rank file (folders are searched recursively: give one folder per node, or one shared
-folder) and names what holds up each communicator of each job: DEAD, DEADLOCK, EXTRA_OP, NOT_JOINED, MISMATCH,
-INIT_HANG, SETTING_DIFFERS, ASYNC_ERROR, GPU_NOT_REACHED, STUCK_IN_NCCL, UNKNOWN, STRAGGLER. Files of several jobs are reported per job; missing ranks and
+folder) and names what holds up each communicator of each job: FAILED (torch's NCCL watchdog ended ranks), DEAD,
+DEADLOCK, EXTRA_OP, NOT_JOINED, MISMATCH, INIT_HANG, SETTING_DIFFERS, ASYNC_ERROR, GPU_NOT_REACHED, STUCK_IN_NCCL,
+TEARDOWN_HANG, UNKNOWN, STRAGGLER. Files of several jobs are reported per job; missing ranks and
 unreadable or truncated files are named, the rest analysed. "Now" is the newest heartbeat of each job, so files
 copied later still read as of the hang. The report starts with one verdict line naming the culprit (rank, host,
 GPU, pid), then the evidence, the per-communicator table and "Also noticed".
-Exit status: 0 nothing found (or only stragglers), 1 a hang or mismatch found, 2 usage error or no readable file.)");
+Exit status: 0 nothing found (or only stragglers), 1 a hang, a mismatch or a failed end found (FAILED: torch's
+watchdog ended the job; TEARDOWN_HANG or a stall the job was killed in), 2 usage error or no readable file.)");
     return [o] {
         if (o->inputs.empty()) throw UsageError("give at least one folder or rank file");
         return run_analyze(*o);

@@ -32,8 +32,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 // record's origin (OpRecord::origin and OpSignature::origin, in what were reserved bytes): a call, or a CUDA graph's
 // replay of a captured op; 1.11: tickets handed out in chunks of kRingChunk to one writing thread at a time (a ticket
 // may stay unwritten: readers count it so, RecordSet::unwritten), and the return time of a call whose completion is
-// not followed by CUDA events is its issue time (one clock read per op).
-inline constexpr uint16_t kFormatMinor = 11;
+// not followed by CUDA events is its issue time (one clock read per op); 1.12: who ended the process and who
+// aborted a communicator first, by their threads' names (FileHeader::end_thread, abort_*, appended last).
+inline constexpr uint16_t kFormatMinor = 12;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -228,6 +229,17 @@ struct FileHeader {
     std::atomic<uint32_t> teardown_op;  // OpType: CommDestroy, CommFinalize or CommAbort
     uint32_t reserved3;
     std::atomic<uint64_t> teardown_since_ns;  // 0: none in progress
+
+    // Format 1.12, appended last (zero: none, or a writer before it): the thread that took the end path (a fatal
+    // signal's, the exit's), and the first ncclCommAbort's thread, communicator and start, by the kernel's names of
+    // the threads (PR_GET_NAME, 15 characters). torch's NCCL watchdog ("pt_nccl_watchdg") raises SIGABRT when a
+    // collective outlives the process group's timeout, or aborts the communicators first: how the job ended is told
+    // by who ended it. end_thread is written before end_kind, which publishes it; the abort's fields before
+    // abort_mono_ns (release).
+    std::atomic<uint64_t> abort_mono_ns;  // 0: no abort
+    uint64_t abort_comm_id;
+    char abort_thread[16];
+    char end_thread[16];
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
 
@@ -357,7 +369,8 @@ static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_
                                             NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES)
                                                 NCW_HEADER_PY_HELD_FIELDS(NCW_HEADER_BYTES)
                                                     NCW_HEADER_LAST_WORDS_FIELDS(NCW_HEADER_BYTES)
-                                                        NCW_HEADER_TEARDOWN_FIELDS(NCW_HEADER_BYTES) +
+                                                        NCW_HEADER_TEARDOWN_FIELDS(NCW_HEADER_BYTES)
+                                                            NCW_HEADER_END_CAUSE_FIELDS(NCW_HEADER_BYTES) +
                                         sizeof(FileHeader::reserved2) + sizeof(FileHeader::reserved3),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +

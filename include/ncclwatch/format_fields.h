@@ -208,6 +208,14 @@
     X(u64, teardown_comm_id, 0, id)                                                                                  \
     X(u32, teardown_op, 0, num)
 
+// FileHeader, part 9 (1.12, zero before): who ended the process and who aborted a communicator first (format.h); the
+// abort's start first (0: none), read before what it publishes. In the live protocol after part 8 (1.14).
+#define NCW_HEADER_END_CAUSE_FIELDS(X)                                                                               \
+    X(u64, abort_mono_ns, 0, mono)                                                                                   \
+    X(u64, abort_comm_id, 0, id)                                                                                     \
+    X(str, abort_thread, {}, num)                                                                                    \
+    X(str, end_thread, {}, num)
+
 // CommSlot, every field but its seqlock and the signature window: the fields up to 1.5, then those of 1.6 on. The
 // live protocol writes the second list after the signatures and GPU spans of a comm block (wire_fields.cpp), where
 // an older decoder stops reading; every other use expands NCW_COMM_FIELDS, both lists.

@@ -7,24 +7,27 @@
 #pragma once
 
 #define NCW_VERDICT_KINDS(X)                                                                                \
-    X(NotJoined, "NOT_JOINED", 3, "rank(s) never issued the sequence number the others wait in")            \
-    X(GpuNotReached, "GPU_NOT_REACHED", 8,                                                                  \
+    X(NotJoined, "NOT_JOINED", 4, "rank(s) never issued the sequence number the others wait in")            \
+    X(GpuNotReached, "GPU_NOT_REACHED", 9,                                                                  \
       "all issued it, but some rank's GPU has provably not reached it (busy with earlier work)")            \
-    X(StuckInNccl, "STUCK_IN_NCCL", 9, "every rank proven inside it, none completed it")                    \
-    X(Mismatch, "MISMATCH", 4, "ranks disagree on op/dtype/count/root/redop at one sequence number")        \
-    X(Dead, "DEAD", 0, "a rank's process is gone while others wait for it")                                 \
-    X(AsyncError, "ASYNC_ERROR", 7, "NCCL reported an error on a rank")                                     \
-    X(Unknown, "UNKNOWN", 11,                                                                               \
+    X(StuckInNccl, "STUCK_IN_NCCL", 10, "every rank proven inside it, none completed it")                   \
+    X(Mismatch, "MISMATCH", 5, "ranks disagree on op/dtype/count/root/redop at one sequence number")        \
+    X(Dead, "DEAD", 1, "a rank's process is gone while others wait for it")                                 \
+    X(AsyncError, "ASYNC_ERROR", 8, "NCCL reported an error on a rank")                                     \
+    X(Unknown, "UNKNOWN", 12,                                                                               \
       "a stall whose culprit is not visible from here (ranks missing) or not proven (lower bounds)")        \
-    X(ExtraOp, "EXTRA_OP", 2,                                                                               \
+    X(ExtraOp, "EXTRA_OP", 3,                                                                               \
       "a rank issued an operation no other rank issued: it is ahead, the others are not behind")            \
-    X(InitHang, "INIT_HANG", 5,                                                                             \
+    X(InitHang, "INIT_HANG", 6,                                                                             \
       "communicator init entered by some ranks and not finished (or never entered by others)")              \
-    X(Straggler, "STRAGGLER", 12, "not a hang: a rank consistently last to arrive at collectives")          \
-    X(Deadlock, "DEADLOCK", 1,                                                                              \
+    X(Straggler, "STRAGGLER", 13, "not a hang: a rank consistently last to arrive at collectives")          \
+    X(Deadlock, "DEADLOCK", 2,                                                                              \
       "stalls on several communicators wait on each other in a cycle: ranks issued their ops in different " \
       "orders")                                                                                             \
-    X(SettingDiffers, "SETTING_DIFFERS", 6,                                                                 \
+    X(SettingDiffers, "SETTING_DIFFERS", 7,                                                                 \
       "a stall in a job whose ranks disagree on a setting NCCL needs every rank to agree on")               \
-    X(TeardownHang, "TEARDOWN_HANG", 10,                                                                    \
-      "a rank has been inside communicator destroy, finalize or abort longer than the timeout")
+    X(TeardownHang, "TEARDOWN_HANG", 11,                                                                    \
+      "a rank has been inside communicator destroy, finalize or abort longer than the timeout")             \
+    X(Failed, "FAILED", 0,                                                                                  \
+      "the job failed: torch's NCCL watchdog ended ranks whose collective outlived the process group's "    \
+      "timeout")

@@ -48,7 +48,9 @@ inline constexpr uint16_t kMajor = 1;
 //      group, issue time, what is known of each: read/rank_state.h P2pOp), so that the collector pairs the n-th send
 //      of A to B with the n-th receive of B from A by size, and sees what a pending one is queued behind. An older
 //      decoder stops before them.
-inline constexpr uint16_t kMinor = 13;
+// 1.14: a State's live header block ends with who ended the process and who aborted a communicator first (format
+//      1.12: the threads' names), where an older decoder stops.
+inline constexpr uint16_t kMinor = 14;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection

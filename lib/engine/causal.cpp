@@ -2,6 +2,7 @@
 #include "engine/causal.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <string.h>
 
 #include <algorithm>
@@ -97,7 +98,11 @@ namespace {
 std::string how_it_ended(const RankCommState& r) {
     switch (disk::EndKind(r.end_kind)) {
         case disk::EndKind::Exit: return fmt::format("exited (exit code {})", r.end_status);
-        case disk::EndKind::FatalSignal: return fmt::format("crashed with {}", signal_words(r.end_status));
+        case disk::EndKind::FatalSignal:
+            if (ended_by_torch_watchdog(r) && !r.end_thread.empty())
+                return fmt::format("was ended by torch's NCCL watchdog ({} raised in its thread {})",
+                                   signal_words(r.end_status), r.end_thread);
+            return fmt::format("crashed with {}", signal_words(r.end_status));
         case disk::EndKind::Terminated: return fmt::format("was terminated by {}", signal_words(r.end_status));
         case disk::EndKind::None: break;
     }
@@ -107,6 +112,18 @@ std::string how_it_ended(const RankCommState& r) {
 }
 
 }  // namespace
+
+bool ended_by_torch_watchdog(const RankCommState& r) {
+    const bool torch_abort = r.abort_mono_ns && r.abort_thread.rfind("pt_nccl_", 0) == 0;
+    return (r.end_kind == uint32_t(disk::EndKind::FatalSignal) && r.end_status == SIGABRT &&
+            r.end_thread.rfind("pt_nccl_", 0) == 0) ||
+           (torch_abort && r.end_kind != uint32_t(disk::EndKind::None));
+}
+
+uint64_t torch_watchdog_end_ns(const RankCommState& r) {
+    const bool torch_abort = r.abort_mono_ns && r.abort_thread.rfind("pt_nccl_", 0) == 0;
+    return torch_abort && (!r.end_mono_ns || r.abort_mono_ns < r.end_mono_ns) ? r.abort_mono_ns : r.end_mono_ns;
+}
 
 bool ended_clean(const RankCommState& r) {
     return (r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status == 0) ||
@@ -125,6 +142,9 @@ bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout
             // A stall its shim had reported by t: one that had lasted the timeout by then (stall_since_ns is when it
             // began, and a wait that began just before a kill is reported only a timeout after it).
             if (r.stall_since_ns && r.stall_since_ns < t && t - r.stall_since_ns >= timeout_ns) return true;
+            // A teardown call that had not returned for the timeout (TEARDOWN_HANG).
+            if (timeout_ns && r.teardown_since_ns && r.teardown_since_ns < t && t - r.teardown_since_ns >= timeout_ns)
+                return true;
             const uint64_t since = std::max(r.t_last_progress_ns, r.t_last_issue_ns);
             if (timeout_ns && r.issued > r.completed && since && since < t && t - since >= timeout_ns) return true;
             // A send or receive pending that long (a pipeline's stage waiting for the one before it).
@@ -158,10 +178,17 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
     struct Failure {
         uint64_t at = kNever;
         const RankCommState* where = nullptr;  // its failed call's record (seq, result, signature)
+        bool torch = false;                    // torch's NCCL watchdog ended it (no failed call of its own)
     };
     std::map<std::pair<std::string, int64_t>, Failure> proc_failed;
     for (const CommView* v : views)
         for (const auto& r : v->ranks) {
+            // torch's NCCL watchdog ending the process is its wait given up, as a call that failed: the stall it
+            // timed out is the story, the end its consequence.
+            if (const uint64_t t = torch_watchdog_end_ns(r); ended_by_torch_watchdog(r) && t) {
+                Failure& f = proc_failed[{r.host, r.pid}];
+                if (t < f.at) f = {t, &r, true};
+            }
             const uint64_t t = failed_at(r);
             if (t == kNever) continue;
             // NCCL's remote error says a peer's connection went away. A peer of this communicator that tore it down
@@ -177,7 +204,7 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
                 if (peer_left) continue;
             }
             Failure& f = proc_failed[{r.host, r.pid}];
-            if (t < f.at) f = {t, &r};
+            if (t < f.at) f = {t, &r, false};
         }
     auto failure_of = [&](const RankCommState& r) {
         auto it = proc_failed.find({r.host, r.pid});
@@ -201,13 +228,18 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
     // A SIGTERM / SIGINT within the first moment, beside a departure that was not one (an exit, a crash, a kill with
     // no end recorded): the launcher tearing the node down after that rank went (torchrun within 0.3 s), a
     // consequence; only when every first departure was such a signal is it the first moment itself.
-    bool other_than_term_first = false;
+    // Likewise beside a failure: torch's watchdog ending ranks, and the launcher tearing down the rest.
+    bool other_than_term_first = first_is_failure;
     for (const CommView* v : views)
         for (const auto& r : v->ranks)
-            if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r)) {
+            if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r) &&
+                r.end_kind != uint32_t(disk::EndKind::Terminated))
+                other_than_term_first = true;
+    for (const CommView* v : views)
+        for (const auto& r : v->ranks)
+            if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r) &&
+                !(other_than_term_first && r.end_kind == uint32_t(disk::EndKind::Terminated)))
                 first_is_failure = false;
-                if (r.end_kind != uint32_t(disk::EndKind::Terminated)) other_than_term_first = true;
-            }
 
     // Who was first: departed (the culprits, DEAD) or failed (waiting ranks whose call gave up: the stall is the
     // story, their error its end). Noted once per process.
@@ -245,7 +277,9 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
             const bool seen = std::find(noted.begin(), noted.end(), r.pid) != noted.end();
             std::string what;
             if (dep != kNever) what = end_words(r);
-            if (const RankCommState* f = failure_of(r).where; f && fail <= dep)
+            if (const Failure fl = failure_of(r); fl.torch && fail <= dep)
+                what = end_words(r);
+            else if (const RankCommState* f = fl.where; f && fail <= dep)
                 what =
                     fmt::format("its {} failed ({} {}){}",
                                 find_sig(*f, f->first_failed_seq) ? sig_short(*find_sig(*f, f->first_failed_seq), true)

@@ -35,7 +35,7 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
 
 // Whether the job was already hung when it was ended from outside (together, or first by outside signals): before `t`
 // (the common end), a rank's shim had reported a stall, or a rank had waited in an outstanding collective, send or
-// receive for `timeout_s` or more. A hung job that a scheduler or a person
+// receive, or inside a communicator's teardown, for `timeout_s` or more. A hung job that a scheduler or a person
 // then killed at once is still that hang, not "killed together, not a hang".
 bool hung_before(const std::vector<CommView*>& views, uint64_t t, double timeout_s);
 
@@ -46,6 +46,13 @@ void revive_ended_together(const std::vector<CommView*>& views);
 // How a departed rank ended, in words: "exited (exit code 3)", "crashed with SIGSEGV (signal 11)", "was terminated by
 // SIGTERM", "exited cleanly (exit handlers ran)", "is gone (killed?; heartbeat 2.0 s old)" (no end recorded: SIGKILL).
 std::string end_words(const RankCommState& r);
+// Whether torch's NCCL watchdog ended the process: SIGABRT raised in one of its threads (format 1.12 end_thread):
+// pt_nccl_watchdg on a collective past the process group's timeout (or an error it caught), pt_nccl_heartbt when the
+// watchdog itself stopped. A wait given up, not a death of the rank's own.
+// Or its communicators aborted from such a thread (TORCH_NCCL_ASYNC_ERROR_HANDLING=1 or 2), the process ended since.
+bool ended_by_torch_watchdog(const RankCommState& r);
+// When: the watchdog's abort where one came first, else the end.
+uint64_t torch_watchdog_end_ns(const RankCommState& r);
 // Whether the process ended cleanly: an exit code 0, or exit handlers that ran with no code known (they run at
 // sys.exit(1) and after an uncaught exception too, so "exited_clean" alone is no clean end).
 bool ended_clean(const RankCommState& r);

@@ -19,6 +19,7 @@
 #include "engine/straggler.h"
 #include "engine/suspicion.h"
 #include "engine/verdict_deadlock.h"
+#include "engine/verdict_end.h"
 #include "engine/verdict_settings.h"
 #include "ncclwatch/format.h"
 #include "read/plausible.h"
@@ -212,6 +213,7 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
             moved->end_mono_ns = shift(moved->end_mono_ns, d);
             moved->last_words_mono_ns = shift(moved->last_words_mono_ns, d);
             moved->teardown_since_ns = shift(moved->teardown_since_ns, d);
+            moved->abort_mono_ns = shift(moved->abort_mono_ns, d);
         }
         const HeaderInfo& h = moved ? *moved : f->header;
         const uint64_t seen = shift(last_seen(*f), d);
@@ -349,6 +351,8 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     // The first departure or failure of the job is where its trouble began; what came after is put back (causal.h).
     std::vector<verdict::CommView*> views;
     for (auto& c : jr.comms) views.push_back(&c.view);
+    // The ranks torch's watchdog ended, as their files say before the causal order puts them back (verdict_end.h).
+    const std::vector<verdict::WatchdogEnd> torch_ends = verdict::torch_watchdog_ends(views);
     const verdict::CausalOrder causal = verdict::order_causally(views, jr.now_mono_ns);
     AnalysisOptions copt = opt;
     uint64_t judged_at = jr.now_mono_ns;
@@ -400,6 +404,8 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
         for (const auto* f : job_files) facts.push_back(audit::ProcessFacts{&f->header, &f->comms});
         verdict::lead_with_settings(audit::must_agree_differences(facts), cv);
     }
+    // torch's watchdog ended ranks: FAILED leads, naming what it timed out.
+    if (!cv.empty()) verdict::lead_with_torch_watchdog(cv, torch_ends);
     // Suspicions take part in the cascade pass as the stalls they may become, beside the stalls there are (copies:
     // their verdicts have their roles already).
     if (std::any_of(jr.comms.begin(), jr.comms.end(), [](const CommResult& c) { return !c.suspected.empty(); })) {

@@ -391,6 +391,10 @@ void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
     s.header.teardown_comm_id = m.live.teardown_comm_id;
     s.header.teardown_op = m.live.teardown_op;
     s.header.teardown_since_ns = m.live.teardown_since_ns ? time_base::shift(m.live.teardown_since_ns, d) : 0;
+    s.header.end_thread = m.live.end_thread;
+    s.header.abort_thread = m.live.abort_thread;
+    s.header.abort_comm_id = m.live.abort_comm_id;
+    s.header.abort_mono_ns = m.live.abort_mono_ns ? time_base::shift(m.live.abort_mono_ns, d) : 0;
     s.header.write_ticket = m.live.write_ticket;
     s.header.dumps_written = m.live.dumps_written;
     s.header.reports_written = m.live.reports_written;

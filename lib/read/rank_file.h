@@ -63,6 +63,9 @@ struct HeaderInfo {
     NCW_HEADER_LAST_WORDS_FIELDS(NCW_READER_MEMBER)
     // Format 1.9: the communicator teardown in progress (format.h), teardown_since_ns 0 when none. Sent live.
     NCW_HEADER_TEARDOWN_FIELDS(NCW_READER_MEMBER)
+    // Format 1.12: who ended the process and who aborted a communicator first (format.h), "" and 0 when none. Sent
+    // live (protocol 1.14).
+    NCW_HEADER_END_CAUSE_FIELDS(NCW_READER_MEMBER)
 
     // Communicators the writer watched without a comm slot (format_fields.h NCW_HEADER_TAIL_FIELDS). Not in the live
     // protocol: a live digest carries those communicators themselves.

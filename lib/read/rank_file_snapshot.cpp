@@ -111,6 +111,11 @@ HeaderInfo RankFile::header() const noexcept {
             NCW_HEADER_TEARDOWN_FIELDS(NCW_LOAD_FIELD)
             if (!out.teardown_since_ns) out.teardown_comm_id = 0, out.teardown_op = 0;
         }
+        if (out.minor >= 12) {
+            NCW_HEADER_END_CAUSE_FIELDS(NCW_LOAD_FIELD)
+            if (!out.abort_mono_ns) out.abort_comm_id = 0, out.abort_thread.clear();  // not published yet
+            if (!out.end_kind) out.end_thread.clear();
+        }
         out.env = env_entries(ld(in->env_bytes));
         if (!out.timeout_ms) out.timeout_ms = ms_from_env(out.env, "timeout_sec", "NCCLWATCH_TIMEOUT_SEC", 1000);
         if (!out.poll_ms) out.poll_ms = ms_from_env(out.env, "poll_ms", "NCCLWATCH_POLL_MS", 1);

@@ -153,6 +153,12 @@ struct RankCommState {
     uint32_t end_kind = 0;
     int32_t end_status = 0;
     uint64_t end_mono_ns = 0;
+    // Format 1.12: the name of the thread that took the end path ("pt_nccl_watchdg": torch's NCCL watchdog raised
+    // SIGABRT), and of the thread whose ncclCommAbort came first in the process, with its time (the view's clock; 0:
+    // none).
+    std::string end_thread;
+    std::string abort_thread;
+    uint64_t abort_mono_ns = 0;
     // Format 1.9: the process's last words (an uncaught Python exception: "torch.OutOfMemoryError: ... (train.py:88)"),
     // when they were noted (the view's clock), and whether in the main thread (the process is then on its way out).
     std::string last_words;

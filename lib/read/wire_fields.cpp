@@ -40,6 +40,8 @@ void put_live(Writer& w, const HeaderInfo& in) {
     // Protocol 1.9: the last words (an uncaught exception) and the teardown in progress, where an older decoder stops.
     NCW_HEADER_LAST_WORDS_FIELDS(NCW_PUT_FIELD)
     NCW_HEADER_TEARDOWN_FIELDS(NCW_PUT_FIELD)
+    // Protocol 1.14: who ended the process and who aborted a communicator first.
+    NCW_HEADER_END_CAUSE_FIELDS(NCW_PUT_FIELD)
     w.end_block(at);
 }
 
@@ -50,6 +52,9 @@ void get_live(Reader& outer, HeaderInfo& out) {
     if (!r.at_end()) {  // protocol 1.9
         NCW_HEADER_LAST_WORDS_FIELDS(NCW_GET_FIELD)
         NCW_HEADER_TEARDOWN_FIELDS(NCW_GET_FIELD)
+        if (!r.at_end()) {  // protocol 1.14
+            NCW_HEADER_END_CAUSE_FIELDS(NCW_GET_FIELD)
+        }
     }
     outer.absorb(r);
 }

@@ -504,6 +504,22 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
             s = !v.cycle.empty() && disk::is_p2p(disk::OpType(v.cycle.front().op.op)) ? p2p_cycle_words(job, c, v)
                                                                                       : deadlock_words(job, c, v);
             break;
+        case Kind::Failed: {
+            // "torch's NCCL watchdog ended ranks 1,2,3 after AllReduce #11 on ... had waited 20.4 s for rank 0 (...)"
+            const std::string ended = who(job, c, v.waiting);
+            if (v.culprits.empty()) {
+                s = fmt::format(
+                    "torch's NCCL watchdog ended {}; no op of theirs had waited a second: an error torch's own log "
+                    "names",
+                    ended);
+                break;
+            }
+            s = fmt::format(
+                "torch's NCCL watchdog ended {} after {} on {} had waited {:.1f} s for {}: the process group's timeout "
+                "was shorter than that wait",
+                ended, op, comm, v.stalled_for_s, culprits);
+            break;
+        }
         case Kind::TeardownHang:
             s = fmt::format("{} {} been inside the teardown of {} for {:.1f} s{}", culprits,
                             v.culprits.size() == 1 ? "has" : "have", comm, v.stalled_for_s, since(job, v));

@@ -136,6 +136,7 @@ json header_json(const HeaderInfo& in) {
     if (in.minor >= 9) {
         NCW_HEADER_LAST_WORDS_FIELDS(NCW_SHOW_FIELD)
         NCW_HEADER_TEARDOWN_FIELDS(NCW_SHOW_FIELD)
+        NCW_HEADER_END_CAUSE_FIELDS(NCW_SHOW_FIELD)
     }
     return j;
 }

@@ -1,9 +1,11 @@
 #include "shim/intercept/hooks.h"
 
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "ncclwatch/hash.h"
 #include "shim/base/clock.h"
@@ -245,6 +247,7 @@ public:
         CommRuntime* cr = rt ? rt->comms.find(comm) : nullptr;
         if (!cr) return;
         hdr_ = rt->file.hdr;
+        if (op == disk::OpType::CommAbort) mark_first_abort(cr->comm_id);
         hdr_->teardown_comm_id.store(cr->comm_id, std::memory_order_relaxed);
         hdr_->teardown_op.store(uint32_t(op), std::memory_order_relaxed);
         since_ = now_mono_ns();
@@ -259,6 +262,20 @@ public:
     TeardownMark& operator=(const TeardownMark&) = delete;
 
 private:
+    // The process's first abort (format 1.12): who called it (torch's watchdog, on a timeout or an error, or the
+    // program's own teardown) tells how the job ended. The thread's name comes first; its time publishes it.
+    void mark_first_abort(uint64_t comm_id) noexcept {
+        if (hdr_->abort_mono_ns.load(std::memory_order_acquire)) return;
+        static std::atomic<bool> taken{false};
+        if (taken.exchange(true, std::memory_order_acq_rel)) return;
+        char name[16] = {};
+        prctl(PR_GET_NAME, name);
+        std::memcpy(hdr_->abort_thread, name, sizeof name);
+        hdr_->abort_comm_id = comm_id;
+        const uint64_t now = now_mono_ns();
+        hdr_->abort_mono_ns.store(now ? now : 1, std::memory_order_release);
+    }
+
     disk::FileHeader* hdr_ = nullptr;
     uint64_t since_ = 0;
 };

@@ -359,6 +359,8 @@ private:
         // Protocol 1.9: the last words and the teardown in progress.
         NCW_HEADER_LAST_WORDS_FIELDS(NCW_COPY_LIVE)
         NCW_HEADER_TEARDOWN_FIELDS(NCW_COPY_LIVE)
+        // Protocol 1.14: who ended the process and who aborted a communicator first.
+        NCW_HEADER_END_CAUSE_FIELDS(NCW_COPY_LIVE)
 #undef NCW_COPY_LIVE
         // Once a communicator has point-to-point traffic, every State carries its counts (the collector keeps only
         // the latest State's): read from the ring at most once a kP2pAfterNs, else the table read last.

@@ -200,7 +200,14 @@ void DumpWriter::report_init_suspected(const disk::CommSlot& slot, const JobResu
 void DumpWriter::report_teardown_hang(uint64_t comm_id, int rank, const char* call, const JobResult* job,
                                       const CommResult* view, double waited_s) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::teardown_hang_event(job, view, comm_id, rank, call, waited_s));
+    // Said once per node where the ranks share a stderr: by the node's reporter among this host's ranks inside the
+    // teardown (each judges it from the same files); the others record it in their report files.
+    report::Elsewhere reporter;
+    if (view)
+        for (const auto& v : view->verdicts)
+            if (v.kind == verdict::Kind::TeardownHang) reporter = node_reporter(*view, &v.culprits);
+    emit(report::teardown_hang_event(job, view, comm_id, rank, call, waited_s),
+         reporter.pid && shares_stderr_with(reporter.pid));
 }
 
 void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view,
@@ -214,8 +221,18 @@ void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* j
 }
 
 void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v,
-                                 const std::string& job_verdict) {
+                                 const std::string& job_verdict, bool at_exit) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (at_exit) {
+        // Ranks exit together, each seeing the others' ends: by the node's first rank of the communicator, whatever
+        // its state, so that one says it.
+        auto order = [](const verdict::RankCommState& r) { return r.local_rank >= 0 ? r.local_rank : r.global_rank; };
+        const verdict::RankCommState* first = nullptr;
+        for (const auto& r : view.view.ranks)
+            if (r.host == rt_.id.host && (!first || order(r) < order(*first))) first = &r;
+        emit(report::mismatch_event(job, view, v, job_verdict, {}), first && first->pid != rt_.id.pid);
+        return;
+    }
     // One full report per node, as a stall's: by the node's reporter among this host's ranks of the communicator
     // (each judges it alone, from the same files); the others point to it, or say nothing where they share its stderr.
     const report::Elsewhere elsewhere = node_reporter(view, nullptr);

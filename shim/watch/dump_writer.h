@@ -46,8 +46,10 @@ public:
     // An init waiting past verdict::kInitSuspectS for a rank never seen (view->suspected holds its verdicts).
     void report_init_suspected(const disk::CommSlot& slot, const JobResult& job, const CommResult& view,
                                double waited_s);
+    // at_exit: the process's last check as it exits (a mismatch NCCL completed moments before the job ended): said by
+    // the node's first rank of the communicator, the others record it in their report files only.
     void report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v,
-                         const std::string& job_verdict);
+                         const std::string& job_verdict, bool at_exit = false);
     // Not a hang: a warning on stderr and a "straggler" event.
     void report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v);
     // suspicion_only: what ended was a suspicion that never became a stall.

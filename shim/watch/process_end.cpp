@@ -6,6 +6,8 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -162,6 +164,11 @@ void record_end(disk::EndKind kind, int32_t status) noexcept {
     const uint64_t now = mono_now();
     if (!h->end_mono_ns.compare_exchange_strong(none, now ? now : 1, std::memory_order_relaxed)) return;
     h->end_status.store(status, std::memory_order_relaxed);
+    // The thread that took the end path (format 1.12): torch's NCCL watchdog raises SIGABRT in its own
+    // ("pt_nccl_watchdg"). prctl is a system call, async-signal-safe.
+    char name[16] = {};
+    prctl(PR_GET_NAME, name);
+    std::memcpy(h->end_thread, name, sizeof name);
     h->end_kind.store(uint32_t(kind), std::memory_order_release);
 }
 
@@ -189,6 +196,7 @@ int end_signal_absorbed(uint64_t now_ns) noexcept {
         return 0;
     h->end_kind.store(uint32_t(disk::EndKind::None), std::memory_order_release);
     h->end_status.store(0, std::memory_order_relaxed);
+    std::memset(h->end_thread, 0, sizeof h->end_thread);
     h->end_mono_ns.store(0, std::memory_order_release);
     return sig;
 }

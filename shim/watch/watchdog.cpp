@@ -145,6 +145,15 @@ public:
         PassScope pass(rt_.watchdog_pass);
         profiler_publish(rt_);
         recover_finished(now_mono_ns(), false);
+        // A mismatch NCCL completed since the last check (the job ended within a second of it): said now, once per
+        // node, and in the report file however the job ends.
+        if (rt_.cfg.mismatch_check) {
+            try {
+                check_continuous(true, false, false, true);
+            } catch (const std::exception& e) {
+                NCW_LOG_ONCE(error, "the mismatch check at exit failed: {}", e.what());
+            }
+        }
         if (rt_.cfg.dump_at_exit) dumps_.write_dump("process exit", disk::PyStacksReason::Exit);
     }
 
@@ -165,11 +174,13 @@ private:
             auto w = watch_.find(c.comm_id);
             const bool reported = w != watch_.end() && w->second.clock.reported();
             bool departed = false;
-            for (const verdict::Verdict& v : c.verdicts)
+            for (const verdict::Verdict& v : c.verdicts) {
+                if (v.kind == verdict::Kind::Failed) departed = true;  // torch's watchdog ended ranks: the job's end
                 if (v.kind == verdict::Kind::Dead)
                     for (int cr : v.culprits)
                         for (const auto& r : c.view.ranks)
                             if (r.comm_rank == cr && r.end_kind != uint32_t(disk::EndKind::Terminated)) departed = true;
+            }
             if (reported || departed) standing.push_back(&c);
         }
         // The job's lead first (report/headline.h: an initiating stall, the first departure's DEAD), as one report
@@ -499,12 +510,16 @@ private:
     // straggler's own process (the others would only repeat it), and only where every rank of the communicator is on
     // this host (the engine's rule; the live collector sees across hosts).
     // p2p: the rings too, for the sends' and receives' GPU times (a pipeline's straggler).
-    void check_continuous(bool mismatches, bool stragglers, bool p2p = false) {
+    void check_continuous(bool mismatches, bool stragglers, bool p2p = false, bool at_exit = false) {
         Analysis a = analyze_now(0, false, mismatches, p2p, stragglers);
         for (const JobResult& j : a.jobs) {
             if (j.job_id != rt_.id.job_id) continue;
             for (const CommResult& c : j.comms) {
-                if (!rt_owns(c.comm_id)) continue;
+                // At exit, a communicator this process had (its teardown has unregistered it by then).
+                const bool mine = at_exit ? std::any_of(c.view.ranks.begin(), c.view.ranks.end(),
+                                                        [&](const auto& r) { return r.pid == rt_.id.pid; })
+                                          : rt_owns(c.comm_id);
+                if (!mine) continue;
                 if (!c.missing.empty()) sees_part_ = true;
                 CommWatch& w = watch_[c.comm_id];
                 bool held = false;
@@ -518,11 +533,13 @@ private:
                     if ((v.kind != verdict::Kind::Mismatch || v.consequence) && !drift) continue;
                     const uint64_t upto = drift ? v.drift->last_differ : v.seq;
                     if (upto <= w.last_mismatch_seq || held) continue;  // after a held one, its later ones wait
-                    if (!drift && (held = w.hold_mismatch(c.view, v.seq, now_mono_ns()))) continue;
+                    // Held for the drift that may explain it; no longer at exit, when no op comes after.
+                    if (!drift && !at_exit && (held = w.hold_mismatch(c.view, v.seq, now_mono_ns()))) continue;
                     if (drift) w.release();
                     w.last_mismatch_seq = upto;
                     dumps_.report_mismatch(
-                        j, c, v, own_view_partial(&c) ? collector_verdict_since(issued_at(c, v.seq)) : std::string());
+                        j, c, v, own_view_partial(&c) ? collector_verdict_since(issued_at(c, v.seq)) : std::string(),
+                        at_exit);
                 }
             }
         }

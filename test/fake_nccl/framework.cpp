@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <nccl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -170,6 +171,17 @@ void install_own_handlers(const std::string& file) {
 
 std::atomic<bool> g_watchdog_stop{false};  // --async-watchdog-ms: set before the teardown
 
+// --torch-timeout-ms: the collective in flight (its call's start, steady clock ns; 0: none), its number and count.
+std::atomic<int64_t> g_coll_since_ns{0};
+std::atomic<uint64_t> g_coll_seq{0};
+std::atomic<size_t> g_coll_count{0};
+std::atomic<bool> g_torch_dumping{false};  // the watchdog caught a timeout: torch's work queue is held from now
+
+int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
 class Scenario {
 public:
     Scenario(const Options& o, int rank, int world) : o_(o), rank_(rank), world_(world) {}
@@ -232,6 +244,7 @@ public:
         }
         if (!many_comms()) return kNcclError;
         if (o_.async_watchdog_ms > 0) start_async_watchdog();
+        if (o_.torch_timeout_ms > 0) start_torch_timeout_watchdog();
         for (step_ = 0; step_ < o_.steps; ++step_) {
             if (!run_step()) return kNcclError;
         }
@@ -320,6 +333,41 @@ private:
         }).detach();
     }
 
+    // --torch-timeout-ms: PyTorch's watchdog thread ("pt_nccl_watchdg") on a collective that outlives the process
+    // group's timeout: it logs the timeout, aborts the communicators where TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (the
+    // default, 3, does not), waits for the Flight Recorder's dump (--torch-dump-ms), then rethrows out of the thread:
+    // std::terminate, SIGABRT raised in that thread.
+    void start_torch_timeout_watchdog() {
+        std::thread([this] {
+            pthread_setname_np(pthread_self(), "pt_nccl_watchdg");
+            for (;;) {
+                sleep_ms(20);
+                if (g_watchdog_stop.load()) return;
+                const int64_t since = g_coll_since_ns.load();
+                const int64_t ran_ms = since ? (steady_ns() - since) / 1000000 : 0;
+                if (!since || ran_ms <= o_.torch_timeout_ms) continue;
+                std::fprintf(
+                    stderr,
+                    "[rank%d]:[E] [PG ID 0 PG GUID 0(default_pg) Rank %d] Watchdog caught collective operation "
+                    "timeout: WorkNCCL(SeqNum=%llu, OpType=ALLREDUCE, NumelIn=%zu, NumelOut=%zu, "
+                    "Timeout(ms)=%d) ran for %lld milliseconds before timing out.\n",
+                    rank_, rank_, (unsigned long long)g_coll_seq.load(), g_coll_count.load(), g_coll_count.load(),
+                    o_.torch_timeout_ms, (long long)ran_ms);
+                g_torch_dumping.store(true);
+                const char* mode = std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING");
+                if (mode && std::string(mode) == "1") ncclCommAbort(world_comm_);
+                sleep_ms(o_.torch_dump_ms);
+                std::fprintf(stderr,
+                             "terminate called after throwing an instance of 'c10::DistBackendError'\n  what():  [PG "
+                             "ID 0 PG GUID 0(default_pg) Rank %d] Process group watchdog thread terminated with "
+                             "exception: Watchdog caught collective operation timeout\n",
+                             rank_);
+                std::fflush(stderr);
+                std::abort();
+            }
+        }).detach();
+    }
+
     // --wait-gone: a test lets the job end once it has seen what it waits for.
     void wait_gone() {
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
@@ -391,7 +439,17 @@ private:
     }
 
     bool all_reduce(ncclComm_t comm, size_t count, ncclDataType_t dtype) {
-        return check(ncclAllReduce(buf(0), buf(1), count, dtype, ncclSum, comm, stream(comm)), "ncclAllReduce");
+        // --torch-timeout-ms: timed from the call's start, as torch times its work from its creation.
+        g_coll_count.store(count);
+        g_coll_seq.fetch_add(1);
+        g_coll_since_ns.store(steady_ns());
+        const bool ok =
+            check(ncclAllReduce(buf(0), buf(1), count, dtype, ncclSum, comm, stream(comm)), "ncclAllReduce");
+        g_coll_since_ns.store(0);
+        // torch enqueues the work after the launch, under the lock its watchdog holds while it waits for the Flight
+        // Recorder's dump: the next collective's call returns, and the thread waits there for the abort.
+        while (g_torch_dumping.load()) sleep_ms(10);
+        return ok;
     }
 
     // --graph-step: the step's all_reduce, captured into a CUDA graph once (at that step, as torch.cuda.graph does)

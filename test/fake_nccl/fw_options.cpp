@@ -72,6 +72,10 @@ const char* usage_text() {
            "  --async-watchdog-ms M   a thread polls ncclCommGetAsyncError on the world communicator every M ms, as\n"
            "                          PyTorch's watchdog; on an error it aborts the communicator (the blocked call\n"
            "                          then fails)\n"
+           "  --torch-timeout-ms M    a thread named pt_nccl_watchdg times each collective as PyTorch's watchdog: one\n"
+           "                          outstanding past M ms is logged as torch logs it, its communicators aborted\n"
+           "                          with TORCH_NCCL_ASYNC_ERROR_HANDLING=1, and after --torch-dump-ms D (0) the\n"
+           "                          thread raises SIGABRT (an exception out of the thread: std::terminate)\n"
            "  --hold-ms M             sleep M ms after the last step, before the teardown\n"
            "  --wait-gone PATH        then wait (at most 120 s) until the file PATH does not exist\n"
            "  --teardown destroy|finalize|abort|none   how the comms end (default destroy; finalize = finalize\n"
@@ -149,6 +153,8 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--init-late-ms", &o.init_late_ms, 0},
         {"--hold-ms", &o.hold_ms, 0},
         {"--async-watchdog-ms", &o.async_watchdog_ms, 0},
+        {"--torch-timeout-ms", &o.torch_timeout_ms, 0},
+        {"--torch-dump-ms", &o.torch_dump_ms, 0},
         {"--grid", &o.grid, 0},
         {"--coll-per-step", &o.coll_per_step, 1},
         {"--churn-comms", &o.churn_comms, 0},

@@ -60,6 +60,8 @@ struct Options {
     bool absorb_term = false;  // a SIGTERM handler that notes the signal and goes on (a checkpoint on preemption)
     int hold_ms = 0;
     int async_watchdog_ms = 0;  // > 0: PyTorch's watchdog, polling ncclCommGetAsyncError (abort on an error)
+    int torch_timeout_ms = 0;   // > 0: PyTorch's watchdog timing out a collective (the process group's timeout=)
+    int torch_dump_ms = 0;      // with it: how long that watchdog waits (for the Flight Recorder's dump) before SIGABRT
     std::string wait_gone;      // after --hold-ms, wait (up to 120 s) until this file does not exist
     Teardown teardown = Teardown::Destroy;
     int coll_per_step = 1;  // the step's main all_reduce (and the one on the split comm) this many times

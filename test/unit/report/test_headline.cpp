@@ -112,7 +112,7 @@ TEST_CASE("every verdict kind has a name, a meaning, an importance of its own an
     }
     NCW_VERDICT_KINDS(NCW_KIND_CHECK)
 #undef NCW_KIND_CHECK
-    CHECK(kinds == 13);
+    CHECK(kinds == 14);
     CHECK(names.size() == kinds);
     CHECK(importance.size() == kinds);
     CHECK(headlines.size() == kinds);
