@@ -132,9 +132,14 @@ void LiveServer::Impl::evict_job(const std::string& id) {
         finished = finished && r.bye;
         if (r.conn_id) close_conn(r.conn_id);  // the only connection that points at this job's rank
     }
-    log_limited("eviction", fmt::format("job {}: forgotten ({}, {} rank(s))", report::clean(id),
-                                        finished ? "every rank said Bye" : "silent past the retention or for room",
-                                        j.ranks.size()));
+    // A job that ended well is news (quiet inside rank 0, NCCLWATCH_COLLECTOR=auto); one dropped is the log's.
+    const std::string forgotten =
+        fmt::format("job {}: forgotten ({}, {} rank(s))", report::clean(id),
+                    finished ? "every rank said Bye" : "silent past the retention or for room", j.ranks.size());
+    if (finished)
+        news(forgotten);
+    else
+        log_limited("eviction", forgotten);
     ranks_known -= std::min(ranks_known, j.ranks.size());
     st_ranks = ranks_known;
     for (const auto& r : j.ranks) state_bytes -= std::min(state_bytes, r.est_bytes);

@@ -615,15 +615,16 @@ void profiler_publish_one(CommRuntime& cr) {
             "communicator {:016x}: more collectives in flight than ncclwatch follows ({}): from then on its GPU "
             "starts are lower bounds",
             cr.comm_id, ProfilerLink::kOps);
+    // Neither changes what the user does (the counts stay exact): the debug log's.
     if (desynced && pl->replayed.load(std::memory_order_relaxed) &&
         !pl->desync_logged.exchange(true, std::memory_order_relaxed))
-        log().info(
+        log().debug(
             "communicator {:016x}: a CUDA graph replays its captured ops (each replay is recorded as those ops): "
             "NCCL's kernel events cannot be tied to its ops from then on, so every op of it carries CUDA events of "
             "its own",
             cr.comm_id);
     if (desynced && !pl->desync_logged.exchange(true, std::memory_order_relaxed))
-        log().warn(
+        log().debug(
             "communicator {:016x}: NCCL's kernel events are out of step with its kernels (a stamp older than its "
             "op; a CUDA graph replayed after eager collectives, or an all-to-all's local copies, can do that): from "
             "then on every op of it carries CUDA events of its own",

@@ -284,7 +284,11 @@ private:
     void lost(const std::string& why) {
         close_socket();
         state_ = State::Idle;
-        if (!failures_logged_) {
+        if (auto_) {
+            // Rank 0's collector goes with rank 0, which a healthy job's end takes first: not worth a line. A
+            // collector that stays gone is said by the first reconnect that fails.
+            log().debug("lost the live collector at {} ({}); reconnecting with backoff", where(), why);
+        } else if (!failures_logged_) {
             failures_logged_ = true;
             log().warn("lost the live collector at {} ({}); reconnecting with backoff", where(), why);
         }
