@@ -405,7 +405,14 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
         verdict::lead_with_settings(audit::must_agree_differences(facts), cv);
     }
     // torch's watchdog ended ranks: FAILED leads, naming what it timed out.
-    if (!cv.empty()) verdict::lead_with_torch_watchdog(cv, torch_ends);
+    if (!cv.empty()) {
+        double ranks_timeout_s = 0;  // the shortest the ranks ran with
+        for (const FileSnapshot* f : job_files)
+            if (f && f->ok && f->header.timeout_ms &&
+                (ranks_timeout_s <= 0 || f->header.timeout_ms / 1000.0 < ranks_timeout_s))
+                ranks_timeout_s = f->header.timeout_ms / 1000.0;
+        verdict::lead_with_torch_watchdog(cv, torch_ends, ranks_timeout_s);
+    }
     // Suspicions take part in the cascade pass as the stalls they may become, beside the stalls there are (copies:
     // their verdicts have their roles already).
     if (std::any_of(jr.comms.begin(), jr.comms.end(), [](const CommResult& c) { return !c.suspected.empty(); })) {

@@ -84,7 +84,8 @@ std::string how_words(int sig) {
 
 }  // namespace
 
-void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<WatchdogEnd>& ends) {
+void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<WatchdogEnd>& ends,
+                              double ranks_timeout_s) {
     if (ends.empty()) return;
     auto ended_on = [&](uint64_t comm_id) {
         std::vector<int> out;
@@ -152,6 +153,16 @@ void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<W
         "caught collective operation timeout ... Timeout(ms)=\" and ends the process "
         "(TORCH_NCCL_ASYNC_ERROR_HANDLING=3, "
         "the default: SIGABRT once its Flight Recorder dump is done), even where the late rank arrives after");
+    // The two timeouts side by side: ncclwatch's report comes before torch's end only where its timeout is shorter.
+    if (!v.culprits.empty() && ranks_timeout_s > 0)
+        v.evidence.push_back(
+            ranks_timeout_s < v.stalled_for_s
+                ? fmt::format("NCCLWATCH_TIMEOUT_SEC={:g} is shorter than the {} wait: ncclwatch judges such a stall "
+                              "before torch's timeout ends the job",
+                              ranks_timeout_s, secs(v.stalled_for_s))
+                : fmt::format("NCCLWATCH_TIMEOUT_SEC={:g} is longer than the {} wait torch's timeout ended: ncclwatch "
+                              "could not report the stall before torch ended the job; set it below torch's timeout",
+                              ranks_timeout_s, secs(v.stalled_for_s)));
     if (!v.culprits.empty())
         v.evidence.push_back(
             "the timeout is `timeout=` of init_process_group (10 min by default for NCCL) and of new_group: raise it "

@@ -66,8 +66,11 @@ TEST_CASE("verdict: an end by torch's NCCL watchdog", "[verdict]") {
         order_causally({&v}, kNow);
         std::vector<Verdict> vs = diagnose_stall(v, ago(10.0), 0.0);
         std::vector<CommVerdicts> cv{{&v, &vs}};
-        lead_with_torch_watchdog(cv, ends);
+        lead_with_torch_watchdog(cv, ends, 60.0);
         REQUIRE(vs.size() >= 2);
+        CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(), [](const std::string& e) {
+            return contains(e, "NCCLWATCH_TIMEOUT_SEC=60 is longer than the 20.0 s wait torch's timeout ended");
+        }));
         CHECK(vs[0].kind == Kind::Failed);
         CHECK(vs[0].culprits == Ranks{0});
         CHECK(vs[0].waiting == Ranks{1, 2, 3});
