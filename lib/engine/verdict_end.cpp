@@ -46,21 +46,16 @@ LongestWait longest_wait(const CommView& view, const std::vector<WatchdogEnd>& e
         for (const OpSig& s : r->recent) {
             if (!s.t_issue_ns || s.t_issue_ns > e.at_ns) continue;
             uint64_t last = s.t_issue_ns;
-            std::vector<int> late;
-            bool never = false;
+            std::vector<int> last_issuer, never_issued;  // never issued it: waited on until the end
             for (const auto& q : view.ranks) {
                 const OpSig* qs = find_sig(q, s.seq);
-                if (q.issued < s.seq) {  // never issued it: waited on until the end
-                    never = true;
-                    late.push_back(q.comm_rank);
-                    continue;
-                }
-                if (!qs) continue;  // out of its window: not known
-                if (!never && qs->t_issue_ns > last) {
-                    last = qs->t_issue_ns;
-                    late = {q.comm_rank};
-                }
+                if (q.issued < s.seq)
+                    never_issued.push_back(q.comm_rank);
+                else if (qs && qs->t_issue_ns > last)  // out of its window: not known
+                    last = qs->t_issue_ns, last_issuer = {q.comm_rank};
             }
+            const bool never = !never_issued.empty();
+            const std::vector<int>& late = never ? never_issued : last_issuer;
             const uint64_t until = never ? e.at_ns : std::min(last, e.at_ns);
             const double wait = ns_to_s(until - s.t_issue_ns);
             if (wait > best.wait_s && !late.empty()) {
