@@ -113,16 +113,22 @@ std::string how_it_ended(const RankCommState& r) {
 
 }  // namespace
 
+namespace {
+
+// A thread of torch's NCCL watchdog: pt_nccl_watchdg, pt_nccl_heartbt.
+bool torch_thread(const std::string& name) { return name.rfind("pt_nccl_", 0) == 0; }
+bool aborted_by_torch(const RankCommState& r) { return r.abort_mono_ns && torch_thread(r.abort_thread); }
+
+}  // namespace
+
 bool ended_by_torch_watchdog(const RankCommState& r) {
-    const bool torch_abort = r.abort_mono_ns && r.abort_thread.rfind("pt_nccl_", 0) == 0;
     return (r.end_kind == uint32_t(disk::EndKind::FatalSignal) && r.end_status == SIGABRT &&
-            r.end_thread.rfind("pt_nccl_", 0) == 0) ||
-           (torch_abort && r.end_kind != uint32_t(disk::EndKind::None));
+            torch_thread(r.end_thread)) ||
+           (aborted_by_torch(r) && r.end_kind != uint32_t(disk::EndKind::None));
 }
 
 uint64_t torch_watchdog_end_ns(const RankCommState& r) {
-    const bool torch_abort = r.abort_mono_ns && r.abort_thread.rfind("pt_nccl_", 0) == 0;
-    return torch_abort && (!r.end_mono_ns || r.abort_mono_ns < r.end_mono_ns) ? r.abort_mono_ns : r.end_mono_ns;
+    return aborted_by_torch(r) && (!r.end_mono_ns || r.abort_mono_ns < r.end_mono_ns) ? r.abort_mono_ns : r.end_mono_ns;
 }
 
 bool ended_clean(const RankCommState& r) {

@@ -359,12 +359,12 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     const std::string job_name = "job " + (jr.job_id.empty() ? std::string("(no job id)") : jr.job_id);
     // Whether it hung before it was ended: at the timeout asked for, else the shortest the ranks ran with (an
     // `analyze` after the end judges stalls at 0, which would call any job killed mid-step hung).
-    double hung_timeout_s = opt.timeout_s;
-    if (hung_timeout_s <= 0)
-        for (const FileSnapshot* f : job_files)
-            if (f && f->ok && f->header.timeout_ms &&
-                (hung_timeout_s <= 0 || f->header.timeout_ms / 1000.0 < hung_timeout_s))
-                hung_timeout_s = f->header.timeout_ms / 1000.0;
+    double ranks_timeout_s = 0;  // the shortest NCCLWATCH_TIMEOUT_SEC the ranks ran with (0: not known)
+    for (const FileSnapshot* f : job_files)
+        if (f && f->ok && f->header.timeout_ms &&
+            (ranks_timeout_s <= 0 || f->header.timeout_ms / 1000.0 < ranks_timeout_s))
+            ranks_timeout_s = f->header.timeout_ms / 1000.0;
+    const double hung_timeout_s = opt.timeout_s > 0 ? opt.timeout_s : ranks_timeout_s;
     if ((causal.ended_together || causal.first_from_outside) &&
         verdict::hung_before(views, causal.first_ns, hung_timeout_s)) {
         // A hang that a scheduler, a launcher or a person ended (every rank at once, or node by node as torchrun
@@ -405,14 +405,7 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
         verdict::lead_with_settings(audit::must_agree_differences(facts), cv);
     }
     // torch's watchdog ended ranks: FAILED leads, naming what it timed out.
-    if (!cv.empty()) {
-        double ranks_timeout_s = 0;  // the shortest the ranks ran with
-        for (const FileSnapshot* f : job_files)
-            if (f && f->ok && f->header.timeout_ms &&
-                (ranks_timeout_s <= 0 || f->header.timeout_ms / 1000.0 < ranks_timeout_s))
-                ranks_timeout_s = f->header.timeout_ms / 1000.0;
-        verdict::lead_with_torch_watchdog(cv, torch_ends, ranks_timeout_s);
-    }
+    if (!cv.empty()) verdict::lead_with_torch_watchdog(cv, torch_ends, ranks_timeout_s);
     // Suspicions take part in the cascade pass as the stalls they may become, beside the stalls there are (copies:
     // their verdicts have their roles already).
     if (std::any_of(jr.comms.begin(), jr.comms.end(), [](const CommResult& c) { return !c.suspected.empty(); })) {

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 
 #include "engine/causal.h"
 #include "engine/verdict_ranks.h"
@@ -82,14 +81,6 @@ std::string how_words(int sig) {
 void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<WatchdogEnd>& ends,
                               double ranks_timeout_s) {
     if (ends.empty()) return;
-    auto ended_on = [&](uint64_t comm_id) {
-        std::vector<int> out;
-        for (const auto& e : ends)
-            if (e.comm_id == comm_id) out.push_back(e.comm_rank);
-        std::sort(out.begin(), out.end());
-        out.erase(std::unique(out.begin(), out.end()), out.end());
-        return out;
-    };
     // What the watchdog timed out: the op that had waited longest on the ranks it ended (torch times every op from its
     // issue), and the stall judged there, where one was.
     CommVerdicts* where = nullptr;
@@ -119,7 +110,8 @@ void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<W
     }
     if (!where) where = &cv.front();
     if (!v.comm_id) v.comm_id = where->view->comm_id;
-    v.waiting = ended_on(v.comm_id);
+    for (const auto& e : ends)
+        if (e.comm_id == v.comm_id) v.waiting.push_back(e.comm_rank);
     if (v.waiting.empty())  // ended ranks of other communicators only: named there
         for (const auto& e : ends) v.waiting.push_back(e.comm_rank);
     std::sort(v.waiting.begin(), v.waiting.end());
@@ -131,17 +123,15 @@ void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<W
                                     "reason before it ends the process)"
                                   : cause);
     for (const auto& e : ends) {
-        const CommView* view = nullptr;
-        for (const auto& c : cv)
-            if (c.view->comm_id == e.comm_id) view = c.view;
-        const RankCommState* r = view ? state_of_rank(*view, e.comm_rank) : nullptr;
-        if (!r || e.comm_id != v.comm_id) continue;
-        v.evidence.push_back(fmt::format(
-            "{}: ended by torch's NCCL watchdog ({} in {}){}", rank_id(*r), how_words(e.signal), e.thread,
-            v.op.seq && find_sig(*r, v.op.seq) && find_sig(*r, v.op.seq)->t_issue_ns
-                ? fmt::format(" {} after it issued {}", secs(ns_to_s(e.at_ns - find_sig(*r, v.op.seq)->t_issue_ns)),
-                              sig_short(v.op, true))
-                : std::string()));
+        const RankCommState* r = e.comm_id == v.comm_id ? state_of_rank(*where->view, e.comm_rank) : nullptr;
+        if (!r) continue;
+        const OpSig* issued = v.op.seq ? find_sig(*r, v.op.seq) : nullptr;
+        v.evidence.push_back(
+            fmt::format("{}: ended by torch's NCCL watchdog ({} in {}){}", rank_id(*r), how_words(e.signal), e.thread,
+                        issued && issued->t_issue_ns
+                            ? fmt::format(" {} after it issued {}", secs(ns_to_s(e.at_ns - issued->t_issue_ns)),
+                                          sig_short(v.op, true))
+                            : std::string()));
     }
     v.evidence.push_back(
         "torch's watchdog times each collective from its issue; past the process group's timeout it logs \"Watchdog "

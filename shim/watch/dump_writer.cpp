@@ -137,17 +137,23 @@ report::Elsewhere DumpWriter::full_report_elsewhere(const JobResult* job, const 
     return out;
 }
 
+namespace {
+
+// A rank's place among its node's: its local rank, else its global one.
+int node_order(const verdict::RankCommState& r) { return r.local_rank >= 0 ? r.local_rank : r.global_rank; }
+
+}  // namespace
+
 report::Elsewhere DumpWriter::node_reporter(const CommResult& c, const std::vector<int>* among, bool ending) const {
     report::Elsewhere out;
     const verdict::RankCommState* reporter = nullptr;
-    auto order = [](const verdict::RankCommState& r) { return r.local_rank >= 0 ? r.local_rank : r.global_rank; };
     for (const auto& r : c.view.ranks)
         if (r.host == rt_.id.host && (r.alive || (ending && r.end_kind == uint32_t(disk::EndKind::Terminated))) &&
             (!among || std::find(among->begin(), among->end(), r.comm_rank) != among->end()) &&
-            (!reporter || order(r) < order(*reporter)))
+            (!reporter || node_order(r) < node_order(*reporter)))
             reporter = &r;
     if (reporter && reporter->pid != rt_.id.pid) {
-        out.local_rank = order(*reporter);
+        out.local_rank = node_order(*reporter);
         out.pid = reporter->pid;
         if (reporter->file.size() > 4)
             out.report_json = reporter->file.substr(0, reporter->file.size() - 4) + ".report.json";
@@ -226,10 +232,9 @@ void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, c
     if (at_exit) {
         // Ranks exit together, each seeing the others' ends: by the node's first rank of the communicator, whatever
         // its state, so that one says it.
-        auto order = [](const verdict::RankCommState& r) { return r.local_rank >= 0 ? r.local_rank : r.global_rank; };
         const verdict::RankCommState* first = nullptr;
         for (const auto& r : view.view.ranks)
-            if (r.host == rt_.id.host && (!first || order(r) < order(*first))) first = &r;
+            if (r.host == rt_.id.host && (!first || node_order(r) < node_order(*first))) first = &r;
         emit(report::mismatch_event(job, view, v, job_verdict, {}), first && first->pid != rt_.id.pid);
         return;
     }
