@@ -32,7 +32,7 @@ namespace {
 struct LongestWait {
     double wait_s = 0;
     OpSig op;
-    std::vector<int> late;  // the comm ranks whose issue released it (or that never issued it)
+    std::vector<int> late;  // the comm ranks whose issue released it (or that never issued it, or are out of sight)
     bool completed = false;
 };
 
@@ -53,6 +53,10 @@ LongestWait longest_wait(const CommView& view, const std::vector<WatchdogEnd>& e
                 else if (qs && qs->t_issue_ns > last)  // out of its window: not known
                     last = qs->t_issue_ns, last_issuer = {q.comm_rank};
             }
+            // Still open on it at its end with every rank in sight past it: a rank out of sight held it (one node's
+            // files), waited on until the end as well.
+            const bool open = r->completed < s.seq;
+            if (open && never_issued.empty()) never_issued = missing_ranks(view);
             const bool never = !never_issued.empty();
             const std::vector<int>& late = never ? never_issued : last_issuer;
             const uint64_t until = never ? e.at_ns : std::min(last, e.at_ns);
@@ -100,7 +104,11 @@ void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<W
         v.op = best.op;
         v.culprits = stall ? stall->culprits : best.late;
         v.stalled_for_s = best.wait_s;
-        if (stall) v.missing = stall->missing;
+        v.missing = stall ? stall->missing : missing_ranks(*where->view);
+        // Out of sight here (no rank file): named by the comm ranks in `missing`, not as culprits.
+        v.culprits.erase(std::remove_if(v.culprits.begin(), v.culprits.end(),
+                                        [&](int cr) { return !state_of_rank(*where->view, cr); }),
+                         v.culprits.end());
         cause = stall ? fmt::format("the stall they were in: {}: {}", kind_name(stall->kind), stall->summary)
                       : fmt::format("the longest wait on them: {} waited {} for {}{}", sig_short(best.op, true),
                                     secs(best.wait_s), ranks_word(best.late),
@@ -139,7 +147,7 @@ void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<W
         "(TORCH_NCCL_ASYNC_ERROR_HANDLING=3, "
         "the default: SIGABRT once its Flight Recorder dump is done), even where the late rank arrives after");
     // The two timeouts side by side: ncclwatch's report comes before torch's end only where its timeout is shorter.
-    if (!v.culprits.empty() && ranks_timeout_s > 0)
+    if (v.seq && ranks_timeout_s > 0)
         v.evidence.push_back(
             ranks_timeout_s < v.stalled_for_s
                 ? fmt::format("NCCLWATCH_TIMEOUT_SEC={:g} is shorter than the {} wait: ncclwatch judges such a stall "
@@ -148,7 +156,7 @@ void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<W
                 : fmt::format("NCCLWATCH_TIMEOUT_SEC={:g} is longer than the {} wait torch's timeout ended: ncclwatch "
                               "could not report the stall before torch ended the job; set it below torch's timeout",
                               ranks_timeout_s, secs(v.stalled_for_s)));
-    if (!v.culprits.empty())
+    if (v.seq)
         v.evidence.push_back(
             "the timeout is `timeout=` of init_process_group (10 min by default for NCCL) and of new_group: raise it "
             "above the longest time one rank spends away from the collectives (validation, checkpointing, a first "

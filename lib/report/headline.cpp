@@ -507,17 +507,23 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
         case Kind::Failed: {
             // "torch's NCCL watchdog ended ranks 1,2,3 after AllReduce #11 on ... had waited 20.4 s for rank 0 (...)"
             const std::string ended = who(job, c, v.waiting);
-            if (v.culprits.empty()) {
+            if (!v.seq) {
                 s = fmt::format(
                     "torch's NCCL watchdog ended {}; no op of theirs had waited a second: an error torch's own log "
                     "names",
                     ended);
                 break;
             }
+            // The rank it waited for may be on another node: out of sight here, which ranks are is all that is known.
+            const std::string held_by = !v.culprits.empty()
+                                            ? culprits
+                                            : fmt::format("a rank out of sight here (comm rank{} {} {} no rank file)",
+                                                          v.missing.size() == 1 ? "" : "s", format_ranks(v.missing),
+                                                          v.missing.size() == 1 ? "has" : "have");
             s = fmt::format(
                 "torch's NCCL watchdog ended {} after {} on {} had waited {:.1f} s for {}: the process group's timeout "
                 "was shorter than that wait",
-                ended, op, comm, v.stalled_for_s, culprits);
+                ended, op, comm, v.stalled_for_s, held_by);
             break;
         }
         case Kind::TeardownHang:

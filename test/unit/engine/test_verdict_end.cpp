@@ -103,6 +103,18 @@ TEST_CASE("verdict: an end by torch's NCCL watchdog", "[verdict]") {
         CHECK(contains(vs[0].summary, "the longest wait on them: AllReduce #10"));
         CHECK(contains(vs[0].summary, "it completed, after torch's timeout had passed"));
     }
+    SECTION("one node's files, the rank it waited for on the other: the op named, its holder out of sight") {
+        CommView v = timed_out();
+        v.ranks.erase(v.ranks.begin());  // rank 0's file is on the other node
+        std::vector<Verdict> vs;
+        std::vector<CommVerdicts> cv{{&v, &vs}};
+        lead_with_torch_watchdog(cv, torch_watchdog_ends({&v}));
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].seq == 10);
+        CHECK(vs[0].culprits.empty());
+        CHECK(vs[0].missing == Ranks{0});
+        CHECK(vs[0].stalled_for_s == Approx(20.0).margin(0.01));
+    }
     SECTION("no op of theirs waited: no culprit named, the reason is torch's log's") {
         std::vector<RankCommState> ranks{idle(0, 10, 4.0), torch_ended(idle(1, 10, 4.0), 0.5)};
         for (auto& r : ranks) r.recent.mut().back().t_issue_ns = ago(5.0);
