@@ -268,6 +268,12 @@ private:
             log().debug("rank 0's live collector at {} is not up yet ({}); retrying", where(), why);
             return;
         }
+        if (auto_ && ever_connected_) {
+            // Rank 0's collector ends with rank 0, and a healthy job's end often takes rank 0 first: the ranks still
+            // closing would warn of an outage nobody can act on. A rank 0 that died is named by the watchdog's files.
+            log().debug("rank 0's live collector at {} is gone ({}); retrying", where(), why);
+            return;
+        }
         // Once per outage: a collector that is not up yet (or never will be) is not worth a line every retry.
         if (!failures_logged_) {
             failures_logged_ = true;
@@ -285,8 +291,7 @@ private:
         close_socket();
         state_ = State::Idle;
         if (auto_) {
-            // Rank 0's collector goes with rank 0, which a healthy job's end takes first: not worth a line. A
-            // collector that stays gone is said by the first reconnect that fails.
+            // Rank 0's collector goes with rank 0, which a healthy job's end takes first: not worth a line.
             log().debug("lost the live collector at {} ({}); reconnecting with backoff", where(), why);
         } else if (!failures_logged_) {
             failures_logged_ = true;
