@@ -33,8 +33,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 // replay of a captured op; 1.11: tickets handed out in chunks of kRingChunk to one writing thread at a time (a ticket
 // may stay unwritten: readers count it so, RecordSet::unwritten), and the return time of a call whose completion is
 // not followed by CUDA events is its issue time (one clock read per op); 1.12: who ended the process and who
-// aborted a communicator first, by their threads' names (FileHeader::end_thread, abort_*, appended last).
-inline constexpr uint16_t kFormatMinor = 12;
+// aborted a communicator first, by their threads' names (FileHeader::end_thread, abort_*, appended last); 1.13: the
+// last SIGTERM or SIGINT the program's own handler took and went on after (FileHeader::absorbed_*, appended last).
+inline constexpr uint16_t kFormatMinor = 13;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -240,8 +241,19 @@ struct FileHeader {
     uint64_t abort_comm_id;
     char abort_thread[16];
     char end_thread[16];
+
+    // Format 1.13, appended last (zero: none, or a writer before it): the last SIGTERM or SIGINT that the program's
+    // own handler took, the process going on (a checkpoint on preemption, a flag the loop reads). It stays: the end
+    // recorded is how the process really ended (an exit 0 later, an exit with a code in response), and this says what
+    // it had taken before. absorbed_signal is written before absorbed_mono_ns, which publishes it.
+    std::atomic<uint64_t> absorbed_mono_ns;  // 0: none (the time of the last one, kAbsorbedWindowNs below)
+    std::atomic<int32_t> absorbed_signal;
+    uint32_t reserved4;
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
+// How long a SIGTERM / SIGINT the program's own handler took keeps its end recorded (the shim undoes it after, the
+// process having outlived it), and how soon after it an exit with a code counts as the answer to it (the engine).
+inline constexpr uint64_t kAbsorbedWindowNs = 5'000'000'000ull;
 
 // One collective signature, for cross-rank matching without reading the ring. Seqlock: `seq` is set to 0 before the
 // fields change and to the sequence number after, so a reader that sees the same nonzero seq before and after its
@@ -360,18 +372,19 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "cross-process atomics
 #define NCW_COMM_BYTES(type, name, ...) +sizeof(CommSlot::name)
 #define NCW_SIG_BYTES(type, name, ...) +sizeof(OpSignature::name)
 #define NCW_RECORD_BYTES(type, name, ...) +sizeof(OpRecord::name)
-static_assert(sizeof(FileHeader) == sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_FIELDS(NCW_HEADER_BYTES) +
-                                        sizeof(FileHeader::reserved0) NCW_HEADER_WRITER_FIELDS(NCW_HEADER_BYTES)
-                                            NCW_HEADER_LIVE_FIELDS(NCW_HEADER_BYTES) +
-                                        sizeof(FileHeader::env_offset) + sizeof(FileHeader::env_capacity) +
-                                        sizeof(FileHeader::reserved1) +
-                                        sizeof(FileHeader::env_bytes) NCW_HEADER_PY_STACKS_FIELDS(NCW_HEADER_BYTES)
-                                            NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES)
-                                                NCW_HEADER_PY_HELD_FIELDS(NCW_HEADER_BYTES)
-                                                    NCW_HEADER_LAST_WORDS_FIELDS(NCW_HEADER_BYTES)
-                                                        NCW_HEADER_TEARDOWN_FIELDS(NCW_HEADER_BYTES)
-                                                            NCW_HEADER_END_CAUSE_FIELDS(NCW_HEADER_BYTES) +
-                                        sizeof(FileHeader::reserved2) + sizeof(FileHeader::reserved3),
+static_assert(sizeof(FileHeader) ==
+                  sizeof(FileHeader::magic) NCW_HEADER_LAYOUT_FIELDS(NCW_HEADER_BYTES) +
+                      sizeof(FileHeader::reserved0) NCW_HEADER_WRITER_FIELDS(NCW_HEADER_BYTES)
+                          NCW_HEADER_LIVE_FIELDS(NCW_HEADER_BYTES) +
+                      sizeof(FileHeader::env_offset) + sizeof(FileHeader::env_capacity) +
+                      sizeof(FileHeader::reserved1) +
+                      sizeof(FileHeader::env_bytes) NCW_HEADER_PY_STACKS_FIELDS(NCW_HEADER_BYTES)
+                          NCW_HEADER_TAIL_FIELDS(NCW_HEADER_BYTES) NCW_HEADER_PY_HELD_FIELDS(NCW_HEADER_BYTES)
+                              NCW_HEADER_LAST_WORDS_FIELDS(NCW_HEADER_BYTES)
+                                  NCW_HEADER_TEARDOWN_FIELDS(NCW_HEADER_BYTES)
+                                      NCW_HEADER_END_CAUSE_FIELDS(NCW_HEADER_BYTES)
+                                          NCW_HEADER_ABSORBED_FIELDS(NCW_HEADER_BYTES) +
+                      sizeof(FileHeader::reserved2) + sizeof(FileHeader::reserved3) + sizeof(FileHeader::reserved4),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +
                                       sizeof(CommSlot::recent) + sizeof(CommSlot::reserved_end),

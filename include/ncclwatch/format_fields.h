@@ -216,6 +216,12 @@
     X(str, abort_thread, {}, num)                                                                                    \
     X(str, end_thread, {}, num)
 
+// FileHeader, part 10 (1.13, zero before): the last termination signal the program's own handler took and went on
+// after (format.h); its time first (0: none), read before what it publishes. In the live protocol after part 9 (1.15).
+#define NCW_HEADER_ABSORBED_FIELDS(X)                                                                                \
+    X(u64, absorbed_mono_ns, 0, mono)                                                                                \
+    X(i32, absorbed_signal, 0, num)
+
 // CommSlot, every field but its seqlock and the signature window: the fields up to 1.5, then those of 1.6 on. The
 // live protocol writes the second list after the signatures and GPU spans of a comm block (wire_fields.cpp), where
 // an older decoder stops reading; every other use expands NCW_COMM_FIELDS, both lists.

@@ -50,7 +50,9 @@ inline constexpr uint16_t kMajor = 1;
 //      decoder stops before them.
 // 1.14: a State's live header block ends with who ended the process and who aborted a communicator first (format
 //      1.12: the threads' names), where an older decoder stops.
-inline constexpr uint16_t kMinor = 14;
+// 1.15: then the last termination signal the program's own handler took (format 1.13), where an older decoder stops;
+//      a Hello's header block ends with its flags: whether the rank had a connection to a collector before.
+inline constexpr uint16_t kMinor = 15;
 inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection

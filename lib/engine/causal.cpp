@@ -97,7 +97,15 @@ namespace {
 
 std::string how_it_ended(const RankCommState& r) {
     switch (disk::EndKind(r.end_kind)) {
-        case disk::EndKind::Exit: return fmt::format("exited (exit code {})", r.end_status);
+        case disk::EndKind::Exit:
+            if (exit_on_signal(r))
+                return fmt::format("exited (exit code {}) in answer to {}, which its own handler took {} before",
+                                   r.end_status, signal_words(r.absorbed_signal),
+                                   secs(double(r.end_mono_ns - r.absorbed_mono_ns) / 1e9));
+            if (r.absorbed_mono_ns && r.absorbed_signal)
+                return fmt::format("exited (exit code {}); its own handler had taken {} and it went on", r.end_status,
+                                   signal_words(r.absorbed_signal));
+            return fmt::format("exited (exit code {})", r.end_status);
         case disk::EndKind::FatalSignal:
             if (ended_by_torch_watchdog(r) && !r.end_thread.empty())
                 return fmt::format("was ended by torch's NCCL watchdog ({} raised in its thread {})",
@@ -129,6 +137,16 @@ bool ended_by_torch_watchdog(const RankCommState& r) {
 
 uint64_t torch_watchdog_end_ns(const RankCommState& r) {
     return aborted_by_torch(r) && (!r.end_mono_ns || r.abort_mono_ns < r.end_mono_ns) ? r.abort_mono_ns : r.end_mono_ns;
+}
+
+bool exit_on_signal(const RankCommState& r) {
+    return r.end_kind == uint32_t(disk::EndKind::Exit) && r.end_status != 0 && r.absorbed_signal &&
+           r.absorbed_mono_ns && r.end_mono_ns >= r.absorbed_mono_ns &&
+           r.end_mono_ns - r.absorbed_mono_ns < disk::kAbsorbedWindowNs;
+}
+
+bool ended_by_term_signal(const RankCommState& r) {
+    return r.end_kind == uint32_t(disk::EndKind::Terminated) || exit_on_signal(r);
 }
 
 bool ended_clean(const RankCommState& r) {
@@ -239,12 +257,12 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
     for (const CommView* v : views)
         for (const auto& r : v->ranks)
             if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r) &&
-                r.end_kind != uint32_t(disk::EndKind::Terminated))
+                !ended_by_term_signal(r))
                 other_than_term_first = true;
     for (const CommView* v : views)
         for (const auto& r : v->ranks)
             if (departed_at(r, now_ns) <= upto && departed_at(r, now_ns) < process_failed_at(r) &&
-                !(other_than_term_first && r.end_kind == uint32_t(disk::EndKind::Terminated)))
+                !(other_than_term_first && ended_by_term_signal(r)))
                 first_is_failure = false;
 
     // Who was first: departed (the culprits, DEAD) or failed (waiting ranks whose call gave up: the stall is the
@@ -257,16 +275,15 @@ CausalOrder order_causally(const std::vector<CommView*>& views, uint64_t now_ns)
             // A rank's own first event: a call that failed before its process departed is where it stood.
             const bool fail_first = fail <= dep;
             const bool in_first = std::min(dep, fail) <= upto;
-            const bool launcher_term = other_than_term_first && r.end_kind == uint32_t(disk::EndKind::Terminated);
+            const bool launcher_term = other_than_term_first && ended_by_term_signal(r);
             const bool first_dep = in_first && !fail_first && !launcher_term;
             all_together = all_together && first_dep;
             if (first_dep) {
                 any_first_dep = true;
                 // A rank on its way out after an uncaught exception of its own left by itself.
                 const bool own_exception = r.last_words_main && r.last_words_mono_ns;
-                from_outside =
-                    from_outside && !own_exception &&
-                    (r.end_kind == uint32_t(disk::EndKind::None) || r.end_kind == uint32_t(disk::EndKind::Terminated));
+                from_outside = from_outside && !own_exception &&
+                               (r.end_kind == uint32_t(disk::EndKind::None) || ended_by_term_signal(r));
                 continue;
             }
             // A failure just after a first departure (an asynchronous error within a poll of the peer's death:

@@ -53,6 +53,12 @@ std::string end_words(const RankCommState& r);
 bool ended_by_torch_watchdog(const RankCommState& r);
 // When: the watchdog's abort where one came first, else the end.
 uint64_t torch_watchdog_end_ns(const RankCommState& r);
+// An exit with a code within disk::kAbsorbedWindowNs of a SIGTERM / SIGINT its own handler took (format 1.13): its
+// answer to that signal (a handler that sets a flag the loop reads, then sys.exit(143)). Judged as a termination by
+// that signal (a launcher's teardown beside a failure is a consequence), told as the exit it was.
+bool exit_on_signal(const RankCommState& r);
+// A termination by SIGTERM / SIGINT: recorded as such, or an exit in answer to one (exit_on_signal).
+bool ended_by_term_signal(const RankCommState& r);
 // Whether the process ended cleanly: an exit code 0, or exit handlers that ran with no code known (they run at
 // sys.exit(1) and after an uncaught exception too, so "exited_clean" alone is no clean end).
 bool ended_clean(const RankCommState& r);

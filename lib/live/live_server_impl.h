@@ -64,6 +64,9 @@ constexpr uint64_t kTickNs = 100'000'000;
 // this, what it holds is that old: a rank that has moved on still looks behind, so nothing is reported until it
 // catches up.
 constexpr int64_t kBehindNs = 1'000'000'000;
+// A job met mid-run (Job::resume_wait_until_ns) waits this long at most for its ranks to come back: their clients
+// retry with a backoff of at most 30 s (shim/live/collector_endpoint.cpp), plus a digest's tick.
+constexpr uint64_t kResumeGraceNs = 32'000'000'000;
 constexpr uint64_t kLagWindowNs = 250'000'000;        // "lately", for how late frames are read
 constexpr uint64_t kUnprovenGraceNs = 1'000'000'000;  // a connection without a Hello is evicted only past this age
 constexpr size_t kMaxPinnedSigs = 4;                  // Job::pinned_sigs, per communicator
@@ -79,6 +82,7 @@ struct RankState {
     // second before, which would put it beside ranks the launcher's teardown ended later.
     uint64_t closed_ns = 0;
     bool bye = false;
+    bool digest_since_hello = false;  // its state is known on this connection (Job::resume_wait counts it back)
     OffsetFilter clock;
     uint64_t rank_start_mono_ns = 0;  // as the rank sent it (its own clock)
     size_t est_bytes = 0;             // its snapshot's estimated size, as counted in Impl::state_bytes
@@ -141,6 +145,11 @@ struct Job {
     // rank's signatures there outlive the window of kRecentSigs, so that a later analysis still finds the first
     // disagreement, as `analyze` does in the ranks' rings, beside a stall that follows it.
     std::map<uint64_t, std::set<uint64_t>> pinned_sigs;
+    // Met mid-run (protocol 1.15: its first Hello was a reconnection; this collector was restarted): until every rank
+    // is back, or kResumeGraceNs, nothing is judged. The ranks that reconnected first would be judged against
+    // ranks not heard from yet, and innocent ones named (resume_wait). 0: not waiting.
+    uint64_t resume_wait_until_ns = 0;
+    bool resume_said = false;
 };
 
 struct Conn {
@@ -304,6 +313,8 @@ struct LiveServer::Impl {
     // the grace. One pass over the snapshots, far cheaper than the analysis, so a stall is caught on the first tick
     // after it passes the timeout while the full analysis (for mismatches) runs less often.
     bool something_due(const Job& job, uint64_t now) const;
+    // A job met mid-run whose ranks are not all back yet (Job::resume_wait_until_ns): said once, judged later.
+    bool resume_wait(Job& job, uint64_t now);
     void maybe_analyze(uint64_t now);
     // false: not run (the analysis thread is busy with another); the next tick tries again.
     bool analyze_job(Job& job, uint64_t now);

@@ -204,6 +204,7 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
         auto j = std::make_unique<Job>();
         j->id = hi.job_id;
         j->serial = ++jobs_made;
+        if (m.resumed) j->resume_wait_until_ns = now + kResumeGraceNs;
         jit = jobs.emplace(hi.job_id, std::move(j)).first;
     }
     Job& job = *jit->second;
@@ -253,6 +254,7 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
     r.conn_id = c.id;
     r.last_frame_ns = now;
     r.bye = false;
+    r.digest_since_hello = false;
     if (restarted || !s.ok) r.clock = OffsetFilter{};
     r.clock.exact = hi.boot_id_hash != 0 && hi.boot_id_hash == boot;
     r.rank_start_mono_ns = hi.start_mono_ns;
@@ -297,6 +299,7 @@ void LiveServer::Impl::put_header_on_our_clock(const RankState& r, HeaderInfo& h
 void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
     Job& job = *c.job;
     note_lag(job.ranks[c.rank].heard(now, m.sent_mono_ns), now);
+    job.ranks[c.rank].digest_since_hello = true;
     if (job.in_analysis && job.shared[c.rank]) {
         job.deferred.emplace_back(c.rank, std::move(m));
         return;
@@ -395,6 +398,8 @@ void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
     s.header.abort_thread = m.live.abort_thread;
     s.header.abort_comm_id = m.live.abort_comm_id;
     s.header.abort_mono_ns = m.live.abort_mono_ns ? time_base::shift(m.live.abort_mono_ns, d) : 0;
+    s.header.absorbed_signal = m.live.absorbed_signal;
+    s.header.absorbed_mono_ns = m.live.absorbed_mono_ns ? time_base::shift(m.live.absorbed_mono_ns, d) : 0;
     s.header.write_ticket = m.live.write_ticket;
     s.header.dumps_written = m.live.dumps_written;
     s.header.reports_written = m.live.reports_written;

@@ -61,8 +61,49 @@ bool LiveServer::Impl::something_due(const Job& job, uint64_t now) const {
     return false;
 }
 
+bool LiveServer::Impl::resume_wait(Job& job, uint64_t now) {
+    if (!job.resume_wait_until_ns) return false;
+    // The job's size: its ranks' WORLD_SIZE, else its largest communicator's.
+    int expected = 0;
+    size_t back = 0;
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+        // Back once its first digest on the new connection is read: a Hello alone carries no communicator.
+        if (job.ranks[i].conn_id && job.ranks[i].digest_since_hello) ++back;
+        const FileSnapshot& s = *job.snaps[i];
+        if (!s.ok) continue;
+        expected = std::max(expected, s.header.world_size);
+        if (s.header.world_size <= 0)
+            for (const auto& c : s.comms) expected = std::max(expected, c.nranks);
+    }
+    const size_t missing = expected > 0 && size_t(expected) > back ? size_t(expected) - back : 0;
+    if (expected > 0 && !missing) {
+        job.resume_wait_until_ns = 0;
+        if (job.resume_said)
+            news(fmt::format("job {}: all {} ranks are back; judging the job now", clean(job.id), expected));
+        return false;
+    }
+    if (now >= job.resume_wait_until_ns) {
+        job.resume_wait_until_ns = 0;
+        news(
+            fmt::format("job {}: {} of its ranks did not come back within {:.0f} s of the collector's restart; judged "
+                        "with the {} that did",
+                        clean(job.id), expected > 0 ? std::to_string(missing) : std::string("some"),
+                        double(kResumeGraceNs) / 1e9, back));
+        return false;
+    }
+    if (!job.resume_said) {
+        job.resume_said = true;
+        news(fmt::format(
+            "job {}: collector restarted (its ranks were reporting to a collector before), waiting for {} "
+            "ranks to come back before naming anyone (at most {:.0f} s)",
+            clean(job.id), expected > 0 ? std::to_string(missing) : std::string("its"), double(kResumeGraceNs) / 1e9));
+    }
+    return true;
+}
+
 void LiveServer::Impl::maybe_analyze(uint64_t now) {
     for (auto& [id, job] : jobs) {
+        if (resume_wait(*job, now)) continue;
         // Never more than a third of the time in analysis, however large the job.
         const uint64_t cost = uint64_t(job->last_analysis_cost_s * 3e9);
         const uint64_t period = std::max(uint64_t(std::max(0.01, opt.analyze_period_s) * 1e9), cost);

@@ -66,6 +66,9 @@ struct HeaderInfo {
     // Format 1.12: who ended the process and who aborted a communicator first (format.h), "" and 0 when none. Sent
     // live (protocol 1.14).
     NCW_HEADER_END_CAUSE_FIELDS(NCW_READER_MEMBER)
+    // Format 1.13: the last SIGTERM / SIGINT the program's own handler took (format.h), 0 when none. Sent live
+    // (protocol 1.15).
+    NCW_HEADER_ABSORBED_FIELDS(NCW_READER_MEMBER)
 
     // Communicators the writer watched without a comm slot (format_fields.h NCW_HEADER_TAIL_FIELDS). Not in the live
     // protocol: a live digest carries those communicators themselves.

@@ -116,6 +116,10 @@ HeaderInfo RankFile::header() const noexcept {
             if (!out.abort_mono_ns) out.abort_comm_id = 0, out.abort_thread.clear();  // not published yet
             if (!out.end_kind) out.end_thread.clear();
         }
+        if (out.minor >= 13) {
+            NCW_HEADER_ABSORBED_FIELDS(NCW_LOAD_FIELD)
+            if (!out.absorbed_mono_ns) out.absorbed_signal = 0;  // not published yet
+        }
         out.env = env_entries(ld(in->env_bytes));
         if (!out.timeout_ms) out.timeout_ms = ms_from_env(out.env, "timeout_sec", "NCCLWATCH_TIMEOUT_SEC", 1000);
         if (!out.poll_ms) out.poll_ms = ms_from_env(out.env, "poll_ms", "NCCLWATCH_POLL_MS", 1);

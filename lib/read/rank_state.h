@@ -159,6 +159,10 @@ struct RankCommState {
     std::string end_thread;
     std::string abort_thread;
     uint64_t abort_mono_ns = 0;
+    // Format 1.13: the last SIGTERM / SIGINT the program's own handler took and went on after, and when (the view's
+    // clock; 0: none).
+    int32_t absorbed_signal = 0;
+    uint64_t absorbed_mono_ns = 0;
     // Format 1.9: the process's last words (an uncaught Python exception: "torch.OutOfMemoryError: ... (train.py:88)"),
     // when they were noted (the view's clock), and whether in the main thread (the process is then on its way out).
     std::string last_words;

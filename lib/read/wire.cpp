@@ -46,7 +46,7 @@ void encode(const Hello& m, std::vector<uint8_t>& out) {
     w.str(m.token);
     const size_t fixed = kHelloFixedBytes + encoded_size(m.token) + encoded_size(m.file) + encoded_size(m.header.host) +
                          encoded_size(m.header.job_id);
-    put_header(w, m.header, kMaxPayload > fixed ? kMaxPayload - fixed : 0);
+    put_header(w, m.header, kMaxPayload > fixed ? kMaxPayload - fixed : 0, m.resumed ? kHelloResumed : 0);
     w.str(m.file);
     finish_frame(w, at);
 }
@@ -255,7 +255,9 @@ static bool decode_with(const uint8_t* p, size_t n, Msg& m, std::string* err, Bo
 bool decode(const uint8_t* p, size_t n, Hello& m, std::string* err) noexcept {
     return decode_with(p, n, m, err, [](Reader& r, Hello& v) {
         v.token = r.str("token");
-        get_header(r, v.header);
+        uint32_t flags = 0;
+        get_header(r, v.header, &flags);
+        v.resumed = flags & kHelloResumed;
         v.file = r.str("file");
     });
 }

@@ -19,7 +19,12 @@ struct Hello {
     std::string token;  // 1.1 and older: NCCLWATCH_TOKEN in clear; 1.2 sends "" and answers a Challenge
     HeaderInfo header;  // identity fields (pid, ranks, host, job, clocks, boot, versions, env)
     std::string file;   // the rank file's path on its host
+    // 1.15: the rank had a connection to a collector at this address before this one: a collector that meets its job
+    // for the first time so was restarted (or moved), and waits for the job's other ranks to come back before naming
+    // anyone (live_server_reports.cpp resume_wait).
+    bool resumed = false;
 };
+inline constexpr uint32_t kHelloResumed = 1;  // Hello::resumed, in the flags at the end of its header block
 
 // 1.4: the rank's Python stacks (read/py_stacks.h) as its rank file holds them, in the first Digest after a capture
 // (a new py_stacks_seq) or on a new connection; the collector keeps them until the next. The text is faulthandler's

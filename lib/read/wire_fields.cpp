@@ -17,7 +17,7 @@
 
 namespace ncw::wire {
 
-void put_header(Writer& w, const HeaderInfo& in, size_t env_budget) {
+void put_header(Writer& w, const HeaderInfo& in, size_t env_budget, uint32_t hello_flags) {
     const size_t at = w.begin_block();
     NCW_HEADER_LAYOUT_FIELDS(NCW_PUT_FIELD)
     w.u64(in.actual_size);
@@ -31,6 +31,8 @@ void put_header(Writer& w, const HeaderInfo& in, size_t env_budget) {
     for (size_t i = 0; i < n; ++i) w.str(in.env[i]);
     // Protocol 1.6: the format's tail fields (the timeout and poll period it runs with), where a 1.5 decoder stops.
     NCW_HEADER_TAIL_FIELDS(NCW_PUT_FIELD)
+    // Protocol 1.15: the Hello's flags (kHelloResumed), inside the block so that a cut payload is still refused.
+    w.u32(hello_flags);
     w.end_block(at);
 }
 
@@ -42,6 +44,8 @@ void put_live(Writer& w, const HeaderInfo& in) {
     NCW_HEADER_TEARDOWN_FIELDS(NCW_PUT_FIELD)
     // Protocol 1.14: who ended the process and who aborted a communicator first.
     NCW_HEADER_END_CAUSE_FIELDS(NCW_PUT_FIELD)
+    // Protocol 1.15: the last termination signal the program's own handler took.
+    NCW_HEADER_ABSORBED_FIELDS(NCW_PUT_FIELD)
     w.end_block(at);
 }
 
@@ -54,6 +58,9 @@ void get_live(Reader& outer, HeaderInfo& out) {
         NCW_HEADER_TEARDOWN_FIELDS(NCW_GET_FIELD)
         if (!r.at_end()) {  // protocol 1.14
             NCW_HEADER_END_CAUSE_FIELDS(NCW_GET_FIELD)
+            if (!r.at_end()) {  // protocol 1.15
+                NCW_HEADER_ABSORBED_FIELDS(NCW_GET_FIELD)
+            }
         }
     }
     outer.absorb(r);
@@ -93,7 +100,7 @@ void put_comm(Writer& w, const CommInfo& in, bool with_earlier) {
     w.end_block(at);
 }
 
-void get_header(Reader& outer, HeaderInfo& out) {
+void get_header(Reader& outer, HeaderInfo& out, uint32_t* hello_flags) {
     Reader r = outer.block("header");
     if (!outer.ok()) return;
     NCW_HEADER_LAYOUT_FIELDS(NCW_GET_FIELD)
@@ -106,6 +113,10 @@ void get_header(Reader& outer, HeaderInfo& out) {
     for (uint32_t i = 0; i < n && r.ok(); ++i) out.env.push_back(redact::env_entry(r.str("env entry")));
     if (!r.at_end()) {  // protocol 1.6
         NCW_HEADER_TAIL_FIELDS(NCW_GET_FIELD)
+        if (!r.at_end()) {  // protocol 1.15
+            const uint32_t flags = r.u32("hello flags");
+            if (hello_flags) *hello_flags = flags;
+        }
     }
     outer.absorb(r);
 }

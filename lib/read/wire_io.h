@@ -145,12 +145,12 @@ constexpr size_t kMinString = 4;
 inline size_t encoded_size(const std::string& s) { return 4 + std::min<size_t>(s.size(), kMaxString); }
 
 // The nested records, generated from include/ncclwatch/format_fields.h (wire_fields.cpp). put_header writes the
-// environment last, cut to env_budget bytes.
-void put_header(Writer& w, const HeaderInfo& h, size_t env_budget);
+// environment last, cut to env_budget bytes, then a Hello's flags (protocol 1.15, kHelloResumed).
+void put_header(Writer& w, const HeaderInfo& h, size_t env_budget, uint32_t hello_flags = 0);
 void put_sig(Writer& w, const SigInfo& s);
 // with_earlier: protocol 1.12's earlier signatures too (else their count alone, 0: the block as 1.11 bounded it).
 void put_comm(Writer& w, const CommInfo& c, bool with_earlier = true);
-void get_header(Reader& outer, HeaderInfo& h);
+void get_header(Reader& outer, HeaderInfo& h, uint32_t* hello_flags = nullptr);
 void get_sig(Reader& outer, SigInfo& s);
 void get_comm(Reader& outer, CommInfo& c);
 // 1.6: a State's header live fields.

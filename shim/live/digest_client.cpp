@@ -245,6 +245,7 @@ private:
             log().info("reconnected to the live collector at {}", where());
         else
             log().debug("sending live digests to the collector at {}", where());
+        const bool resumed = ever_connected_;
         ever_connected_ = true;
         failures_logged_ = false;
 
@@ -254,6 +255,7 @@ private:
         if (hello.header.env.empty())
             for (const auto& [name, value] : rt_.env) hello.header.env.push_back(name + "=" + value);
         hello.file = rt_.file.file_backed ? rt_.file.path : std::string();
+        hello.resumed = resumed;
         std::vector<uint8_t> frame;
         wire::encode(hello, frame);
         hello_payload_.assign(frame.begin() + wire::kHeaderBytes, frame.end());
@@ -370,6 +372,8 @@ private:
         NCW_HEADER_TEARDOWN_FIELDS(NCW_COPY_LIVE)
         // Protocol 1.14: who ended the process and who aborted a communicator first.
         NCW_HEADER_END_CAUSE_FIELDS(NCW_COPY_LIVE)
+        // Protocol 1.15: the last termination signal the program's own handler took.
+        NCW_HEADER_ABSORBED_FIELDS(NCW_COPY_LIVE)
 #undef NCW_COPY_LIVE
         // Once a communicator has point-to-point traffic, every State carries its counts (the collector keeps only
         // the latest State's): read from the ring at most once a kP2pAfterNs, else the table read last.

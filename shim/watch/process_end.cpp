@@ -24,6 +24,9 @@ std::atomic<int> g_final{0};
 std::atomic<int> g_final_sig{0};
 std::atomic<uint64_t> g_absorbed_ns{0};  // when the program's handler took a SIGTERM or SIGINT and went on (absorbed)
 std::atomic<int> g_absorbed_sig{0};
+// The end recorded is the absorbed signal's, written before its handler ran: the process's real end replaces it, and
+// the watchdog undoes it (end_signal_absorbed), whichever comes first.
+std::atomic<bool> g_end_provisional{false};
 sem_t g_wake;
 std::atomic<bool> g_wake_ready{false};
 
@@ -94,6 +97,13 @@ void absorbed(int sig) noexcept {
     g_final.compare_exchange_strong(done, 0, std::memory_order_acq_rel);
     g_absorbed_sig.store(sig, std::memory_order_relaxed);
     const uint64_t now = mono_now();
+    if (disk::FileHeader* h = g_hdr.load(std::memory_order_acquire)) {
+        h->absorbed_signal.store(sig, std::memory_order_relaxed);
+        h->absorbed_mono_ns.store(now ? now : 1, std::memory_order_release);
+        g_end_provisional.store(h->end_kind.load(std::memory_order_acquire) == uint32_t(disk::EndKind::Terminated) &&
+                                    h->end_status.load(std::memory_order_relaxed) == sig,
+                                std::memory_order_release);
+    }
     g_absorbed_ns.store(now ? now : 1, std::memory_order_release);
 }
 
@@ -162,7 +172,12 @@ void record_end(disk::EndKind kind, int32_t status) noexcept {
     if (getpid() != g_owner_pid.load(std::memory_order_relaxed)) return;  // a forked or vforked child
     uint64_t none = 0;
     const uint64_t now = mono_now();
-    if (!h->end_mono_ns.compare_exchange_strong(none, now ? now : 1, std::memory_order_relaxed)) return;
+    // The first end stands, but for one a signal's handler absorbed: how the process really ended replaces it (an
+    // exit 0 after running out of work, an exit with a code in answer to the signal).
+    if (!h->end_mono_ns.compare_exchange_strong(none, now ? now : 1, std::memory_order_relaxed)) {
+        if (!g_end_provisional.exchange(false, std::memory_order_acq_rel)) return;
+        h->end_mono_ns.store(now ? now : 1, std::memory_order_relaxed);
+    }
     h->end_status.store(status, std::memory_order_relaxed);
     // The thread that took the end path (format 1.12): torch's NCCL watchdog raises SIGABRT in its own
     // ("pt_nccl_watchdg"). prctl is a system call, async-signal-safe.
@@ -190,10 +205,9 @@ int end_signal_absorbed(uint64_t now_ns) noexcept {
     g_absorbed_ns.store(0, std::memory_order_relaxed);
     const int sig = g_absorbed_sig.load(std::memory_order_relaxed);
     disk::FileHeader* h = g_hdr.load(std::memory_order_acquire);
-    // Only the end that signal wrote: an exit since (a KeyboardInterrupt that ended the program) stands.
-    if (!h || h->end_kind.load(std::memory_order_acquire) != uint32_t(disk::EndKind::Terminated) ||
-        h->end_status.load(std::memory_order_relaxed) != sig)
-        return 0;
+    // Only the end that signal wrote, if no real end replaced it since (an exit, a KeyboardInterrupt that ended the
+    // program).
+    if (!h || !g_end_provisional.exchange(false, std::memory_order_acq_rel)) return 0;
     h->end_kind.store(uint32_t(disk::EndKind::None), std::memory_order_release);
     h->end_status.store(0, std::memory_order_relaxed);
     std::memset(h->end_thread, 0, sizeof h->end_thread);

@@ -34,7 +34,7 @@ void final_verdict_done() noexcept;
 // preemption, say; Python's KeyboardInterrupt while a call blocks): once the process has outlived it by
 // kAbsorbedAfterNs, the end it recorded is undone, so that the job is judged on what happens next. Called by the
 // watchdog at each poll; returns the signal when it undid an end now, else 0.
-constexpr uint64_t kAbsorbedAfterNs = 5'000'000'000ull;
+constexpr uint64_t kAbsorbedAfterNs = disk::kAbsorbedWindowNs;
 int end_signal_absorbed(uint64_t now_ns) noexcept;
 // Wakes the watchdog's sleep; the watchdog waits on it (poll_ms at most) instead of sleeping.
 void wait_for_wake(uint64_t ns) noexcept;

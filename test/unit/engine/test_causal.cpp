@@ -198,6 +198,42 @@ TEST_CASE("causal: a SIGTERM beside a kill in the first moment is the launcher's
     }
 }
 
+TEST_CASE("causal: a SIGTERM the program's handler took is told beside the end it really had", "[causal]") {
+    // Format 1.13 (issue 45): rank 1's handler took a SIGTERM 1 s before T and trained on.
+    CommView v;
+    v.comm_id = 0x17;
+    v.nranks = 3;
+    v.ranks = {rank(0, 0, 11, 10), rank(1, 1, 10, 10), rank(2, 2, 11, 10)};
+    const uint64_t now = kT + 5000 * kMs;
+    v.ranks[1].absorbed_signal = 15;
+    v.ranks[1].absorbed_mono_ns = kT - 1000 * kMs;
+
+    SECTION("it ran out of work and exited 0: an exit 0, never 'terminated'") {
+        ends(v.ranks[1], disk::EndKind::Exit, 0, kT);
+        CHECK_FALSE(exit_on_signal(v.ranks[1]));
+        CHECK_FALSE(ended_by_term_signal(v.ranks[1]));
+        const std::string w = end_words(v.ranks[1]);
+        CHECK(w == "exited (exit code 0); its own handler had taken SIGTERM (signal 15) and it went on");
+    }
+    SECTION("an exit with a code within 5 s of it: its answer to the signal, a launcher's teardown beside a kill") {
+        v.ranks[0].alive = false;
+        v.ranks[0].heartbeat_age_s = 5.0;  // SIGKILLed at T
+        ends(v.ranks[1], disk::EndKind::Exit, 143, kT + 100 * kMs);
+        v.ranks[1].absorbed_mono_ns = kT - 400 * kMs;
+        CHECK(exit_on_signal(v.ranks[1]));
+        CHECK(end_words(v.ranks[1]) ==
+              "exited (exit code 143) in answer to SIGTERM (signal 15), which its own handler took 0.5 s before");
+        const CausalOrder o = order_causally({&v}, now);
+        REQUIRE(o.any);
+        CHECK_FALSE(v.ranks[0].alive);
+        CHECK(v.ranks[1].alive);  // put back: a consequence of rank 0's kill, not a second culprit
+    }
+    SECTION("an exit with a code long after it: its own end") {
+        ends(v.ranks[1], disk::EndKind::Exit, 3, kT + 6000 * kMs);
+        CHECK_FALSE(exit_on_signal(v.ranks[1]));
+    }
+}
+
 TEST_CASE("causal: a job ended from outside while a send or receive had waited past the timeout was hung", "[causal]") {
     // A pipeline: no collective outstanding, rank 3's receive from rank 2 pending for 12 s when every rank was
     // SIGTERMed together.

@@ -26,6 +26,7 @@ TEST_CASE("Hello round trips with every field") {
     REQUIRE(decode(payload.data(), payload.size(), out, &err));
     CHECK(out.token == in.token);
     CHECK(out.file == in.file);
+    CHECK_FALSE(out.resumed);
     const HeaderInfo &a = out.header, &b = in.header;
     CHECK(a.major == b.major);
     CHECK(a.minor == b.minor);
@@ -316,6 +317,20 @@ TEST_CASE("Small frames round trip") {
         CHECK(m.request_id == 77);
         CHECK(m.reason == "rank 3 never issued AllReduce #12");
     }
+}
+
+TEST_CASE("A Hello says whether the rank reconnects (protocol 1.15)") {
+    Hello in = sample_hello();
+    in.resumed = true;
+    std::vector<uint8_t> frame, payload;
+    encode(in, frame);
+    split(frame, payload);
+    Hello out;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), out, &err));
+    CHECK(out.resumed);
+    CHECK(out.file == in.file);
+    every_truncation_fails<Hello>(payload);
 }
 
 TEST_CASE("Every truncation of a valid payload is rejected cleanly") {
