@@ -3,9 +3,11 @@
 // and `ncclwatch-collector analyze` all call it.
 #include "engine/job_view.h"
 
+#include <fmt/format.h>
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -214,7 +216,14 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
             moved->last_words_mono_ns = shift(moved->last_words_mono_ns, d);
             moved->teardown_since_ns = shift(moved->teardown_since_ns, d);
             moved->abort_mono_ns = shift(moved->abort_mono_ns, d);
+            moved->absorbed_mono_ns = shift(moved->absorbed_mono_ns, d);
         }
+        if (const int64_t off = time_base::monotonic_shift(f->header, frame))
+            warnings.push_back(fmt::format(
+                "{} (rank {}): its monotonic clock runs {:.1f} s {} this boot's, as the "
+                "wall clocks tell (a time namespace?): its times are moved by the wall "
+                "clocks",
+                f->path, f->header.global_rank, std::abs(double(off)) / 1e9, off > 0 ? "behind" : "ahead of"));
         const HeaderInfo& h = moved ? *moved : f->header;
         const uint64_t seen = shift(last_seen(*f), d);
         for (const auto& c : f->comms) {

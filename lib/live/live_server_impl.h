@@ -150,7 +150,13 @@ struct Job {
     // ranks not heard from yet, and innocent ones named (resume_wait). 0: not waiting.
     uint64_t resume_wait_until_ns = 0;
     bool resume_said = false;
+    uint64_t signature = 0;  // its first rank's rendezvous (job_signature): another under its id is another job
 };
+
+// A job's rendezvous as its ranks see it: WORLD_SIZE, MASTER_ADDR and MASTER_PORT (from the Hello's environment).
+// Every rank of one job has the same; two jobs given one id differ in it. 0: the Hello names no MASTER_ADDR or
+// MASTER_PORT (nothing to tell jobs apart by).
+uint64_t job_signature(const HeaderInfo& h);
 
 struct Conn {
     uint64_t id = 0;

@@ -167,7 +167,32 @@ bool LiveServer::Impl::prove_hello(Conn& c, const wire::Hello& m, uint64_t now) 
     return true;
 }
 
+uint64_t job_signature(const HeaderInfo& h) {
+    uint64_t sig = fnv1a64_value(h.world_size);
+    bool named = false;
+    for (const std::string& e : h.env)
+        if (e.rfind("MASTER_ADDR=", 0) == 0 || e.rfind("MASTER_PORT=", 0) == 0) {
+            sig = fnv1a64(e.data(), e.size(), sig);
+            named = true;
+        }
+    return named ? (sig ? sig : 1) : 0;
+}
+
 bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
+    // Two jobs under one id (NCCLWATCH_JOB_ID given to both; ids that sanitise to one are kept apart by
+    // files::job_component already): their rendezvous tells them apart, and the second is a job of its own, "ID~HASH",
+    // never mixed into the first (its ranks refused as taken, its verdict late and judged on the first's environment).
+    // A Hello that names no rendezvous proves no other job: it joins the id's job, where a taken rank is refused.
+    const uint64_t signature = job_signature(m.header);
+    if (auto same = jobs.find(m.header.job_id);
+        signature && same != jobs.end() && same->second->signature && same->second->signature != signature) {
+        const std::string apart = fmt::format("{}~{:08x}", m.header.job_id, uint32_t(signature));
+        if (!jobs.count(apart))
+            log_limited("job id twice", fmt::format("job {}: a second job under this id (another WORLD_SIZE or "
+                                                    "MASTER_ADDR:MASTER_PORT), kept apart as job {}",
+                                                    report::clean(m.header.job_id), report::clean(apart)));
+        m.header.job_id = apart;
+    }
     const HeaderInfo& hi = m.header;
     const std::string key =
         hi.global_rank >= 0 ? fmt::format("rank {}", hi.global_rank) : fmt::format("pid {}:{}", hi.host, hi.pid);
@@ -204,6 +229,7 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
         auto j = std::make_unique<Job>();
         j->id = hi.job_id;
         j->serial = ++jobs_made;
+        j->signature = signature;
         if (m.resumed) j->resume_wait_until_ns = now + kResumeGraceNs;
         jit = jobs.emplace(hi.job_id, std::move(j)).first;
     }
@@ -257,6 +283,19 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
     r.digest_since_hello = false;
     if (restarted || !s.ok) r.clock = OffsetFilter{};
     r.clock.exact = hi.boot_id_hash != 0 && hi.boot_id_hash == boot;
+    // One boot, but a monotonic clock that is not ours (a time namespace): its heartbeat, written within the last
+    // poll, reads as long ago or ahead. Its offset is measured over the wire instead, and the rank named.
+    if (r.clock.exact && hi.heartbeat_mono_ns) {
+        const int64_t off = int64_t(now - hi.heartbeat_mono_ns);
+        if (off > time_base::kShiftedNs || off < -time_base::kShiftedNs) {
+            r.clock.exact = false;
+            log_limited("clock shifted",
+                        fmt::format("job {} {}: its monotonic clock runs {:.1f} s {} the collector's on the same boot "
+                                    "(a time namespace?): its times are measured from its frames instead",
+                                    report::clean(hi.job_id), key, std::abs(double(off)) / 1e9,
+                                    off > 0 ? "behind" : "ahead of"));
+        }
+    }
     r.rank_start_mono_ns = hi.start_mono_ns;
     if (!r.clock.exact && hi.heartbeat_mono_ns) r.clock.add(int64_t(now - hi.heartbeat_mono_ns));
 

@@ -11,13 +11,6 @@ namespace ncw::live {
 namespace {
 
 // Job ids come from the network: keep a path component of safe characters only.
-std::string safe_component(const std::string& s) {
-    std::string out;
-    for (char c : s.substr(0, 128)) out += (isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.') ? c : '_';
-    if (out.empty() || out == "." || out == "..") out = "job";
-    return out;
-}
-
 std::string verdict_key(const verdict::Verdict& v) {
     // A straggler's seq moves on with every step: it is news once per communicator and rank.
     std::string k = v.kind == verdict::Kind::Straggler
@@ -334,7 +327,7 @@ void LiveServer::Impl::report(Job& job, const Analysis& a, uint64_t now, bool wi
     const std::string& first_line = live.first_line;
 
     // Text first: it is small (the table is capped) and what a person or a script watches for.
-    const std::string comp = safe_component(job.id);
+    const std::string comp = files::job_component(job.id, 128);
     const std::string dir = opt.out_dir.empty() ? "" : opt.out_dir + "/" + comp;
     // Nothing planted in the job folder (its name is the client's) is followed: read/safe_write.h.
     std::string why, risk;

@@ -1,16 +1,21 @@
 #include "read/safe_write.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+
+#include "ncclwatch/hash.h"
 
 namespace ncw::files {
 
@@ -74,6 +79,20 @@ std::string folder_risk(int dir_fd, const std::string& path) {
     }
     errno = e;
     return out;
+}
+
+std::string job_component(const std::string& id, size_t max) {
+    std::string out;
+    out.reserve(std::min(id.size(), max));
+    for (char c : id)
+        out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
+    const bool reserved = out.empty() || out == "." || out == "..";
+    if (out == id && out.size() <= max && !reserved) return out;
+    const std::string tag = fmt::format("-{:08x}", uint32_t(fnv1a64(id.data(), id.size())));
+    if (reserved) out = "job";
+    max = std::max(max, tag.size() + 3);
+    if (out.size() > max - tag.size()) out.resize(max - tag.size());
+    return out + tag;
 }
 
 std::string make_dirs(const std::string& path, unsigned mode) {

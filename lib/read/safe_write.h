@@ -12,10 +12,16 @@
 // Not for the hot path (syscalls): the watchdog, exit paths and the collector's thread.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace ncw::files {
+
+// A job id as one folder component of at most `max` bytes (letters, digits, '.', '_', '-'; never "", "." or ".."):
+// as it is where it already is one, else with "-" and 8 hex digits of its hash at the end, so that ids the
+// replacement or the cut would make one ("run-ä" / "run-ö", "a/b" / "a_b") stay apart.
+std::string job_component(const std::string& id, size_t max = 100);
 
 // mkdir -p of `path` with `mode` (symlinks along it followed); "" on success, else the reason.
 std::string make_dirs(const std::string& path, unsigned mode);

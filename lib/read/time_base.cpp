@@ -30,10 +30,24 @@ uint64_t shift(uint64_t t, int64_t d) noexcept {
     return back >= t ? 1 : t - back;
 }
 
-int64_t offset_to(const HeaderInfo& h, const Frame& f) noexcept {
-    if (h.boot_id_hash != 0 && h.boot_id_hash == f.boot) return 0;
+namespace {
+
+int64_t through_wall(const HeaderInfo& h, const Frame& f) noexcept {
     if (!h.start_real_ns || !f.real) return 0;
     return int64_t((h.start_real_ns - h.start_mono_ns) - (f.real - f.mono));  // unsigned wrap, then signed
+}
+
+}  // namespace
+
+int64_t monotonic_shift(const HeaderInfo& h, const Frame& f) noexcept {
+    if (h.boot_id_hash == 0 || h.boot_id_hash != f.boot) return 0;
+    const int64_t d = through_wall(h, f);
+    return d > kShiftedNs || d < -kShiftedNs ? d : 0;
+}
+
+int64_t offset_to(const HeaderInfo& h, const Frame& f) noexcept {
+    if (h.boot_id_hash != 0 && h.boot_id_hash == f.boot) return monotonic_shift(h, f);
+    return through_wall(h, f);
 }
 
 uint64_t to_real(const HeaderInfo& h, uint64_t mono) noexcept {

@@ -25,8 +25,17 @@ struct Frame {
 };
 
 // Offset that moves a file's monotonic timestamps onto the frame's clock. Exact (0) on the same boot; across boots
-// it goes through both realtime anchors, so it is as good as the hosts' clock synchronisation.
+// it goes through both realtime anchors, so it is as good as the hosts' clock synchronisation. On the same boot, a
+// writer whose monotonic clock disagrees with the frame's by more than kShiftedNs, as both wall clocks tell, runs in a
+// time namespace (or its anchor is forged): its times go through the wall clocks too (monotonic_shift).
 int64_t offset_to(const HeaderInfo& h, const Frame& f) noexcept;
+
+// (real - monotonic) moves on one boot only when the wall clock is stepped (NTP's slewing moves both alike): a
+// difference past this between two processes of one boot is a shifted monotonic clock, not a step.
+inline constexpr int64_t kShiftedNs = 10'000'000'000;
+// How far the file's monotonic clock is off the frame's on the same boot, as the wall clocks tell: 0 when it is not
+// (within kShiftedNs), or on another boot. The readers name such a rank.
+int64_t monotonic_shift(const HeaderInfo& h, const Frame& f) noexcept;
 
 // A monotonic instant of the file as wall-clock time (0 if the file has no realtime anchor or it predates the start).
 uint64_t to_real(const HeaderInfo& h, uint64_t mono) noexcept;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "read/redact.h"
+#include "read/safe_write.h"
 
 namespace ncw {
 namespace {
@@ -85,7 +86,7 @@ ProcessIdentity detect_identity(const GetEnv& getenv_fn, const std::string& job_
         id.launcher = "none";
         job = "solo-" + host + "-" + std::to_string(pid);
     }
-    id.job_id = sanitize_component(job_id_override.empty() ? job : job_id_override);
+    id.job_id = files::job_component(job_id_override.empty() ? job : job_id_override);
     return id;
 }
 

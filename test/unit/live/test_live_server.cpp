@@ -261,6 +261,37 @@ TEST_CASE("live server binds a rank to its connection: a second Hello is refused
     CHECK(srv.stats().connections == 1);
 }
 
+TEST_CASE("live server keeps two jobs under one id apart by their rendezvous, never mixing their ranks") {
+    // NCCLWATCH_JOB_ID=train given to two jobs at once (issue 45): the second's ranks were refused as taken, its
+    // verdict came late and was judged on the first's environment.
+    Log log;
+    auto opt = options(log);
+    opt.dead_after_s = 30;
+    live::LiveServer srv(opt);
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    auto of_job = [](int rank, const char* master_port) {
+        wire::Hello m = hello(rank, 2, "");
+        m.header.job_id = "train";
+        m.header.env = {"MASTER_ADDR=10.0.0.1", std::string("MASTER_PORT=") + master_port};
+        m.header.pid += std::atoi(master_port);
+        return m;
+    };
+    Client a0(port), a1(port), b0(port), b1(port);
+    CHECK(say_hello(a0, of_job(0, "29500"), "") == uint16_t(wire::FrameType::HelloAck));
+    CHECK(say_hello(a1, of_job(1, "29500"), "") == uint16_t(wire::FrameType::HelloAck));
+    // The second job's rank 0 is not the first's taken rank 0: a job of its own.
+    CHECK(say_hello(b0, of_job(0, "29600"), "") == uint16_t(wire::FrameType::HelloAck));
+    CHECK(say_hello(b1, of_job(1, "29600"), "") == uint16_t(wire::FrameType::HelloAck));
+    CHECK(srv.stats().connections == 4);
+    CHECK(log.count("a second job under this id") == 1);
+    CHECK(log.has("kept apart as job train~"));
+    // A true second Hello for a rank of the first job is still refused.
+    Client again(port);
+    CHECK(say_hello(again, of_job(1, "29500"), "") == uint16_t(wire::FrameType::Reject));
+}
+
 TEST_CASE("live server drops a connection that never says Hello") {
     Log log;
     auto opt = options(log);

@@ -60,11 +60,29 @@ TEST_CASE("slurm, openmpi, none and an override") {
     CHECK(detect({{"SLURM_PROCID", "5"}, {"SLURM_JOB_ID", "991"}, {"SLURM_STEP_ID", "2"}}).job_id == "slurm-991.2");
     auto m = detect({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"PMIX_NAMESPACE", "prterun@1"}});
     CHECK(m.global_rank == 2);
-    CHECK(m.job_id == "mpi-prterun_1");
+    // '@' replaced: the id keeps its hash, so that "prterun@1" and "prterun_1" stay two jobs (issue 45).
+    CHECK(m.job_id.rfind("mpi-prterun_1-", 0) == 0);
+    CHECK(m.job_id.size() == std::string("mpi-prterun_1-").size() + 8);
     auto solo = detect({});
     CHECK(solo.global_rank == -1);
     CHECK(solo.job_id == "solo-node7-1234");
-    CHECK(detect({{"RANK", "1"}}, "../../etc").job_id == ".._.._etc");
+    CHECK(detect({{"RANK", "1"}}, "../../etc").job_id.rfind(".._.._etc-", 0) == 0);
+}
+
+TEST_CASE("job ids that sanitising would make one stay apart; clean ones stay as they are") {
+    const auto id = [](const char* over) { return detect({{"RANK", "1"}}, over).job_id; };
+    CHECK(id("train-7b_run.2") == "train-7b_run.2");
+    CHECK(id("run-\xc3\xa4") != id("run-\xc3\xb6"));  // run-ä, run-ö: both "run-__" once replaced
+    CHECK(id("a/b") != id("a_b"));
+    CHECK(id("a_b") == "a_b");
+    CHECK(id("run-\xc3\xa4") == id("run-\xc3\xa4"));  // the same id, the same folder on every rank
+    const std::string longer(150, 'x');
+    CHECK(id(longer.c_str()).size() == 100);
+    CHECK(id(longer.c_str()) != id((longer + "y").c_str()));  // cut to 100, apart by their hashes
+    for (const char* reserved : {".", ".."}) {
+        const std::string r = id(reserved);
+        CHECK((r != "." && r != ".." && r.find('/') == std::string::npos));
+    }
 }
 
 TEST_CASE("the environment snapshot keeps what matters and redacts secrets") {
