@@ -226,6 +226,7 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
                 f->path, f->header.global_rank, std::abs(double(off)) / 1e9, off > 0 ? "behind" : "ahead of"));
         const HeaderInfo& h = moved ? *moved : f->header;
         const uint64_t seen = shift(last_seen(*f), d);
+        const uint64_t life_max = max_count_in_life(f->header);
         for (const auto& c : f->comms) {
             if (c.state == uint32_t(disk::CommState::Free)) continue;  // slot claimed, not filled in yet
             if (c.comm_id == 0) {
@@ -239,7 +240,7 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
                                    " is not known yet or out of range; skipped");
                 continue;
             }
-            if (const std::string why = impossible_counter(c); !why.empty()) {
+            if (const std::string why = impossible_counter(c, life_max); !why.empty()) {
                 warnings.push_back(f->path + ": comm " + hex(c.comm_id) + ": " + why +
                                    "; this file's claims on it are set aside");
                 continue;

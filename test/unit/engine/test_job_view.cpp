@@ -230,6 +230,18 @@ TEST_CASE("an impossible counter is named and its file's claims on the communica
         CHECK(v->culprits == std::vector<int>{2});
         CHECK(find_kind(c, verdict::Kind::StuckInNccl) == nullptr);
     }
+    SECTION("under 2^52, but more than its process's life allows (issue 45: 2^40 in a process 100 s old)") {
+        r1.issued_written = uint64_t(1) << 40;
+        write_rank(paths[0], r0), write_rank(paths[1], r1), write_rank(paths[2], r2);
+        const Analysis a = analyze_paths(paths, opt);
+        CHECK(has_warning(a, dir.file("r1.ncw") + ": comm 0x00000000000000c0: coll_issued 1099511627776 is more than "
+                                                  "its process could have issued in its life so far (at most "
+                                                  "100001048576); this file's claims on it are set aside"));
+        const CommResult& c = a.jobs.at(0).comms.at(0);
+        const verdict::Verdict* v = find_kind(c, verdict::Kind::NotJoined);
+        REQUIRE(v != nullptr);
+        CHECK(v->culprits == std::vector<int>{2});
+    }
     SECTION("on the rank behind: it is not believed ahead, and nobody else is blamed") {
         r2.issued_written = ~0ull;
         write_rank(paths[0], r0), write_rank(paths[1], r1), write_rank(paths[2], r2);
