@@ -1,6 +1,7 @@
-// The one rule that keeps secrets out of every output: the shim applies it to the environment it captures (so no
-// rank file, dump or live frame holds a secret), the readers apply it again to every environment entry they load
-// (a file or frame from an older or foreign writer), and the collector's `env` to the settings it shows.
+// The one rule that keeps secrets out of every output: the shim applies it to the environment it captures and to the
+// process's last words (so no rank file, dump or live frame holds a secret) and to every line it logs, the readers
+// apply it again to every environment entry and last words they load (a file or frame from an older or foreign
+// writer), and the collector's `env` to the settings it shows.
 #pragma once
 
 #include <string>

@@ -6,7 +6,8 @@
 # PSK, ?token=, a scheme-less user:password@host, ;password=, ?passwd=), in stderr and `collector env` too. Issue 45,
 # item 6: by shape (a bearer or basic credential, a URL password holding '/', password:X, a SAS sig=, X-Amz-*, a JWT
 # by name and bare, an AccountKey, JSON keys, --password X, tokens by prefix, sshpass -p), while harmless look-alikes
-# stay.
+# stay; then a standalone collector (serve: its stdout and reports) and a process's last words (an exception that
+# quotes a signed URL and a bearer token) in its DEAD verdict, live and in analyze.
 . "$(dirname "$0")/lib.sh"
 export NCCLWATCH_TIMEOUT_SEC=2 NCCLWATCH_COLLECTOR=auto NCCLWATCH_DIGEST_MS=50
 export NCCL_IB_PASSWD=hunter2passwd TORCH_DISTRIBUTED_AUTH=opensesame-auth NCCL_NET_TOKEN=tok-3141
@@ -74,3 +75,35 @@ for want in '"NCCL_TEST_HEADER": "Authorization: Bearer <redacted>"' \
 done
 echo "ok: no secret's value, in any of its forms, in the rank files, reports, dumps, the live report, analyze, stderr or env"
 
+# Issue 45, item 6: a standalone collector (serve) and a process's last words. Rank 3 of a CPython job (py_stall.py)
+# dies of an exception whose message quotes a signed URL and a bearer token; the environment above is set still.
+# Serve's stdout, stderr and reports, the rank files, a dump and analyze carry its DEAD verdict with the words and
+# never a secret: the shim redacts the words as it records them, each reader again.
+[ -x /usr/bin/python3 ] || { echo "SKIP: the last words (no /usr/bin/python3)"; exit 0; }
+stop_job
+export NCCLWATCH_DIR="$WORK/dumps2" NCCLWATCH_SUSPECT=0
+start_live_serve
+export FAKE_NCCL_LIB="$(dirname "$FAKE_RANK")/libnccl.so.2" RAISE_RANK=3 RAISE_STEP=3 STEPS=6 EXIT_SLOW_SEC=2
+export RAISE_MESSAGE='403 for url https://acct.blob.core.windows.net/c/x?sv=2021&sig=sig-words-88 (Authorization: Bearer bearer-words-89)'
+new_launch_logs
+PYTHONPATH="$NCW_SOURCE_ROOT/python/ncclwatch/_boot" LD_PRELOAD="$NCW_SHIM" setsid "$FAKE_LAUNCH" --nproc 4 \
+    --timeout-sec 90 -- /usr/bin/python3 "$(dirname "$0")/py_stall.py" >"$WORK/launch.out" 2>"$WORK/launch.err" &
+LAUNCH_PID=$!
+words="RuntimeError: 403 for url https://acct.blob.core.windows.net/c/x?sv=2021&sig=<redacted> (Authorization: Bearer <redacted>)"
+wait_for 30 grep -qF "DEAD: rank 3 (" "$WORK/serve.out" || fail "serve reported no DEAD: $(tail -3 "$WORK/serve.out")"
+grep -F "DEAD: rank 3 (" "$WORK/serve.out" | head -1 | grep -qF "$words" ||
+    fail "serve's DEAD lacks the redacted words: $(grep -F 'DEAD: rank 3 (' "$WORK/serve.out" | head -1)"
+wait_for 20 sh -c "\"$NCW_COLLECTOR\" dump --json $(ls "$(job_dir)"/rank3-*.ncw) | grep -q '\"end_kind\": \"exit\"'" ||
+    fail "rank 3 never ended"
+"$NCW_COLLECTOR" analyze "$(job_dir)" >"$WORK/analysis2.txt" 2>&1
+head -1 "$WORK/analysis2.txt" | grep -qF "exited (exit code 1): $words" ||
+    fail "analyze's lead lacks the redacted words: $(head -1 "$WORK/analysis2.txt")"
+"$NCW_COLLECTOR" dump --json "$(ls "$(job_dir)"/rank3-*.ncw)" >"$WORK/dump3.json"
+# The shim's lines of the job's stderr (Python's own traceback there is the program's, not ours).
+ncw_lines "$WORK/launch.err" >"$WORK/shim2.err"
+for secret in "${SECRETS[@]}" sig-words-88 bearer-words-89; do
+    hits=$(grep -rl -a -- "$secret" "$(job_dir)" "$WORK/live" "$WORK/serve.out" "$WORK/serve.err" "$WORK/analysis2.txt" \
+        "$WORK/dump3.json" "$WORK/shim2.err")
+    [ -z "$hits" ] || fail "the value of a secret ($secret) was written to: $hits"
+done
+echo "ok: serve's stdout and reports, and the last words (live, in the file, in analyze), hold no secret either"

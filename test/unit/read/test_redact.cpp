@@ -2,7 +2,7 @@
 // (test_process_identity); here the rule itself, and the readers applying it again to a file or frame whose writer
 // did not (an older shim, a foreign writer), so that analyze, dump and the live collector never print a secret.
 // Issue 45, item 6: redaction by shape, in a table of secret forms (each with the exact text it becomes) and of
-// harmless look-alikes that stay as they are; and hostile values that must end fast.
+// harmless look-alikes that stay as they are; the last words too; and hostile values that must end fast.
 #include <chrono>
 #include <cstring>
 
@@ -299,4 +299,32 @@ TEST_CASE("issue 45: hostile values end fast, whole, without a crash") {
         CHECK(out.size() <= v.size() * (redact::kRedacted.size() + 1));
         CHECK(redact::value(out) == out);
     }
+}
+
+TEST_CASE("issue 45: the last words of a rank file and of a live frame read back redacted") {
+    TempDir dir;
+    FileBuilder b;
+    b.standard(4);
+    const char* words = "HTTPError: 403 for url: https://a.blob.core.windows.net/c/x?sv=2021&sig=raw-sig (t.py:9)";
+    std::strcpy(b.hdr().last_words, words);
+    b.hdr().last_words_mono_ns = 1050'000000000ull;
+    b.hdr().last_words_main = 1;
+    const auto path = dir.file("r.ncw");
+    b.write(path);
+    RankFile f;
+    REQUIRE(f.open(path));
+    const std::string want =
+        "HTTPError: 403 for url: https://a.blob.core.windows.net/c/x?sv=2021&sig=<redacted> (t.py:9)";
+    CHECK(f.header().last_words == want);
+
+    wire::State st;
+    st.live.last_words = words;
+    st.live.last_words_mono_ns = 5;
+    std::vector<uint8_t> frame, payload;
+    wire::encode(st, frame);
+    wire_fixtures::split(frame, payload);
+    wire::State back;
+    std::string err;
+    REQUIRE(wire::decode(payload.data(), payload.size(), back, &err));
+    CHECK(back.live.last_words == want);
 }
