@@ -108,6 +108,7 @@ HeaderInfo RankFile::header() const noexcept {
         if (out.minor >= 9) {
             NCW_HEADER_LAST_WORDS_FIELDS(NCW_LOAD_FIELD)
             if (!out.last_words_mono_ns) out.last_words.clear(), out.last_words_main = 0;  // not published yet
+            out.last_words = redact::value(out.last_words);  // a file of an older or foreign writer, too
             NCW_HEADER_TEARDOWN_FIELDS(NCW_LOAD_FIELD)
             if (!out.teardown_since_ns) out.teardown_comm_id = 0, out.teardown_op = 0;
         }

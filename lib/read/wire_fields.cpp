@@ -55,6 +55,7 @@ void get_live(Reader& outer, HeaderInfo& out) {
     NCW_HEADER_LIVE_FIELDS(NCW_GET_FIELD)
     if (!r.at_end()) {  // protocol 1.9
         NCW_HEADER_LAST_WORDS_FIELDS(NCW_GET_FIELD)
+        out.last_words = redact::value(out.last_words);  // a sender that did not redact them
         NCW_HEADER_TEARDOWN_FIELDS(NCW_GET_FIELD)
         if (!r.at_end()) {  // protocol 1.14
             NCW_HEADER_END_CAUSE_FIELDS(NCW_GET_FIELD)

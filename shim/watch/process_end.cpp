@@ -12,6 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <string>
+
+#include "read/redact.h"
 #include "shim/record/own_mapping.h"
 #include "shim/record/runtime.h"
 
@@ -262,23 +265,30 @@ namespace {
 // The process's last words (format 1.9), from the launcher's Python hook (python/ncclwatch/_boot) through
 // ctypes: an uncaught exception's "Type: message (file:line)". The first call wins. One from the main thread means
 // the interpreter is exiting (its handlers and torch's teardown can take seconds): the live collector is told at
-// once. Returns 0 when recorded; 1 when not (no rank file yet, a forked child, already said, or no text).
+// once. The text is redacted first (an exception's message can quote a signed URL or a header): the rank file never
+// holds a secret. Returns 0 when recorded; 1 when not (no rank file yet, a forked child, already said, no text, or no
+// memory to redact it in).
 extern "C" __attribute__((visibility("default"))) int ncclwatch_note_exception(const char* text, int main_thread) {
     const int saved = errno;
     int rc = 1;
     ncw::disk::FileHeader* h = ncw::g_hdr.load(std::memory_order_acquire);
     // One writer: two threads dying at once must not interleave their texts.
     static std::atomic<bool> claimed{false};
-    if (h && text && *text && getpid() == ncw::g_owner_pid.load(std::memory_order_relaxed) &&
+    std::string said;
+    try {
+        if (h && text && *text) said = ncw::redact::value(text);
+    } catch (...) {  // no memory: nothing recorded rather than a secret
+    }
+    if (h && !said.empty() && getpid() == ncw::g_owner_pid.load(std::memory_order_relaxed) &&
         h->last_words_mono_ns.load(std::memory_order_acquire) == 0 && !claimed.exchange(true)) {
         // One line of printable text, cut at a UTF-8 character's start: it goes into reports and logs as is.
         size_t n = 0;
         const size_t cap = sizeof h->last_words - 1;
-        for (; text[n] && n < cap; ++n) {
-            const unsigned char c = static_cast<unsigned char>(text[n]);
+        for (; n < said.size() && n < cap; ++n) {
+            const unsigned char c = static_cast<unsigned char>(said[n]);
             h->last_words[n] = c < 0x20 || c == 0x7f ? ' ' : char(c);
         }
-        while (n > 0 && text[n] && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;  // mid-character
+        while (n > 0 && n < said.size() && (static_cast<unsigned char>(said[n]) & 0xC0) == 0x80) --n;  // mid-character
         h->last_words[n] = '\0';
         h->last_words_main = main_thread ? 1 : 0;
         const uint64_t now = ncw::mono_now();

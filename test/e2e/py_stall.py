@@ -3,7 +3,8 @@
 # rank STALL_RANK stalls in slow_eval at step STALL_STEP until STOP_FILE exists; the others wait in all_reduce. A
 # second Python thread (a "loader") is there so that the report must pick the thread that issued NCCL calls. Rank
 # RAISE_RANK dies at step RAISE_STEP of an uncaught exception (as torch's CUDA out-of-memory error), and its exit then
-# takes EXIT_SLOW_SEC (atexit work, as torch's teardown) before the process is gone.
+# takes EXIT_SLOW_SEC (atexit work, as torch's teardown) before the process is gone; RAISE_MESSAGE, if set, is the
+# exception's message.
 import ctypes
 import os
 import sys
@@ -76,7 +77,7 @@ def slow_eval():
 
 
 def allocate():
-    raise RuntimeError("CUDA out of memory. Tried to allocate 32.00 TiB")  # RAISE_LINE
+    raise RuntimeError(os.environ.get("RAISE_MESSAGE", "CUDA out of memory. Tried to allocate 32.00 TiB"))  # RAISE_LINE
 
 
 def loader():
