@@ -236,7 +236,13 @@ struct LiveServer::Impl {
     PidScanBudget scan_budget;
     size_t state_bytes = 0;  // the ranks' estimated state (opt.memory_budget)
     uint32_t own_uid = 0;
-    KeyedLimiter wrong_token_named;  // a wrong token that claims a known job: named once a minute per (job, rank)
+    KeyedLimiter wrong_token_named;  // a wrong token that claims a known job: named once a minute per (job, rank, ip)
+    // Wrong-token claims of jobs with no rank here, by job: the distinct ranks seen within a minute (bounded).
+    struct WrongTokenJob {
+        uint64_t since_ns = 0;
+        std::set<int> ranks;
+    };
+    std::map<std::string, WrongTokenJob> wrong_token_jobs;
     uint16_t port = 0, metrics_port = 0;
 
     static constexpr uint64_t kListenId = 1, kMetricsId = 2, kWakeId = 3;
@@ -321,6 +327,8 @@ struct LiveServer::Impl {
     bool something_due(const Job& job, uint64_t now) const;
     // A job met mid-run whose ranks are not all back yet (Job::resume_wait_until_ns): said once, judged later.
     bool resume_wait(Job& job, uint64_t now);
+    // Notes a wrong-token claim of a job with no rank here; how many distinct ranks of it did so within a minute.
+    int wrong_token_job(const HeaderInfo& hi, uint64_t now);
     void maybe_analyze(uint64_t now);
     // false: not run (the analysis thread is busy with another); the next tick tries again.
     bool analyze_job(Job& job, uint64_t now);

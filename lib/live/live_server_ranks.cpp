@@ -91,8 +91,10 @@ bool LiveServer::Impl::on_proof(Conn& c, const wire::Proof& m, uint64_t now) {
         // A wrong token that claims a job this collector has ranks of is a misconfigured rank of it (or someone
         // after it): named on a line of its own, once a minute per (job, rank), whatever else is refused. The rest
         // (jobs nobody runs here) is a flood, summed up on its own line (sweep).
+        // The key holds the peer's address too: a flood that claims (job, rank) first from elsewhere cannot hide the
+        // real rank's line.
         if (!m.mac.empty() && jit != jobs.end() && !jit->second->ranks.empty()) {
-            const std::string key = fmt::format("{}\n{}", hi.job_id, hi.global_rank);
+            const std::string key = fmt::format("{}\n{}\n{}", hi.job_id, hi.global_rank, c.ip);
             if (wrong_token_named.allow(key, now))
                 log(
                     fmt::format("closed connection from {}: wrong token (its proof does not match) for job {} rank "
@@ -104,12 +106,45 @@ bool LiveServer::Impl::on_proof(Conn& c, const wire::Proof& m, uint64_t now) {
             }
         } else if (m.mac.empty()) {
             log_peer(c, "no token", "no token (NCCLWATCH_TOKEN is required)");
+        } else if (const int n = wrong_token_job(hi, now); n >= 2) {
+            // A job every rank of which has the wrong token has no rank here to be "known" by: several of its ranks
+            // retrying tell it from a flood of one-off claims. Named once a minute per job.
+            if (wrong_token_named.allow("job\n" + hi.job_id, now))
+                log(
+                    fmt::format("wrong token (its proof does not match) from {} ranks of job {}, of which no rank has "
+                                "the right one (the latest from {}, rank {} pid {} host {}): is NCCLWATCH_TOKEN the "
+                                "same there?",
+                                n, report::clean(hi.job_id), c.peer, hi.global_rank, hi.pid, report::clean(hi.host)));
+            else
+                ++st_suppressed;
         } else {
             log_peer(c, "wrong token", "wrong token (its proof does not match)");
         }
         return refuse(c, "token refused");
     }
     return admit(c, *hello, now);
+}
+
+int LiveServer::Impl::wrong_token_job(const HeaderInfo& hi, uint64_t now) {
+    constexpr uint64_t kWindowNs = 60'000'000'000ull;
+    constexpr size_t kMaxJobs = 1024, kMaxRanks = 16;
+    auto it = wrong_token_jobs.find(hi.job_id);
+    if (it != wrong_token_jobs.end() && now - it->second.since_ns > kWindowNs) {
+        wrong_token_jobs.erase(it);
+        it = wrong_token_jobs.end();
+    }
+    if (it == wrong_token_jobs.end()) {
+        // Bounded whatever a flood claims: a full table forgets what is older than the window, then the one-off
+        // claims (a flood's), keeping the jobs several ranks of which came.
+        if (wrong_token_jobs.size() >= kMaxJobs)
+            std::erase_if(wrong_token_jobs, [&](const auto& e) { return now - e.second.since_ns > kWindowNs; });
+        if (wrong_token_jobs.size() >= kMaxJobs)
+            std::erase_if(wrong_token_jobs, [](const auto& e) { return e.second.ranks.size() < 2; });
+        if (wrong_token_jobs.size() >= kMaxJobs) return 0;
+        it = wrong_token_jobs.emplace(hi.job_id, WrongTokenJob{now, {}}).first;
+    }
+    if (it->second.ranks.size() < kMaxRanks) it->second.ranks.insert(hi.global_rank);
+    return int(it->second.ranks.size());
 }
 
 bool LiveServer::Impl::prove_hello(Conn& c, const wire::Hello& m, uint64_t now) {

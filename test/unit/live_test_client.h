@@ -73,8 +73,15 @@ struct Log {
 struct Client {
     int fd = -1;
     wire::FrameReader reader;
-    explicit Client(uint16_t port) {
+    // from: the local address to connect from ("127.0.0.2": another peer of this host, still loopback).
+    explicit Client(uint16_t port, const char* from = nullptr) {
         fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (from) {
+            sockaddr_in local{};
+            local.sin_family = AF_INET;
+            REQUIRE(inet_pton(AF_INET, from, &local.sin_addr) == 1);
+            REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
+        }
         sockaddr_in sa{};
         sa.sin_family = AF_INET;
         sa.sin_port = htons(port);

@@ -559,6 +559,49 @@ TEST_CASE("live server logs bad clients rate-limited per cause; a wrong token al
     CHECK(wait_until([&] { return log.has("left out by the rate limits") && log.has("bad magic: "); }));
 }
 
+TEST_CASE("live server names a job whose every rank has the wrong token, and a real rank a flood claimed first") {
+    // Issue 45: a flood of wrong-token Hellos hid both.
+    Log log;
+    auto opt = options(log);
+    opt.token = "s3cret";
+    live::LiveServer srv(opt);
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    // The flood: 3,000 one-off jobs, each claimed once with a wrong token (more than the table holds).
+    for (int i = 0; i < 3000; ++i) {
+        Client c(port);
+        wire::Hello m = hello(0, 2);
+        m.header.job_id = "flood-" + std::to_string(i);
+        say_hello(c, m, "nope");
+    }
+    // A real job, every rank of it with the wrong token: named, once.
+    for (int attempt = 0; attempt < 2; ++attempt)
+        for (int r = 0; r < 2; ++r) {
+            Client c(port);
+            wire::Hello m = hello(r, 2);
+            m.header.job_id = "train-wrong-token";
+            CHECK(say_hello(c, m, "old-token") == uint16_t(wire::FrameType::Reject));
+        }
+    CHECK(wait_until([&] { return log.has("ranks of job train-wrong-token, of which no rank has the right one"); }));
+    CHECK(log.count("ranks of job train-wrong-token") == 1);
+
+    // A known job (rank 0 with the right token); the flood claims its rank 1 first, from elsewhere: the real rank 1
+    // with a wrong token is still named.
+    Client ok(port);
+    CHECK(say_hello(ok, hello(0, 2), "s3cret") == uint16_t(wire::FrameType::HelloAck));
+    for (int i = 0; i < 3; ++i) {
+        Client flood(port, "127.0.0.2");  // another address of this host
+        wire::Hello m = hello(1, 2);
+        m.header.pid = 4242;
+        CHECK(say_hello(flood, m, "nope") == uint16_t(wire::FrameType::Reject));
+    }
+    CHECK(wait_until([&] { return log.count("for job job-live rank 1") == 1; }));
+    Client real(port);
+    CHECK(say_hello(real, hello(1, 2), "old-token") == uint16_t(wire::FrameType::Reject));
+    CHECK(wait_until([&] { return log.count("for job job-live rank 1") == 2; }));
+}
+
 TEST_CASE("live server writes its report through a fresh temporary file, never through a planted symlink") {
     TempDir dir("ncw_live");
     const fs::path job = dir.path / "job-live";
