@@ -292,6 +292,38 @@ TEST_CASE("live server keeps two jobs under one id apart by their rendezvous, ne
     CHECK(say_hello(again, of_job(1, "29500"), "") == uint16_t(wire::FrameType::Reject));
 }
 
+TEST_CASE("live server sets aside a counter its rank's process could not have reached in its life, and says so") {
+    // Issue 45: coll_issued 2^40 (under 2^52) from a rank that started a moment ago lost the culprit.
+    TempDir dir("ncw_live");
+    Log log;
+    live::LiveServer srv(options(log, dir.path.string()));
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    std::vector<std::unique_ptr<Client>> ranks;
+    const uint64_t t = mono();
+    for (int r = 0; r < 3; ++r) {
+        ranks.push_back(std::make_unique<Client>(port));
+        ranks.back()->send_msg(hello(r, 3));
+        REQUIRE(expect_ack(*ranks.back()));
+        wire::Digest d = r == 2 ? digest(r, 3, 4, 4, t) : digest(r, 3, 5, 4, t);
+        if (r == 1) d.comms[0].coll_issued = uint64_t(1) << 40;
+        ranks.back()->send_msg(d);
+    }
+    const fs::path json_path = dir.path / "job-live" / "live-report.json";
+    REQUIRE(wait_until([&] { return fs::exists(json_path); }));
+    std::ifstream in(json_path);
+    const auto j = nlohmann::json::parse(in);
+    CHECK(j["verdicts"][0]["kind"] == "NOT_JOINED");
+    CHECK(j["verdicts"][0]["culprits"] == nlohmann::json::array({2}));
+    bool named = false;
+    for (const auto& w : j["warnings"])
+        named = named || w.get<std::string>().find(
+                             "coll_issued 1099511627776 is more than its process could have "
+                             "issued in its life so far") != std::string::npos;
+    CHECK(named);
+}
+
 TEST_CASE("live server drops a connection that never says Hello") {
     Log log;
     auto opt = options(log);
