@@ -10,7 +10,6 @@ namespace ncw::live {
 
 namespace {
 
-// Job ids come from the network: keep a path component of safe characters only.
 std::string verdict_key(const verdict::Verdict& v) {
     // A straggler's seq moves on with every step: it is news once per communicator and rank.
     std::string k = v.kind == verdict::Kind::Straggler
