@@ -4,7 +4,7 @@
 # the all_reduce it never joins. On b3c73f4 the end recorded was the SIGTERM's, written before the handler ran and
 # kept because the exit came within the 5 s the shim keeps it: "terminated by SIGTERM" (7 of 7 runs).
 # RIGHT ANSWER: rank 1 exited 0, said so, with the SIGTERM its handler took noted beside it (format 1.13); never
-# "terminated by SIGTERM". Then an exit with a code within 5 s of the signal (its answer to it) is told as that exit.
+# "terminated by SIGTERM". (An exit with a code within 5 s of the signal, its answer to it: test_causal.cpp.)
 . "$(dirname "$0")/lib.sh"
 export NCCLWATCH_TIMEOUT_SEC=2
 launch_job 2 --absorb-term --steps 400 --step-ms 20 --exit-rank 1 --exit-step 300 --exit-code 0 --hold-ms 60000
