@@ -261,6 +261,20 @@ void CompletionTracker::poll_forever() {
         c.covered_op = std::max(c.covered_op, op);
         batch.followers_done(cr.slot, c.credit_upto(followers), seq);
     };
+    // A pending event holds its communicators' runtimes (CommRuntime::holds) from the pass that takes it to the end
+    // of the pass that resolves it, whose flush is its last write through them: a destroyed one is not reused for
+    // a later communicator meanwhile (comm_pool.h). Its own and each ref's, the same on both sides.
+    auto hold = [](const Pending& p) {
+        if (p.cr) p.cr->holds.fetch_add(1);
+        for (int k = 0; k < p.n; ++k)
+            if (p.refs[k].cr) p.refs[k].cr->holds.fetch_add(1);
+    };
+    std::vector<CommRuntime*> resolved;  // the holds of the events resolved in this pass, let go at its end
+    auto resolve = [&](const Pending& p) {
+        if (p.cr) resolved.push_back(p.cr);
+        for (int k = 0; k < p.n; ++k)
+            if (p.refs[k].cr) resolved.push_back(p.refs[k].cr);
+    };
     // One catch-up event after the claim's uncovered followers (see record_cover).
     auto catch_up = [&](CommRuntime& cr, StreamClaim& c, DevicePool* pool, cudaStream_t stream) {
         use_ctx(pool);
@@ -268,6 +282,7 @@ void CompletionTracker::poll_forever() {
         const CoverResult r = record_cover(cu, pool, c, stream, cv);
         if (r == CoverResult::Recorded) {
             pending.push_back(pending_for(cv, &cr));
+            hold(pending.back());
             catch_ups_.fetch_add(1, std::memory_order_relaxed);
         }
         return r;
@@ -286,7 +301,10 @@ void CompletionTracker::poll_forever() {
         last_poll_ns_.store(now_mono_ns(), std::memory_order_relaxed);
         const bool draining = drain_requested_.load(std::memory_order_acquire);
         Pending p;
-        while (impl_->queue.try_pop(p)) pending.push_back(p);
+        while (impl_->queue.try_pop(p)) {
+            hold(p);
+            pending.push_back(p);
+        }
 
         streams.clear();
         stream_of.assign(pending.size(), 0);
@@ -328,7 +346,7 @@ void CompletionTracker::poll_forever() {
         proofs.clear();
         for (size_t i = 0; i < pending.size(); ++i) {
             Pending& e = pending[i];
-            // The claim lives in its communicator's runtime, which is never freed.
+            // The claim lives in its communicator's runtime, which this entry holds (never freed, not reused).
             if (state[i] != 0 && e.kind == EventKind::Mark)
                 e.claim->marks_resolved.fetch_add(1, std::memory_order_relaxed);
             if (state[i] == 1) {
@@ -342,10 +360,12 @@ void CompletionTracker::poll_forever() {
                 if (e.profiled_seq) profiler_covered(*e.cr, e.profiled_seq);
                 if (e.gen) release(e.claim, e.gen);
                 e.pool->free.try_push(e.ev);
+                resolve(e);
             } else if (state[i] == 2) {
                 // A dead context or a sticky error: the ops stay incomplete, and the watchdog will say so.
                 NCW_LOG_ONCE(warn, "cuEventQuery failed: GPU completion tracking is unreliable from here on");
                 if (e.gen) release(e.claim, e.gen);
+                resolve(e);
             } else {
                 // Known not done: this one, or one before it on its stream, answered "not ready" in this pass (the
                 // queue holds a stream's events in their stream order: one thread issues on a stream at a time, as
@@ -459,6 +479,8 @@ void CompletionTracker::poll_forever() {
         unstamped.resize(keep);
 
         batch.flush(now);
+        for (CommRuntime* cr : resolved) cr->holds.fetch_sub(1);
+        resolved.clear();
         pass_.leave();
         passes_.fetch_add(1, std::memory_order_release);
         // Completion times are kept to a few milliseconds; stalls are judged in seconds.

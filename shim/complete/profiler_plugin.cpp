@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <type_traits>
 
@@ -118,6 +119,42 @@ void retire_link(ProfilerLink* pl) {
     }
 }
 
+// Finalized communicators' contexts, reused once kCtxLater later ones were finalized: NCCL makes no call with a
+// context after its finalize, and one that ever came late would find no link for as long as that takes, rather than
+// another communicator's. (Each stayed allocated for good before: 32 bytes of heap per communicator ever made, issue
+// 45.) Past kCtxKept waiting, a finalized one simply stays allocated; never waited for: a try_lock that fails (two
+// teardowns at once) costs one reuse, and a child forked while a parent's thread held it takes none.
+constexpr size_t kCtxLater = 1024;
+constexpr size_t kCtxKept = 2 * kCtxLater;
+struct CtxFifo {
+    std::mutex mu;
+    Ctx* ring[kCtxKept] = {};
+    size_t head = 0;  // the oldest
+    size_t n = 0;
+};
+CtxFifo& ctx_fifo() {
+    static CtxFifo& f = *new CtxFifo;  // never destroyed: NCCL may finalize during exit
+    return f;
+}
+
+void retire_ctx(Ctx* c) {
+    CtxFifo& f = ctx_fifo();
+    std::unique_lock<std::mutex> lock(f.mu, std::try_to_lock);
+    if (!lock.owns_lock() || f.n == kCtxKept) return;
+    f.ring[(f.head + f.n++) % kCtxKept] = c;
+}
+
+Ctx* reuse_ctx() {
+    CtxFifo& f = ctx_fifo();
+    std::unique_lock<std::mutex> lock(f.mu, std::try_to_lock);
+    if (!lock.owns_lock() || f.n <= kCtxLater) return nullptr;
+    Ctx* c = f.ring[f.head];
+    f.head = (f.head + 1) % kCtxKept;
+    --f.n;
+    *c = Ctx{};
+    return c;
+}
+
 // A retired link no thread of ours can still be reading, made new; nullptr when there is none. After NCCL's
 // finalize, NCCL calls nothing more for it and its communicator no longer points at it; only a watchdog pass that
 // began before the retirement (profiler_publish) may still hold it, so such a link waits for that pass to end.
@@ -147,8 +184,10 @@ prof::Result make_ctx(void** ctx, int* mask, uint64_t hash, int nranks, int rank
         return 0;
     }
     // Once per communicator, on NCCL's init path: not the hot path, so allocation is allowed. The Ctx (16 bytes) is
-    // never freed, in case NCCL ever calls with it after its finalize; the link is reused (retire_link).
-    auto* c = new (std::nothrow) Ctx;
+    // never freed, in case NCCL ever calls with it after its finalize, and reused long after (retire_ctx); the link is
+    // reused (retire_link).
+    Ctx* c = reuse_ctx();
+    if (!c) c = new (std::nothrow) Ctx;
     ProfilerLink* pl = c ? reuse_link() : nullptr;
     if (c && !pl) pl = new (std::nothrow) ProfilerLink;
     if (!pl) {
@@ -716,6 +755,7 @@ prof::Result finalize(void* ctx) {
     }
     c->link = nullptr;
     retire_link(pl);
+    retire_ctx(c);
     return 0;
 }
 

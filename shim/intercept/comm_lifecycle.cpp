@@ -54,8 +54,22 @@ void alloc_peers(CommRuntime& cr, int nranks) {
     // matching for communicators of more than 64k ranks.
     uint32_t n = nranks > 0 ? uint32_t(nranks) : 1024;
     if (n > 65536) n = 65536;
-    cr.send_seq = new std::atomic<uint64_t>[n]();
-    cr.recv_seq = new std::atomic<uint64_t>[n]();
+    if (cr.peer_capacity < n) {
+        // A reused runtime (comm_pool.h) keeps its counters where they are long enough (only the hot path of its
+        // communicator ever used them); else they are made anew, the runtime consistent if an allocation throws.
+        delete[] cr.send_seq;
+        delete[] cr.recv_seq;
+        cr.send_seq = cr.recv_seq = nullptr;
+        cr.peer_capacity = 0;
+        cr.send_seq = new std::atomic<uint64_t>[n]();
+        cr.recv_seq = new std::atomic<uint64_t>[n]();
+        cr.peer_capacity = n;
+    } else {
+        for (uint32_t i = 0; i < n; ++i) {
+            cr.send_seq[i].store(0, std::memory_order_relaxed);
+            cr.recv_seq[i].store(0, std::memory_order_relaxed);
+        }
+    }
     cr.peer_slots = n;
 }
 
@@ -77,7 +91,7 @@ bool config_field(const ncclConfig_t* c, const T ncclConfig_t::*field, T& out) {
 }  // namespace
 
 CommRuntime* begin_comm(Runtime& rt, const CommInitInfo& info) {
-    auto* cr = new CommRuntime;
+    CommRuntime* cr = rt.comm_pool.take(rt.slots);  // a destroyed communicator's, made new, where one is free
     cr->comm_id = info.comm_id;
     cr->rank = info.rank;
     cr->nranks = info.nranks;
@@ -93,8 +107,13 @@ CommRuntime* begin_comm(Runtime& rt, const CommInitInfo& info) {
     const bool in_file = s != nullptr;
     if (!in_file) {
         // Every slot is held by a live communicator: this one is watched in memory by our watchdog (same progress
-        // block, same checks); readers of the file see its ring records only.
-        s = new disk::CommSlot();  // never freed, as the CommRuntime
+        // block, same checks); readers of the file see its ring records only. The block is the runtime's own, kept
+        // across its lives: a reused one's is rewritten under its generation, as a file slot is.
+        if (cr->own_slot)
+            SlotTable::rewrite(*cr->own_slot);
+        else
+            cr->own_slot = new disk::CommSlot();
+        s = cr->own_slot;
         NCW_LOG_ONCE(warn,
                      "more than {} live communicators: communicator {:016x} and later ones beyond the rank file's comm "
                      "table are watched by this process and recorded in the ring only",
@@ -111,7 +130,7 @@ CommRuntime* begin_comm(Runtime& rt, const CommInitInfo& info) {
     if (name) snprintf(s->name, sizeof(s->name), "%s", name);
     s->t_init_start_ns = now;
     s->state.store(uint32_t(disk::CommState::Initializing), std::memory_order_release);
-    if (in_file) SlotTable::publish(*s);
+    SlotTable::publish(*s);
     cr->slot.store(s);
     cr->slot_index = idx;
     // The live digests carry it from here on, its init included (self_reader.cpp).
@@ -134,6 +153,7 @@ void finish_comm(Runtime& rt, CommRuntime* cr, ncclComm_t comm, ncclResult_t res
     if (!ok) {
         if (cr->slot) cr->slot.load()->state.store(uint32_t(disk::CommState::InitFailed), std::memory_order_release);
         rt.slots.release(*cr);  // never registered: nothing of ours writes to it again
+        rt.comm_pool.retire(*cr, rt.slots);
         return;
     }
     cr->comm = comm;
@@ -171,6 +191,8 @@ void refresh_comm_identity(Runtime& rt, CommRuntime& cr) {
 
 void refresh_pending_identities(Runtime& rt) {
     if (rt.pending_identities.load(std::memory_order_relaxed) <= 0) return;
+    // Another thread may destroy one of these meanwhile: its runtime is not reused before this walk ends.
+    CommPool::HostWalk walk(rt.comm_pool);
     rt.comms.for_each([&](CommRuntime& cr) {
         if (cr.identity_pending.load(std::memory_order_acquire)) refresh_comm_identity(rt, cr);
     });

@@ -74,8 +74,10 @@ int launch_graph(CudartFn& fn, void* exec, cudaStream_t stream) {
     ts.group_n = 0;
     for (uint32_t i = 0; i < n; ++i) {
         const CapturedOp& op = g->ops[i];
-        // A communicator destroyed since the capture runs nothing of ours (NCCL would fail the launch).
-        if (!op.cr || op.cr->destroyed.load(std::memory_order_relaxed) || rt->comms.find(op.desc.comm) != op.cr)
+        // A communicator destroyed since the capture runs nothing of ours (NCCL would fail the launch), nor does a
+        // later one that NCCL gave the same pointer and whose runtime is the destroyed one's, made new (its life).
+        if (!op.cr || op.cr->destroyed.load(std::memory_order_relaxed) || rt->comms.find(op.desc.comm) != op.cr ||
+            op.cr->life.load(std::memory_order_acquire) != op.life)
             continue;
         replays_desync(*op.cr);
         OpDesc d = op.desc;

@@ -83,12 +83,14 @@ CommRuntime* end_comm(ncclComm_t comm, disk::OpType event, disk::CommState state
     return nullptr;
 }
 
-// After the final state and the settle: the file's slot may go to a later communicator (comm_slots.h).
-void release_slot(CommRuntime* cr) {
+// After the final state and the settle: the file's slot may go to a later communicator (comm_slots.h), and, once the
+// communicator is gone for good (retire), its runtime too (comm_pool.h).
+void release_slot(CommRuntime* cr, bool retire = false) {
     Runtime* rt = runtime();
     if (!rt || !cr) return;
     try {
         rt->slots.release(*cr);
+        if (retire) rt->comm_pool.retire(*cr, rt->slots);
     } catch (...) {
         NCW_LOG_ONCE(warn, "could not release a destroyed communicator's comm slot (out of memory?)");
     }
@@ -329,7 +331,8 @@ ncclResult_t ncclCommDestroy(CallScope& s, ncclComm_t comm) {
     settling.end();
     ErrnoKeeper keep;
     settle_end(settle, comm);
-    release_slot(gone);
+    // NCCL has let go of it (its profiler context finalized inside the call) and allows no call on it from now on.
+    release_slot(gone, true);
     return r;
 }
 
@@ -339,6 +342,8 @@ ncclResult_t ncclCommAbort(CallScope& s, ncclComm_t comm) {
         ErrnoKeeper keep;
         // What NCCL's profiler events proved before the abort (the slot is released with it).
         if (Runtime* rt = runtime(); CommRuntime* cr = rt ? rt->comms.find(comm) : nullptr) profiler_publish_one(*cr);
+        // Not retired: an abort ends calls still inside NCCL on other threads, whose wrappers then write to the
+        // runtime, so it is never reused (comm_pool.h).
         release_slot(end_comm(comm, disk::OpType::CommAbort, disk::CommState::Aborted, ncclSuccess, true));
     }
     errno = s.saved_errno();

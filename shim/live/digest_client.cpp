@@ -66,7 +66,7 @@ public:
             if (apply_loopback_rule(rt_.cfg, run_server_, ep_, &why)) {
                 if (run_server_)  // ep_ is MASTER_ADDR (or 127.0.0.1) here; it takes our job's ranks only
                     start_embedded_collector(rt_.cfg, ep_, rt_.id.job_id, rt_.id.world_size);
-                reader_ = std::make_unique<SelfReader>(rt_.file, &rt_.slots);
+                reader_ = std::make_unique<SelfReader>(rt_.file, &rt_.slots, &rt_.digest_pass);
                 // From here on the process's end reaches the collector (process_end.cpp wakes us: tell_live_end).
                 rt_.live_end.wake_fd.store(wake_fd_, std::memory_order_release);
                 if (!reader_->error().empty())

@@ -14,13 +14,15 @@ namespace ncw {
 
 struct RankFileWriter;
 class SlotTable;
+struct PassCounter;
 
 namespace live_client {
 
 class SelfReader {
 public:
     // slots: the process's slot table, for the communicators without a comm slot (nullptr: the file's table only).
-    explicit SelfReader(const RankFileWriter& w, const SlotTable* slots = nullptr);
+    // pass: counts the reads of their runtimes, which a destroyed communicator's reuse waits for (comm_pool.h).
+    explicit SelfReader(const RankFileWriter& w, const SlotTable* slots = nullptr, PassCounter* pass = nullptr);
     HeaderInfo header() const;
     // The file's comm slots, then the communicators without one (slot kNoCommSlot, ordered by id), each with its
     // newest in-collective GPU times.
@@ -32,6 +34,7 @@ public:
 private:
     RankFile file_;
     const SlotTable* slots_ = nullptr;
+    PassCounter* pass_ = nullptr;
     std::string error_;
 };
 

@@ -1,5 +1,7 @@
 #include "shim/record/comm_registry.h"
 
+#include <new>
+
 namespace ncw {
 
 bool StreamClaim::mark_due_slow(uint64_t count) {
@@ -14,6 +16,22 @@ bool StreamClaim::mark_due_slow(uint64_t count) {
     restart_marks(f);
     marks.fetch_add(1, std::memory_order_relaxed);
     return true;
+}
+
+void CommRuntime::renew() {
+    const uint64_t next = life.load() + 1;
+    disk::CommSlot* own = own_slot;
+    std::atomic<uint64_t>* send = send_seq;
+    std::atomic<uint64_t>* recv = recv_seq;
+    const uint32_t capacity = peer_capacity;
+    // The whole object, not a list of members: a member added later starts each life as it starts the first.
+    this->~CommRuntime();
+    new (this) CommRuntime;
+    life.store(next);
+    own_slot = own;
+    send_seq = send;
+    recv_seq = recv;
+    peer_capacity = capacity;
 }
 
 bool CommRegistry::insert(ncclComm_t comm, CommRuntime* cr) {

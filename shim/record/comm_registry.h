@@ -1,6 +1,8 @@
 // What the shim knows about each communicator in this process, and the lock-free map from ncclComm_t to it.
 // CommRuntime objects are never freed: a wrapper or one of our threads may still hold one while the communicator
-// is destroyed, and NCCL may hand the same pointer to a later communicator (the map entry is then replaced).
+// is destroyed, and NCCL may hand the same pointer to a later communicator (the map entry is then replaced). A
+// destroyed communicator's object is made new for a later one once nothing of ours can still reach it (comm_pool.h):
+// a rank's memory follows the communicators alive, not those ever made.
 #pragma once
 
 #include <nccl.h>
@@ -162,6 +164,22 @@ struct CommRuntime {
         return nullptr;
     }
     static constexpr uintptr_t kPerThreadStreamKey = 0x2 + 1;  // cudaStreamPerThread
+
+    // Its reuse for a later communicator (comm_pool.h). `life` counts the lives of this object (1: its first): whoever
+    // keeps the pointer past our threads' passes without a hold (a CUDA graph's captured op) keeps the life with it
+    // and checks it, so that a later communicator is never taken for the one it captured. `holds`: references of our
+    // threads that outlive a pass (the poller's pending events, the watchdog's watch of it); none may be held at reuse.
+    std::atomic<uint64_t> life{1};
+    std::atomic<uint32_t> holds{0};
+    // Kept from one life to the next, so that a reuse allocates nothing: a progress block of its own (the slot of a
+    // communicator without a file slot, or the private copy a destroyed one writes into once its file slot went to
+    // another: comm_slots.h), and the allocated length of send_seq / recv_seq.
+    disk::CommSlot* own_slot = nullptr;
+    uint32_t peer_capacity = 0;
+
+    // Made new in place for its next life (comm_pool.h; no thread of ours may reach it): every member as a new
+    // object's, but `life` one more and the buffers above kept (their contents are the next life's to reset).
+    void renew();
 };
 
 class CommRegistry {

@@ -27,10 +27,11 @@ bool SlotTable::quiet_since(const Entry& e) const {
 
 void SlotTable::detach(Entry& e, uint32_t index) {
     CommRuntime& cr = *e.released;
-    // The private copy keeps the counters our threads compare against (a stall reported before the destroy).
-    auto* copy = new disk::CommSlot();  // never freed, as the CommRuntime
-    memcpy(static_cast<void*>(copy), static_cast<const void*>(&table_[index]), sizeof(disk::CommSlot));
-    cr.slot.store(copy);  // seq_cst: ordered before the pass counters are read below
+    // The private copy keeps the counters our threads compare against (a stall reported before the destroy). It is
+    // the runtime's own block, which goes with it to its later lives (comm_pool.h): one per object, not per detach.
+    if (!cr.own_slot) cr.own_slot = new disk::CommSlot();
+    memcpy(static_cast<void*>(cr.own_slot), static_cast<const void*>(&table_[index]), sizeof(disk::CommSlot));
+    cr.slot.store(cr.own_slot);  // seq_cst: ordered before the pass counters are read below
     for (int i = 0; i < kPassCounters; ++i) e.marks[i] = passes_[i] ? passes_[i]->n.load() : 0;
     e.released = nullptr;
 }
@@ -64,6 +65,16 @@ disk::CommSlot* SlotTable::acquire(CommRuntime* owner, uint16_t& index) {
     }
     entries_[pick].owner = owner;
     disk::CommSlot& s = table_[pick];
+    rewrite(s);
+    index = uint16_t(pick);
+    // Two threads may init communicators at once (one per GPU): the count only grows.
+    uint32_t n = num_comms_->load(std::memory_order_relaxed);
+    while (n < pick + 1 && !num_comms_->compare_exchange_weak(n, pick + 1, std::memory_order_release)) {
+    }
+    return &s;
+}
+
+void SlotTable::rewrite(disk::CommSlot& s) {
     // Odd first: a reader copying the slot now sees the generation change and drops its copy.
     const uint64_t g = s.generation.load(std::memory_order_relaxed);
     s.generation.store(g | 1, std::memory_order_relaxed);
@@ -73,12 +84,6 @@ disk::CommSlot* SlotTable::acquire(CommRuntime* owner, uint16_t& index) {
     const size_t after = gen_at + sizeof(s.generation);
     memset(bytes, 0, gen_at);
     memset(bytes + after, 0, sizeof(disk::CommSlot) - after);
-    index = uint16_t(pick);
-    // Two threads may init communicators at once (one per GPU): the count only grows.
-    uint32_t n = num_comms_->load(std::memory_order_relaxed);
-    while (n < pick + 1 && !num_comms_->compare_exchange_weak(n, pick + 1, std::memory_order_release)) {
-    }
-    return &s;
 }
 
 void SlotTable::publish(disk::CommSlot& s) {
@@ -104,13 +109,32 @@ void SlotTable::release(CommRuntime& cr) {
     }
 }
 
+bool SlotTable::refers_to(const CommRuntime* cr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint32_t i = 0; i < capacity_; ++i)
+        if (entries_[i].owner == cr || entries_[i].released == cr) return true;
+    const uint32_t n = unslotted_n_.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < n; ++i)
+        if (unslotted_list_[i].load(std::memory_order_relaxed) == cr) return true;
+    return false;
+}
+
+void SlotTable::forget(const CommRuntime* cr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint32_t n = unslotted_n_.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; i < n; ++i)
+        if (unslotted_list_[i].load(std::memory_order_relaxed) == cr)
+            unslotted_list_[i].store(nullptr, std::memory_order_release);
+}
+
 bool SlotTable::add_unslotted(CommRuntime* cr) {
     std::lock_guard<std::mutex> lock(mu_);
     const uint32_t n = unslotted_n_.load(std::memory_order_relaxed);
     for (uint32_t i = 0; i < n; ++i) {
         CommRuntime* old = unslotted_list_[i].load(std::memory_order_relaxed);
         const disk::CommSlot* s = old ? old->slot.load() : nullptr;
-        // A reader that still holds the old pointer reads a destroyed communicator (never freed) and skips it.
+        // A reader that still holds the old pointer reads a destroyed communicator and skips it (its runtime is
+        // reused only once no read of ours that may hold it is under way: comm_pool.h).
         if (!old || old->destroyed.load(std::memory_order_acquire) ||
             (s && s->state.load(std::memory_order_relaxed) == uint32_t(disk::CommState::InitFailed))) {
             unslotted_list_[i].store(cr, std::memory_order_release);

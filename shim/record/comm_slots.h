@@ -6,7 +6,7 @@
 // communicator's late writes (the completion poller finishing its last events) while it stays in the file → a later
 // init needs it (never-used slots go first, then the least recently destroyed: a destroyed communicator's final state
 // stays on disk as long as possible), or more than kAttachedAfterRelease were destroyed after it → detach: the old
-// CommRuntime gets a private copy to write into from then on →
+// CommRuntime gets a private copy to write into from then on (its own_slot, kept across its lives) →
 // every thread of ours that may hold slot pointers during a pass (the completion poller, the watchdog) was idle at the
 // detach or has finished that pass (the init never waits: it tries another slot) → the slot is
 // rewritten for the new communicator under its generation seqlock (format.h CommSlot::generation).
@@ -29,6 +29,24 @@ struct PassCounter {
     void leave() { n.fetch_add(1); }
 };
 
+// One pass, from here to the end of the scope or to leave() (nullptr: nothing counted).
+class PassScope {
+public:
+    explicit PassScope(PassCounter* c) : c_(c) {
+        if (c_) c_->enter();
+    }
+    ~PassScope() { leave(); }
+    void leave() {
+        if (c_) c_->leave();
+        c_ = nullptr;
+    }
+    PassScope(const PassScope&) = delete;
+    PassScope& operator=(const PassScope&) = delete;
+
+private:
+    PassCounter* c_;
+};
+
 class SlotTable {
 public:
     static constexpr int kPassCounters = 2;  // the completion poller's and the watchdog's
@@ -46,11 +64,22 @@ public:
     disk::CommSlot* acquire(CommRuntime* owner, uint16_t& index);
     // Ends the rewrite that acquire began: the identity written, readers may copy the slot.
     static void publish(disk::CommSlot& s);
+    // Begins a rewrite: the generation odd (a reader copying it now drops its copy), everything else zero. acquire's
+    // for a file slot; begin_comm's for a progress block of our own that a reused CommRuntime brings (comm_pool.h).
+    static void rewrite(disk::CommSlot& s);
     // At destroy or abort, after the state is written and the settle: the file's slot keeps the final state (and
     // takes cr's late writes) until a later communicator needs it.
     void release(CommRuntime& cr);
 
     uint32_t overflowed() const { return overflowed_.load(std::memory_order_relaxed); }
+
+    // Whether the table still refers to cr: it owns a slot, or released one it still writes into (not detached yet),
+    // or it is in the list of communicators without a slot. A CommRuntime is reused only once it does not
+    // (comm_pool.h), since a detach writes into it. Init and destroy only (under mu_).
+    bool refers_to(const CommRuntime* cr);
+    // cr is destroyed and its runtime retired: out of the list of communicators without a slot, so that no reader
+    // finds it there once it serves a later communicator.
+    void forget(const CommRuntime* cr);
 
     // Communicators that got no file slot (acquire gave none): their progress blocks are our own memory, which the
     // live digests carry (shim/live/self_reader.h). Added at init once the identity is in the block (the host's thread,

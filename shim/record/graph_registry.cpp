@@ -65,6 +65,7 @@ void GraphRegistry::captured(CommRuntime& cr, const OpDesc& d, cudaStream_t stre
         const uint32_t n = e.n.load(std::memory_order_relaxed);
         if (n < kOpsPerGraph) {
             e.ops[n].cr = &cr;
+            e.ops[n].life = cr.life.load(std::memory_order_relaxed);
             e.ops[n].desc = d;
             e.n.store(n + 1, std::memory_order_release);
         } else {

@@ -22,7 +22,8 @@ struct CommRuntime;
 
 struct CapturedOp {
     CommRuntime* cr = nullptr;
-    OpDesc desc{};  // as captured; a replay's stream is its launch's
+    uint64_t life = 0;  // cr's life at the capture: a later communicator's reuse of it runs nothing of this graph
+    OpDesc desc{};      // as captured; a replay's stream is its launch's
 };
 
 class GraphRegistry {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "shim/base/config.h"
+#include "shim/record/comm_pool.h"
 #include "shim/record/comm_registry.h"
 #include "shim/record/comm_slots.h"
 #include "shim/record/process_identity.h"
@@ -67,7 +68,10 @@ struct Runtime {
     EnvList env;
     CommRegistry comms;
     SlotTable slots;
+    CommPool comm_pool;                    // destroyed communicators' runtimes, reused (comm_pool.h)
     PassCounter watchdog_pass;             // the watchdog's polls (comm_slots.h)
+    PassCounter watchdog_reads;            // its walks of the registry, inside a poll (comm_pool.h)
+    PassCounter digest_pass;               // the digest client's reads of the communicators (comm_pool.h)
     CompletionTracker* tracker = nullptr;  // nullptr: CPU semantics (complete on return)
     // No GPU tracking at all (no tracker, and NCCL's profiler events not ours): every op completes on its return, on
     // the thread that issued it, which is then its communicator's only completer (record_done_on_return).

@@ -115,6 +115,9 @@ Runtime* start_runtime_locked() {
         !rt->tracker && (profiler_setup().mode != ProfilerMode::Auto || profiler_setup().user_plugin != nullptr);
     rt->slots.watch_passes(0, &rt->watchdog_pass);
     if (rt->tracker) rt->slots.watch_passes(1, &rt->tracker->pass_counter());
+    rt->comm_pool.watch_passes(CommPool::kWatchdog, &rt->watchdog_reads);
+    rt->comm_pool.watch_passes(CommPool::kDigest, &rt->digest_pass);
+    if (rt->tracker) rt->comm_pool.watch_passes(CommPool::kPoller, &rt->tracker->pass_counter());
     rt->file.hdr->cuda_driver_version = cuda_driver().driver_version;
     if (cfg.backtrace) rt->backtrace = load_backtrace_fn();
 

@@ -18,6 +18,8 @@ inline constexpr uint64_t kMismatchQuietNs = 2'000'000'000ull;
 inline constexpr uint64_t kMismatchHoldMaxNs = 10'000'000'000ull;
 
 struct CommWatch {
+    // The communicator's runtime, held (CommRuntime::holds) while it is watched: a destroyed communicator's runtime
+    // is not reused for a later one (comm_pool.h) while a stall reported on it may still recover. Set through watch().
     CommRuntime* cr = nullptr;
     StallClock clock;  // stalls, suspicion, recovery and the init's hang (stall_decision.h)
     uint64_t last_mismatch_seq = 0;
@@ -25,6 +27,22 @@ struct CommWatch {
     uint64_t held_issued = 0;           // the ranks' ops issued, summed, when last seen growing
     uint64_t held_quiet_ns = 0;         // since when they have not grown
     std::set<int> stragglers_reported;  // comm ranks named STRAGGLER by this process
+
+    CommWatch() = default;
+    CommWatch(const CommWatch&) = delete;  // one hold per watch
+    CommWatch& operator=(const CommWatch&) = delete;
+    ~CommWatch() { watch(nullptr); }
+    void watch(CommRuntime* c) {
+        if (c == cr) return;
+        if (cr) cr->holds.fetch_sub(1);
+        if (c) c->holds.fetch_add(1);
+        cr = c;
+    }
+    // Nothing said about this communicator that a later poll must remember (so that it says it once): the watch
+    // may be forgotten once the communicator is gone.
+    bool said_nothing() const {
+        return !clock.reported() && last_mismatch_seq == 0 && mismatch_held_ns == 0 && stragglers_reported.empty();
+    }
 
     // Whether a MISMATCH at `seq` is still held back (see kMismatchQuietNs); forgets the hold once it is not.
     bool hold_mismatch(const verdict::CommView& view, uint64_t seq, uint64_t now) {

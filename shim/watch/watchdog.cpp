@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "engine/job_view.h"
 #include "engine/verdict_ranks.h"
@@ -48,18 +49,6 @@ void install_sigusr1() {
     sigaction(SIGUSR1, &sa, nullptr);
 }
 
-// One watchdog poll holds comm slot pointers (comm_slots.h); left early or at the end of scope.
-struct PassScope {
-    explicit PassScope(PassCounter& c) : c_(c) { c_.enter(); }
-    ~PassScope() { leave(); }
-    void leave() {
-        if (in_) c_.leave();
-        in_ = false;
-    }
-    PassCounter& c_;
-    bool in_ = true;
-};
-
 // The dumps a stall's reporter asked this host's other ranks for (check_node_dumps).
 struct NodeDumps {
     struct Asked {
@@ -83,7 +72,7 @@ public:
         uint64_t seen_requests = 0;
         for (;;) {
             std::unique_lock<std::timed_mutex> lock(mu_);
-            PassScope pass(rt_.watchdog_pass);
+            PassScope pass(&rt_.watchdog_pass);  // holds comm slot pointers (comm_slots.h)
             refresh_tsc_anchor();
             uint64_t now = now_mono_ns();
             rt_.file.hdr->heartbeat_mono_ns.store(now, std::memory_order_relaxed);
@@ -102,7 +91,7 @@ public:
                                  "{} on is lost, and recording goes on in memory there (a crash now leaves less "
                                  "evidence; said once)",
                                  rt_.file.path, cut, rt_.file.size);
-                profiler_publish(rt_);  // what NCCL's profiler events proved, into the progress blocks read below
+                publish_profiler();  // what NCCL's profiler events proved, into the progress blocks read below
                 uint64_t req = rt_.file.hdr->dump_request.load(std::memory_order_relaxed);
                 if (req != seen_requests) {
                     seen_requests = req;
@@ -142,8 +131,8 @@ public:
     void on_exit() {
         std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
         if (!lock.try_lock_for(std::chrono::milliseconds(500))) return;
-        PassScope pass(rt_.watchdog_pass);
-        profiler_publish(rt_);
+        PassScope pass(&rt_.watchdog_pass);  // holds comm slot pointers (comm_slots.h)
+        publish_profiler();
         recover_finished(now_mono_ns(), false);
         // A mismatch NCCL completed since the last check (the job ended within a second of it): said now, once per
         // node, and in the report file however the job ends.
@@ -232,26 +221,70 @@ private:
         return nullptr;
     }
 
+    // The communicators alive now, each runtime held (CommRuntime::holds) until this is gone: found in a short walk of
+    // the registry (Runtime::watchdog_reads), so that a destroyed one's reuse waits for that walk, never for the
+    // analyses of this poll (comm_pool.h).
+    struct LiveRuntimes {
+        std::vector<CommRuntime*> crs;
+        explicit LiveRuntimes(Runtime& rt) {
+            PassScope walk(&rt.watchdog_reads);
+            rt.comms.for_each([&](CommRuntime& cr) {
+                if (cr.destroyed.load()) return;
+                cr.holds.fetch_add(1);
+                crs.push_back(&cr);
+            });
+        }
+        ~LiveRuntimes() {
+            for (CommRuntime* cr : crs) cr->holds.fetch_sub(1);
+        }
+        LiveRuntimes(const LiveRuntimes&) = delete;
+        LiveRuntimes& operator=(const LiveRuntimes&) = delete;
+    };
+
     void check_stalls(uint64_t now) {
         const StallLimits lim = limits();
-        rt_.comms.for_each([&](CommRuntime& cr) {
+        const LiveRuntimes live(rt_);
+        for (CommRuntime* c : live.crs) {
+            CommRuntime& cr = *c;
             disk::CommSlot* s = cr.slot;
-            if (!s || cr.destroyed.load()) return;
+            if (!s || cr.destroyed.load()) continue;
             CommWatch& w = watch_[cr.comm_id];
-            w.cr = &cr;
+            w.watch(&cr);
             const ProgressFacts f = read_progress(*s, cr.failed_ops.load());
             const StallDecision d = w.clock.poll(f, now, lim);
             if (d.p99_changed) s->completion_gap_p99_ns.store(w.clock.p99_ns(), std::memory_order_relaxed);
             switch (d.step) {
-                case StallStep::Recovered: return recovered(cr, d);
-                case StallStep::Stalled: return stalled(cr, w, d, now);
-                case StallStep::AskSuspect: return maybe_suspect(cr, w, d, now);
-                default: return;
+                case StallStep::Recovered: recovered(cr, d); break;
+                case StallStep::Stalled: stalled(cr, w, d, now); break;
+                case StallStep::AskSuspect: maybe_suspect(cr, w, d, now); break;
+                default: break;
             }
-        });
+        }
         recover_finished(now, true);
         check_init_hangs(now, lim);
         check_teardown_hang(now);
+        forget_gone();
+    }
+
+    // Communicators gone since (destroyed, or their init failed): a destroyed one's runtime is let go, so that a later
+    // communicator may reuse it (comm_pool.h), unless a stall or suspicion reported on it may still recover; and its
+    // watch is forgotten once nothing of it is left to remember, so that the watchdog keeps one per communicator
+    // alive, not one per communicator ever made (issue 45). An init still in progress keeps its own (its hang is
+    // said once).
+    void forget_gone() {
+        std::set<uint64_t> initializing;
+        const uint32_t n = std::min(rt_.file.hdr->num_comms.load(), rt_.file.hdr->max_comms);
+        for (uint32_t i = 0; i < n; ++i)
+            if (rt_.file.comms[i].state.load() == uint32_t(disk::CommState::Initializing))
+                initializing.insert(rt_.file.comms[i].comm_id);
+        for (auto it = watch_.begin(); it != watch_.end();) {
+            CommWatch& w = it->second;
+            if (w.cr && w.cr->destroyed.load() && !w.clock.reported()) w.watch(nullptr);
+            if (!w.cr && w.said_nothing() && !initializing.count(it->first))
+                it = watch_.erase(it);
+            else
+                ++it;
+        }
     }
 
     // This process's teardown call (format 1.9: FileHeader::teardown_*) that has not returned for the timeout:
@@ -545,9 +578,16 @@ private:
         }
     }
 
+    // profiler_publish walks the registry (comm_pool.h: a short walk of ours).
+    void publish_profiler() {
+        PassScope walk(&rt_.watchdog_reads);
+        profiler_publish(rt_);
+    }
+
     // A communicator of this process timed by NCCL's profiler (p2p: one that carried sends or receives).
     bool own_profiler_comm(bool p2p = false) {
         bool found = false;
+        PassScope walk(&rt_.watchdog_reads);
         rt_.comms.for_each([&](CommRuntime& cr) {
             const disk::CommSlot* s = cr.slot.load();
             found =
@@ -583,6 +623,7 @@ private:
 
     bool rt_owns(uint64_t comm_id) {
         bool found = false;
+        PassScope walk(&rt_.watchdog_reads);
         rt_.comms.for_each([&](CommRuntime& cr) { found = found || cr.comm_id == comm_id; });
         return found;
     }

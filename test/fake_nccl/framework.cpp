@@ -431,11 +431,25 @@ private:
             if (!all_reduce(c, o_.count, ncclFloat32) || !settle(c, "ncclAllReduce(many)")) return false;
             if (o_.churn_comms > 0) {
                 if (!check(ncclCommDestroy(c), "ncclCommDestroy(many)")) return false;
+                if (o_.memory_every > 0 && (i + 1) % o_.memory_every == 0) print_memory(i + 1);
             } else {
                 many_.push_back(c);
             }
         }
         return true;
+    }
+
+    // --memory-every: the process's own peak and current resident memory (its /proc status: no launcher's or
+    // wrapper's memory in it), so that a test can tell what each communicator made and destroyed costs.
+    void print_memory(int churned) const {
+        std::ifstream status("/proc/self/status");
+        long hwm = -1, rss = -1;
+        for (std::string line; std::getline(status, line);) {
+            if (line.rfind("VmHWM:", 0) == 0) hwm = std::atol(line.c_str() + 6);
+            if (line.rfind("VmRSS:", 0) == 0) rss = std::atol(line.c_str() + 6);
+        }
+        std::printf("rank %d churned=%d vm_hwm_kb=%ld vm_rss_kb=%ld\n", rank_, churned, hwm, rss);
+        std::fflush(stdout);
     }
 
     bool all_reduce(ncclComm_t comm, size_t count, ncclDataType_t dtype) {

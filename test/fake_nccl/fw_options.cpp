@@ -86,6 +86,8 @@ const char* usage_text() {
            "                          each is destroyed before the next, the last one carries the steps' all_reduce\n"
            "  --alive-comms N         the same, all N alive at once until the teardown\n"
            "  --steps-comm K          with either: the K-th of them (1-based) carries the steps' all_reduce instead\n"
+           "  --memory-every K        with --churn-comms: after every K-th destroyed, print this process's peak and\n"
+           "                          current resident memory (\"rank R churned=N vm_hwm_kb=H vm_rss_kb=S\")\n"
            "  --absorb-term           install a SIGTERM handler that notes the signal and goes on (before any NCCL\n"
            "                          call), as a training script that checkpoints on preemption\n"
            "  --fake-cuda             dlopen the fake libcuda.so.1 (RTLD_GLOBAL, before any NCCL call), give each\n"
@@ -160,6 +162,7 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--churn-comms", &o.churn_comms, 0},
         {"--alive-comms", &o.alive_comms, 0},
         {"--steps-comm", &o.steps_comm, 0},
+        {"--memory-every", &o.memory_every, 0},
         {"--cuda-hold-step", &o.cuda_hold_step, -1},
         {"--capture-step", &o.capture_step, -1},
         {"--capture-count", &o.capture_count, 1},

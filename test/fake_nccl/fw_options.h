@@ -67,9 +67,10 @@ struct Options {
     int coll_per_step = 1;  // the step's main all_reduce (and the one on the split comm) this many times
     // Many communicators (groups of Megatron, FSDP, elastic restarts), split off the world one after another, each
     // with one all_reduce; the last of them carries the steps' main collective.
-    int churn_comms = 0;  // that many in all, each destroyed after its all_reduce (the last one at the teardown)
-    int alive_comms = 0;  // that many, all alive until the teardown
-    int steps_comm = 0;   // with either: the steps run on this one (1-based; 0: the last)
+    int churn_comms = 0;   // that many in all, each destroyed after its all_reduce (the last one at the teardown)
+    int alive_comms = 0;   // that many, all alive until the teardown
+    int steps_comm = 0;    // with either: the steps run on this one (1-based; 0: the last)
+    int memory_every = 0;  // > 0: the process's resident memory after every this many churned (issue 45)
 
     // With the fake libcuda (test/fake_cuda).
     bool fake_cuda = false;

@@ -169,6 +169,23 @@ TEST_CASE("a sampled op's reached and completed events advance the counts as its
     CHECK(op.claim->owner.load() == 0);            // the sample resolved: the stream's next op is sampled
 }
 
+// A destroyed communicator's runtime is reused for a later one only once no pending event of the poller's refers to
+// it (comm_pool.h): the poller holds it from the pass that takes the event to the end of the pass that resolves it.
+TEST_CASE("a pending event holds its communicator's runtime until the pass that resolved it is over") {
+    Tracked& x = tracked();
+    CommRuntime& cr = x.comm();
+    const cudaStream_t s = stream_of(cr);
+    fakecuda_hold(s, 1);
+    issue(cr, s, past());
+    Tracked::wait_until([&] { return slot(cr).coll_reached.load() == 1; }, "coll_reached 1");
+    x.full_pass();
+    CHECK(cr.holds.load() > 0);  // its completed event waits behind the kernel
+    fakecuda_hold(s, 0);
+    Tracked::wait_until([&] { return slot(cr).ops_completed.load() == 1; }, "ops_completed 1");
+    x.full_pass();
+    CHECK(cr.holds.load() == 0);
+}
+
 TEST_CASE("followers are completed by the next event on their stream that completes") {
     Tracked& x = tracked();
     CommRuntime& cr = x.comm(false);  // no catch-up events: only the ops' own

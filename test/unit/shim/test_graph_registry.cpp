@@ -2,7 +2,7 @@
 // (test/fake_cuda, linked: it names the graph a stream's capture builds). Ops captured on a stream go to that capture's
 // graph, in order; an instantiation runs them; destroying the graph keeps them for its instantiations (torch destroys
 // its graph right after instantiating it), destroying the last instantiation forgets them; a full table is said, not
-// overrun; a stream not capturing adds nothing.
+// overrun; a stream not capturing adds nothing; a captured op keeps its communicator's life (comm_pool.h).
 #include <catch2/catch.hpp>
 
 #include "fake_cuda.h"
@@ -55,6 +55,7 @@ TEST_CASE("captured ops belong to their capture's graph, and a launch of its ins
     CHECK(ops->ops[0].desc.count == 1);
     CHECK(ops->ops[2].desc.count == 3);
     CHECK(ops->ops[1].cr == &cr);
+    CHECK(ops->ops[1].life == cr.life.load());
 
     // The graph destroyed (torch's way): its instantiation still runs the ops; a second one of it too.
     reg->graph_destroyed(g);
@@ -101,4 +102,23 @@ TEST_CASE("the tables are bounded: past them a graph's ops are not recorded, and
     reg2->exec_destroyed(h(0xb000));
     reg2->instantiated(g, h(0xc000));
     CHECK(reg2->ops_of(h(0xc000)) != nullptr);
+}
+
+// A communicator destroyed after the capture whose runtime a later one reuses (comm_pool.h): the captured ops keep the
+// life they were captured in, which the replay (graph_hooks.cpp) checks, so the later communicator runs none of them.
+TEST_CASE("a captured op keeps its communicator's life: a reuse of the runtime is another communicator") {
+    REQUIRE(cuda_driver().ok);
+    auto* reg = new GraphRegistry;
+    auto* cr = new CommRuntime;
+    const cudaStream_t s = stream(0x7300);
+    void* g = capture(*reg, *cr, s, 1);
+    reg->instantiated(g, h(0xd000));
+    const GraphRegistry::Graph* ops = reg->ops_of(h(0xd000));
+    REQUIRE(ops != nullptr);
+    const uint64_t captured = ops->ops[0].life;
+    CHECK(captured == cr->life.load());
+    cr->renew();  // the runtime serves a later communicator
+    CHECK(ops->ops[0].cr == cr);
+    CHECK(ops->ops[0].life != cr->life.load());
+    CHECK(cr->life.load() == captured + 1);
 }
