@@ -59,9 +59,13 @@ Command add_relay(CLI::App& sub) {
     sub.footer(
         R"(Run one per node, and give that node's ranks NCCLWATCH_COLLECTOR=127.0.0.1:PORT: the relay carries them all to
 the collector on one connection (live protocol 1.7), so a collector for 16,384 nodes holds 16,384 connections, not
-one per rank. It reads frame headers only: the collector judges each rank as if it had connected itself, token
-proofs included (the relay needs no token). While the collector is unreachable, ranks that connect are closed at
-once and retry; when it goes, the node's rank connections go with it and come back with it.
+one per rank. It reads frame headers only, and each rank's Hello for the pid it claims: it proves that pid as the
+collector proves a direct rank's (the process must hold the rank's socket) and forwards what it found, the
+process's pid, user and group (live protocol 1.16; not to an older collector, which does not answer the relay's
+probe). The collector judges each rank as if it had connected itself, token proofs included (the relay needs no
+token); without a token it takes them only from a relay of a user it takes. While the collector is unreachable,
+ranks that connect are closed at once and retry; when it goes, the node's rank connections go with it and come back
+with it.
 SIGINT or SIGTERM stops it. Exit status: 0 stopped, 2 usage error or the listener could not start.)");
     return [o] { return run_relay(*o); };
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <malloc.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -72,6 +73,24 @@ bool loopback(const std::string& listen) {
     return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
 }
 
+// A uid of --allow-uid: digits, below (uid_t)-1, which is no user.
+bool parse_uid(const std::string& s, uint32_t& out) {
+    size_t v = 0;
+    if (!parse_count(s, v, false) || v >= 0xffffffffu) return false;
+    out = uint32_t(v);
+    return true;
+}
+
+// A user of --allow-user: a name this host knows (looked up once, at start).
+bool uid_of_user(const std::string& name, uint32_t& out) {
+    if (name.empty()) return false;
+    std::vector<char> buf(16384);
+    passwd pw{}, *found = nullptr;
+    if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found) return false;
+    out = uint32_t(pw.pw_uid);
+    return true;
+}
+
 struct ServeArgs {
     live::ServerOptions opt;
     bool once = false, insecure = false;
@@ -90,8 +109,16 @@ int run_serve(ServeArgs& args) {
                    kProg, clean(opt.listen));
         return 2;
     }
-    // Without a token a loopback Hello proves the pid it claims, and a relay's ranks come only from our own user.
+    // Without a token a loopback Hello proves the pid it claims (a relay's ranks by their relay's proof), and only
+    // our own user's ranks are taken, and those of the users --allow-uid / --allow-user name.
     opt.prove_peers = opt.token.empty();
+    opt.own_uid_only = opt.token.empty();
+    opt.allow_option = "--allow-uid";
+    if (!opt.token.empty() && !opt.allowed_uids.empty())
+        fmt::print(stderr,
+                   "{}: serve: note: --allow-uid and --allow-user change nothing with NCCLWATCH_TOKEN set: every "
+                   "rank proves the token, whatever its user\n",
+                   kProg);
     raise_fd_limit();
     keep_heap();
 
@@ -177,6 +204,27 @@ Command add_serve(CLI::App& sub) {
     sub.add_flag("--insecure", a->insecure,
                  "listen on a non-loopback --listen address without NCCLWATCH_TOKEN\n(refused otherwise: anyone "
                  "who reaches the port could speak for a rank)");
+    // Issue 45, item 3: a collector that runs as a service user takes its own user's ranks only, unless told.
+    auto allow = [&](const char* name, const char* type, const char* what, bool (*parse)(const std::string&, uint32_t&),
+                     const char* desc) {
+        sub.add_option_function<std::vector<std::string>>(
+               name,
+               [&o, name, what, parse](const std::vector<std::string>& values) {
+                   for (const std::string& v : values) {
+                       uint32_t uid = 0;
+                       if (!parse(v, uid))
+                           throw CLI::ValidationError(fmt::format("{}: '{}' is not {}", name, clean(v), what));
+                       o.allowed_uids.push_back(uid);
+                   }
+               },
+               desc)
+            ->type_name(type)
+            ->delimiter(',');
+    };
+    allow("--allow-uid", "UID", "a uid (digits, below 4294967295)", parse_uid,
+          "without a token, also take the ranks of these users, by uid\n(comma-separated or repeated; by default only "
+          "those of the user\nserve runs as)");
+    allow("--allow-user", "NAME", "a user of this host", uid_of_user, "the same by user name, looked up at start");
     sub.add_flag("--metrics-ids", o.metrics_ids,
                  "with a token, /metrics still shows job ids and communicator ids\n(by default they are replaced "
                  "by keyed hashes, so a scrape tells no\nimpostor whom to claim)");
@@ -229,10 +277,15 @@ has its own budget.
 With NCCLWATCH_TOKEN set in its environment, a rank must prove it holds the same token: it answers a fresh nonce
 with an HMAC-SHA256 over the nonce and its Hello (live protocol 1.2); the token never travels. A rank older than
 1.2 is refused with a message saying so. Whatever the token, a rank's identity is bound to its connection: a second
-Hello for a (job, rank) whose connection is alive is refused and logged. Without a token, a Hello from this host
-proves the pid it claims (the process must hold the connection's socket, or list that pid in its NSpid line), or is
-refused and logged; a relay's ranks are taken only from a relay running as the collector's user; a rank of the
-collector's user takes its slot back from another user's process.
+Hello for a (job, rank) whose connection is alive is refused and logged. Without a token, only ranks of the user
+serve runs as are taken, and those of the users --allow-uid or --allow-user name (the user of a connection's socket
+is the kernel's word); another user's rank is refused and logged, naming the option. A Hello from this host proves
+the pid it claims (the process must hold the connection's socket, or be that pid in its own pid namespace, the last
+of its NSpid line; where serve may not read that user's descriptors, not being root, the pid must be a process of
+that user), or is refused and logged; the process proven is the rank's identity (its liveness), the pid it says
+only a label. A relay (1.16) proves each of its ranks the same way and forwards what it found: taken only from a
+relay that runs as a user serve takes, and a relay of another user than serve's speaks for its own user's ranks only.
+A rank of the collector's user takes its slot back from another user's process.
 A job's cost follows what is real: a communicator claiming more ranks than --max-job-ranks is set aside; when full,
 a job whose counts grew in the last 2 minutes is never forgotten for room, a connected one without progress may be.
 SIGINT or SIGTERM stops it. Exit status: 0 stopped with nothing found, 1 a report was made, 2 usage error or the

@@ -52,8 +52,15 @@ inline constexpr uint16_t kMajor = 1;
 //      1.12: the threads' names), where an older decoder stops.
 // 1.15: then the last termination signal the program's own handler took (format 1.13), where an older decoder stops;
 //      a Hello's header block ends with its flags: whether the rank had a connection to a collector before.
-inline constexpr uint16_t kMinor = 15;
-inline constexpr uint16_t kMinorTokenProof = 2;  // the first minor that proves the token
+// 1.16: a relay proves each of its ranks as the collector proves a direct one (lib/live/peer_proof.h) and forwards what
+//      it found before the channel's first Relay frame, in a RelayPeer frame: the process that holds the rank's
+//      socket (its pid in the relay's pid namespace, and that namespace), its uid and gid, and the relay's verdict on
+//      the Hello's pid; fields a newer minor adds go at the end of its block. A relay first sends a RelayClose of
+//      channel 0 (no rank's), which a 1.16 collector answers in kind and an older one ignores: a relay sends
+//      RelayPeer frames only to a collector that answered.
+inline constexpr uint16_t kMinor = 16;
+inline constexpr uint16_t kMinorTokenProof = 2;   // the first minor that proves the token
+inline constexpr uint16_t kMinorRelayProof = 16;  // the first minor whose relays prove their ranks (RelayPeer)
 inline constexpr uint32_t kHeaderBytes = 16;
 inline constexpr uint32_t kMaxPayload = 1u << 20;  // a frame above this closes the connection
 inline constexpr uint32_t kMaxString = 4096;
@@ -83,7 +90,9 @@ enum class FrameType : uint16_t {
     State = 6,      // 1.6: the header's live state and the point-to-point counts; after a Digest, and at the end
     // relay <-> collector, both ways on a relay's connection (1.7)
     Relay = 7,       // u32 channel, then one whole frame (header and payload) from or for that channel's rank
-    RelayClose = 8,  // u32 channel: that rank's connection closed (from the relay), or is to be closed (to it)
+    RelayClose = 8,  // u32 channel: that rank's connection closed (from the relay), or is to be closed (to it);
+                     // 1.16: channel 0, the relay asking which protocol the collector speaks, and its answer
+    RelayPeer = 9,   // 1.16, from the relay: u32 channel, then a block: who holds that rank's socket (read/wire.h)
     // collector -> rank
     HelloAck = 16,     // accepted
     Reject = 17,       // refused (bad token, newer major, ...): reason string; the rank stops reconnecting

@@ -278,7 +278,8 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
         return false;
     };
     const auto type = wire::FrameType(h.type);
-    const bool relay_type = type == wire::FrameType::Relay || type == wire::FrameType::RelayClose;
+    const bool relay_type =
+        type == wire::FrameType::Relay || type == wire::FrameType::RelayClose || type == wire::FrameType::RelayPeer;
     // A connection whose first frame is a relay's is a relay's for good.
     if (c.relay || (relay_type && !c.hello && !c.pending && !c.via)) return on_relay_frame(c, h);
     if (c.pending && type != wire::FrameType::Proof) {
@@ -338,7 +339,8 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
             return true;
         }
         case wire::FrameType::Relay:
-        case wire::FrameType::RelayClose: bad(c, "protocol", "a relay's frame on a rank's connection"); return false;
+        case wire::FrameType::RelayClose:
+        case wire::FrameType::RelayPeer: bad(c, "protocol", "a relay's frame on a rank's connection"); return false;
         case wire::FrameType::HelloAck:
         case wire::FrameType::Challenge:
         case wire::FrameType::Reject:
@@ -349,9 +351,37 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
     return true;  // a type a newer minor added: skipped
 }
 
+Conn* LiveServer::Impl::channel_conn(Conn& c, uint32_t channel, bool* relay_gone) {
+    *relay_gone = false;
+    if (auto ch = c.channels.find(channel); ch != c.channels.end()) return conns.at(ch->second).get();
+    if (c.channels.size() >= kMaxRelayChannels || conns.size() >= opt.max_connections) {
+        ++st_refused;  // as a connection over the limit is: closed at once
+        std::vector<uint8_t> f;
+        wire::encode_relay_close(channel, f);
+        *relay_gone = !queue(c, f);
+        return nullptr;
+    }
+    auto k = std::make_unique<Conn>();
+    const uint64_t rank_id = next_conn_id++;
+    k->id = rank_id;
+    k->via = c.id;
+    k->channel = channel;
+    k->peer = fmt::format("{} (relayed, channel {})", c.peer, channel);
+    k->ip = c.ip;
+    k->loopback = c.loopback;
+    k->opened_ns = mono_ns();
+    c.channels.emplace(channel, rank_id);
+    Conn* out = k.get();
+    conns.emplace(rank_id, std::move(k));
+    ++rank_conns;
+    st_connections = rank_conns;
+    return out;
+}
+
 bool LiveServer::Impl::on_relay_frame(Conn& c, const wire::FrameHeader& h) {
     std::string err;
     uint32_t channel = 0;
+    c.relay_minor = std::max(c.relay_minor, h.minor);
     if (wire::FrameType(h.type) == wire::FrameType::RelayClose) {
         if (!wire::decode_relay_close(scratch.data(), scratch.size(), channel, &err)) {
             bad(c, "malformed", "bad RelayClose: " + err);
@@ -359,12 +389,34 @@ bool LiveServer::Impl::on_relay_frame(Conn& c, const wire::FrameHeader& h) {
         }
         c.relay = true;
         unproven.remove(c.id);
+        // 1.16: channel 0 is no rank's: the relay asks which protocol we speak, and the answer's header says it.
+        if (channel == 0) {
+            if (c.relay_answered) return true;
+            c.relay_answered = true;
+            std::vector<uint8_t> f;
+            wire::encode_relay_close(0, f);
+            return queue(c, f);
+        }
         if (auto ch = c.channels.find(channel); ch != c.channels.end()) {
             const uint64_t id = ch->second;
             c.channels.erase(ch);  // the relay said it: nothing to tell it back
             close_conn(id);
         }
         return true;
+    }
+    if (wire::FrameType(h.type) == wire::FrameType::RelayPeer) {
+        wire::RelayPeer p;
+        if (!wire::decode(scratch.data(), scratch.size(), p, &err)) {
+            bad(c, "malformed", "bad RelayPeer: " + err);
+            return false;
+        }
+        c.relay = true;
+        unproven.remove(c.id);
+        bool gone = false;
+        Conn* k = channel_conn(c, p.channel, &gone);
+        // Taken before the channel's Hello only: a proof never changes who a rank already is.
+        if (k && !k->hello && !k->pending) k->relay_peer = std::make_unique<wire::RelayPeer>(std::move(p));
+        return !gone;
     }
     wire::FrameHeader inner;
     if (wire::FrameType(h.type) != wire::FrameType::Relay) {
@@ -377,33 +429,13 @@ bool LiveServer::Impl::on_relay_frame(Conn& c, const wire::FrameHeader& h) {
     }
     c.relay = true;
     unproven.remove(c.id);
-    uint64_t rank_id = 0;
-    if (auto ch = c.channels.find(channel); ch != c.channels.end()) {
-        rank_id = ch->second;
-    } else {
-        if (c.channels.size() >= kMaxRelayChannels || conns.size() >= opt.max_connections) {
-            ++st_refused;  // as a connection over the limit is: closed at once
-            std::vector<uint8_t> f;
-            wire::encode_relay_close(channel, f);
-            return queue(c, f);
-        }
-        auto k = std::make_unique<Conn>();
-        k->id = rank_id = next_conn_id++;
-        k->via = c.id;
-        k->channel = channel;
-        k->peer = fmt::format("{} (relayed, channel {})", c.peer, channel);
-        k->ip = c.ip;
-        k->loopback = c.loopback;
-        k->opened_ns = mono_ns();
-        c.channels.emplace(channel, rank_id);
-        conns.emplace(rank_id, std::move(k));
-        ++rank_conns;
-        st_connections = rank_conns;
-    }
+    bool gone = false;
+    Conn* k = channel_conn(c, channel, &gone);
+    if (!k) return !gone;
     // The wrapped frame, handled as if its rank had sent it on a connection of its own.
     scratch.erase(scratch.begin(), scratch.begin() + wire::kRelayPrefixBytes + wire::kHeaderBytes);
     const uint64_t relay_id = c.id;
-    on_frame(*conns.at(rank_id), inner);
+    on_frame(*k, inner);
     return conns.count(relay_id) > 0;
 }
 
@@ -510,6 +542,7 @@ bool LiveServer::start(std::string* err) noexcept {
         if (m.started) return true;
         m.boot = this_boot_id_hash();
         m.own_uid = geteuid();
+        m.own_pid_ns = own_pid_namespace();
         m.hostname = this_hostname();
         if (!m.opt.token.empty() && !m.opt.metrics_ids && !fresh_nonce(m.pseudonym_key))
             m.pseudonym_key = m.opt.token + m.hostname;  // never shown; only keys the /metrics pseudonyms

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ncw::live {
 
@@ -58,11 +59,16 @@ struct ServerOptions {
     double progress_protect_s = 120;   // a job whose completed counts grew this recently is never evicted for room
     size_t memory_budget = 0;          // estimated bytes of rank state; past it new ranks are refused (0: none)
     std::string only_job;              // accept this job id only ("": any); the collector inside rank 0: its own
-    // Issue 28, point 5: without a token, a loopback Hello proves the pid it claims (live/peer_proof.h), and a relay's
-    // ranks are taken only from a relay of the collector's own user. `serve` and auto turn it on.
+    // Issue 28, point 5: without a token, a loopback Hello proves the pid it claims (live/peer_proof.h); a relay's
+    // ranks by the proof their relay forwards (protocol 1.16), taken only from a relay that is proven itself (issue
+    // 45, item 3). `serve` and auto turn it on.
     bool prove_peers = false;
-    bool own_uid_only = false;  // only peers of the collector's own uid (auto: the launching job's ranks)
-    std::string ranks_dir;      // the ranks' NCCLWATCH_DIR (auto): a rank file of the claimed pid in its job folder
+    // Only peers of the collector's own uid and of allowed_uids (auto: the launching job's ranks; `serve` without a
+    // token: plus --allow-uid / --allow-user). allow_option: the option a refusal names ("": none to name).
+    bool own_uid_only = false;
+    std::vector<uint32_t> allowed_uids;
+    std::string allow_option;
+    std::string ranks_dir;  // the ranks' NCCLWATCH_DIR (auto): a rank file of the claimed pid in its job folder
     // Where log lines go (one line, no trailing newline); empty = stderr with a "ncclwatch-collector: " prefix.
     // Called on the server thread.
     std::function<void(const std::string&)> log;

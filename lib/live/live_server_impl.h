@@ -192,11 +192,18 @@ struct Conn {
     std::unordered_map<uint32_t, uint64_t> channels;  // on a relay: channel -> the relayed rank's Conn
     uint64_t via = 0;                                 // on a relayed rank: its relay's Conn
     uint32_t channel = 0;
-    // Issue 28, point 5: who the peer is (peer_proof.h), for a loopback peer without a token.
+    // Issue 28, point 5: who the peer is (peer_proof.h), for a loopback peer without a token; on a relay, the
+    // relay's own user (asked once: relay_asked).
     bool loopback = false;
     bool uid_known = false;
     uint32_t peer_uid = 0;
-    int relay_own_user = -1;  // on a relay: whether it runs as the collector's user (-1: not asked yet)
+    // Issue 45, item 3 (protocol 1.16). On a relay: the newest minor its frames said, whether its probe (a RelayClose
+    // of channel 0) was answered, whether its user was asked. On a relayed rank: what its relay found at the rank's
+    // socket (a RelayPeer before the channel's first frame), none from an older relay.
+    uint16_t relay_minor = 0;
+    bool relay_answered = false;
+    bool relay_asked = false;
+    std::unique_ptr<wire::RelayPeer> relay_peer;
 };
 
 struct LiveServer::Impl {
@@ -236,6 +243,7 @@ struct LiveServer::Impl {
     PidScanBudget scan_budget;
     size_t state_bytes = 0;  // the ranks' estimated state (opt.memory_budget)
     uint32_t own_uid = 0;
+    uint64_t own_pid_ns = 0;  // our pid namespace (peer_proof.h own_pid_namespace): a relay's pids are ours in it
     KeyedLimiter wrong_token_named;  // a wrong token that claims a known job: named once a minute per (job, rank, ip)
     // Wrong-token claims of jobs with no rank here, by job: the distinct ranks seen within a minute (bounded).
     struct WrongTokenJob {
@@ -264,9 +272,13 @@ struct LiveServer::Impl {
     void on_readable(Conn& c);
     // false: the connection was closed (or is closing).
     bool on_frame(Conn& c, const wire::FrameHeader& h);
-    // A relay's frame: a rank's frame under its channel (the channel's Conn made at its first frame), or a channel
-    // closed. false: the relay's connection was closed.
+    // A relay's frame: a rank's frame under its channel (the channel's Conn made at its first frame), a channel
+    // closed, the relay's probe (1.16), or what it found at a rank's socket (1.16). false: the relay's connection was
+    // closed.
     bool on_relay_frame(Conn& c, const wire::FrameHeader& h);
+    // The Conn of a relay's channel, made at its first frame; nullptr: over the bounds (the relay was told to close
+    // it) or the relay's connection closed (*relay_gone).
+    Conn* channel_conn(Conn& relay, uint32_t channel, bool* relay_gone);
     void on_http(Conn& c, const uint8_t* p, size_t n);
     void respond(Conn& c, const char* status, const std::string& body);
     void respond(Conn& c, const char* status, std::shared_ptr<const std::string> body,
@@ -281,8 +293,18 @@ struct LiveServer::Impl {
     bool on_proof(Conn& c, const wire::Proof& m, uint64_t now);
     bool admit(Conn& c, wire::Hello& m, uint64_t now);
     bool refuse(Conn& c, const std::string& reason, bool retry = false);
-    // Without a token, who a loopback peer is (peer_proof.h): its pid, its user, its rank file. false: refused.
-    bool prove_hello(Conn& c, const wire::Hello& m, uint64_t now);
+    // Without a token, who a loopback peer is (peer_proof.h): its user, its pid, its rank file; the process proven
+    // goes into the Hello's header (HeaderInfo::proven_pid). A relayed rank by what its relay forwarded, from a relay
+    // that is proven itself (prove_relayed). false: refused.
+    bool prove_hello(Conn& c, wire::Hello& m, uint64_t now);
+    bool prove_relayed(Conn& c, wire::Hello& m);
+    // A rank whose process here is not the pid it says (a container's), or is not seen here: said, rate-limited.
+    void note_proven_pid(const Conn& c, const HeaderInfo& h);
+    // A claim refused: counted, logged rate-limited (under `cause`, else by retry), answered with a Reject.
+    bool refuse_claim(Conn& c, const HeaderInfo& hi, const std::string& why, bool retry, const char* cause = nullptr);
+    // Whether the collector takes the ranks of `uid` without a token; else why not, for the log and the Reject.
+    bool uid_allowed(uint32_t uid) const;
+    std::string uid_refused(uint32_t uid) const;
     // A rank's snapshot changed: its estimate in state_bytes follows.
     void account_rank(Job& job, size_t i);
     void drop_pending(Conn& c);

@@ -147,58 +147,133 @@ int LiveServer::Impl::wrong_token_job(const HeaderInfo& hi, uint64_t now) {
     return int(it->second.ranks.size());
 }
 
-bool LiveServer::Impl::prove_hello(Conn& c, const wire::Hello& m, uint64_t now) {
+bool LiveServer::Impl::uid_allowed(uint32_t uid) const {
+    return !opt.own_uid_only || uid == own_uid ||
+           std::find(opt.allowed_uids.begin(), opt.allowed_uids.end(), uid) != opt.allowed_uids.end();
+}
+
+std::string LiveServer::Impl::uid_refused(uint32_t uid) const {
+    if (opt.allow_option.empty()) return fmt::format("runs as uid {}, not as the job's user (uid {})", uid, own_uid);
+    return fmt::format(
+        "runs as uid {}, neither the collector's user (uid {}) nor one it allows: to take that user's ranks, start "
+        "the collector with {} {} (or set NCCLWATCH_TOKEN here and on the ranks)",
+        uid, own_uid, opt.allow_option, uid);
+}
+
+bool LiveServer::Impl::refuse_claim(Conn& c, const HeaderInfo& hi, const std::string& why, bool retry,
+                                    const char* cause) {
+    ++st_claims;
+    log_limited(cause   ? cause
+                : retry ? "identity unproven"
+                        : "identity refused",
+                fmt::format("refused Hello from {} (job {} rank {} pid {}): {}", c.peer, report::clean(hi.job_id),
+                            hi.global_rank, hi.pid, why));
+    return refuse(c, (retry ? "identity not proven yet: " : "identity refused: ") + why, retry);
+}
+
+bool LiveServer::Impl::prove_hello(Conn& c, wire::Hello& m, uint64_t now) {
     if (!opt.prove_peers) return true;
     const HeaderInfo& hi = m.header;
-    const std::string who = fmt::format("job {} rank {} pid {}", report::clean(hi.job_id), hi.global_rank, hi.pid);
-    const auto refused = [&](const std::string& why, bool retry) {
-        ++st_claims;
-        log_limited(retry ? "identity unproven" : "identity refused",
-                    fmt::format("refused Hello from {} ({}): {}", c.peer, who, why));
-        return refuse(c, (retry ? "identity not proven yet: " : "identity refused: ") + why, retry);
-    };
     if (c.via) {
-        // A relay's ranks cannot be proven one by one (their sockets are the relay's): without a token they are
-        // taken only from a relay that runs as the collector's own user, on this host.
-        auto r = conns.find(c.via);
-        if (r == conns.end()) return false;
-        Conn& relay = *r->second;
-        if (relay.relay_own_user < 0) {
-            PeerSocket ps;
-            std::string why;
-            const bool found = relay.loopback && find_peer_socket(relay.fd, ps, &why);
-            relay.relay_own_user = found && ps.uid == own_uid ? 1 : 0;
-            if (relay.loopback)
-                log_limited("relay", fmt::format("relay from {}: {}", relay.peer,
-                                                 relay.relay_own_user
-                                                     ? "runs as the collector's user: its ranks are taken (without a "
-                                                       "token, a relay's ranks cannot prove their pids)"
-                                                     : fmt::format("not the collector's user ({}): without a token its "
-                                                                   "ranks are refused (set NCCLWATCH_TOKEN)",
-                                                                   found ? fmt::format("uid {}", ps.uid) : why)));
-        }
-        if (!relay.loopback) return true;  // --insecure: a remote peer proves nothing, as `serve --help` says
-        return relay.relay_own_user == 1 ||
-               refused("without a token, a relay's ranks are taken only from a relay of the collector's own user",
-                       false);
-    }
-    if (!c.loopback) return true;  // --insecure: nothing to prove a remote peer by
-    const PidProof p = prove_peer_pid(c.fd, hi.pid, scan_budget, now, "/proc", c.opened_ns);
-    if (p.uid_known) {
+        if (!prove_relayed(c, m)) return false;
+    } else {
+        if (!c.loopback) return true;  // --insecure: nothing to prove a remote peer by
+        // Its user first (the socket's owner, the kernel's word): a user the collector does not take is refused
+        // for that, with the option that would take it, whatever its pid.
+        PeerSocket ps;
+        std::string why;
+        if (!find_peer_socket(c.fd, ps, &why))
+            return refuse_claim(c, hi, fmt::format("cannot find the peer's socket to prove pid {} ({})", hi.pid, why),
+                                true);
         c.uid_known = true;
-        c.peer_uid = p.peer_uid;
+        c.peer_uid = ps.uid;
+        if (!uid_allowed(ps.uid)) return refuse_claim(c, hi, uid_refused(ps.uid), false, "user not taken");
+        const PidProof p = prove_pid_of_socket(ps, hi.pid, scan_budget, now, "/proc", c.opened_ns);
+        if (p.result != PidProof::Result::Proven)
+            return refuse_claim(c, hi, p.why, p.result == PidProof::Result::Unproven);
+        if (p.by_uid)
+            log_limited("proven by uid",
+                        fmt::format("took Hello from {} (job {} rank {} pid {}) on its socket's user, uid {}, alone: "
+                                    "this collector (uid {}) may not read that user's descriptors to prove the pid",
+                                    c.peer, report::clean(hi.job_id), hi.global_rank, hi.pid, ps.uid, own_uid));
+        // The process proven is the rank from here on (its liveness); the claimed pid is its label.
+        m.header.proven_pid = p.peer_pid;
     }
-    if (p.result == PidProof::Result::Unproven) return refused(p.why, true);
-    if (p.result == PidProof::Result::Refused) return refused(p.why, false);
-    if (opt.own_uid_only && c.peer_uid != own_uid)
-        return refused(fmt::format("runs as uid {}, not as the job's user (uid {})", c.peer_uid, own_uid), false);
+    note_proven_pid(c, m.header);
     // Where the job's folder is known (the collector inside rank 0: its NCCLWATCH_DIR), the rank made a file there.
     if (!opt.ranks_dir.empty() && !hi.job_id.empty() && hi.job_id.find('/') == std::string::npos && hi.job_id != "." &&
         hi.job_id != "..") {
         const std::string why =
             check_rank_file(opt.ranks_dir + "/" + hi.job_id, hi.pid, hi.global_rank, hi.job_id, c.peer_uid, true);
-        if (!why.empty()) return refused(why, false);
+        if (!why.empty()) return refuse_claim(c, hi, why, false);
     }
+    return true;
+}
+
+void LiveServer::Impl::note_proven_pid(const Conn& c, const HeaderInfo& h) {
+    if (h.proven_pid == 0 || h.proven_pid == h.pid) return;
+    log_limited(
+        "pid namespace",
+        h.proven_pid < 0
+            ? fmt::format("job {} rank {} from {}: pid {} as it says, in a pid namespace of its relay's that is "
+                          "not the collector's: its process is not probed here",
+                          report::clean(h.job_id), h.global_rank, c.peer, h.pid)
+            : fmt::format("job {} rank {} from {}: pid {} as it says (its own pid namespace's), pid {} here: "
+                          "that process's life is the rank's",
+                          report::clean(h.job_id), h.global_rank, c.peer, h.pid, h.proven_pid));
+}
+
+bool LiveServer::Impl::prove_relayed(Conn& c, wire::Hello& m) {
+    const HeaderInfo& hi = m.header;
+    auto r = conns.find(c.via);
+    if (r == conns.end()) return false;
+    Conn& relay = *r->second;
+    if (!relay.loopback) return true;  // --insecure: a remote peer proves nothing, as `serve --help` says
+    // The relay itself, once found: its socket's user. Its proofs count only if it is a user the collector takes.
+    if (!relay.relay_asked || !relay.uid_known) {
+        relay.relay_asked = true;
+        PeerSocket ps;
+        std::string why;
+        relay.uid_known = find_peer_socket(relay.fd, ps, &why);
+        relay.peer_uid = ps.uid;
+        log_limited("relay", fmt::format("relay from {}: {}", relay.peer,
+                                         !relay.uid_known ? "its user is not known (" + why + "): its ranks are refused"
+                                         : uid_allowed(ps.uid)
+                                             ? fmt::format("runs as uid {}: the proofs of its ranks it forwards are "
+                                                           "taken",
+                                                           ps.uid)
+                                             : fmt::format("runs as uid {}, a user the collector does not take: its "
+                                                           "ranks are refused",
+                                                           ps.uid)));
+    }
+    if (!relay.uid_known) return refuse_claim(c, hi, "the relay's user is not known, nor its ranks'", true);
+    if (!uid_allowed(relay.peer_uid))
+        return refuse_claim(c, hi, "its relay " + uid_refused(relay.peer_uid), false, "user not taken");
+    // Its proof (protocol 1.16): what the relay found at the rank's socket, as the collector proves a direct rank.
+    if (!c.relay_peer)
+        return refuse_claim(c, hi,
+                            relay.relay_minor < wire::kMinorRelayProof
+                                ? fmt::format("its relay speaks protocol {}.{}, which proves no rank (1.{} does): "
+                                              "upgrade the relay, or set NCCLWATCH_TOKEN here and on the ranks",
+                                              wire::kMajor, relay.relay_minor, wire::kMinorRelayProof)
+                                : std::string("its relay sent no proof of it"),
+                            false);
+    const wire::RelayPeer& p = *c.relay_peer;
+    if (!(p.flags & wire::kPeerUidKnown))
+        return refuse_claim(c, hi, "its relay could not find its socket's user (" + report::clean(p.why) + ")", true);
+    // A relay of another user than the collector's speaks for its own user's ranks only: it could say anything.
+    if (relay.peer_uid != own_uid && p.uid != relay.peer_uid)
+        return refuse_claim(c, hi,
+                            fmt::format("its relay runs as uid {} and speaks for that user's ranks only, not uid {}",
+                                        relay.peer_uid, p.uid),
+                            false);
+    c.uid_known = true;
+    c.peer_uid = p.uid;
+    if (!uid_allowed(p.uid)) return refuse_claim(c, hi, uid_refused(p.uid), false, "user not taken");
+    if (p.result != wire::RelayPeer::Proven)
+        return refuse_claim(c, hi, "at its relay: " + report::clean(p.why), p.result == wire::RelayPeer::Unproven);
+    // The relay's pids are ours where its pid namespace is ours; else the rank is not probed here.
+    m.header.proven_pid = p.pid > 0 && p.pid_ns && p.pid_ns == own_pid_ns ? p.pid : -1;
     return true;
 }
 

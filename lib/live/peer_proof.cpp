@@ -57,6 +57,39 @@ bool read_fd_link(int dir_fd, const char* path, uint64_t* inode) {
     return true;
 }
 
+// Whether /proc/PID/fd exists but may not be read here (another user's process, and no right to it: not root).
+bool fd_dir_denied(int64_t pid, const std::string& proc_root) {
+    DIR* d = opendir(fmt::format("{}/{}/fd", proc_root, pid).c_str());
+    const int e = errno;
+    if (d) closedir(d);
+    return !d && (e == EACCES || e == EPERM);
+}
+
+// The real and effective uid and the effective gid of /proc/PID/status; false when it cannot be read.
+struct StatusIds {
+    uint32_t ruid = 0, euid = 0, egid = 0;
+    bool gid_known = false;
+};
+bool status_ids(int64_t pid, const std::string& proc_root, StatusIds& out) {
+    FILE* f = fopen(fmt::format("{}/{}/status", proc_root, pid).c_str(), "re");
+    if (!f) return false;
+    char line[512];
+    bool uid = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned a = 0, b = 0;
+        if (strncmp(line, "Uid:", 4) == 0 && sscanf(line + 4, "%u %u", &a, &b) == 2) {
+            out.ruid = a;
+            out.euid = b;
+            uid = true;
+        } else if (strncmp(line, "Gid:", 4) == 0 && sscanf(line + 4, "%u %u", &a, &b) == 2) {
+            out.egid = b;
+            out.gid_known = true;
+        }
+    }
+    fclose(f);
+    return uid;
+}
+
 bool all_digits(const char* s) {
     if (!*s) return false;
     for (; *s; ++s)
@@ -228,11 +261,14 @@ std::vector<int64_t> ns_pids(int64_t pid, const std::string& proc_root) {
     return out;
 }
 
-bool holds_socket(int64_t pid, uint64_t inode, const std::string& proc_root) {
+bool holds_socket(int64_t pid, uint64_t inode, const std::string& proc_root, bool* denied) {
     if (pid <= 0) return false;
     const std::string dir = fmt::format("{}/{}/fd", proc_root, pid);
     Dir d(opendir(dir.c_str()));
-    if (!d.d) return false;
+    if (!d.d) {
+        if (denied) *denied = errno == EACCES || errno == EPERM;
+        return false;
+    }
     int seen = 0;
     while (dirent* e = readdir(d.d)) {
         if (++seen > 1 << 20) break;
@@ -318,13 +354,29 @@ PidProof prove_pid_of_socket(const PeerSocket& peer, int64_t claimed_pid, PidSca
         k.walk_cost_ns = time_base::clock_ns(CLOCK_MONOTONIC) - t0;
         holds = cached();
     }
-    if (holds) {
+    // The process found is the rank's identity from here on; its gid goes with its proof (a relay forwards it).
+    const auto proven = [&](int64_t pid, bool by_uid) {
         p.result = PidProof::Result::Proven;
-        p.peer_pid = claimed_pid;
+        p.peer_pid = pid;
+        p.by_uid = by_uid;
+        StatusIds ids;
+        if (status_ids(pid, proc_root, ids) && ids.gid_known) {
+            p.peer_gid = ids.egid;
+            p.gid_known = true;
+        }
         return p;
+    };
+    if (holds) return proven(claimed_pid, false);
+    // Another user's process whose descriptors may not be read here (not root): the socket's uid is the kernel's
+    // word, so a claimed pid that is a process of that uid is taken on it. Nothing more can be known without
+    // privilege, and that user could make any of its processes speak anyway.
+    if (claimed_pid > 0 && fd_dir_denied(claimed_pid, proc_root)) {
+        StatusIds ids;
+        if (status_ids(claimed_pid, proc_root, ids) && (ids.ruid == peer.uid || ids.euid == peer.uid))
+            return proven(claimed_pid, true);
     }
-    // Not that process here: the one that is (of the socket's user), and whether its NSpid names the claim (a rank
-    // in a container's pid namespace knows itself by its pid there).
+    // Not that process here: the one that is (of the socket's user), and whether it is the claimed pid in its own
+    // pid namespace (a rank in a container knows itself by its pid there).
     if (!budget.take(now_ns)) {
         p.why = fmt::format(
             "cannot prove pid {} now (the socket is not that process's here, and the collector's "
@@ -337,27 +389,32 @@ PidProof prove_pid_of_socket(const PeerSocket& peer, int64_t claimed_pid, PidSca
         p.why = fmt::format("cannot prove pid {}: cannot read {}", claimed_pid, proc_root);
         return p;
     }
-    int seen = 0;
+    int seen = 0, denied = 0;
     while (dirent* e = readdir(d.d)) {
         if (++seen > 1 << 20 || p.peer_pid) break;
         if (!all_digits(e->d_name)) continue;
         struct stat st {};
         if (fstatat(dirfd(d.d), e->d_name, &st, 0) != 0 || st.st_uid != peer.uid) continue;
         const int64_t pid = strtoll(e->d_name, nullptr, 10);
-        if (holds_socket(pid, peer.inode, proc_root)) p.peer_pid = pid;
+        bool no_right = false;
+        if (holds_socket(pid, peer.inode, proc_root, &no_right)) p.peer_pid = pid;
+        denied += no_right;
     }
     if (!p.peer_pid) {
         p.result = PidProof::Result::Refused;
         p.why = fmt::format("claims pid {}, but no process of uid {} holds its socket", claimed_pid, peer.uid);
+        if (denied)
+            p.why += fmt::format(" ({} of that user's processes may not be read here: the prover runs as uid {})",
+                                 denied, geteuid());
         return p;
     }
-    for (const int64_t v : ns_pids(p.peer_pid, proc_root))
-        if (v == claimed_pid) {
-            p.result = PidProof::Result::Proven;
-            return p;
-        }
+    // Only the innermost pid: an entry between (a namespace nested in another) is not what the process calls itself,
+    // and a pid a process gave itself in a namespace of its own never stands for the process here (peer_pid does).
+    const std::vector<int64_t> ns = ns_pids(p.peer_pid, proc_root);
+    if (!ns.empty() && ns.back() == claimed_pid) return proven(p.peer_pid, false);
     p.result = PidProof::Result::Refused;
-    p.why = fmt::format("claims pid {}, but its socket is held by pid {} (uid {})", claimed_pid, p.peer_pid, peer.uid);
+    p.why = fmt::format("claims pid {}, but its socket is held by pid {} (uid {}{})", claimed_pid, p.peer_pid, peer.uid,
+                        ns.size() > 1 ? fmt::format(", pid {} in its own pid namespace", ns.back()) : std::string());
     return p;
 }
 
@@ -371,6 +428,14 @@ PidProof prove_peer_pid(int fd, int64_t claimed_pid, PidScanBudget& budget, uint
         return p;
     }
     return prove_pid_of_socket(peer, claimed_pid, budget, now_ns, proc_root, accepted_ns);
+}
+
+uint64_t own_pid_namespace() {
+    char target[64];
+    const ssize_t n = readlink("/proc/self/ns/pid", target, sizeof target - 1);
+    if (n <= 5) return 0;
+    target[n] = 0;
+    return strncmp(target, "pid:[", 5) == 0 ? strtoull(target + 5, nullptr, 10) : 0;
 }
 
 std::string check_rank_file(const std::string& job_dir, int64_t pid, int rank, const std::string& job_id, uint32_t uid,

@@ -1,9 +1,13 @@
-// Who is at the other end of a loopback connection, for the live collector without a token (issue 28, point 5): a
-// rank's Hello claims a pid; this proves it. SO_PEERCRED says nothing for TCP (pid 0, uid -1), so the peer's socket
-// is found by its address (sock_diag, an exact lookup; /proc/net/tcp where netlink is refused): its owner's uid and
-// its inode. The claimed pid is proven when that process holds the inode (/proc/PID/fd), or, for a rank in another
-// pid namespace (a container), when the process that holds it lists the claimed pid in its NSpid line. Finding that
-// process walks /proc: rationed (PidScanBudget), so that a flood of false claims costs a bounded share of a core.
+// Who is at the other end of a loopback connection, for the live collector without a token (issue 28, point 5) and
+// for a node's relay, which proves its own ranks the same way and forwards what it found (issue 45, item 3): a rank's
+// Hello claims a pid; this proves it. SO_PEERCRED says nothing for TCP (pid 0, uid -1), so the peer's socket is found
+// by its address (sock_diag, an exact lookup; /proc/net/tcp where netlink is refused): its owner's uid, the kernel's
+// word, and its inode. The claimed pid is proven when that process holds the inode (/proc/PID/fd), or, for a rank in
+// another pid namespace (a container), when the process that holds it is that pid in its own namespace: the last
+// entry of its NSpid line. Either way the process found (peer_pid, in the prover's namespace) is the rank's identity;
+// the claim is a label. Finding that process walks /proc: rationed (PidScanBudget), so that a flood of false claims
+// costs a bounded share of a core. A prover that may not read another user's descriptors (not root) proves that
+// user's rank by the socket's uid alone: the claimed pid must be a process of that uid in the prover's namespace.
 #pragma once
 
 #include <sys/socket.h>
@@ -27,8 +31,8 @@ bool find_peer_socket(int fd, PeerSocket& out, std::string* why);
 
 // The pids in the NSpid line of /proc/PID/status (this namespace's first); empty when unreadable or absent.
 std::vector<int64_t> ns_pids(int64_t pid, const std::string& proc_root = "/proc");
-// Whether process `pid` holds the socket `inode` (one of its descriptors).
-bool holds_socket(int64_t pid, uint64_t inode, const std::string& proc_root = "/proc");
+// Whether process `pid` holds the socket `inode` (one of its descriptors); *denied: its descriptors may not be read.
+bool holds_socket(int64_t pid, uint64_t inode, const std::string& proc_root = "/proc", bool* denied = nullptr);
 // The socket inodes process `pid` holds, sorted (at most 1M descriptors read); its highest descriptor in *max_fd.
 std::vector<uint64_t> socket_inodes(int64_t pid, const std::string& proc_root = "/proc", int* max_fd = nullptr);
 
@@ -59,10 +63,16 @@ struct PidProof {
     int64_t peer_pid = 0;   // the process found to hold the peer's socket (this namespace); 0: not found
     uint32_t peer_uid = 0;  // the socket's owner
     bool uid_known = false;
+    uint32_t peer_gid = 0;  // peer_pid's effective gid (/proc/PID/status), when gid_known
+    bool gid_known = false;
+    // Proven by the socket's uid alone: peer_pid's descriptors may not be read here (another user's process, and
+    // the prover is not root), so only its user and namespace were checked.
+    bool by_uid = false;
     std::string why;  // Refused / Unproven: one line, for the log and the Reject
 };
 
-// Proves that the peer of `fd` is process `claimed_pid` (its pid in this namespace, or one of its NSpid entries).
+// Proves that the peer of `fd` is process `claimed_pid` (its pid in this namespace, or the last of its NSpid entries:
+// its pid in its own namespace).
 // Unproven (retry later) when the scan budget is spent or the peer's socket cannot be found.
 // accepted_ns: when the connection was accepted (a walk of the claimed pid's descriptors before it is stale).
 PidProof prove_peer_pid(int fd, int64_t claimed_pid, PidScanBudget& budget, uint64_t now_ns,
@@ -70,6 +80,10 @@ PidProof prove_peer_pid(int fd, int64_t claimed_pid, PidScanBudget& budget, uint
 // The same, from the peer's socket already found (find_peer_socket): for tests with a fake /proc.
 PidProof prove_pid_of_socket(const PeerSocket& peer, int64_t claimed_pid, PidScanBudget& budget, uint64_t now_ns,
                              const std::string& proc_root, uint64_t accepted_ns = 0);
+
+// The inode of this process's pid namespace (/proc/self/ns/pid), 0 when unknown: a relay says it with each proof, so
+// that the collector knows whether the pids it forwards are the collector's own.
+uint64_t own_pid_namespace();
 
 // A rank file of `pid` in `job_dir` ("rank<R>-<host>-<pid>[.ALT].ncw", the shim's naming) whose header says that pid,
 // global rank and job: the rank is one that job's shim made. Returns "" when it holds, else why not. A folder that

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "live/net.h"
+#include "live/peer_proof.h"
 #include "read/endpoint.h"
 #include "read/text.h"
 #include "read/time_base.h"
@@ -34,6 +35,9 @@ constexpr size_t kUpstreamPause = 16u << 20;  // ranks are not read while this m
 constexpr size_t kUpstreamResume = 4u << 20;  // ...until it is down to this
 constexpr uint64_t kRetryMinNs = 200'000'000, kRetryMaxNs = 5'000'000'000;
 constexpr uint64_t kConnectTimeoutNs = 10'000'000'000;
+// How long the collector has to answer the relay's probe (protocol 1.16) before it is taken as older: on loopback or a
+// cluster's network, an answer takes milliseconds.
+constexpr uint64_t kProbeWaitNs = 1'000'000'000;
 
 inline uint64_t mono_ns() { return time_base::clock_ns(CLOCK_MONOTONIC); }
 
@@ -68,6 +72,8 @@ struct OutBuffer {
 struct RankConn {
     int fd = -1;
     uint32_t channel = 0;
+    uint64_t opened_ns = 0;
+    bool first_sent = false;  // its first frame went up (after its proof, when it was a Hello)
     std::vector<uint8_t> in;  // a partly received frame (or several)
     OutBuffer out;
     bool want_out = false;
@@ -81,6 +87,12 @@ struct Relay::Impl {
     Endpoint up_ep;
     int epfd = -1, listen_fd = -1, wake_fd = -1, up_fd = -1;
     bool up_connecting = false, up_open = false, paused = false;
+    // 1.16: the collector answered the probe (or took too long: an older one, up_ready with proofs off); ranks are
+    // taken only once it is known whether it takes their proofs.
+    bool up_ready = false, proofs = false;
+    uint64_t up_ready_by = 0;
+    PidScanBudget budget;  // this relay's /proc walks (peer_proof.h), as the collector's
+    uint64_t pid_ns = 0;   // our pid namespace, said with each proof
     uint64_t up_retry_at = 0, up_retry_ns = kRetryMinNs, up_connect_deadline = 0;
     OutBuffer up_out;
     bool up_want_out = false;
@@ -131,7 +143,6 @@ struct Relay::Impl {
         if (!connect_finished(up_fd, &why)) return up_lost(why);
         up_connecting = false;
         up_open = true;
-        st_up_open = true;
         ++st_connects;
         up_retry_ns = kRetryMinNs;
         up_reader = wire::FrameReader{};
@@ -139,6 +150,24 @@ struct Relay::Impl {
                         up_ep.port));
         said_down = false;
         up_set_out(false);
+        // 1.16: which protocol it speaks, before any rank's frame: a RelayClose of channel 0, no rank's, which an
+        // older collector ignores and a newer one answers in kind (its frame header says its minor).
+        up_ready = proofs = false;
+        up_ready_by = mono_ns() + kProbeWaitNs;
+        std::vector<uint8_t> f;
+        wire::encode_relay_close(0, f);
+        up_queue(f);
+    }
+
+    void up_set_ready(bool with_proofs) {
+        up_ready = true;
+        proofs = with_proofs;
+        st_up_open = true;
+        if (!proofs)
+            log(
+                fmt::format("the collector at {}:{} did not answer the relay's probe within {} s (older than protocol "
+                            "1.{}?): the relay sends it no proof of its ranks' pids",
+                            up_ep.host, up_ep.port, kProbeWaitNs / 1'000'000'000, wire::kMinorRelayProof));
     }
 
     void up_set_out(bool out) {
@@ -164,7 +193,7 @@ struct Relay::Impl {
         }
         up_fd = -1;
         const bool was_open = up_open;
-        up_open = up_connecting = false;
+        up_open = up_connecting = up_ready = proofs = false;
         st_up_open = false;
         up_out = OutBuffer{};
         std::vector<uint64_t> ids;
@@ -216,6 +245,10 @@ struct Relay::Impl {
             if (wire::FrameType(h.type) == wire::FrameType::RelayClose) {
                 if (!wire::decode_relay_close(scratch.data(), scratch.size(), channel, &err))
                     return up_lost("malformed RelayClose from the collector: " + err);
+                if (channel == 0) {  // the answer to our probe (1.16)
+                    if (!up_ready) up_set_ready(h.minor >= wire::kMinorRelayProof);
+                    continue;
+                }
                 if (auto it = by_channel.find(channel); it != by_channel.end()) {
                     const uint64_t id = it->second;
                     by_channel.erase(it);  // the collector knows: nothing to tell it back
@@ -253,8 +286,9 @@ struct Relay::Impl {
         for (int i = 0; i < 256; ++i) {
             const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) return;
-            // No collector, or too many ranks: closed at once, as the collector would; the rank's client retries.
-            if (!up_open || ranks.size() >= opt.max_ranks) {
+            // No collector (or not known yet whether it takes proofs), or too many ranks: closed at once, as the
+            // collector would; the rank's client retries.
+            if (!up_open || !up_ready || ranks.size() >= opt.max_ranks) {
                 close(fd);
                 continue;
             }
@@ -263,6 +297,7 @@ struct Relay::Impl {
             const uint64_t id = next_id++;
             RankConn& r = ranks[id];
             r.fd = fd;
+            r.opened_ns = mono_ns();
             r.channel = next_channel++;
             if (next_channel == 0) next_channel = 1;
             by_channel[r.channel] = id;
@@ -301,8 +336,41 @@ struct Relay::Impl {
         }
     }
 
+    // 1.16: who holds the rank's socket, as the collector proves a direct rank (peer_proof.h), for the pid its Hello
+    // claims: the proof goes up before the Hello. false: the Hello does not decode (the collector refuses it).
+    bool prove_rank(const RankConn& r, const uint8_t* payload, size_t n, wire::RelayPeer& p) {
+        wire::Hello hello;
+        std::string why;
+        if (!wire::decode(payload, n, hello, &why)) return false;
+        const int64_t claimed = hello.header.pid;
+        p = wire::RelayPeer{};
+        p.channel = r.channel;
+        p.pid_ns = pid_ns;
+        PeerSocket ps;
+        if (!find_peer_socket(r.fd, ps, &why)) {
+            p.result = wire::RelayPeer::Unproven;
+            p.why = fmt::format("cannot find the rank's socket to prove pid {} ({})", claimed, why);
+            return true;
+        }
+        p.flags |= wire::kPeerUidKnown;
+        p.uid = ps.uid;
+        const PidProof proof = prove_pid_of_socket(ps, claimed, budget, mono_ns(), "/proc", r.opened_ns);
+        p.result = proof.result == PidProof::Result::Proven    ? wire::RelayPeer::Proven
+                   : proof.result == PidProof::Result::Refused ? wire::RelayPeer::Refused
+                                                               : wire::RelayPeer::Unproven;
+        p.pid = proof.peer_pid;
+        if (proof.gid_known) {
+            p.flags |= wire::kPeerGidKnown;
+            p.gid = proof.peer_gid;
+        }
+        if (proof.by_uid) p.flags |= wire::kPeerByUid;
+        p.why = proof.why;
+        return true;
+    }
+
     // Whole frames of the rank go upstream under its channel, as they came: only their headers are read (magic,
-    // version, length), so a rank that sends garbage is closed here as the collector would close it.
+    // version, length), so a rank that sends garbage is closed here as the collector would close it; and its first,
+    // a Hello, for the pid it claims (prove_rank).
     void rank_readable(uint64_t id) {
         RankConn& r = ranks.at(id);
         uint8_t buf[kReadChunk];
@@ -316,9 +384,17 @@ struct Relay::Impl {
         while (r.in.size() - pos >= wire::kHeaderBytes) {
             wire::FrameHeader h;
             if (!wire::decode_header(r.in.data() + pos, r.in.size() - pos, h, nullptr) ||
-                h.type == uint16_t(wire::FrameType::Relay) || h.type == uint16_t(wire::FrameType::RelayClose))
+                h.type == uint16_t(wire::FrameType::Relay) || h.type == uint16_t(wire::FrameType::RelayClose) ||
+                h.type == uint16_t(wire::FrameType::RelayPeer))
                 return close_rank(id, true);  // (a rank's frame is never over kMaxPayload: decode_header's limit)
             if (r.in.size() - pos - wire::kHeaderBytes < h.length) break;
+            if (!r.first_sent) {
+                r.first_sent = true;
+                wire::RelayPeer p;
+                if (proofs && h.type == uint16_t(wire::FrameType::Hello) &&
+                    prove_rank(r, r.in.data() + pos + wire::kHeaderBytes, h.length, p))
+                    wire::encode(p, f);
+            }
             wire::encode_relay(r.channel, r.in.data() + pos, wire::kHeaderBytes + h.length, f);
             pos += wire::kHeaderBytes + h.length;
             ++st_up;
@@ -336,6 +412,7 @@ struct Relay::Impl {
                 const uint64_t now = mono_ns();
                 if (up_fd < 0 && now >= up_retry_at) up_connect(now);
                 if (up_connecting && now >= up_connect_deadline) up_lost("connect timed out");
+                if (up_open && !up_ready && now >= up_ready_by) up_set_ready(false);
                 const int n = epoll_wait(epfd, events.data(), int(events.size()), 100);
                 if (n < 0 && errno != EINTR) {
                     log(fmt::format("epoll_wait failed: {}", std::strerror(errno)));
@@ -393,6 +470,7 @@ bool Relay::start(std::string* err) noexcept {
         }
         m.listen_fd = listen_on(m.opt.listen, m.port, err);
         if (m.listen_fd < 0) return false;
+        m.pid_ns = own_pid_namespace();
         m.epfd = epoll_create1(EPOLL_CLOEXEC);
         m.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (m.epfd < 0 || m.wake_fd < 0) {

@@ -3,10 +3,15 @@
 // rank a channel; what the collector sends a rank comes back the same way. At 16,384 nodes the collector then holds
 // 16,384 connections instead of 131,072 ranks' (one descriptor each).
 //
-// It reads frame headers only, never a payload: the collector handles each channel's frames exactly as it would that
-// rank's own connection, token proofs included, so the relay needs no token and keeps no job state. Its own state is
-// one connection per rank and one upstream:
-//   - while the upstream is down, ranks that connect are closed at once (their clients retry with backoff);
+// It reads frame headers only, and the payload of a rank's first frame, its Hello, for the pid it claims: the relay
+// proves it as the collector proves a direct rank (live/peer_proof.h: the process that holds the rank's socket, its
+// user) and forwards what it found before the Hello (RelayPeer, protocol 1.16), since the collector sees only the
+// relay's socket. The collector handles each channel's frames exactly as it would that rank's own connection, token
+// proofs included, so the relay needs no token and keeps no job state. Its own state is one connection per rank and
+// one upstream:
+//   - while the upstream is down, ranks that connect are closed at once (their clients retry with backoff); so they
+//     are until the collector answered the relay's probe (a RelayClose of channel 0), or did not within a second
+//     (older than 1.16: it gets no proofs);
 //   - when the upstream goes, every rank's connection goes with it (the collector forgot their Hellos), and the
 //     ranks reconnect to a relay that reconnects upstream;
 //   - a rank's connection closing is told upstream (RelayClose), as the collector would see a socket close.
@@ -33,8 +38,8 @@ struct RelayStats {
     uint64_t frames_up = 0;          // rank frames carried to the collector
     uint64_t frames_down = 0;        // collector frames handed to ranks
     uint64_t upstream_connects = 0;  // connections made to the collector
-    bool upstream_up = false;
-    uint16_t port = 0;  // the bound port (useful with port 0)
+    bool upstream_up = false;        // connected, and whether it takes proofs known (ranks are taken)
+    uint16_t port = 0;               // the bound port (useful with port 0)
 };
 
 class Relay {

@@ -126,10 +126,12 @@ void to_rank_comm_state(const HeaderInfo& h, const CommInfo& c, const std::strin
             if (s.heartbeat_age_s > std::max(ctx.stale_after_s, 3 * poll_s)) s.alive = false;
         }
         // pid must be > 0: kill(0, ...) and kill(-1, ...) address process groups. Same host name AND boot, so a
-        // different container or a rebooted node with a reused pid is never probed.
+        // different container or a rebooted node with a reused pid is never probed. The live collector probes the
+        // process its socket proved (HeaderInfo::proven_pid), never a pid the rank merely says.
+        const int64_t probe = h.proven_pid ? h.proven_pid : h.pid;
         if ((ctx.live || ctx.probe_pids_offline) && s.alive && same_boot && !h.host.empty() && h.host == ctx.host &&
-            h.pid > 0 && h.pid <= INT_MAX) {
-            if (kill(pid_t(h.pid), 0) != 0 && errno != EPERM) s.alive = false;
+            probe > 0 && probe <= INT_MAX) {
+            if (kill(pid_t(probe), 0) != 0 && errno != EPERM) s.alive = false;
         }
 
     } catch (...) {

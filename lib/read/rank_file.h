@@ -73,6 +73,13 @@ struct HeaderInfo {
     // Communicators the writer watched without a comm slot (format_fields.h NCW_HEADER_TAIL_FIELDS). Not in the live
     // protocol: a live digest carries those communicators themselves.
     NCW_HEADER_TAIL_FIELDS(NCW_READER_MEMBER)
+
+    // The live collector's own (never in a file or on the wire): the rank's process in the collector's pid namespace,
+    // as its connection's socket proves it (live/peer_proof.h). Liveness probes it, not `pid`, which is what the rank
+    // says (a label: in a container, its pid there; in a pid namespace it made, any number it chose). 0: nothing
+    // proven (a file, or a rank proven by a token): `pid` is probed; -1: in a pid namespace the collector cannot see
+    // into (a relay's in another): not probed.
+    int64_t proven_pid = 0;
 };
 
 // One entry of CommSlot::recent that passed the seqlock check.

@@ -200,6 +200,23 @@ void encode_relay_close(uint32_t channel, std::vector<uint8_t>& out) {
     finish_frame(w, at);
 }
 
+void encode(const RelayPeer& m, std::vector<uint8_t>& out) {
+    Writer w(out);
+    const size_t at = begin_frame(w, FrameType::RelayPeer);
+    w.u32(m.channel);
+    // A block, so that a newer minor appends its fields inside it and a cut one is still refused.
+    const size_t b = w.begin_block();
+    w.u32(m.result);
+    w.u32(m.flags);
+    w.i64(m.pid);
+    w.u64(m.pid_ns);
+    w.u32(m.uid);
+    w.u32(m.gid);
+    w.str(m.why);
+    w.end_block(b);
+    finish_frame(w, at);
+}
+
 // ---- Decoding ----
 
 bool decode_header(const uint8_t* p, size_t n, FrameHeader& h, std::string* err) noexcept {
@@ -389,6 +406,30 @@ bool decode_relay_close(const uint8_t* p, size_t n, uint32_t& channel, std::stri
     } v;
     if (!decode_with(p, n, v, err, [](Reader& r, Close& c) { c.channel = r.u32("channel"); })) return false;
     channel = v.channel;
+    return true;
+}
+
+bool decode(const uint8_t* p, size_t n, RelayPeer& m, std::string* err) noexcept {
+    RelayPeer v;
+    const bool ok = decode_with(p, n, v, err, [](Reader& outer, RelayPeer& x) {
+        x.channel = outer.u32("channel");
+        Reader r = outer.block("relay peer");
+        if (!outer.ok()) return;
+        x.result = r.u32("result");
+        x.flags = r.u32("flags");
+        x.pid = r.i64("pid");
+        x.pid_ns = r.u64("pid_ns");
+        x.uid = r.u32("uid");
+        x.gid = r.u32("gid");
+        x.why = r.str("why");
+        outer.absorb(r);
+    });
+    if (!ok) return false;
+    if (v.result > RelayPeer::Unproven) {
+        if (err) *err = "relay peer.result: " + std::to_string(v.result) + " is not a verdict";
+        return false;
+    }
+    m = std::move(v);
     return true;
 }
 

@@ -80,6 +80,22 @@ struct Proof {
 
 inline constexpr size_t kChallengeBytes = 32;
 
+// 1.16: what a relay found at one of its ranks' sockets (live/peer_proof.h), before the channel's first Relay frame:
+// the collector takes it as the proof of that rank's identity from a relay it trusts.
+struct RelayPeer {
+    enum Result : uint32_t { Proven = 0, Refused = 1, Unproven = 2 };  // the relay's verdict on the Hello's pid
+    uint32_t channel = 0;
+    uint32_t result = Unproven;
+    uint32_t flags = 0;   // kPeer*
+    int64_t pid = 0;      // the process that holds the rank's socket, in the relay's pid namespace; 0: not found
+    uint64_t pid_ns = 0;  // that namespace (the inode of the relay's /proc/self/ns/pid); 0: unknown
+    uint32_t uid = 0;     // the socket's owner (kPeerUidKnown)
+    uint32_t gid = 0;     // pid's effective gid (kPeerGidKnown)
+    std::string why;      // Refused / Unproven: one line
+};
+inline constexpr uint32_t kPeerUidKnown = 1, kPeerGidKnown = 2;
+inline constexpr uint32_t kPeerByUid = 4;  // proven by the socket's uid alone (PidProof::by_uid)
+
 struct DumpRequest {
     uint64_t request_id = 0;
     std::string reason;  // the verdict line, for the rank's log
@@ -101,6 +117,7 @@ void encode(const Proof& m, std::vector<uint8_t>& out);
 // and the news that a channel's connection closed (or is to close).
 void encode_relay(uint32_t channel, const uint8_t* frame, size_t n, std::vector<uint8_t>& out);
 void encode_relay_close(uint32_t channel, std::vector<uint8_t>& out);
+void encode(const RelayPeer& m, std::vector<uint8_t>& out);  // 1.16
 
 // ---- Decoding ----
 // Validates a header (magic, major, length <= kMaxPayload). false with *err when invalid.
@@ -119,6 +136,8 @@ bool decode(const uint8_t* p, size_t n, Proof& m, std::string* err) noexcept;
 // frame itself), its length exactly what follows; the wrapped payload is p + kRelayPrefixBytes + kHeaderBytes.
 bool decode_relay(const uint8_t* p, size_t n, uint32_t& channel, FrameHeader& inner, std::string* err) noexcept;
 bool decode_relay_close(const uint8_t* p, size_t n, uint32_t& channel, std::string* err) noexcept;
+// 1.16: a result past Unproven is refused; fields past the block's known ones (a newer minor's) are skipped.
+bool decode(const uint8_t* p, size_t n, RelayPeer& m, std::string* err) noexcept;
 
 // Reassembles frames from a byte stream (a socket read into feed()).
 class FrameReader {

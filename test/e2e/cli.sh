@@ -49,7 +49,7 @@ check_help analyze --json --timeout --trace --trace-ops --color --all-ranks DIR_
 check_help dump --json FILE
 check_help serve --listen --metrics --timeout --dead-after --out --once --quiet --insecure --metrics-ids \
     --max-connections --max-ranks --max-jobs --retention --hello-timeout --frame-timeout --max-conn-buffer \
-    --buffer-budget --metrics-max-bytes --metrics-budget --scrape-timeout NCCLWATCH_TOKEN
+    --buffer-budget --metrics-max-bytes --metrics-budget --scrape-timeout --allow-uid --allow-user NCCLWATCH_TOKEN
 check_help relay --to --listen --max-ranks "Exit status"
 check_help env NCCLWATCH_
 grep -q -- "--listen" "$WORK/help.txt" && fail "env --help names serve's options"
@@ -87,6 +87,9 @@ usage_error "unexpected argument 'x'" serve x
 usage_error "--max-ranks: '12Q' is not a count (digits, optionally K, M or G)" serve --max-ranks 12Q
 usage_error "--timeout: 'soon' is not a number of seconds (0 to 1e7)" serve --timeout soon
 usage_error "--listen needs a value" serve --listen
+usage_error "--allow-uid: 'bob' is not a uid (digits, below 4294967295)" serve --allow-uid 0,bob
+usage_error "--allow-uid: '4294967295' is not a uid (digits, below 4294967295)" serve --allow-uid 4294967295
+usage_error "--allow-user: 'no-such-user-ncw' is not a user of this host" serve --allow-user no-such-user-ncw
 usage_error "--to is required" relay
 usage_error "--to: 'nowhere': no port after the host (expected HOST:PORT or [IPv6]:PORT, the port 1..65535)" relay \
     --to nowhere

@@ -26,9 +26,10 @@ payload codec of lib/read/wire.cpp (u32-length strings, u32-length blocks for th
                [--world W] [--rank0 R0] [--stalled] [--hold S]
       N ranks of one job (or spread over J jobs), each a Hello and one Digest (K communicators of R ranks claimed,
       stuck for two minutes with --stalled), held open --hold seconds. The job id and host may be raw bytes (hex).
-  claim        --port P --job J --rank R [--world W] [--pid P|0] [--token T] [--duration S]
+  claim        --port P --job J --rank R [--world W] [--pid P|0] [--pid-from FILE] [--token T] [--duration S]
       One Hello as rank R of job J (a made-up pid, or with 0 this process's own), before or while the job runs; if
-      taken, Digests claiming a collective stuck for two minutes. Reports HelloAck, Rejects, DumpRequests.
+      taken, Digests claiming a collective stuck for two minutes. Reports HelloAck, Rejects, DumpRequests, and this
+      process's pid and NSpid line. --pid-from: the pid to claim is written to FILE by the test (waited for, 10 s).
   scrape       --metrics-port M [--save FILE]  |  --no-read --count N [--hold S]
       One GET /metrics: bytes, status, whether the body is UTF-8. Or N connections that send the request and never
       read, held --hold seconds.
@@ -333,8 +334,19 @@ def cmd_claim(a):
     Digests claiming a collective stuck for two minutes, every 0.3 s for --duration."""
     token = a.token.encode() if a.token else b""
     pid = a.pid or os.getpid()
+    if a.pid_from:
+        deadline = time.monotonic() + 10
+        while not (os.path.exists(a.pid_from) and open(a.pid_from).read().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(open(a.pid_from).read().strip())
+    nspid = ""
+    try:
+        nspid = [l.split(":", 1)[1].split() for l in open("/proc/self/status") if l.startswith("NSpid:")][0]
+    except (OSError, IndexError):
+        pass
     res = {"cmd": "claim", "job": a.job, "rank": a.rank, "pid": pid, "acked": False, "rejects": {},
-           "dump_requests_received": 0, "closed_by_server": False}
+           "dump_requests_received": 0, "closed_by_server": False, "own_pid": os.getpid(), "nspid": nspid,
+           "uid": os.getuid()}
     now = time.monotonic_ns()
     old = now - 120 * 10 ** 9
     stuck = digest([comm(0x5151, a.rank, a.world, issued=6, completed=5, t_last_issue=old, t_last_progress=old,
@@ -492,6 +504,7 @@ def main():
     p.add_argument("--world", type=int, default=4)
     p.add_argument("--host", default="claim-host")
     p.add_argument("--pid", type=int, default=31337, help="0: this process's own")
+    p.add_argument("--pid-from", help="a file the test writes the pid to claim into (waited for)")
     p.add_argument("--token")
     p.add_argument("--duration", type=float, default=8)
 

@@ -53,6 +53,7 @@ void decode_payload(uint16_t type, const uint8_t* p, size_t n) {
             decode_relay_close(p, n, channel, &err);
             break;
         }
+        case FrameType::RelayPeer: try_decode<RelayPeer>(p, n); break;  // 1.16
         default: break;
     }
 }
@@ -95,6 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     decode_payload(uint16_t(FrameType::DumpRequest), p, n);
     decode_payload(uint16_t(FrameType::Relay), p, n);
     decode_payload(uint16_t(FrameType::RelayClose), p, n);
+    decode_payload(uint16_t(FrameType::RelayPeer), p, n);
     decode_header(p, n, h, &err);
     return 0;
 }

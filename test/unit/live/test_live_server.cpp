@@ -261,6 +261,44 @@ TEST_CASE("live server binds a rank to its connection: a second Hello is refused
     CHECK(srv.stats().connections == 1);
 }
 
+TEST_CASE("live server without a token takes its own user's ranks and those it allows; the refusal names the option") {
+    // Issue 45, item 3: a collector that runs as a service user refused every other user's ranks for good.
+    if (!can_be_other_user()) return;
+    const bool allowed = GENERATE(false, true);
+    Log log;
+    auto opt = options(log);
+    opt.prove_peers = opt.own_uid_only = true;  // as `serve` without a token
+    opt.allow_option = "--allow-uid";
+    if (allowed) opt.allowed_uids = {65534};
+    live::LiveServer srv(opt);
+    std::string err;
+    REQUIRE(srv.start(&err));
+    const uint16_t port = srv.stats().port;
+    // Both sockets made before either Hello: one walk of this process's descriptors proves both (the collector
+    // rations its walks of one pid).
+    Client own(port);
+    Client other(port, 65534);  // user 65534's socket (its pid proof alone would pass: this process holds it)
+    // The collector's own user, the pid its own: taken.
+    wire::Hello m = hello(0, 2);
+    m.header.pid = getpid();
+    CHECK(say_hello(own, m, "") == uint16_t(wire::FrameType::HelloAck));
+    wire::Hello o = hello(1, 2);
+    o.header.pid = getpid();
+    std::string reason;
+    const uint16_t answer = say_hello(other, o, "", &reason);
+    if (allowed) {
+        INFO(reason);
+        CHECK(answer == uint16_t(wire::FrameType::HelloAck));
+        CHECK(srv.stats().claims_refused == 0);
+    } else {
+        CHECK(answer == uint16_t(wire::FrameType::Reject));
+        CHECK_THAT(reason,
+                   Catch::StartsWith("identity refused: runs as uid 65534") && Catch::Contains("--allow-uid 65534"));
+        CHECK(wait_until([&] { return log.has("start the collector with --allow-uid 65534"); }));
+        CHECK(srv.stats().claims_refused == 1);
+    }
+}
+
 TEST_CASE("live server keeps two jobs under one id apart by their rendezvous, never mixing their ranks") {
     // NCCLWATCH_JOB_ID=train given to two jobs at once (issue 45): the second's ranks were refused as taken, its
     // verdict came late and was judged on the first's environment.
@@ -623,7 +661,7 @@ TEST_CASE("live server names a job whose every rank has the wrong token, and a r
     Client ok(port);
     CHECK(say_hello(ok, hello(0, 2), "s3cret") == uint16_t(wire::FrameType::HelloAck));
     for (int i = 0; i < 3; ++i) {
-        Client flood(port, "127.0.0.2");  // another address of this host
+        Client flood(port, -1, "127.0.0.2");  // another address of this host
         wire::Hello m = hello(1, 2);
         m.header.pid = 4242;
         CHECK(say_hello(flood, m, "nope") == uint16_t(wire::FrameType::Reject));

@@ -68,6 +68,38 @@ TEST_CASE("liveness: exit state, heartbeat age, kill(pid, 0)", "[rank_file]") {
     CHECK(to_rank_comm_state(zero, c, "x", ctx).alive);
 }
 
+TEST_CASE("liveness, live: the process the socket proved is probed, never the pid the rank says", "[rank_file]") {
+    HeaderInfo h;
+    h.host = this_hostname();
+    h.boot_id_hash = this_boot_id_hash();
+    h.heartbeat_mono_ns = 50'000000000ull;
+    h.process_state = uint32_t(disk::ProcessState::Running);
+    CommInfo c;
+    c.rank = 0;
+    c.nranks = 2;
+    const auto ctx = live_context(h.heartbeat_mono_ns + 1'000000000ull);
+    const pid_t child = fork();
+    if (child == 0) _exit(0);
+    REQUIRE(child > 0);
+    REQUIRE(waitpid(child, nullptr, 0) == child);
+
+    // A label of a process gone (a pid the rank gave itself in a namespace of its own), the proven process alive.
+    HeaderInfo label_gone = h;
+    label_gone.pid = child;
+    label_gone.proven_pid = getpid();
+    CHECK(to_rank_comm_state(label_gone, c, "x", ctx).alive);
+    // A label of a live process (another rank's pid, say), the proven process gone: gone.
+    HeaderInfo proven_gone = h;
+    proven_gone.pid = getpid();
+    proven_gone.proven_pid = child;
+    CHECK_FALSE(to_rank_comm_state(proven_gone, c, "x", ctx).alive);
+    // In a pid namespace the collector cannot see into (-1): not probed, whatever the label.
+    HeaderInfo unseen = h;
+    unseen.pid = child;
+    unseen.proven_pid = -1;
+    CHECK(to_rank_comm_state(unseen, c, "x", ctx).alive);
+}
+
 TEST_CASE("request_dump increments dump_request", "[rank_file]") {
     TempDir dir;
     FileBuilder b;

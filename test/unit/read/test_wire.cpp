@@ -747,3 +747,51 @@ TEST_CASE("1.13: a State's peer block ends with the newest sends and receives; a
     State hostile;
     CHECK_FALSE(decode(bad_payload.data(), bad_payload.size(), hostile, &err));
 }
+
+TEST_CASE("1.16: a relay's RelayPeer round-trips; a newer minor's fields in its block are skipped, a cut one refused") {
+    RelayPeer m;
+    m.channel = 42;
+    m.result = RelayPeer::Refused;
+    m.flags = kPeerUidKnown | kPeerGidKnown;
+    m.pid = 4242;
+    m.pid_ns = 4026531836ull;
+    m.uid = 65534;
+    m.gid = 65533;
+    m.why = "claims pid 31337, but its socket is held by pid 4242 (uid 65534)";
+    std::vector<uint8_t> frame, payload;
+    encode(m, frame);
+    CHECK(split(frame, payload).type == uint16_t(FrameType::RelayPeer));
+    RelayPeer back;
+    std::string err;
+    REQUIRE(decode(payload.data(), payload.size(), back, &err));
+    CHECK(back.channel == 42);
+    CHECK(back.result == RelayPeer::Refused);
+    CHECK(back.flags == (kPeerUidKnown | kPeerGidKnown));
+    CHECK(back.pid == 4242);
+    CHECK(back.pid_ns == 4026531836ull);
+    CHECK(back.uid == 65534);
+    CHECK(back.gid == 65533);
+    CHECK(back.why == m.why);
+
+    SECTION("a field a newer minor appends inside the block is skipped") {
+        std::vector<uint8_t> longer = payload;
+        longer.insert(longer.end(), {1, 2, 3, 4});
+        uint32_t block = 0;
+        std::memcpy(&block, &longer[4], 4);
+        block += 4;
+        std::memcpy(&longer[4], &block, 4);
+        RelayPeer newer;
+        REQUIRE(decode(longer.data(), longer.size(), newer, &err));
+        CHECK(newer.pid == 4242);
+        CHECK(newer.why == m.why);
+    }
+    SECTION("a cut frame, or a verdict that is none, is refused and leaves the value as it was") {
+        RelayPeer untouched;
+        for (size_t n = 0; n < payload.size(); ++n) CHECK_FALSE(decode(payload.data(), n, untouched, &err));
+        CHECK(untouched.channel == 0);
+        payload[8] = 7;  // result
+        CHECK_FALSE(decode(payload.data(), payload.size(), untouched, &err));
+        CHECK(err.find("not a verdict") != std::string::npos);
+        CHECK(untouched.channel == 0);
+    }
+}
