@@ -9,7 +9,9 @@
 // (source, destination, port) triple has fewer than 64k ephemeral ports. Every process needs a descriptor per
 // connection it holds, the collector one per connection in all: the hard RLIMIT_NOFILE bounds the job that can be
 // simulated. With --per-conn K, each connection is a node's relay (`ncclwatch-collector relay`, protocol 1.7)
-// carrying K ranks as channels, as 16,384 nodes of 8 GPUs would reach one collector.
+// carrying K ranks as channels, as 16,384 nodes of 8 GPUs would reach one collector. Ranks on connections of their
+// own prove a token (the collector runs with NCCLWATCH_TOKEN): without one, `serve` takes one rank a process (issue
+// 45), and a client process here speaks for thousands; a relay's ranks need none (a relay of the collector's user).
 //
 //   digest_load --collector build/collector/ncclwatch-collector [--ranks 16384] [--stall-after 20] [--timeout 5]
 //               [--cpu 1] [--client-cpus LIST] [--clients N] [--per-address 20000] [--per-conn K] [--laggard R]
@@ -43,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "live/live_auth.h"
 #include "ncclwatch/format.h"
 #include "read/time_base.h"
 #include "read/wire.h"
@@ -66,6 +69,7 @@ struct Opts {
     int laggard = -1;
     double op_period_s = 0.25;  // one AllReduce every op_period_s in lockstep
     int sigs = 4;  // signatures a digest carries, the newest (protocol 1.12: up to 64, the ops since the last)
+    std::string token = "digest-load";  // direct connections (per_conn 1): the collector's NCCLWATCH_TOKEN
 };
 
 struct ProcSample {
@@ -151,6 +155,31 @@ CommInfo world(int rank, int nranks, uint64_t issued, uint64_t completed, uint64
         c.recent.push_back(g);
     }
     return c;
+}
+
+// A direct connection's Hello answered: the collector's Challenge read (the socket still blocking) and the proof of
+// the token over its nonce and the Hello's payload sent back (lib/live/live_auth.h).
+void prove_token(int fd, const std::string& token, const std::vector<uint8_t>& hello) {
+    wire::FrameReader reader;
+    wire::FrameHeader h;
+    std::vector<uint8_t> payload;
+    std::string err;
+    uint8_t b[4096];
+    while (reader.next(h, payload, &err) != wire::FrameReader::Status::Frame) {
+        const ssize_t n = recv(fd, b, sizeof b, 0);
+        if (n <= 0) die("the collector closed a connection before its Challenge");
+        reader.feed(b, size_t(n));
+    }
+    wire::Challenge ch;
+    if (h.type != uint16_t(wire::FrameType::Challenge) || !wire::decode(payload.data(), payload.size(), ch, &err))
+        die("no Challenge after a Hello (frame type " + std::to_string(h.type) + ")");
+    const live::Digest32 d =
+        live::token_proof(token, ch.nonce, hello.data() + wire::kHeaderBytes, hello.size() - wire::kHeaderBytes);
+    wire::Proof proof;
+    proof.mac.assign(d.begin(), d.end());
+    std::vector<uint8_t> f;
+    wire::encode(proof, f);
+    if (send(fd, f.data(), f.size(), MSG_NOSIGNAL) != ssize_t(f.size())) die("proof send failed");
 }
 
 // What a client process says back at the end.
@@ -243,6 +272,7 @@ void write_all(int fd, const void* p, size_t n) {
         wire::encode(h, buf);
         const auto& f = frame_for(r, buf);
         if (send(fd, f.data(), f.size(), MSG_NOSIGNAL) != ssize_t(f.size())) die("hello send failed");
+        if (P == 1) prove_token(fd, o.token, buf);
         if ((r - lo) % P == P - 1 || r == hi - 1) {
             fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
             epoll_event ev{};
@@ -421,6 +451,7 @@ int main(int argc, char** argv) {
     if (pid == 0) {
         dup2(pfd[1], 1);
         close(pfd[0]);
+        if (o.per_conn == 1) setenv("NCCLWATCH_TOKEN", o.token.c_str(), 1);
         std::vector<std::string> args;
         if (o.cpu != "-1") args = {"taskset", "-c", o.cpu};
         for (const char* s : std::initializer_list<const char*>{

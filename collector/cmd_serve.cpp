@@ -11,10 +11,12 @@
 
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli.h"
@@ -157,6 +159,14 @@ int run_serve(ServeArgs& args) {
         }
         if (once && server.stats().reports > 0) break;
     }
+    // An analysis stops at its next step (AnalysisOptions::cancel); whatever else might hold the stop up (a report
+    // folder on a disk that hangs), the end that was asked for comes within 5 s.
+    const int status = server.stats().reports > 0 ? 1 : 0;
+    std::thread([status] {
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+        fmt::print(stderr, "{}: serve: still stopping after 5 s: exiting now\n", kProg);
+        _exit(status);
+    }).detach();
     server.stop();
     return server.stats().reports > 0 ? 1 : 0;
 }
@@ -240,6 +250,12 @@ Command add_serve(CLI::App& sub) {
           "(\"collector full\", for now)");
     count("--max-job-ranks", o.max_job_ranks,
           "ranks of one job (default 65536); a communicator that claims more\nis set aside, not analysed");
+    count("--max-rank-bytes", o.max_rank_bytes,
+          "estimated bytes of one rank's state (default 32M: the most a rank\ncan send is about 20M); past it its "
+          "communicators are dropped and\nits connection refused");
+    count("--max-job-bytes", o.max_job_bytes,
+          "the same for one job's ranks together (default 4G); past it the\nrank that grew it is refused, and new "
+          "ranks of the job");
     count("--max-unproven", o.max_unproven,
           "connections without a Hello (default 4096; 256 per remote address):\npast it the oldest of them is "
           "closed, never a rank's");
@@ -262,9 +278,10 @@ Command add_serve(CLI::App& sub) {
           "already held (default 64M)");
     seconds("--scrape-timeout", o.scrape_timeout_s,
             "a scraper that reads nothing of its response this long is closed\n(default 10)");
-    for (const char* n : {"--max-connections", "--max-ranks", "--max-jobs", "--max-job-ranks", "--max-unproven",
-                          "--retention", "--hello-timeout", "--frame-timeout", "--max-conn-buffer", "--buffer-budget",
-                          "--metrics-max-bytes", "--metrics-budget", "--scrape-timeout"})
+    for (const char* n :
+         {"--max-connections", "--max-ranks", "--max-jobs", "--max-job-ranks", "--max-rank-bytes", "--max-job-bytes",
+          "--max-unproven", "--retention", "--hello-timeout", "--frame-timeout", "--max-conn-buffer", "--buffer-budget",
+          "--metrics-max-bytes", "--metrics-budget", "--scrape-timeout"})
         sub.get_option(n)->group(limits);
     sub.footer(
         R"(Ranks whose shim has NCCLWATCH_COLLECTOR=HOST:PORT connect and send digests; a stall past the timeout, a mismatch
@@ -286,8 +303,11 @@ that user), or is refused and logged; the process proven is the rank's identity 
 only a label. A relay (1.16) proves each of its ranks the same way and forwards what it found: taken only from a
 relay that runs as a user serve takes, and a relay of another user than serve's speaks for its own user's ranks only.
 A rank of the collector's user takes its slot back from another user's process.
-A job's cost follows what is real: a communicator claiming more ranks than --max-job-ranks is set aside; when full,
-a job whose counts grew in the last 2 minutes is never forgotten for room, a connected one without progress may be.
+A job's cost follows what its ranks sent, never what they claim: a communicator claiming more ranks than
+--max-job-ranks is set aside, and so are those whose absent ranks are more than the job's ranks reported; without a
+token a process is one rank; a rank and a job are held to --max-rank-bytes and --max-job-bytes; when full, a job whose
+counts grew in the last 2 minutes is never forgotten for room (unless a proven rank needs it and the job is unproven),
+a connected one without progress may be.
 SIGINT or SIGTERM stops it. Exit status: 0 stopped with nothing found, 1 a report was made, 2 usage error or the
 listener could not start.)");
     return [a] { return run_serve(*a); };

@@ -40,6 +40,12 @@ constexpr int32_t kMaxRanks = 1 << 20;
 
 constexpr double kOfflineStaleSec = 1.0;
 
+// AnalysisOptions::cancel was set: unwinds to analyze(), which keeps what was done.
+struct Cancelled {};
+void check_cancel(const AnalysisOptions& opt) {
+    if (opt.cancel && opt.cancel->load(std::memory_order_relaxed)) throw Cancelled{};
+}
+
 bool same_verdict(const verdict::Verdict& a, const verdict::Verdict& b) {
     return a.kind == b.kind && a.comm_id == b.comm_id && a.seq == b.seq && a.culprits == b.culprits;
 }
@@ -190,6 +196,47 @@ void sort_by_comm_rank(std::vector<verdict::RankCommState>& ranks) {
     ranks = std::move(sorted);
 }
 
+// AnalysisOptions::absent_floor: the communicators missing the fewest ranks first, as long as the job's absent ranks
+// in all stay within what it reported (or the floor); the rest are set aside, said in one warning. What a set-aside
+// communicator cost so far is its reported ranks' states: the claim alone sizes nothing.
+void set_aside_unjustified(std::map<uint64_t, Acc>& comms, size_t floor, JobResult& jr,
+                           std::vector<std::string>& warnings) {
+    size_t reported = 0;
+    std::vector<std::pair<size_t, uint64_t>> absent;  // (absent ranks, comm id), the fewest first
+    absent.reserve(comms.size());
+    for (const auto& [id, acc] : comms) {
+        reported += acc.r.view.ranks.size();
+        absent.emplace_back(size_t(acc.r.view.nranks) - std::min(size_t(acc.r.view.nranks), acc.r.view.ranks.size()),
+                            id);
+    }
+    std::stable_sort(absent.begin(), absent.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    const size_t allowed = std::max(floor, reported);
+    size_t used = 0, worst = 0;
+    for (const auto& [n, id] : absent) {
+        if (used + n <= allowed) {
+            used += n;
+            continue;
+        }
+        const auto it = comms.find(id);
+        if (jr.set_aside == 0 || n > worst) {
+            worst = n;
+            jr.set_aside_comm = id;
+            jr.set_aside_nranks = it->second.r.view.nranks;
+            jr.set_aside_seen = int(it->second.r.view.ranks.size());
+        }
+        ++jr.set_aside;
+        comms.erase(it);
+    }
+    if (jr.set_aside)
+        warnings.push_back("job " + (jr.job_id.empty() ? std::string("(no job id)") : jr.job_id) + ": " +
+                           std::to_string(jr.set_aside) +
+                           " communicator(s) set aside, not analysed: their absent ranks are more than " +
+                           "the job's reports justify (" + std::to_string(reported) +
+                           " reported in its communicators; comm " + hex(jr.set_aside_comm) + " claims " +
+                           std::to_string(jr.set_aside_nranks) + " ranks, " + std::to_string(jr.set_aside_seen) +
+                           " reported)");
+}
+
 // Every communicator of one job with the ranks its files show, on one clock, in order of creation; no verdicts yet.
 JobResult build_job(const std::string& job_id, const JobFiles& job_files, const AnalysisOptions& opt,
                     std::vector<std::string>& warnings) {
@@ -206,6 +253,7 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
 
     std::map<uint64_t, Acc> comms;
     for (const auto* f : job_files) {
+        check_cancel(opt);
         const int64_t d = time_base::offset_to(f->header, frame);
         // Likewise the header (its environment): copied only when its times move.
         std::optional<HeaderInfo> moved;
@@ -293,11 +341,14 @@ JobResult build_job(const std::string& job_id, const JobFiles& job_files, const 
         }
     }
 
+    if (opt.absent_floor) set_aside_unjustified(comms, opt.absent_floor, jr, warnings);
+
     std::vector<Acc*> order;
     for (auto& [id, acc] : comms) order.push_back(&acc);
     std::stable_sort(order.begin(), order.end(),
                      [](const Acc* x, const Acc* y) { return x->first_slot < y->first_slot; });
     for (Acc* acc : order) {
+        check_cancel(opt);
         CommResult& r = acc->r;
         sort_by_comm_rank(r.view.ranks);
         std::vector<bool> seen_rank(size_t(r.view.nranks), false);
@@ -395,6 +446,7 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     // Every communicator: a rank late to one op because its op on another ended late is not a straggler.
     const std::vector<const verdict::CommView*> job_views(views.begin(), views.end());
     for (auto& c : jr.comms) {
+        check_cancel(opt);
         judge_comm(c, judged_at, copt, job_views, std::max(opt.timeout_s, hung_timeout_s));
         for (auto& v : c.verdicts)
             if (v.kind != verdict::Kind::Straggler)
@@ -437,6 +489,7 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
         std::stable_sort(c.suspected.begin(), c.suspected.end(), by_importance);
     }
     if (!opt.audit) return;
+    check_cancel(opt);
     std::vector<audit::ProcessFacts> facts;
     facts.reserve(job_files.size());
     for (const auto* f : job_files) facts.push_back(audit::ProcessFacts{&f->header, &f->comms});
@@ -501,6 +554,12 @@ Analysis analyze(const std::vector<const FileSnapshot*>& files, const AnalysisOp
             JobResult jr = build_job(job_id, job_files, opt, a.warnings);
             judge_job(jr, job_files, opt, a.warnings);
             a.jobs.push_back(std::move(jr));
+        }
+    } catch (const Cancelled&) {
+        a.cancelled = true;
+        try {
+            a.warnings.push_back("analysis interrupted (the caller is stopping): incomplete");
+        } catch (...) {
         }
     } catch (const std::exception& e) {
         try {

@@ -3,6 +3,7 @@
 // fact) and the shim's watchdog (live, on the files of its node).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,6 +33,16 @@ struct AnalysisOptions {
     // JobResult::audit (env_audit.h). The live collector reuses its last while the job's processes and their GPUs
     // are the same: at 131,072 ranks, parsing every environment again was a fifth of each analysis.
     bool audit = true;
+    // The live collector (issue 45): a communicator's absent ranks (claimed by its size, never reported) are analysed
+    // only as far as the job's reports justify them. In all, a job's analysed communicators may miss at most as many
+    // ranks as it has reported (ranks in communicators, counted once per communicator), or this floor; the
+    // communicators missing the fewest come first, the rest are set aside (JobResult::set_aside). A claimed size is
+    // no report: 4,096 communicators of 65,536 ranks, one frame of 1 MiB, took 6.8 GB. 0: no bound (offline, one
+    // node's files of a larger job are the usual case and miss most ranks).
+    size_t absent_floor = 0;
+    // Checked between steps (a file, a communicator): once set, the analysis returns what it has, with a warning
+    // (the live collector's stop: SIGTERM is not held up by an analysis). Null: never.
+    const std::atomic<bool>* cancel = nullptr;
 };
 
 struct CommResult {
@@ -56,6 +67,11 @@ struct JobResult {
     uint64_t now_real_ns = 0;           // the same moment as wall-clock time (0 if unknown)
     std::vector<CommResult> comms;      // in order of creation (comm slot index), then comm id
     std::vector<audit::Finding> audit;  // environment differences and variables that do nothing (env_audit.h)
+    // AnalysisOptions::absent_floor: communicators left out of `comms`, their absent ranks more than the job's reports
+    // justify; the one missing the most ranks, and how many.
+    size_t set_aside = 0;
+    uint64_t set_aside_comm = 0;
+    int set_aside_nranks = 0, set_aside_seen = 0;
 };
 
 struct FileSummary {
@@ -74,6 +90,7 @@ struct Analysis {
     std::vector<FileSummary> files;
     std::vector<std::string> warnings;  // unreadable or damaged files, skipped slots, missing ranks
     size_t files_read = 0;              // files that opened and validated
+    bool cancelled = false;             // AnalysisOptions::cancel was set: what is here is incomplete
 
     struct VerdictRef {
         const JobResult* job;

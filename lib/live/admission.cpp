@@ -39,15 +39,17 @@ size_t snapshot_bytes(const FileSnapshot& s) {
     return n;
 }
 
-int pick_victim(const std::vector<JobWeight>& jobs, int keep) {
+int pick_victim(const std::vector<JobWeight>& jobs, int keep, bool proven) {
     // Class of a candidate, lower first: 0 finished idle, 1 idle, 2 connected without progress, 3 idle that was
-    // training (its ranks may be reconnecting). A connected job that is training is never one.
-    int best = -1, best_class = 4;
+    // training (its ranks may be reconnecting), 4 connected and training, unproven, for a proven newcomer: counts
+    // that grow are no proof, a pid or a token is. A proven connected job that is training is never one.
+    int best = -1, best_class = 5;
     uint64_t best_last = 0;
     for (int i = 0; i < int(jobs.size()); ++i) {
         const JobWeight& j = jobs[size_t(i)];
-        if (i == keep || (j.connected && j.progressing)) continue;
-        const int cls = j.connected ? 2 : j.finished ? 0 : j.progressing ? 3 : 1;
+        const bool training = j.connected && j.progressing;
+        if (i == keep || (training && (j.proven || !proven))) continue;
+        const int cls = training ? 4 : j.connected ? 2 : j.finished ? 0 : j.progressing ? 3 : 1;
         if (cls < best_class || (cls == best_class && j.last_frame_ns < best_last)) {
             best = i;
             best_class = cls;

@@ -4,7 +4,9 @@
 //     per-rank tables (missing ranks, evidence lines) by a number no rank proved.
 //   - A rank's state is estimated in bytes, so that a memory budget (the collector inside rank 0) can refuse more.
 //   - Room for a new rank or job is made by forgetting a job that shows no progress, never one whose completed
-//     counts grew lately: held connections and made-up jobs cannot lock out a job that is training.
+//     counts grew lately: held connections and made-up jobs cannot lock out a job that is training. Counts are a
+//     claim too (issue 45): a proven rank (a token, or the pid of a loopback peer) may take the room of a training
+//     job none of whose ranks proved who they are.
 //   - Connections without a Hello are bounded, in all and per peer address: past the bound the oldest of them goes,
 //     so that connections held open cannot keep real ranks out.
 #pragma once
@@ -37,11 +39,13 @@ struct JobWeight {
     bool finished = false;       // every rank said Bye
     bool progressing = false;    // its completed counts grew within the protection window
     uint64_t last_frame_ns = 0;  // the latest frame of any of its ranks
+    bool proven = false;         // every connected rank of it proved who it is (live_server_impl.h Conn::proven)
 };
 // The job to forget for room, or -1: a finished idle one first, then the idle one heard from least recently, then a
-// connected one without progress, then an idle one that was training; the least recently heard first in each. Never
-// a connected job that is training, never index `keep`.
-int pick_victim(const std::vector<JobWeight>& jobs, int keep);
+// connected one without progress, then an idle one that was training, then, for a `proven` newcomer only, a connected
+// one that is training but not proven; the least recently heard first in each. Never a proven connected job that is
+// training, never index `keep`.
+int pick_victim(const std::vector<JobWeight>& jobs, int keep, bool proven = false);
 
 // The connections without a Hello, oldest first (conn ids grow), in all and per peer address.
 class Unproven {

@@ -39,6 +39,7 @@ void AnalysisWorker::stop() noexcept {
         std::lock_guard<std::mutex> lock(mu_);
         stopping_ = true;
     }
+    cancel_ = true;
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();
 }
@@ -57,6 +58,7 @@ void AnalysisWorker::run() noexcept {
             std::vector<const FileSnapshot*> files;
             files.reserve(t->snaps.size());
             for (const auto& s : t->snaps) files.push_back(s.get());
+            t->options.cancel = &cancel_;
             t->result = analyze(files, t->options);
         } catch (...) {  // out of memory building the list: an empty analysis, as analyze() itself gives
         }

@@ -6,6 +6,7 @@
 // done, and takes the result back.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -46,7 +47,8 @@ public:
     bool post(std::unique_ptr<AnalysisTask>& t) noexcept;
     // The finished task, or null while it runs (or none was posted).
     std::unique_ptr<AnalysisTask> take() noexcept;
-    // Joins the thread; a task still running is finished first (an analysis cannot be interrupted).
+    // Joins the thread; a task still running stops at its next step (AnalysisOptions::cancel: a file, a
+    // communicator) and is handed back incomplete (Analysis::cancelled): SIGTERM is not held up by an analysis.
     void stop() noexcept;
 
 private:
@@ -58,6 +60,7 @@ private:
     std::condition_variable cv_;
     std::unique_ptr<AnalysisTask> in_, out_;  // under mu_
     bool stopping_ = false;                   // under mu_
+    std::atomic<bool> cancel_{false};         // every task's AnalysisOptions::cancel
     std::thread thread_;
 };
 

@@ -57,6 +57,8 @@ void LiveServer::Impl::close_conn(uint64_t id) {
         close(c.fd);
     }
     unproven.remove(id);
+    if (c.proven_pid)
+        if (auto p = pid_conns.find(c.proven_pid); p != pid_conns.end() && p->second == id) pid_conns.erase(p);
     buffered_total -= std::min(buffered_total, c.buffered + c.pending_bytes);
     st_buffered = buffered_total;
     if (!c.http) --rank_conns;
@@ -312,14 +314,12 @@ bool LiveServer::Impl::on_frame(Conn& c, const wire::FrameHeader& h) {
         case wire::FrameType::Digest: {
             wire::Digest m;
             if (!decoded(m, "Digest")) return false;
-            on_digest(c, m, now);
-            return true;
+            return on_digest(c, m, now);
         }
         case wire::FrameType::State: {
             wire::State m;
             if (!decoded(m, "State")) return false;
-            on_state(c, m, now);
-            return true;
+            return on_state(c, m, now);
         }
         case wire::FrameType::KeepAlive: {
             wire::KeepAlive m;
@@ -576,6 +576,7 @@ bool LiveServer::start(std::string* err) noexcept {
         if (m.metrics_fd >= 0) add(m.metrics_fd, Impl::kMetricsId);
         add(m.wake_fd, Impl::kWakeId);
         m.stopping = false;
+        m.cancel_analysis = false;
         m.thread = std::thread([&m] { m.run(); });
         m.started = true;
         return true;
@@ -594,6 +595,7 @@ void LiveServer::stop() noexcept {
     Impl& m = *impl_;
     if (!m.started) return;
     m.stopping = true;
+    m.cancel_analysis = true;  // an analysis under way on the loop's thread stops at its next step
     const uint64_t one = 1;
     if (write(m.wake_fd, &one, sizeof one) < 0) {
     }

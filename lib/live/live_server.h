@@ -59,6 +59,12 @@ struct ServerOptions {
     double progress_protect_s = 120;   // a job whose completed counts grew this recently is never evicted for room
     size_t memory_budget = 0;          // estimated bytes of rank state; past it new ranks are refused (0: none)
     std::string only_job;              // accept this job id only ("": any); the collector inside rank 0: its own
+    // Issue 45: the estimated bytes of one rank's state (what its connection sent and is kept) and of one job's ranks
+    // together; past either, the rank's communicators are dropped and its connection refused, and a job's new ranks
+    // are refused. The most a rank can hold is 4,096 communicators of 64 signatures (about 20 MB); 65,536 ranks of
+    // 8 communicators of 64 signatures each are 2.1 GB.
+    size_t max_rank_bytes = 32u << 20;
+    size_t max_job_bytes = size_t(4) << 30;
     // Issue 28, point 5: without a token, a loopback Hello proves the pid it claims (live/peer_proof.h); a relay's
     // ranks by the proof their relay forwards (protocol 1.16), taken only from a relay that is proven itself (issue
     // 45, item 3). `serve` and auto turn it on.

@@ -148,7 +148,7 @@ void LiveServer::Impl::evict_job(const std::string& id) {
     ++st_evicted;
 }
 
-bool LiveServer::Impl::make_room(const Job* keep) {
+bool LiveServer::Impl::make_room(const Job* keep, bool proven) {
     const uint64_t now = mono_ns(), protect = to_ns(opt.progress_protect_s);
     while ((!keep && jobs.size() >= opt.max_jobs) || ranks_known >= opt.max_ranks) {
         // A finished idle job first, then the idle one heard from least recently, then a connected one that shows
@@ -162,16 +162,18 @@ bool LiveServer::Impl::make_room(const Job* keep) {
             JobWeight x;
             keys.push_back(&id);
             x.finished = !j->ranks.empty();
+            x.proven = true;
             for (const auto& r : j->ranks) {
                 x.connected = x.connected || r.conn_id != 0;
                 x.finished = x.finished && r.bye;
+                x.proven = x.proven && (!r.conn_id || r.proven);
                 x.last_frame_ns = std::max(x.last_frame_ns, r.last_frame_ns);
             }
             x.progressing = j->last_progress_ns && now - j->last_progress_ns < protect;
             if (j.get() == keep) keep_i = int(w.size());
             w.push_back(std::move(x));
         }
-        const int v = pick_victim(w, keep_i);
+        const int v = pick_victim(w, keep_i, proven);
         if (v < 0) return false;
         evict_job(std::string(*keys[size_t(v)]));
     }

@@ -70,6 +70,12 @@ constexpr uint64_t kResumeGraceNs = 32'000'000'000;
 constexpr uint64_t kLagWindowNs = 250'000'000;        // "lately", for how late frames are read
 constexpr uint64_t kUnprovenGraceNs = 1'000'000'000;  // a connection without a Hello is evicted only past this age
 constexpr size_t kMaxPinnedSigs = 4;                  // Job::pinned_sigs, per communicator
+// Issue 45: the absent ranks a job's communicators may have in its analysis beyond the ranks it reported
+// (AnalysisOptions::absent_floor): a few nodes' ranks that never connected are still judged; a claimed size is not.
+constexpr size_t kAbsentFloor = 64;
+// Said once the job's ranks stopped arriving this long: a large job starting up has communicators whose ranks are not
+// all in yet, set aside for a moment.
+constexpr uint64_t kSetAsideSayNs = 2'000'000'000;
 
 inline uint64_t mono_ns() { return time_base::clock_ns(CLOCK_MONOTONIC); }
 
@@ -86,6 +92,10 @@ struct RankState {
     OffsetFilter clock;
     uint64_t rank_start_mono_ns = 0;  // as the rank sent it (its own clock)
     size_t est_bytes = 0;             // its snapshot's estimated size, as counted in Impl::state_bytes
+    // Its connection proved who it is (Conn::proven) when it said Hello: such a job is never evicted for an unproven
+    // one (admission.h).
+    bool proven = false;
+    size_t deferred = 0;  // 1 + its index in Job::deferred while a digest of it waits there; 0: none
 
     // The last moment the rank is known alive: now while connected, else its last frame or its connection's close.
     uint64_t alive_at(uint64_t now) const { return conn_id ? now : std::max(last_frame_ns, closed_ns); }
@@ -110,6 +120,8 @@ struct Job {
     bool in_analysis = false;
     // Digests read while the analysis thread judges the job, applied once it is done: the frequent frame is not
     // made to copy a snapshot (copies and their page faults would slow the thread and this one alike).
+    // One per rank at most (RankState::deferred): a rank's second digest meanwhile applies both, on a copy of its
+    // snapshot, so that a rank sending fast during a long analysis grows nothing. A rank of SIZE_MAX: taken already.
     std::vector<std::pair<size_t, wire::Digest>> deferred;
     std::vector<RankState> ranks;
     std::unordered_map<std::string, size_t> index;
@@ -141,6 +153,9 @@ struct Job {
     std::vector<audit::Finding> audit;
     uint64_t last_progress_ns = 0;  // a digest showed more completed operations (admission.h: never evicted for room)
     bool set_aside_said = false;    // a communicator claiming more ranks than a job may have was logged
+    bool absent_said = false;       // communicators set aside by the analysis (JobResult::set_aside) were logged
+    uint64_t last_new_rank_ns = 0;  // when its newest rank said its first Hello
+    size_t bytes = 0;               // its ranks' RankState::est_bytes (ServerOptions::max_job_bytes)
     // Per communicator, the sequence numbers of the collective MISMATCHes found (the earliest kMaxPinnedSigs): every
     // rank's signatures there outlive the window of kRecentSigs, so that a later analysis still finds the first
     // disagreement, as `analyze` does in the ranks' rings, beside a stall that follows it.
@@ -204,6 +219,11 @@ struct Conn {
     bool relay_answered = false;
     bool relay_asked = false;
     std::unique_ptr<wire::RelayPeer> relay_peer;
+    // Issue 45: who it is was proven at its Hello (the token, or, without one, the pid of a loopback peer), and by
+    // which process (Impl::pid_conns: one process is one rank). A remote peer with --insecure, or a relay's rank
+    // without a token, is not proven.
+    bool proven = false;
+    int64_t proven_pid = 0;
 };
 
 struct LiveServer::Impl {
@@ -251,6 +271,12 @@ struct LiveServer::Impl {
         std::set<int> ranks;
     };
     std::map<std::string, WrongTokenJob> wrong_token_jobs;
+    // Without a token, the process that holds each proven rank's connection (Conn::proven_pid -> its Conn): the shim
+    // sends one Hello a process, so a process's second rank is a claim no rank makes (15,000 fake ranks from 3
+    // processes took 1.44 GB).
+    std::unordered_map<int64_t, uint64_t> pid_conns;
+    // Set by stop(): an analysis on the loop's thread stops at its next step (AnalysisOptions::cancel).
+    std::atomic<bool> cancel_analysis{false};
     uint16_t port = 0, metrics_port = 0;
 
     static constexpr uint64_t kListenId = 1, kMetricsId = 2, kWakeId = 3;
@@ -292,6 +318,8 @@ struct LiveServer::Impl {
     bool on_hello(Conn& c, const wire::FrameHeader& h, wire::Hello& m, uint64_t now);
     bool on_proof(Conn& c, const wire::Proof& m, uint64_t now);
     bool admit(Conn& c, wire::Hello& m, uint64_t now);
+    // The rank's key in its Job ("rank R", or "pid HOST:PID" without a global rank).
+    static std::string rank_key(const HeaderInfo& h);
     bool refuse(Conn& c, const std::string& reason, bool retry = false);
     // Without a token, who a loopback peer is (peer_proof.h): its user, its pid, its rank file; the process proven
     // goes into the Hello's header (HeaderInfo::proven_pid). A relayed rank by what its relay forwarded, from a relay
@@ -313,9 +341,13 @@ struct LiveServer::Impl {
     // host keeps its host name, so job_view never probes its pid here; one on another boot of a host with our name
     // is renamed, for the same reason.
     void put_header_on_our_clock(const RankState& r, HeaderInfo& h);
-    void on_digest(Conn& c, wire::Digest& m, uint64_t now);
+    // false: the connection was closed (or is closing): the rank went past its budget (within_budget).
+    bool on_digest(Conn& c, wire::Digest& m, uint64_t now);
     void apply_digest(Job& job, size_t rank, wire::Digest& m);
-    void on_state(Conn& c, wire::State& m, uint64_t now);
+    bool on_state(Conn& c, wire::State& m, uint64_t now);
+    // After a rank's state grew: within ServerOptions::max_rank_bytes and its job within max_job_bytes, else its
+    // communicators and tables are dropped and its connection refused, with a log line. false: refused.
+    bool within_budget(Job& job, size_t rank);
     // How late the frames read lately were: the latest of this window and the last. Frames wait in the sockets
     // until the one thread reads them, so when those read now are late, every rank's unread ones are: the collector
     // is behind for all of them, also for a rank whose last frame read was on time.
@@ -381,8 +413,8 @@ struct LiveServer::Impl {
     uint64_t sweep_period_ns() const;
     void evict_job(const std::string& id);
     // Room for one more rank (of a new job when keep is null): evicts the idle job heard from least recently,
-    // never `keep`. false: none is idle.
-    bool make_room(const Job* keep);
+    // never `keep`; for a proven newcomer, at last a training job that is not proven. false: none is idle.
+    bool make_room(const Job* keep, bool proven);
     // The body of one /metrics response: shared with scrapers that asked within a second, and bounded in total
     // (metrics_queue_max) by handing out the newest rendering still held instead of a new one.
     std::shared_ptr<const std::string> metrics_body(uint64_t now, metrics::Format format);

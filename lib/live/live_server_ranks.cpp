@@ -122,6 +122,7 @@ bool LiveServer::Impl::on_proof(Conn& c, const wire::Proof& m, uint64_t now) {
         }
         return refuse(c, "token refused");
     }
+    c.proven = true;  // the token holder signed this Hello
     return admit(c, *hello, now);
 }
 
@@ -207,6 +208,25 @@ bool LiveServer::Impl::prove_hello(Conn& c, wire::Hello& m, uint64_t now) {
             check_rank_file(opt.ranks_dir + "/" + hi.job_id, hi.pid, hi.global_rank, hi.job_id, c.peer_uid, true);
         if (!why.empty()) return refuse_claim(c, hi, why, false);
     }
+    // One process is one rank (issue 45): the shim says Hello once a process, so a process whose connection speaks
+    // for another (job, rank) claims what no rank does (one pid took 5,000 ranks). The same rank again is admit's
+    // to judge (a reconnection). Only a pid proven in our namespace counts (a relay's of another is -1).
+    const int64_t pid = m.header.proven_pid > 0 ? m.header.proven_pid : 0;
+    if (auto held = pid ? pid_conns.find(pid) : pid_conns.end(); held != pid_conns.end() && held->second != c.id) {
+        auto o = conns.find(held->second);
+        const Conn* other = o == conns.end() ? nullptr : o->second.get();
+        if (other && other->job && (other->job->id != hi.job_id || other->job->ranks[other->rank].key != rank_key(hi)))
+            return refuse_claim(
+                c, hi,
+                fmt::format("one process is one rank: pid {} already speaks for job {} {} on the "
+                            "connection from {}",
+                            pid, report::clean(other->job->id), other->job->ranks[other->rank].key, other->peer),
+                false);
+    }
+    // Proven by itself (its socket's process): a relayed rank is taken on its relay's word, second-hand, and one that
+    // proved itself wins room over it (admission.h).
+    c.proven = !c.via;
+    c.proven_pid = pid;
     return true;
 }
 
@@ -288,6 +308,10 @@ uint64_t job_signature(const HeaderInfo& h) {
     return named ? (sig ? sig : 1) : 0;
 }
 
+std::string LiveServer::Impl::rank_key(const HeaderInfo& h) {
+    return h.global_rank >= 0 ? fmt::format("rank {}", h.global_rank) : fmt::format("pid {}:{}", h.host, h.pid);
+}
+
 bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
     // Two jobs under one id (NCCLWATCH_JOB_ID given to both; ids that sanitise to one are kept apart by
     // files::job_component already): their rendezvous tells them apart, and the second is a job of its own, "ID~HASH",
@@ -304,8 +328,7 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
         m.header.job_id = apart;
     }
     const HeaderInfo& hi = m.header;
-    const std::string key =
-        hi.global_rank >= 0 ? fmt::format("rank {}", hi.global_rank) : fmt::format("pid {}:{}", hi.host, hi.pid);
+    const std::string key = rank_key(hi);
     auto jit = jobs.find(hi.job_id);
     if (jit == jobs.end() || !jit->second->index.count(key)) {
         if (jit != jobs.end() && jit->second->ranks.size() >= opt.max_job_ranks) {
@@ -325,9 +348,18 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
                                     key, report::clean(hi.job_id), c.peer, opt.memory_budget, state_bytes));
             return refuse(c, "collector full (memory budget)");
         }
-        // Idle jobs make room (the oldest first), then jobs without progress; never a job that is training.
+        // And within its job's (issue 45): what one job holds is bounded, however many ranks it claims.
+        if (jit != jobs.end() && jit->second->bytes + snapshot_bytes(FileSnapshot{}) > opt.max_job_bytes) {
+            ++st_claims;
+            log_limited("job budget", fmt::format("refused {} of job {} from {}: the job's state is at its budget of "
+                                                  "{} bytes (--max-job-bytes)",
+                                                  key, report::clean(hi.job_id), c.peer, opt.max_job_bytes));
+            return refuse(c, "collector full for this job (memory budget)");
+        }
+        // Idle jobs make room (the oldest first), then jobs without progress; never a job that is training, unless
+        // it is unproven and this rank is proven.
         const bool new_job = jit == jobs.end();
-        if (!make_room(new_job ? nullptr : jit->second.get())) {
+        if (!make_room(new_job ? nullptr : jit->second.get(), c.proven)) {
             ++st_bad;
             log_peer(c, "full", "collector full (too many ranks or jobs, all of them making progress)");
             // For now: a job that stops progressing, or ends, makes room.
@@ -353,6 +385,7 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
         job.ranks.back().key = key;
         job.snaps.push_back(std::make_shared<FileSnapshot>());
         job.shared.push_back(0);
+        job.last_new_rank_ns = now;
         ++ranks_known;
         st_ranks = ranks_known;
     } else {
@@ -418,13 +451,18 @@ bool LiveServer::Impl::admit(Conn& c, wire::Hello& m, uint64_t now) {
     ++job.facts_gen;
     if (restarted) {
         s.comms.clear();
-        // Digests of the process before it, read during an analysis, are not this one's.
-        std::erase_if(job.deferred, [&](const auto& d) { return d.first == idx; });
+        // Digests of the process before it, read during an analysis, are not this one's (taken, in place: the
+        // others' RankState::deferred point into the list).
+        for (auto& d : job.deferred)
+            if (d.first == idx) d.first = SIZE_MAX;
+        r.deferred = 0;
     }
     put_header_on_our_clock(r, s.header);
     c.hello = true;
     c.job = &job;
     c.rank = idx;
+    r.proven = c.proven;
+    if (c.proven_pid) pid_conns[c.proven_pid] = c.id;
     job.dirty = true;
     unproven.remove(c.id);
     account_rank(job, idx);
@@ -445,15 +483,26 @@ void LiveServer::Impl::put_header_on_our_clock(const RankState& r, HeaderInfo& h
     h.start_mono_ns = time_base::shift(r.rank_start_mono_ns, r.clock.offset());
 }
 
-void LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
+bool LiveServer::Impl::on_digest(Conn& c, wire::Digest& m, uint64_t now) {
     Job& job = *c.job;
-    note_lag(job.ranks[c.rank].heard(now, m.sent_mono_ns), now);
-    job.ranks[c.rank].digest_since_hello = true;
+    RankState& r = job.ranks[c.rank];
+    note_lag(r.heard(now, m.sent_mono_ns), now);
+    r.digest_since_hello = true;
     if (job.in_analysis && job.shared[c.rank]) {
-        job.deferred.emplace_back(c.rank, std::move(m));
-        return;
+        if (!r.deferred) {
+            r.deferred = job.deferred.size() + 1;
+            job.deferred.emplace_back(c.rank, std::move(m));
+            return true;
+        }
+        // A second one within the analysis: the first is applied now, on a copy of the rank's snapshot, then this.
+        auto& first = job.deferred[r.deferred - 1];
+        first.first = SIZE_MAX;
+        r.deferred = 0;
+        apply_digest(job, c.rank, first.second);
+        first.second = wire::Digest{};
     }
     apply_digest(job, c.rank, m);
+    return within_budget(job, c.rank);
 }
 
 void LiveServer::Impl::apply_digest(Job& job, size_t rank, wire::Digest& m) {
@@ -519,13 +568,43 @@ void LiveServer::Impl::account_rank(Job& job, size_t i) {
     RankState& r = job.ranks[i];
     const size_t b = snapshot_bytes(*job.snaps[i]);
     state_bytes = state_bytes - std::min(state_bytes, r.est_bytes) + b;
+    job.bytes = job.bytes - std::min(job.bytes, r.est_bytes) + b;
     r.est_bytes = b;
     st_state_bytes = state_bytes;
 }
 
+bool LiveServer::Impl::within_budget(Job& job, size_t rank) {
+    RankState& r = job.ranks[rank];
+    if (r.est_bytes <= opt.max_rank_bytes && job.bytes <= opt.max_job_bytes) return true;
+    const bool rank_over = r.est_bytes > opt.max_rank_bytes;
+    const std::string why =
+        rank_over ? fmt::format("its state ({} bytes) is over a rank's budget of {} bytes (--max-rank-bytes)",
+                                r.est_bytes, opt.max_rank_bytes)
+                  : fmt::format("its job's state ({} bytes) is over a job's budget of {} bytes (--max-job-bytes)",
+                                job.bytes, opt.max_job_bytes);
+    // What it sent is dropped; its Hello stays (a rank known, without communicators), as a rank that never sent any.
+    FileSnapshot& s = own_snapshot(job, rank);
+    s.comms.clear();
+    s.comms.shrink_to_fit();
+    s.p2p.clear();
+    s.p2p.shrink_to_fit();
+    s.p2p_read = false;
+    job.dirty = true;
+    ++job.facts_gen;
+    account_rank(job, rank);
+    ++st_claims;
+    auto it = r.conn_id ? conns.find(r.conn_id) : conns.end();
+    log_limited("rank budget",
+                fmt::format("job {} {}{}: {}: its communicators dropped, its connection refused", clean(job.id), r.key,
+                            it == conns.end() ? "" : " from " + it->second->peer, why));
+    if (it == conns.end()) return false;
+    return refuse(*it->second, rank_over ? "refused: the rank's state is over its budget"
+                                         : "refused: the job's state is over its budget");
+}
+
 // Protocol 1.6: what the rank's file says beyond its comm slots, as `analyze` reads it there: how the process ended
 // (its exit code or signal, sent once more as it ends) and, while an op waits, its point-to-point counts per peer.
-void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
+bool LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
     Job& job = *c.job;
     RankState& r = job.ranks[c.rank];
     FileSnapshot& s = own_snapshot(job, c.rank);
@@ -581,6 +660,7 @@ void LiveServer::Impl::on_state(Conn& c, wire::State& m, uint64_t now) {
     }
     job.dirty = true;
     account_rank(job, c.rank);
+    return within_budget(job, c.rank);
 }
 
 // Protocol 1.4: a rank's Python stacks, in the first Digest after each capture, kept in its header as a rank file

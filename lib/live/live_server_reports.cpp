@@ -162,6 +162,10 @@ bool LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     ao.timeout_s = death ? 0 : timeout_of(job);
     ao.stale_after_s = opt.dead_after_s;
     ao.audit = job.audited_gen != job.facts_gen;
+    // Issue 45: absent ranks only as far as the job's reports justify them; and stop() interrupts (the analysis
+    // thread has a flag of its own).
+    ao.absent_floor = kAbsentFloor;
+    ao.cancel = &cancel_analysis;
     if (offload) {
         if (!worker) worker = std::make_unique<AnalysisWorker>(wake_fd);
         auto task = std::make_unique<AnalysisTask>();
@@ -183,6 +187,7 @@ bool LiveServer::Impl::analyze_job(Job& job, uint64_t now) {
     const uint64_t t0 = mono_ns();
     Analysis a = analyze(files, ao);
     const double cost_s = double(mono_ns() - t0) / 1e9;
+    if (a.cancelled) return true;  // stopping: nothing of it is reported
     keep_audit(job, a, job.facts_gen);
     judged(job, a, now, death, cost_s);
     return true;
@@ -211,7 +216,12 @@ void LiveServer::Impl::take_analysis() {
     std::vector<std::pair<size_t, wire::Digest>> deferred;
     deferred.swap(job.deferred);
     for (auto& [rank, m] : deferred)
-        if (rank < job.ranks.size()) apply_digest(job, rank, m);
+        if (rank < job.ranks.size()) {
+            job.ranks[rank].deferred = 0;
+            apply_digest(job, rank, m);
+            within_budget(job, rank);
+        }
+    if (t->result.cancelled) return;
     keep_audit(job, t->result, t->facts_gen);
     judged(job, t->result, t->now, t->death, t->cost_s);
 }
@@ -233,6 +243,17 @@ void LiveServer::Impl::judged(Job& job, const Analysis& a, uint64_t now, bool de
     last_analysis_s = cost_s;
     job.last_analysis_cost_s = last_analysis_s;
     ++st_analyses;
+    // Communicators whose absent ranks the job's reports do not justify (AnalysisOptions::absent_floor): said once,
+    // when its ranks have stopped arriving.
+    for (const auto& jr : a.jobs)
+        if (jr.set_aside && !job.absent_said && now - job.last_new_rank_ns >= kSetAsideSayNs) {
+            job.absent_said = true;
+            log_limited("set aside", fmt::format("job {}: {} communicator(s) set aside, not analysed until more of "
+                                                 "their ranks report: their absent ranks are more than the job's "
+                                                 "reports justify (comm {} claims {} ranks, {} reported)",
+                                                 clean(job.id), jr.set_aside, report::hex(jr.set_aside_comm),
+                                                 jr.set_aside_nranks, jr.set_aside_seen));
+        }
 
     job.named.clear();
     job.verdicts.clear();

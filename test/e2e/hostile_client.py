@@ -23,9 +23,19 @@ payload codec of lib/read/wire.cpp (u32-length strings, u32-length blocks for th
       N connections that send a frame header announcing BYTES (a Digest), optionally after a Hello, then --fill
       bytes of that payload (default 0), then nothing. Reports how many the server closed within --wait seconds.
   fake-ranks   --port P --count N [--job J | --job-hex HEX] [--jobs J] [--host-bytes HEX] [--comms K] [--nranks R]
-               [--world W] [--rank0 R0] [--stalled] [--hold S]
+               [--world W] [--rank0 R0] [--stalled] [--token T] [--say-sent] [--hold S]
       N ranks of one job (or spread over J jobs), each a Hello and one Digest (K communicators of R ranks claimed,
       stuck for two minutes with --stalled), held open --hold seconds. The job id and host may be raw bytes (hex).
+      Without a token the collector takes one rank a process (issue 45): the others are refused; with --token each
+      answers its Challenge, and all are taken.
+  claims       --port P [--comms K] [--nranks N] [--job J] [--rank R] [--hold S]
+      One rank (this process's pid) says Hello and sends ONE Digest of K communicators (past 64: the 1.3 extension),
+      each claiming N ranks and stuck for two minutes, PCI bus ids left out: at most what one frame of 1 MiB holds
+      (3,971 communicators). Reports the frame's size, HelloAck / Rejects, and whether and when the server closed it.
+  lively-jobs  --port P --count N [--hold S]
+      N connections, each a job of its own ("lively-<i>", rank 0, this process's pid) whose counts grow: a Hello and
+      two Digests, the second with one more collective completed (a job that trains, as the collector's admission
+      sees it), held open --hold seconds. Counts HelloAck / Rejects by reason.
   claim        --port P --job J --rank R [--world W] [--pid P|0] [--pid-from FILE] [--token T] [--duration S]
       One Hello as rank R of job J (a made-up pid, or with 0 this process's own), before or while the job runs; if
       taken, Digests claiming a collective stuck for two minutes. Reports HelloAck, Rejects, DumpRequests, and this
@@ -299,21 +309,94 @@ def cmd_fake_ranks(a):
         job = lambda i: base + b"-%d" % (i % a.jobs)  # noqa: E731
     host = unhex(a.host_bytes, b"fake-host")
     socks, errs, acks, rejects = [], 0, set(), {}
+    hellos, digests = {}, {}
     now = time.monotonic_ns()
     for i in range(a.count):
         try:
             c = connect(a.port)
             nranks = a.nranks or a.count
             old = now - 120 * 10 ** 9  # --stalled: one collective outstanding for two minutes
-            comms = [comm(0x1000 + k, i % nranks, nranks, issued=101 + k if a.stalled else 100 + k,
+            comms = [comm(0x1000 + k, (a.rank0 + i) % nranks, nranks, issued=101 + k if a.stalled else 100 + k,
                           completed=100 + k, t_last_issue=old if a.stalled else now,
                           t_last_progress=old if a.stalled else now) for k in range(a.comms)]
-            c.sendall(hello(job(i) if callable(job) else job, a.rank0 + i, os.getpid(), host,
-                            a.world or a.count, token) + digest(comms))
+            hellos[i] = hello(job(i) if callable(job) else job, a.rank0 + i, os.getpid(), host, a.world or a.count)
+            digests[i] = digest(comms)
+            # With a token the Digest waits for the Challenge (its answer first); without, it follows the Hello.
+            c.sendall(hellos[i] + (b"" if token else digests[i]))
             socks.append(c)
         except OSError:
             errs += 1
             socks.append(None)
+    if a.say_sent:  # for a test to wait on
+        print("fake-ranks: sent %d" % a.count, file=sys.stderr, flush=True)
+
+    def on(i, frs):
+        for t, p in frs:
+            if t == T_CHALLENGE:
+                try:
+                    socks[i].sendall(proof(token, p, hellos[i]) + digests[i])
+                except OSError:
+                    pass
+            elif t == T_ACK:
+                acks.add(i)
+            elif t == T_REJECT:
+                count_reject(rejects, p)
+
+    closed = collect_replies(socks, a.hold, on)
+    close_all(socks)
+    emit({"cmd": "fake-ranks", "count": a.count, "comms": a.comms, "job_hex": (job(0) if callable(job) else job).hex(),
+          "host_hex": host.hex(),
+          "connect_errors": errs, "acked": len(acks), "rejected": rejects, "closed_by_server": len(closed)})
+
+
+def cmd_claims(a):
+    c = connect(a.port)
+    now = time.monotonic_ns()
+    old = now - 120 * 10 ** 9
+    comms = [comm(0x2000 + k, a.rank, a.nranks, issued=101, completed=100, t_last_issue=old, t_last_progress=old,
+                  stall_since=old, stall_flags=1, pci="") for k in range(a.comms)]
+    d = digest(comms)
+    while len(d) - HEADER.size > MAX_PAYLOAD:  # as many as one frame holds (about 3,970 at 264 bytes a block)
+        comms = comms[:-max(1, (len(d) - HEADER.size - MAX_PAYLOAD) // 264)]
+        d = digest(comms)
+    res = {"cmd": "claims", "comms": len(comms), "nranks": a.nranks, "frame_bytes": len(d), "acked": False,
+           "rejects": {}, "closed_by_server": False, "closed_after_s": None}
+    t0 = time.monotonic()
+    c.sendall(hello(a.job, a.rank, os.getpid(), "claims-host", a.nranks) + d)
+
+    def on(_i, frs):
+        for t, p in frs:
+            if t == T_ACK:
+                res["acked"] = True
+            elif t == T_REJECT:
+                count_reject(res["rejects"], p)
+
+    closed = collect_replies([c], a.hold, on)
+    if closed:
+        res["closed_by_server"] = True
+        res["closed_after_s"] = round(closed[0], 3)
+    res["seconds"] = round(time.monotonic() - t0, 3)
+    close_all([c])
+    emit(res)
+    return 0
+
+
+def cmd_lively_jobs(a):
+    raise_nofile()
+    socks, errs, acks, rejects = [], 0, set(), {}
+    for i in range(a.count):
+        try:
+            c = connect(a.port)
+            now = time.monotonic_ns()
+            # Two digests: the second completed one more collective than the first (admission.h: training).
+            d = [digest([comm(0x3000, 0, 1, issued=100 + k, completed=100 + k, t_last_issue=now, t_last_progress=now)])
+                 for k in (0, 1)]
+            c.sendall(hello("lively-%d" % i, 0, os.getpid(), "lively-host", 1) + d[0] + d[1])
+            socks.append(c)
+        except OSError:
+            errs += 1
+            socks.append(None)
+    print("lively-jobs: sent %d" % a.count, file=sys.stderr, flush=True)  # for a test to wait on
 
     def on(i, frs):
         for t, p in frs:
@@ -324,9 +407,9 @@ def cmd_fake_ranks(a):
 
     closed = collect_replies(socks, a.hold, on)
     close_all(socks)
-    emit({"cmd": "fake-ranks", "count": a.count, "comms": a.comms, "job_hex": (job(0) if callable(job) else job).hex(),
-          "host_hex": host.hex(),
-          "connect_errors": errs, "acked": len(acks), "rejected": rejects, "closed_by_server": len(closed)})
+    emit({"cmd": "lively-jobs", "count": a.count, "connect_errors": errs, "acked": len(acks), "rejected": rejects,
+          "closed_by_server": len(closed)})
+    return 0
 
 
 def cmd_claim(a):
@@ -508,6 +591,19 @@ def main():
     p.add_argument("--token")
     p.add_argument("--duration", type=float, default=8)
 
+    p = sub.add_parser("claims")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--comms", type=int, default=4096)
+    p.add_argument("--nranks", type=int, default=65536)
+    p.add_argument("--job", default="claims")
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--hold", type=float, default=5)
+
+    p = sub.add_parser("lively-jobs")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--hold", type=float, default=10)
+
     p = sub.add_parser("slowloris")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--count", type=int, required=True)
@@ -530,6 +626,7 @@ def main():
     p.add_argument("--world", type=int, default=0, help="the world size each Hello claims (default --count)")
     p.add_argument("--rank0", type=int, default=0, help="the first rank's global rank")
     p.add_argument("--stalled", action="store_true", help="each communicator stuck for two minutes")
+    p.add_argument("--say-sent", action="store_true", help="say on stderr when every Hello is sent")
     p.add_argument("--token")
     p.add_argument("--hold", type=float, default=10)
 
@@ -555,7 +652,8 @@ def main():
             ap.error("--count is capped at 20000")
     signal.signal(signal.SIGALRM, lambda *_: (emit({"cmd": a.cmd, "error": "max-seconds reached"}), os._exit(3)))
     signal.alarm(max(1, int(a.max_seconds)))
-    fn = {"hello-flood": cmd_hello_flood, "impersonate": cmd_impersonate, "claim": cmd_claim,
+    fn = {"hello-flood": cmd_hello_flood, "impersonate": cmd_impersonate, "claim": cmd_claim, "claims": cmd_claims,
+          "lively-jobs": cmd_lively_jobs,
           "slowloris": cmd_slowloris,
           "fake-ranks": cmd_fake_ranks, "scrape": cmd_scrape, "junk": cmd_junk, "rss": cmd_rss}[a.cmd]
     return fn(a) or 0

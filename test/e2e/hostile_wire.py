@@ -70,13 +70,14 @@ def sig(seq, count=1024, t_issue=0, op=1, dtype=7):
 
 
 def comm(comm_id, rank, nranks, issued, completed, t_last_issue=0, t_last_progress=0, stall_since=0, state=2,
-         stall_flags=0, recent=()):
+         stall_flags=0, recent=(), pci=None):
+    """One comm block; pci="" leaves the PCI bus id out (4,096 blocks then fit one frame of 1 MiB)."""
     now = time.monotonic_ns()
     b = struct.pack("<III", 0, state, stall_flags)
     b += struct.pack("<4i", rank, nranks, rank, 1)  # rank, nranks, cuda dev, blocking
     b += struct.pack("<QQii", comm_id, 0, -1, -1)
     b += struct.pack("<Q", 0x7f0000000000 + comm_id % 4096)  # comm ptr
-    b += s("0000:%02x:00.0" % (rank % 256)) + s("")
+    b += s("0000:%02x:00.0" % (rank % 256) if pci is None else pci) + s("")
     b += struct.pack("<QQ", now - 10 ** 9 * 120, now - 10 ** 9 * 119)  # init start, done
     b += struct.pack("<4Q", issued, issued, completed, completed)  # issued, returned, reached, completed
     b += struct.pack("<QQ", issued, completed)  # ops
@@ -90,8 +91,14 @@ def comm(comm_id, rank, nranks, issued, completed, t_last_issue=0, t_last_progre
     return block(b)
 
 
+MAX_COMMS = 64  # comm blocks before the 1.3 extension (wire.h kMaxComms); up to 4,032 more after it
+
+
 def digest(comms, state=1):
-    return frame(T_DIGEST, struct.pack("<QII", time.monotonic_ns(), state, len(comms)) + b"".join(comms))
+    body = struct.pack("<QII", time.monotonic_ns(), state, min(len(comms), MAX_COMMS)) + b"".join(comms[:MAX_COMMS])
+    if len(comms) > MAX_COMMS:  # 1.3: the comms past the first 64, with a count of their own
+        body += struct.pack("<I", len(comms) - MAX_COMMS) + b"".join(comms[MAX_COMMS:])
+    return frame(T_DIGEST, body)
 
 
 class Frames:

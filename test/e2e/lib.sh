@@ -102,7 +102,8 @@ has_report() { [ -n "$(report_of "$1")" ]; }
 
 # A collector on loopback writing into $WORK/NAME, with /metrics on a port of its own and the test's own flags:
 # serve_into NAME [--port P] [serve flags...] (P: 0, any free port, by default). Sets SERVE_PID, PORT and MPORT and
-# exports NCCLWATCH_COLLECTOR; its output is in $WORK/NAME.out and .err.
+# exports NCCLWATCH_COLLECTOR; its output is in $WORK/NAME.out and .err. With SERVE_VMEM_KB set, serve runs under
+# that `ulimit -v`: an attack test whose bound regresses then fails, not the machine.
 serve_into() {
     local name=$1 port=0
     shift
@@ -112,7 +113,9 @@ serve_into() {
     fi
     mkdir -p "$WORK/$name"
     : >"$WORK/$name.out" && : >"$WORK/$name.err"  # as new_launch_logs: a NAME used again never shows the last run
-    "$NCW_COLLECTOR" serve --listen "127.0.0.1:$port" --metrics 127.0.0.1:0 --out "$WORK/$name" "$@" \
+    local wrap=()
+    [ -n "${SERVE_VMEM_KB:-}" ] && wrap=(bash -c 'ulimit -v "$0" && exec "$@"' "$SERVE_VMEM_KB")
+    "${wrap[@]}" "$NCW_COLLECTOR" serve --listen "127.0.0.1:$port" --metrics 127.0.0.1:0 --out "$WORK/$name" "$@" \
         >"$WORK/$name.out" 2>"$WORK/$name.err" &
     SERVE_PID=$!
     wait_for 10 grep -q "listening on" "$WORK/$name.out" || fail "serve did not start: $(cat "$WORK/$name.err")"

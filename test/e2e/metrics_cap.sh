@@ -2,8 +2,8 @@
 # Attack test (issue item 4, the /metrics part): /metrics must be bounded in size and in the memory its responses pin.
 # Every check states the right answer (serve --metrics-max-bytes, --metrics-budget, --scrape-timeout).
 #
-# 1,000 fake ranks of one job (no token needed), each a Hello and one Digest of 64 communicators (the protocol's
-# per-Digest maximum), held open. Then:
+# 1,000 fake ranks of one job, each a Hello and one Digest of 64 communicators (the protocol's per-Digest maximum),
+# held open. From one process: with a token (without one the collector takes one rank a process, issue 45). Then:
 #   1. One scrape. RIGHT ANSWER: the response is under 16 MiB (16,777,216 bytes).
 #      Why 16 MiB: a real 1,000-rank job with ~8 communicators per rank is ~64,000 series x ~170 bytes ~ 11 MB, so
 #      16 MiB leaves room for honest large jobs while stopping one client from making every scrape 60 MB (the
@@ -39,15 +39,16 @@ trap 'stop_bg; stop_serve; cleanup' EXIT
 hwm_kb() { "$PY" "$HC" rss --pid "$SERVE_PID" | "$PY" -c "import json,sys; print(json.load(sys.stdin).get('vmhwm_kb', 0))"; }
 
 mkdir -p "$WORK/out"
-"$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --timeout 600 --out "$WORK/out" \
-    >"$WORK/serve.out" 2>"$WORK/serve.err" &
+TOKEN="metrics-cap-$$"
+NCCLWATCH_TOKEN=$TOKEN "$NCW_COLLECTOR" serve --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --timeout 600 \
+    --out "$WORK/out" >"$WORK/serve.out" 2>"$WORK/serve.err" &
 SERVE_PID=$!
 wait_for 10 grep -q "listening on" "$WORK/serve.out" || fail "serve did not start: $(cat "$WORK/serve.err")"
 PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")
 MPORT=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")
 
 timeout 100 "$PY" "$HC" --max-seconds 95 fake-ranks --port "$PORT" --count $RANKS --comms $COMMS --job fat-job \
-    --hold 75 >"$WORK/fake.json" 2>"$WORK/fake.err" &
+    --token "$TOKEN" --hold 75 >"$WORK/fake.json" 2>"$WORK/fake.err" &
 BG_PIDS="$!"
 sleep 5  # (informational: the ranks' state alone, before any scrape renders)
 echo "collector with the fake ranks, no scrape yet: $("$PY" "$HC" rss --pid "$SERVE_PID")"

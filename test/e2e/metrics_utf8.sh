@@ -36,8 +36,15 @@ wait_for 10 grep -q "listening on" "$WORK/serve.out" || fail "serve did not star
 PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")
 MPORT=$(sed -n 's/.*metrics on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$WORK/serve.out")
 
-# Control: a clean scrape passes promtool (so a failure below is the bytes' doing, not the lint's).
-timeout 20 "$PY" "$HC" --max-seconds 15 fake-ranks --port "$PORT" --count 2 --job clean-job --hold 1 >/dev/null
+# Control: a clean scrape passes promtool (so a failure below is the bytes' doing, not the lint's). Two ranks of a job
+# are two processes (the collector takes one rank a process, issue 45).
+for r in 0 1; do
+    timeout 20 "$PY" "$HC" --max-seconds 15 fake-ranks --port "$PORT" --count 1 --rank0 $r --nranks 2 --world 2 \
+        --job clean-job --hold 1 >/dev/null &
+    BG_PIDS="$BG_PIDS $!"
+done
+for p in $BG_PIDS; do wait "$p"; done
+BG_PIDS=""
 timeout 20 "$PY" "$HC" --max-seconds 15 scrape --metrics-port "$MPORT" --save "$WORK/clean.prom" >"$WORK/clean.json"
 "$PROMTOOL" check metrics <"$WORK/clean.prom" >"$WORK/clean.promtool" 2>&1 ||
     fail "control: promtool rejects a clean scrape (the test cannot judge): $(head -3 "$WORK/clean.promtool")"
@@ -46,9 +53,11 @@ timeout 20 "$PY" "$HC" --max-seconds 15 scrape --metrics-port "$MPORT" --save "$
 JOBS=(626164ff5f6a6f62 737572eda0806a6f62 7122625c730a0d6a6f62)
 HOSTS=(68c3286f7374 6f766572c0af6c6f6e67 686f7374010974)
 for i in 0 1 2; do
-    timeout 30 "$PY" "$HC" --max-seconds 25 fake-ranks --port "$PORT" --count 2 --job-hex "${JOBS[$i]}" \
-        --host-bytes "${HOSTS[$i]}" --hold 5 >"$WORK/fake$i.json" 2>&1 &
-    BG_PIDS="$BG_PIDS $!"
+    for r in 0 1; do
+        timeout 30 "$PY" "$HC" --max-seconds 25 fake-ranks --port "$PORT" --count 1 --rank0 $r --nranks 2 --world 2 \
+            --job-hex "${JOBS[$i]}" --host-bytes "${HOSTS[$i]}" --hold 5 >"$WORK/fake$i-$r.json" 2>&1 &
+        BG_PIDS="$BG_PIDS $!"
+    done
 done
 ranks_in() { "$PY" "$HC" scrape --metrics-port "$MPORT" --save "$WORK/m.prom" >/dev/null 2>&1 && grep -q '^ncclwatch_collector_ranks 8$' "$WORK/m.prom"; }
 wait_for 10 ranks_in || check_fail "the 6 fake ranks did not all register: $(grep collector_ranks "$WORK/m.prom")"
@@ -64,6 +73,6 @@ echo "ncclwatch_coll_issued_total series: $series (8 expected: 2 clean + 6 fake)
 [ "$series" = 8 ] || check_fail "$series coll_issued series, not 8: the fake ranks' series were dropped or lost"
 for p in $BG_PIDS; do wait "$p"; done
 BG_PIDS=""
-for i in 0 1 2; do echo "fake-ranks $i: $(cat "$WORK/fake$i.json")"; done
+for i in 0 1 2; do for r in 0 1; do echo "fake-ranks $i rank $r: $(cat "$WORK/fake$i-$r.json")"; done; done
 
 checks_done "ok: /metrics stays valid (promtool) with non-UTF-8 job ids and hosts"

@@ -1,6 +1,8 @@
 // The job view: rank files grouped into jobs and communicators, fed to the verdict engine.
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -548,4 +550,78 @@ TEST_CASE("a rank that exits first is still the culprit when the launcher ends t
     REQUIRE(v != nullptr);
     CHECK(v->culprits == std::vector<int>{1});
     CHECK_FALSE(has_warning(a, "judged as it stood"));
+}
+
+namespace {
+
+// A live rank of job "j" in communicator 0x42 of 4 ranks, and `claimed` more communicators of 65,536 ranks each.
+FileSnapshot live_rank(int rank, int claimed) {
+    FileSnapshot s;
+    s.ok = true;
+    s.path = "host:rank" + std::to_string(rank);
+    s.header.job_id = "j";
+    s.header.global_rank = rank;
+    s.header.host = "host";
+    s.header.pid = 100 + rank;
+    CommInfo c;
+    c.state = uint32_t(disk::CommState::Active);
+    c.comm_id = 0x42;
+    c.rank = rank;
+    c.nranks = 4;
+    s.comms.push_back(c);
+    for (int k = 0; k < claimed; ++k) {
+        c.comm_id = 0x1000 + uint64_t(k);
+        c.nranks = 65536;
+        s.comms.push_back(c);
+    }
+    return s;
+}
+
+}  // namespace
+
+// Issue 45: one rank claiming communicators of 65,536 ranks sized every list of the analysis by ranks nobody reported
+// (a frame of 1 MiB, 6.8 GB). The live collector bounds them by what the job reported.
+TEST_CASE("live: absent ranks are analysed only as far as the job's reports justify them", "[job_view]") {
+    const std::vector<FileSnapshot> files = {live_rank(0, 50), live_rank(1, 0), live_rank(2, 0)};
+    AnalysisOptions opt;
+    opt.live = true;
+    opt.timeout_s = 1e9;
+    opt.absent_floor = 64;
+    const Analysis a = analyze(files, opt);
+    REQUIRE(a.jobs.size() == 1);
+    const JobResult& j = a.jobs[0];
+    // Rank 3 of 0x42 never reported: one absent rank, within the job's reports; the 50 claims are not.
+    REQUIRE(j.comms.size() == 1);
+    CHECK(j.comms[0].comm_id == 0x42);
+    CHECK(j.comms[0].missing == std::vector<int>{3});
+    CHECK(j.set_aside == 50);
+    CHECK(j.set_aside_nranks == 65536);
+    CHECK(j.set_aside_seen == 1);
+    const bool said = std::any_of(a.warnings.begin(), a.warnings.end(), [](const std::string& w) {
+        return w.find("job j: 50 communicator(s) set aside, not analysed") != std::string::npos;
+    });
+    CHECK(said);
+
+    // Offline, a node's files of a larger job miss most ranks: every communicator is analysed.
+    opt.absent_floor = 0;
+    const Analysis off = analyze(files, opt);
+    CHECK(off.jobs.at(0).comms.size() == 51);
+    CHECK(off.jobs[0].set_aside == 0);
+}
+
+TEST_CASE("an analysis stops at its next step once its cancel flag is set, and says so", "[job_view]") {
+    const std::vector<FileSnapshot> files = {live_rank(0, 0), live_rank(1, 0)};
+    std::atomic<bool> stop{true};
+    AnalysisOptions opt;
+    opt.live = true;
+    opt.cancel = &stop;
+    const Analysis a = analyze(files, opt);
+    CHECK(a.cancelled);
+    CHECK(a.jobs.empty());
+    REQUIRE_FALSE(a.warnings.empty());
+    CHECK(a.warnings.back().find("analysis interrupted") != std::string::npos);
+    stop = false;
+    const Analysis b = analyze(files, opt);
+    CHECK_FALSE(b.cancelled);
+    CHECK(b.jobs.size() == 1);
 }

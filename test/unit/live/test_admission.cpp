@@ -63,6 +63,19 @@ TEST_CASE("admission: the victim for room is finished, then idle, then connected
     CHECK(live::pick_victim({J{"a", true, false, true, 1}, J{"b", true, false, true, 2}}, -1) == -1);
 }
 
+// Issue 45: growing counts are a claim too. 4,096 fake jobs whose counts grew held every real rank out ("collector
+// full"); a rank that proves who it is takes the room of one whose ranks proved nothing, never of a proven one.
+TEST_CASE("admission: for a proven newcomer, a training job none of whose ranks is proven gives way; a proven never") {
+    using J = live::JobWeight;
+    const J fake_old{"fake-old", true, false, true, 10, false}, fake_new{"fake-new", true, false, true, 20, false},
+        real{"real", true, false, true, 5, true};
+    CHECK(live::pick_victim({real, fake_new, fake_old}, -1) == -1);       // an unproven newcomer: none
+    CHECK(live::pick_victim({real, fake_new, fake_old}, -1, true) == 2);  // proven: the least recently heard fake
+    CHECK(live::pick_victim({real, fake_new, fake_old}, 2, true) == 1);   // never `keep`
+    CHECK(live::pick_victim({real, J{"idle", false, false, false, 30}, fake_old}, -1, true) == 1);  // idle first
+    CHECK(live::pick_victim({real}, -1, true) == -1);  // a proven training job: never
+}
+
 TEST_CASE("admission: connections without a Hello give way oldest first, in all and per address") {
     live::Unproven u;
     for (uint64_t id = 1; id <= 4; ++id) u.add(id, "127.0.0.1");

@@ -1,13 +1,12 @@
 // The live collector's analysis thread (lib/live/analysis_worker.h): one task at a time, the loop woken through its
-// eventfd when it is done, the snapshots handed back before the result, and a stop that finishes the task first.
-#include "live/analysis_worker.h"
-
+// eventfd when it is done, the snapshots handed back before the result, and a stop that interrupts the task under way.
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
+#include "live/analysis_worker.h"
 #include "ncclwatch/format.h"
 
 using namespace ncw;
@@ -16,7 +15,7 @@ using namespace ncw::live;
 namespace {
 
 // A readable rank of job "j" with one communicator: enough for analyze() to build a job from.
-std::shared_ptr<const FileSnapshot> rank_snapshot(int rank) {
+std::shared_ptr<const FileSnapshot> rank_snapshot(int rank, int nranks = 2) {
     auto s = std::make_shared<FileSnapshot>();
     s->ok = true;
     s->path = "host:rank" + std::to_string(rank);
@@ -28,7 +27,7 @@ std::shared_ptr<const FileSnapshot> rank_snapshot(int rank) {
     c.comm_id = 0x42;
     c.state = uint32_t(disk::CommState::Active);
     c.rank = rank;
-    c.nranks = 2;
+    c.nranks = nranks;
     s->comms.push_back(c);
     return s;
 }
@@ -82,10 +81,32 @@ TEST_CASE("analysis worker: one task at a time, the loop woken when it is done")
         CHECK(read(wake, &n, sizeof n) == sizeof n);
         auto third = task();
         REQUIRE(w.post(third));
-        w.stop();  // finishes the task first
+        w.stop();  // the task stops at its next step, and is handed back
         CHECK(w.take() != nullptr);
         auto after = task();
         CHECK_FALSE(w.post(after));  // stopped
+    }
+    close(wake);
+}
+
+// Issue 45: `serve` ignored SIGTERM while it analysed (minutes, for claims no rank made): the analysis thread's task
+// stops at its next step once stop() is called, and says it is incomplete.
+TEST_CASE("analysis worker: stop() interrupts the task under way") {
+    const int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    REQUIRE(wake >= 0);
+    {
+        constexpr int kRanks = 20000;  // a task that takes a while (tenths of a second) to judge whole
+        auto t = std::make_unique<AnalysisTask>();
+        t->job_id = "j";
+        t->options.live = true;
+        for (int r = 0; r < kRanks; ++r) t->snaps.push_back(rank_snapshot(r, kRanks));
+        AnalysisWorker w(wake);
+        REQUIRE(w.post(t));
+        w.stop();
+        auto done = w.take();
+        REQUIRE(done != nullptr);
+        CHECK(done->result.cancelled);
+        CHECK(done->result.jobs.empty());
     }
     close(wake);
 }
