@@ -24,18 +24,7 @@
 #
 # Environment: NCW_SHIM NCW_COLLECTOR FAKE_LAUNCH FAKE_RANK. Bounded: ~25 s.
 . "$(dirname "$0")/lib.sh"
-HC="$(cd "$(dirname "$0")" && pwd)/hostile_client.py"
-SERVE_PID=""
-BG_PIDS=""
-stop_bg() {
-    local p
-    for p in $BG_PIDS; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    BG_PIDS=""
-}
-trap 'stop_bg; stop_job; stop_serve; cleanup' EXIT
-hwm_kb() { sed -n 's/^VmHWM:[^0-9]*\([0-9]*\).*/\1/p' "/proc/$1/status"; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-now_ms() { date +%s%3N; }
+. "$(dirname "$0")/hostile_lib.sh"
 gone() { [ ! -d "/proc/$1" ] || grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
 
 export NCCLWATCH_DIGEST_MS=50 NCCLWATCH_TIMEOUT_SEC=30
