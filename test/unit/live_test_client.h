@@ -71,6 +71,25 @@ struct Log {
     }
 };
 
+// The next whole frame on `fd` (what `reader` holds first, then what arrives): false on timeout or at the peer's close.
+inline bool read_frame(int fd, wire::FrameReader& reader, wire::FrameHeader& h, std::vector<uint8_t>& payload,
+                       double seconds) {
+    std::string err;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    for (;;) {
+        if (reader.next(h, payload, &err) == wire::FrameReader::Status::Frame) return true;
+        const int left =
+            int(std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count());
+        if (left <= 0) return false;
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, left) <= 0) return false;
+        uint8_t buf[65536];
+        const ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) return false;
+        reader.feed(buf, size_t(n));
+    }
+}
+
 struct Client {
     int fd = -1;
     wire::FrameReader reader;
@@ -107,20 +126,7 @@ struct Client {
     }
     // The next frame from the collector; false on timeout or when the collector closed the connection.
     bool next(wire::FrameHeader& h, std::vector<uint8_t>& payload, double seconds = 10) {
-        std::string err;
-        const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-        for (;;) {
-            if (reader.next(h, payload, &err) == wire::FrameReader::Status::Frame) return true;
-            const int left = int(
-                std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count());
-            if (left <= 0) return false;
-            pollfd p{fd, POLLIN, 0};
-            if (poll(&p, 1, left) <= 0) return false;
-            uint8_t buf[65536];
-            const ssize_t n = recv(fd, buf, sizeof buf, 0);
-            if (n <= 0) return false;
-            reader.feed(buf, size_t(n));
-        }
+        return read_frame(fd, reader, h, payload, seconds);
     }
     // true once the collector closed the connection (reads see EOF or a reset).
     bool closed_by_peer(double seconds = 10) {

@@ -143,20 +143,7 @@ struct FakeCollector {
         return fd >= 0;
     }
     bool next(wire::FrameHeader& h, std::vector<uint8_t>& payload, double seconds = 10) {
-        std::string err;
-        const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-        for (;;) {
-            if (reader.next(h, payload, &err) == wire::FrameReader::Status::Frame) return true;
-            const int left = int(
-                std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()).count());
-            if (left <= 0) return false;
-            pollfd p{fd, POLLIN, 0};
-            if (poll(&p, 1, left) <= 0) return false;
-            uint8_t buf[65536];
-            const ssize_t n = recv(fd, buf, sizeof buf, 0);
-            if (n <= 0) return false;
-            reader.feed(buf, size_t(n));
-        }
+        return read_frame(fd, reader, h, payload, seconds);
     }
     void send_bytes(const std::vector<uint8_t>& b) {
         REQUIRE(send(fd, b.data(), b.size(), MSG_NOSIGNAL) == ssize_t(b.size()));
