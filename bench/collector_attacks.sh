@@ -3,12 +3,15 @@
 # job of the test NCCL whose rank 2 skips step 5's all_reduce (serve --timeout 3): serve's peak RSS (VmHWM), its CPU
 # (core-seconds, and cores on average over the window), how late the real hang was reported (its live verdict's
 # stalled_for_s past the timeout: the time from the stall being due to the report), the largest live-report.json of a
-# fake job, and how long serve took to exit on SIGTERM. No token, loopback only; the attacks are
-# test/e2e/hostile_client.py's.
+# fake job, and how long serve took to exit on SIGTERM; and what the real job's ranks paid meanwhile: the largest
+# rank's peak RSS (VmHWM) and the ranks' CPU (core-seconds, summed over the 4 ranks' lives until the window's end),
+# to read against the `none` row (no attack). No token, loopback only; the attacks are test/e2e/hostile_client.py's.
 #   bench/collector_attacks.sh BUILD_DIR [COLLECTOR] [ATTACK...]
 #   ATTACK: claims4096 (one Digest of 3,971 communicators of 65,536 ranks, one frame of 1 MiB), claims64 (64 of them,
 #           17 KB), lively (4,096 fake jobs whose counts grow, from one process), fifteen (15,000 fake ranks of one
-#           job from 3 processes); default: all four.
+#           job from 3 processes), slowloris (1,000 connections that announce a 1 MiB frame and send none of it),
+#           junk (1,000 connections of random bytes), helloflood (5,000 Hellos of one pid), none (the real job
+#           alone: the baseline); default: none and the first four.
 # COLLECTOR defaults to BUILD_DIR's; give an older build's to compare. serve runs under `ulimit -v` NCW_ATTACK_VMEM_KB
 # (default 8 GB), and each attack's window ends WINDOW seconds after the real job starts (NCW_ATTACK_WINDOW, 30): an
 # old collector that never reports is measured as it stands then ("none" for the delay).
@@ -17,7 +20,7 @@ build=$(cd "$1" && pwd)
 collector=${2:-$build/collector/ncclwatch-collector}
 shift $(($# >= 2 ? 2 : 1))
 attacks=("$@")
-[ ${#attacks[@]} -gt 0 ] || attacks=(claims4096 claims64 lively fifteen)
+[ ${#attacks[@]} -gt 0 ] || attacks=(none claims4096 claims64 lively fifteen)
 here=$(cd "$(dirname "$0")" && pwd)
 HC="$here/../test/e2e/hostile_client.py"
 PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || echo python3)
@@ -47,14 +50,20 @@ until_ok() {  # until_ok SECONDS CMD...: polls CMD every 50 ms
     done
 }
 
-printf '%-11s %12s %12s %8s %14s %12s %10s\n' attack VmHWM_kB cpu_core_s cores verdict_late_s fake_json_B sigterm_ms
+# The real job's ranks (fake_launch's children): the largest VmHWM, and their CPU ticks summed.
+rank_pids() { pgrep -P "$launch_pid" 2>/dev/null; }
+ranks_hwm_kb() { local p m=0 v; for p in $(rank_pids); do v=$(hwm_kb "$p"); [ "${v:-0}" -gt "$m" ] && m=$v; done; echo $m; }
+ranks_ticks() { local p t=0 v; for p in $(rank_pids); do v=$(ticks "$p"); t=$((t + ${v:-0})); done; echo $t; }
+printf '%-11s %12s %12s %8s %14s %12s %10s %12s %12s\n' attack VmHWM_kB cpu_core_s cores verdict_late_s fake_json_B \
+    sigterm_ms rank_HWM_kB ranks_cpu_s
 for attack in "${attacks[@]}"; do
     out="$work/$attack"
     mkdir -p "$out/live" "$out/dumps"
     bash -c 'ulimit -v "$0" && exec "$@"' "$vmem" "$collector" serve --listen 127.0.0.1:0 --timeout 3 \
         --dead-after 3 --out "$out/live" >"$out/serve.out" 2>"$out/serve.err" &
     serve_pid=$!
-    until_ok 10 grep -q "listening on" "$out/serve.out" || { echo "$attack: serve did not start" >&2; exit 1; }
+    until_ok 10 grep -q "listening on" "$out/serve.out" ||
+        { echo "$attack: serve did not start: $(head -c 300 "$out/serve.err")" >&2; exit 1; }
     port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$out/serve.out")
     t0=$(now_ms)
     c0=$(ticks "$serve_pid")
@@ -79,6 +88,22 @@ for attack in "${attacks[@]}"; do
         done
         sent() { [ "$(cat "$out"/attack?.err | grep -c "sent 5000")" = 3 ]; }
         until_ok 30 sent ;;
+    slowloris)
+        "$PY" "$HC" --max-seconds $((hold + 10)) slowloris --port "$port" --count 1000 --wait $hold \
+            >"$out/attack.json" 2>&1 &
+        bg="$!"
+        sleep 2 ;;
+    junk)
+        "$PY" "$HC" --max-seconds $((hold + 10)) junk --port "$port" --count 1000 --wait $hold \
+            >"$out/attack.json" 2>&1 &
+        bg="$!"
+        sleep 2 ;;
+    helloflood)
+        "$PY" "$HC" --max-seconds $((hold + 10)) hello-flood --port "$port" --count 5000 --hold $hold \
+            >"$out/attack.json" 2>&1 &
+        bg="$!"
+        sleep 2 ;;
+    none) ;;
     *) echo "unknown attack $attack" >&2; exit 2 ;;
     esac
     # The real job.
@@ -87,6 +112,7 @@ for attack in "${attacks[@]}"; do
         -- "$build/test/fake_nccl/fake_rank" --steps 10 --count 4096 --skip-rank 2 --skip-step 5 --hold-ms 60000 \
         >"$out/launch.out" 2>"$out/launch.err" &
     launch_pid=$!
+    t_launch=$(now_ms)
     disown "$launch_pid"  # killed at the end, without the shell saying so
     report() { ls "$out"/live/torchrun-*/live-report.json 2>/dev/null | head -1; }
     has_report() { [ -n "$(report)" ]; }
@@ -98,6 +124,11 @@ print('%.2f' % (v['stalled_for_s'] - d['timeout_s']) + ('' if v['kind'] == 'NOT_
     fi
     hwm=$(hwm_kb "$serve_pid")
     c1=$(ticks "$serve_pid")
+    # The ranks measured at the same age in every row: 15 s after their launch (the hang is 10 s old by then).
+    aged() { [ $(($(now_ms) - t_launch)) -ge 15000 ]; }
+    until_ok 30 aged
+    rhwm=$(ranks_hwm_kb)
+    rticks=$(ranks_ticks)
     t1=$(now_ms)
     fake=0
     for f in "$out"/live/*/live-report.json; do
@@ -108,10 +139,10 @@ print('%.2f' % (v['stalled_for_s'] - d['timeout_s']) + ('' if v['kind'] == 'NOT_
     kill -TERM "$serve_pid" 2>/dev/null
     if until_ok 20 gone "$serve_pid"; then term=$(($(now_ms) - ts)); else term=">20000"; fi
     hz=$(getconf CLK_TCK)
-    printf '%-11s %12s %12s %8s %14s %12s %10s\n' "$attack" "${hwm:-?}" \
+    printf '%-11s %12s %12s %8s %14s %12s %10s %12s %12s\n' "$attack" "${hwm:-?}" \
         "$(awk -v c=$((${c1:-0} - ${c0:-0})) -v hz="$hz" 'BEGIN { printf "%.1f", c / hz }')" \
         "$(awk -v c=$((${c1:-0} - ${c0:-0})) -v t=$((t1 - t0)) -v hz="$hz" 'BEGIN { printf "%.2f", c / hz / (t / 1000) }')" \
-        "$late" "$fake" "$term"
+        "$late" "$fake" "$term" "$rhwm" "$(awk -v c="$rticks" -v hz="$hz" 'BEGIN { printf "%.2f", c / hz }')"
     [ -n "${NCW_ATTACK_VERBOSE:-}" ] && grep -v "^$" "$out/serve.err" | cut -c1-200 | sort | uniq -c | sort -rn | head -5
     [ -n "${NCW_ATTACK_VERBOSE:-}" ] && cat "$out"/attack*.json 2>/dev/null | cut -c1-300
     stop_all
