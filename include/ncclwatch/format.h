@@ -34,8 +34,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 // may stay unwritten: readers count it so, RecordSet::unwritten), and the return time of a call whose completion is
 // not followed by CUDA events is its issue time (one clock read per op); 1.12: who ended the process and who
 // aborted a communicator first, by their threads' names (FileHeader::end_thread, abort_*, appended last); 1.13: the
-// last SIGTERM or SIGINT the program's own handler took and went on after (FileHeader::absorbed_*, appended last).
-inline constexpr uint16_t kFormatMinor = 13;
+// last SIGTERM or SIGINT the program's own handler took and went on after (FileHeader::absorbed_*, appended last);
+// 1.14: NCCL 2.29's calls as records (OpType CommGrow .. WaitSignal).
+inline constexpr uint16_t kFormatMinor = 14;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;

@@ -40,7 +40,16 @@
     X(CommDestroy, 36)                                                                                               \
     X(CommAbort, 37)                                                                                                 \
     X(CommRevoke, 38)                                                                                                \
-    X(AsyncError, 39)
+    X(AsyncError, 39)                                                                                                \
+    /* 1.14: NCCL 2.29's calls. A grown communicator's init (its ops then follow as any communicator's); a */       \
+    /* communicator's resources released and taken back; one-sided calls into a peer's window, which no peer */     \
+    /* pairs with an op of its own (ARG: the peer, or for a wait on several peers -1). */                            \
+    X(CommGrow, 40)                                                                                                  \
+    X(CommSuspend, 41)                                                                                               \
+    X(CommResume, 42)                                                                                                \
+    X(PutSignal, 43)                                                                                                 \
+    X(Signal, 44)                                                                                                    \
+    X(WaitSignal, 45)
 
 // OpRecord::flags (and OpSignature::flags): X(NAME, BIT, SHORT_NAME)
 #define NCW_RECORD_FLAGS(X)                                                                                          \

@@ -27,7 +27,7 @@ using mapped::lda;
 bool known_op(uint8_t op) noexcept {
     const auto t = disk::OpType(op);
     return (t >= disk::OpType::AllReduce && t <= disk::OpType::Recv) ||
-           (t >= disk::OpType::CommInit && t <= disk::OpType::AsyncError);
+           (t >= disk::OpType::CommInit && t <= disk::OpType::WaitSignal);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "ncclwatch/api_table.h"
+#include "ncclwatch/nccl_newer_api.h"
 
 namespace ncw {
 
@@ -35,17 +36,24 @@ inline Fn real_fn(RealFn& fn) {
     return reinterpret_cast<Fn>(p);
 }
 
+// A config form of a collective (ncclAllReduceConfig, NCCL 2.31) called where the loaded NCCL lacks it: said once,
+// and the call goes to its plain form.
+void config_form_missing(const char* name, const char* plain);
+
 // Path of the library that real NCCL functions came from ("" until one resolved).
 std::string real_nccl_path();
 
 namespace real {
-#define NCW_REAL_OP(name, params, args, desc) inline RealFn name{#name};
-#define NCW_REAL_HOOKED(name, params, args) inline RealFn name{#name};
+#define NCW_REAL_OP(name, since, params, args, desc) inline RealFn name{#name};
+#define NCW_REAL_CONFIG_OP(name, since, plain, params, args, plain_args, desc) inline RealFn name{#name};
+#define NCW_REAL_HOOKED(name, since, params, args) inline RealFn name{#name};
 #define NCW_REAL_INTERNAL(name) inline RealFn name{#name};
 NCW_NCCL_OPS(NCW_REAL_OP)
+NCW_NCCL_CONFIG_OPS(NCW_REAL_CONFIG_OP)
 NCW_NCCL_HOOKED(NCW_REAL_HOOKED)
 NCW_NCCL_INTERNAL(NCW_REAL_INTERNAL)
 #undef NCW_REAL_OP
+#undef NCW_REAL_CONFIG_OP
 #undef NCW_REAL_HOOKED
 #undef NCW_REAL_INTERNAL
 }  // namespace real

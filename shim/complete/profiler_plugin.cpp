@@ -179,7 +179,7 @@ prof::Result make_ctx(void** ctx, int* mask, uint64_t hash, int nranks, int rank
         *ctx = &g_empty_ctx;
         return 0;
     }
-    if (!rt || g_setup.mode == ProfilerMode::Off) {
+    if (!rt || g_setup.mode == ProfilerMode::Off || profiler_regression(rt->nccl_version)) {
         *mask = 0;
         return 0;
     }
@@ -529,6 +529,11 @@ uint64_t sweep_unseen(ProfilerLink& pl, uint64_t coll_seq, uint64_t op_index, ui
     return open;
 }
 
+// v5 and later: the API events, the Group events of a launch and P2p events tied to their op (v6 is v5's layout in
+// the members we read; v7 has its own).
+template <class Descr>
+constexpr bool kHasApiEvents = std::is_same_v<Descr, prof::DescrV5> || std::is_same_v<Descr, prof::DescrV7>;
+
 template <class Descr>
 prof::Result start_any(void* ctx, void** handle, Descr* d, bool has_timer) {
     *handle = nullptr;
@@ -542,7 +547,7 @@ prof::Result start_any(void* ctx, void** handle, Descr* d, bool has_timer) {
         cs.nchannels = d->coll.nchannels;
         cs.algo = d->coll.algo;
         cs.parent = d->parent;
-        if constexpr (std::is_same_v<Descr, prof::DescrV5>) cs.parent_group = d->coll.parent_group;
+        if constexpr (kHasApiEvents<Descr>) cs.parent_group = d->coll.parent_group;
         start_coll(c, handle, cs);
     } else if (d->type == prof::kKernelCh) {
         uint64_t gpu = now_mono_ns();
@@ -550,7 +555,7 @@ prof::Result start_any(void* ctx, void** handle, Descr* d, bool has_timer) {
             if (has_timer) gpu = d->kernel_ch.gpu_timer;
         }
         start_channel(handle, d->parent, gpu);
-    } else if constexpr (std::is_same_v<Descr, prof::DescrV5>) {
+    } else if constexpr (kHasApiEvents<Descr>) {
         if (d->type == prof::kCollApi) start_coll_api(c, handle, d->coll_api.graph_captured);
         if (d->type == prof::kP2pApi) start_coll_api(c, handle, d->p2p_api.graph_captured);
         if (d->type == prof::kGroup) start_plan(c, handle);
@@ -573,6 +578,14 @@ prof::Result start_any(void* ctx, void** handle, Descr* d, bool has_timer) {
 
 const ProfilerSetup& profiler_setup() { return g_setup; }
 
+const char* profiler_regression(int nccl_version) {
+#define NCW_REGRESSION_MATCH(first, last, why) \
+    if (nccl_version >= (first) && nccl_version <= (last)) return why;
+    NCW_PROFILER_REGRESSIONS(NCW_REGRESSION_MATCH)
+#undef NCW_REGRESSION_MATCH
+    return nullptr;
+}
+
 void profiler_log_setup(const Runtime& rt) {
     if (g_setup.mode == ProfilerMode::Off) {
         log().info("{}", rt.cfg.gpu_events
@@ -584,6 +597,11 @@ void profiler_log_setup(const Runtime& rt) {
             "NCCL_PROFILER_PLUGIN={} is set: ncclwatch keeps that plugin, and GPU progress comes from CUDA "
             "events (sampled: lower bounds) instead of NCCL's profiler events",
             g_setup.user_plugin);
+    } else if (const char* why = profiler_regression(rt.nccl_version); why && g_setup.mode == ProfilerMode::Auto) {
+        // Said at info level: it changes nothing the user does (the default stays cheap on every NCCL).
+        log().info("NCCL {}: {}; ncclwatch asks it for no profiler events, and GPU progress comes from CUDA events "
+                   "(sampled: lower bounds)",
+                   rt.nccl_version, why);
     } else if (g_setup.mode == ProfilerMode::Empty) {
         log().warn("NCCLWATCH_PROFILER=empty: NCCL's profiler events are on but ignored (a cost measurement only)");
     }
@@ -723,6 +741,10 @@ prof::Result init_v5(void** ctx, uint64_t hash, int* mask, const char*, int, int
 prof::Result start_v3(void* ctx, void** handle, prof::DescrV3* d) { return start_any(ctx, handle, d, false); }
 prof::Result start_v4(void* ctx, void** handle, prof::DescrV4* d) { return start_any(ctx, handle, d, true); }
 prof::Result start_v5(void* ctx, void** handle, prof::DescrV5* d) { return start_any(ctx, handle, d, true); }
+prof::Result init_v7(void** ctx, uint64_t hash, int* mask, const char*, int, int nranks, int rank, prof::Logger) {
+    return make_ctx(ctx, mask, hash, nranks, rank, 7);
+}
+prof::Result start_v7(void* ctx, void** handle, prof::DescrV7* d) { return start_any(ctx, handle, d, true); }
 
 prof::Result stop(void* handle) {
     if (ProfOp* op = channel_op(handle)) stop_channel(*op);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "ncclwatch/api_table.h"
 #include "ncclwatch/nccl_profiler_abi.h"
 #include "shim/base/config.h"
 
@@ -26,6 +27,9 @@ struct ProfilerSetup {
     ProfilerMode mode = ProfilerMode::Auto;
 };
 const ProfilerSetup& profiler_setup();
+// Why the shim asks this NCCL (its NCCL_VERSION_CODE) for no profiler events: the cost NCCL_PROFILER_REGRESSIONS
+// names (api_table.h), or nullptr when it has none.
+const char* profiler_regression(int nccl_version);
 // Logs, once, what the constructor did (called when the runtime starts: the logger and Config exist then).
 void profiler_log_setup(const Runtime& rt);
 
@@ -52,6 +56,9 @@ prof::Result init_v5(void** ctx, uint64_t hash, int* mask, const char* name, int
 prof::Result start_v3(void* ctx, void** handle, prof::DescrV3* d);
 prof::Result start_v4(void* ctx, void** handle, prof::DescrV4* d);
 prof::Result start_v5(void* ctx, void** handle, prof::DescrV5* d);
+prof::Result init_v7(void** ctx, uint64_t hash, int* mask, const char* name, int nnodes, int nranks, int rank,
+                     prof::Logger log);
+prof::Result start_v7(void* ctx, void** handle, prof::DescrV7* d);
 prof::Result stop(void* handle);
 prof::Result record_v3(void* handle, int state, prof::StateArgsV3* args);
 prof::Result record_v4(void* handle, int state, prof::StateArgsV4* args);

@@ -83,6 +83,14 @@ CommRuntime* end_comm(ncclComm_t comm, disk::OpType event, disk::CommState state
     return nullptr;
 }
 
+// A call on a communicator we watch that neither makes nor ends it (format 1.14: a suspend, a resume, a one-sided
+// call): one record, its result and ARG.
+void note_comm_call(ncclComm_t comm, disk::OpType event, ncclResult_t r, int32_t arg) {
+    Runtime* rt = runtime();
+    CommRuntime* cr = rt ? rt->comms.find(comm) : nullptr;
+    if (cr) record_event(rt->file, cr, cr->comm_id, event, r, arg, now_mono_ns());
+}
+
 // After the final state and the settle: the file's slot may go to a later communicator (comm_slots.h), and, once the
 // communicator is gone for good (retire), its runtime too (comm_pool.h).
 void release_slot(CommRuntime* cr, bool retire = false) {
@@ -382,6 +390,82 @@ ncclResult_t ncclCommGetAsyncError(CallScope& s, ncclComm_t comm, ncclResult_t* 
             record_event(rt->file, cr, cr->comm_id, disk::OpType::AsyncError, e, cr->rank, now);
         }
     }
+    return r;
+}
+
+// NCCL 2.29: a communicator grown by new ranks. The existing ranks number their grows of a communicator alike (as
+// their splits); a new rank knows only the unique id its root passed it, and is watched under that id. (The existing
+// ranks and the new ones are then two communicators to the analysis: NCCL gives every rank no id in common.)
+ncclResult_t ncclCommGrow(CallScope& s, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config) {
+    Runtime* rt = runtime();
+    CommRuntime* parent = comm && rt ? rt->comms.find(comm) : nullptr;
+    auto call = [&] {
+        errno = s.saved_errno();
+        return NCW_CALL_REAL(ncclCommGrow, comm, nRanks, uniqueId, rank, newcomm, config);
+    };
+    CommInitInfo info;
+    info.nranks = nRanks;
+    info.rank = rank >= 0 ? rank : -1;
+    info.config = config;
+    info.event = disk::OpType::CommGrow;
+    if (parent) {
+        info.comm_id = shrink_comm_id(parent->comm_id, parent->split_counter.fetch_add(1) + 1, nullptr, 0);
+        info.parent_id = parent->comm_id;
+    } else if (!comm && uniqueId) {
+        info.comm_id = root_comm_id(*uniqueId);
+    } else {
+        return call();  // a communicator we do not watch
+    }
+    return run_init(info, newcomm, call);
+}
+
+ncclResult_t ncclCommSuspend(CallScope& s, ncclComm_t comm, int flags) {
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommSuspend, comm, flags);
+    ErrnoKeeper keep;
+    note_comm_call(comm, disk::OpType::CommSuspend, r, flags);
+    return r;
+}
+
+ncclResult_t ncclCommResume(CallScope& s, ncclComm_t comm) {
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclCommResume, comm);
+    ErrnoKeeper keep;
+    note_comm_call(comm, disk::OpType::CommResume, r, -1);
+    return r;
+}
+
+// One-sided calls: stream-ordered as any op, but no peer posts an op to pair with them, so they take no sequence
+// number; each is one record (its peer, its result), which says what the stream was given.
+ncclResult_t ncclPutSignal(CallScope& s, const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                           ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                           ncclComm_t comm, cudaStream_t stream) {
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclPutSignal, localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx,
+                                   ctx, flags, comm, stream);
+    ErrnoKeeper keep;
+    note_comm_call(comm, disk::OpType::PutSignal, r, peer);
+    return r;
+}
+
+ncclResult_t ncclSignal(CallScope& s, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                        cudaStream_t stream) {
+    errno = s.saved_errno();
+    ncclResult_t r = NCW_CALL_REAL(ncclSignal, peer, sigIdx, ctx, flags, comm, stream);
+    ErrnoKeeper keep;
+    note_comm_call(comm, disk::OpType::Signal, r, peer);
+    return r;
+}
+
+ncclResult_t ncclWaitSignal(CallScope& s, int nDesc, ncw_wait_signal_desc_t* signalDescs, ncclComm_t comm,
+                            cudaStream_t stream) {
+    errno = s.saved_errno();
+    // Read before the call: the descriptors are the caller's, valid for the call's length.
+    const int peer = nDesc == 1 && signalDescs ? signalDescs[0].peer : -1;
+    ncclResult_t r = NCW_CALL_REAL(ncclWaitSignal, nDesc, signalDescs, comm, stream);
+    ErrnoKeeper keep;
+    note_comm_call(comm, disk::OpType::WaitSignal, r, peer);
     return r;
 }
 

@@ -1,5 +1,5 @@
-// Hand-written hooks for the NCW_NCCL_HOOKED part of the API table (include/ncclwatch/api_table.h): groups and
-// communicator lifecycle. Each calls the real function exactly once through `real` and returns its result. The
+// Hand-written hooks for the NCW_NCCL_HOOKED part of the API table (include/ncclwatch/api_table.h): groups,
+// communicator lifecycle and one-sided calls. Each calls the real function exactly once through `real` and returns its result. The
 // declarations come from the table, so a hook's parameters are the wrapped function's: shim/intercept/hooks.cpp (the
 // lifecycle) and group_hooks.cpp (the groups) define ncclResult_t <name>(CallScope& s, <the function's parameters>)
 // for every row.
@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "ncclwatch/api_table.h"
+#include "ncclwatch/nccl_newer_api.h"
 #include "shim/record/call_scope.h"
 
 namespace ncw {
@@ -34,7 +35,7 @@ NCW_CUDART_HOOKED(NCW_CUDART_HOOK_DECL)
 namespace ncw::hook {
 
 #define NCW_HOOK_PARAMS(...) CallScope& s __VA_OPT__(, ) __VA_ARGS__
-#define NCW_HOOK_DECL(name, params, args) ncclResult_t name(NCW_HOOK_PARAMS params);
+#define NCW_HOOK_DECL(name, since, params, args) ncclResult_t name(NCW_HOOK_PARAMS params);
 NCW_NCCL_HOOKED(NCW_HOOK_DECL)
 #undef NCW_HOOK_DECL
 #undef NCW_HOOK_PARAMS

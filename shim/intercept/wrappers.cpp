@@ -15,7 +15,7 @@
 #define NCW_DESC(type, ...) \
     ::ncw::OpDesc { ::ncw::disk::OpType::type, __VA_ARGS__ }
 
-#define NCW_OP_WRAPPER(name, params, args, desc)                                            \
+#define NCW_OP_WRAPPER(name, since, params, args, desc)                                     \
     NCW_EXPORT ncclResult_t name params {                                                   \
         ::ncw::CallScope scope;                                                             \
         auto call = [&]() -> ncclResult_t { return NCW_CALL_REAL(name, NCW_UNPACK args); }; \
@@ -23,7 +23,22 @@
         return ::ncw::run_op(scope, NCW_DESC desc, call);                                   \
     }
 
-#define NCW_HOOKED_WRAPPER(name, params, args)                                                                 \
+// A loaded NCCL older than the config form (a program that found our export of it) gets the plain call.
+#define NCW_CONFIG_OP_WRAPPER(name, since, plain, params, args, plain_args, desc)                  \
+    NCW_EXPORT ncclResult_t name params {                                                          \
+        ::ncw::CallScope scope;                                                                    \
+        auto call = [&]() -> ncclResult_t {                                                        \
+            if (__builtin_expect(!::ncw::real_available(::ncw::real::name), 0)) {                  \
+                ::ncw::config_form_missing(#name, #plain);                                         \
+                return NCW_CALL_REAL(plain, NCW_UNPACK plain_args);                                \
+            }                                                                                      \
+            return NCW_CALL_REAL(name, NCW_UNPACK args);                                           \
+        };                                                                                         \
+        if (scope.nested()) return call();                                                         \
+        return ::ncw::run_op(scope, NCW_DESC desc, call);                                          \
+    }
+
+#define NCW_HOOKED_WRAPPER(name, since, params, args)                                                          \
     NCW_EXPORT ncclResult_t name params {                                                                      \
         ::ncw::CallScope scope;                                                                                \
         if (scope.nested()) return ::ncw::call_real<decltype(&::name)>(::ncw::real::name NCW_COMMA_ARGS args); \
@@ -31,4 +46,5 @@
     }
 
 NCW_NCCL_OPS(NCW_OP_WRAPPER)
+NCW_NCCL_CONFIG_OPS(NCW_CONFIG_OP_WRAPPER)
 NCW_NCCL_HOOKED(NCW_HOOKED_WRAPPER)
