@@ -62,7 +62,7 @@ for attack in "${attacks[@]}"; do
     bash -c 'ulimit -v "$0" && exec "$@"' "$vmem" "$collector" serve --listen 127.0.0.1:0 --timeout 3 \
         --dead-after 3 --out "$out/live" >"$out/serve.out" 2>"$out/serve.err" &
     serve_pid=$!
-    until_ok 10 grep -q "listening on" "$out/serve.out" ||
+    until_ok 10 grep -qs "listening on" "$out/serve.out" ||
         { echo "$attack: serve did not start: $(head -c 300 "$out/serve.err")" >&2; exit 1; }
     port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$out/serve.out")
     t0=$(now_ms)
