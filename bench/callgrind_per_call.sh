@@ -12,6 +12,8 @@
 # NCW_CALL_COST_RANKS=N among them: rank 0 of an N-rank communicator is counted, ranks 1..N-1 run beside it without
 # the shim. A one-rank communicator gets no profiler event (as in NCCL, whose one-rank collectives are local copies),
 # so the profiler path is counted at 2 ranks.
+# NCW_CALL_COST_CALLBACKS=1 among them: NCCL's calls into the shim as its profiler plugin (ncw::prof_cb::*, inside the
+# real call) are counted too, so that each profiler version's cost shows (FAKE_NCCL_PROFILER_VERSION picks it).
 # Prints "N instructions per op (M ops); L locked per op". Without SHIM_SO ("") the count is the fake NCCL's own
 # instructions per call (and no locked count).
 set -u
@@ -24,9 +26,11 @@ trap 'rm -rf "$out" "$NCCLWATCH_DIR"' EXIT
 read -r -a more <<<"${NCW_CALL_COST_ARGS:-}"
 ranks=1
 envs=()
+callbacks=()
 for a in "$@"; do
     case $a in
     NCW_CALL_COST_RANKS=*) ranks=${a#*=} ;;
+    NCW_CALL_COST_CALLBACKS=1) callbacks=(--toggle-collect='ncw::prof_cb::*') ;;
     *) envs+=("$a") ;;
     esac
 done
@@ -43,7 +47,7 @@ if [ "$ranks" -gt 1 ]; then
     args+=(--nranks "$ranks" --rank 0 --id-file "$idf")
 fi
 env "${envs[@]}" LD_PRELOAD="$build/test/fake_cuda/libcuda.so.1 $shim" valgrind --tool=callgrind --dump-instr=yes \
-    --toggle-collect=ncclAllReduce --toggle-collect=ncclGroupStart --toggle-collect=ncclGroupEnd \
+    --toggle-collect=ncclAllReduce --toggle-collect=ncclGroupStart --toggle-collect=ncclGroupEnd "${callbacks[@]}" \
     --callgrind-out-file="$out" "$build/bench/call_cost_fake" "${args[@]}" >/dev/null 2>&1 ||
     { echo "callgrind failed" >&2; kill "${peers[@]}" 2>/dev/null; exit 1; }
 for p in "${peers[@]}"; do wait "$p"; done
