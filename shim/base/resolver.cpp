@@ -48,12 +48,18 @@ void remember_path(void* p) {
 }  // namespace
 
 void* resolve_slow(RealFn& fn, bool quiet) {
+    if (fn.absent.load(std::memory_order_relaxed)) return nullptr;  // the host's NCCL lacks it: said once already
     void* p = dlsym(RTLD_NEXT, fn.name);
     if (p && is_ours(p)) p = nullptr;
     if (!p) {
         // RTLD_NOLOAD: only ever the libnccl.so.2 the host program already loaded, never a second one from the
         // system library path.
-        if (void* h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD)) p = lookup_in(h, fn.name);
+        if (void* h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_NOLOAD)) {
+            p = lookup_in(h, fn.name);
+            // The host's NCCL is loaded and has no such function: an entry point of a later NCCL.
+            if (!p && !lookup_in(h, "ncclGetVersion")) h = nullptr;
+            if (!p && h) fn.absent.store(true, std::memory_order_relaxed);
+        }
     }
     if (!p) {
         const std::string lib = parse_nccl_library([](const char* n) { return getenv(n); });

@@ -20,13 +20,16 @@ struct RealFn {
     const char* name;
     std::atomic<void*> ptr{nullptr};
     std::atomic<bool> miss_logged{false};
+    std::atomic<bool> absent{false};  // the loaded libnccl.so.2 has no such function (an older NCCL): never looked up again
 };
 
 void* resolve_slow(RealFn& fn, bool quiet = false);
 
-// Whether the running NCCL has this function (no message when it has not).
+// Whether the running NCCL has this function (no message when it has not). Once the loaded NCCL is known to lack it,
+// a load.
 inline bool real_available(RealFn& fn) {
-    return fn.ptr.load(std::memory_order_acquire) != nullptr || resolve_slow(fn, true) != nullptr;
+    if (fn.ptr.load(std::memory_order_acquire) != nullptr) return true;
+    return !fn.absent.load(std::memory_order_relaxed) && resolve_slow(fn, true) != nullptr;
 }
 
 template <typename Fn>

@@ -1,6 +1,9 @@
 // What the shim knows of each NCCL version (issue 44): the API table's SINCE column, the profiler version each NCCL
 // takes and its descriptor, and the versions whose profiler the shim leaves off (NCW_PROFILER_REGRESSIONS).
+#include <dlfcn.h>
+
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
@@ -9,6 +12,7 @@
 #include "ncclwatch/api_table.h"
 #include "ncclwatch/nccl_newer_api.h"
 #include "ncclwatch/nccl_profiler_abi.h"
+#include "shim/base/resolver.h"
 #include "shim/complete/profiler_plugin.h"
 
 using namespace ncw;
@@ -103,4 +107,19 @@ TEST_CASE("profiler v7's descriptor: the tags move the tails of what the shim re
     CHECK(offsetof(prof::DescrV7, coll_api.graph_captured) == offsetof(prof::DescrV5, coll_api.graph_captured));
     CHECK(offsetof(prof::DescrV7, kernel_ch.gpu_timer) == offsetof(prof::DescrV5, kernel_ch.gpu_timer));
     CHECK(prof::kKernelPhase == (1u << 15));
+}
+
+TEST_CASE("an entry point the loaded NCCL lacks is found absent once, then costs a load") {
+    // The test NCCL presents itself as 2.28.9: no config forms, no one-sided calls.
+    const char* path = std::getenv("FAKE_NCCL_LIB");
+    REQUIRE(path != nullptr);
+    void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(lib != nullptr);
+    CHECK(real_available(real::ncclAllReduce));
+    CHECK_FALSE(real_available(real::ncclAllReduceConfig));
+    CHECK(real::ncclAllReduceConfig.absent.load());
+    CHECK_FALSE(real_available(real::ncclPutSignal));
+    CHECK(real::ncclPutSignal.absent.load());
+    CHECK(resolve_slow(real::ncclPutSignal, true) == nullptr);
+    CHECK_FALSE(real::ncclAllReduce.absent.load());
 }
