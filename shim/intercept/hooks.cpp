@@ -445,6 +445,7 @@ ncclResult_t ncclPutSignal(CallScope& s, const void* localbuff, size_t count, nc
     ncclResult_t r = NCW_CALL_REAL(ncclPutSignal, localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx,
                                    ctx, flags, comm, stream);
     ErrnoKeeper keep;
+    s.tid();  // cached for the record: no syscall on a frequent call
     note_comm_call(comm, disk::OpType::PutSignal, r, peer);
     return r;
 }
@@ -454,6 +455,7 @@ ncclResult_t ncclSignal(CallScope& s, int peer, int sigIdx, int ctx, unsigned in
     errno = s.saved_errno();
     ncclResult_t r = NCW_CALL_REAL(ncclSignal, peer, sigIdx, ctx, flags, comm, stream);
     ErrnoKeeper keep;
+    s.tid();
     note_comm_call(comm, disk::OpType::Signal, r, peer);
     return r;
 }
@@ -465,6 +467,7 @@ ncclResult_t ncclWaitSignal(CallScope& s, int nDesc, ncw_wait_signal_desc_t* sig
     const int peer = nDesc == 1 && signalDescs ? signalDescs[0].peer : -1;
     ncclResult_t r = NCW_CALL_REAL(ncclWaitSignal, nDesc, signalDescs, comm, stream);
     ErrnoKeeper keep;
+    s.tid();
     note_comm_call(comm, disk::OpType::WaitSignal, r, peer);
     return r;
 }

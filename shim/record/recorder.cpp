@@ -275,7 +275,9 @@ void record_event(const RankFileWriter& f, const CommRuntime* cr, uint64_t comm_
     rec.comm_id = comm_id;
     rec.t_issue_ns = now;
     rec.t_return_ns.store(now, std::memory_order_relaxed);
-    rec.tid = uint32_t(syscall(SYS_gettid));  // lifecycle events are rare
+    // The thread's cached id where a call of it cached one (one-sided calls may be frequent); else the syscall, rare.
+    const uint32_t tid = thread_state().tid;
+    rec.tid = tid ? tid : uint32_t(syscall(SYS_gettid));
     rec.op = uint8_t(op);
     rec.peer_or_root = arg;
     rec.redop = -1;
