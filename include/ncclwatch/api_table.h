@@ -181,7 +181,7 @@
 #define NCW_PROFILER_VERSIONS(X) X(3) X(4) X(5) X(6) X(7)
 
 // NCCL versions whose profiler costs the job much more with our events on than without: the shim asks them for
-// none (GPU progress then comes from CUDA events) and says why once, at info level. X(first, last, why), each an
+// none (GPU progress then comes from CUDA events) and says why once (NCCLWATCH_LOG_LEVEL=debug shows it). X(first, last, why), each an
 // NCCL_VERSION_CODE.
 #define NCW_PROFILER_REGRESSIONS(X)                                                                                  \
     X(23100, 23199,                                                                                                  \

@@ -598,8 +598,8 @@ void profiler_log_setup(const Runtime& rt) {
             "events (sampled: lower bounds) instead of NCCL's profiler events",
             g_setup.user_plugin);
     } else if (const char* why = profiler_regression(rt.nccl_version); why && g_setup.mode == ProfilerMode::Auto) {
-        // Said at info level: it changes nothing the user does (the default stays cheap on every NCCL).
-        log().info("NCCL {}: {}; ncclwatch asks it for no profiler events, and GPU progress comes from CUDA events "
+        // At debug level: it changes nothing the user does (a healthy job prints nothing), and every rank says it.
+        log().debug("NCCL {}: {}; ncclwatch asks it for no profiler events, and GPU progress comes from CUDA events "
                    "(sampled: lower bounds)",
                    rt.nccl_version, why);
     } else if (g_setup.mode == ProfilerMode::Empty) {
