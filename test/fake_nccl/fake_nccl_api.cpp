@@ -1,14 +1,19 @@
 // The exported NCCL API of the fake libnccl.so.2. Like the real library, each function is defined as pnccl<Name> and
 // nccl<Name> is a weak alias of it, so that a preloaded wrapper can interpose on nccl<Name> and still reach the
-// implementation. Arguments are validated here; the behaviour lives in fake_nccl_comm.cpp.
+// implementation. Arguments are validated here; the behaviour lives in fake_nccl_comm.cpp. Every entry point of every
+// version is defined here; a variant's version script exports those its NCCL version has (fake_nccl_mapgen.cpp).
 #include <nccl.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "fake_nccl_comm.h"
 #include "fake_nccl_profiler.h"
+#include "fake_nccl_version.h"
+#include "ncclwatch/nccl_newer_api.h"
 
 #define NCW_EXPORT extern "C" __attribute__((visibility("default")))
 #define NCW_ALIAS(name) NCW_EXPORT decltype(p##name) name __attribute__((weak, alias("p" #name)));
@@ -21,7 +26,7 @@ ncclResult_t invalid(const std::string& message) { return group_error(report(ncc
 bool valid_size(int nranks) { return nranks >= 1 && nranks <= kMaxRanks; }
 
 ncclResult_t collective(ncclComm_t comm, const char* name, size_t count, ncclDataType_t datatype, cudaStream_t stream,
-                        int root = 0) {
+                        int root = 0, uint64_t user_tag = 0) {
     Comm* c = from_handle(comm, name);
     if (c == nullptr) return group_error(ncclInvalidArgument);
     if (datatype < 0 || datatype >= ncclNumTypes) {
@@ -32,8 +37,31 @@ ncclResult_t collective(ncclComm_t comm, const char* name, size_t count, ncclDat
                        std::to_string(c->nranks) + " ranks");
     }
     Op op{OpKind::Collective, c, name, -1, 0, stream, count};
-    op.coll_api = profiler_coll_api(c, name, count, stream);  // inside the call, as NCCL's CollApi event
+    op.user_tag = user_tag;
+    op.coll_api = profiler_coll_api(c, name, count, stream, user_tag);  // inside the call, as NCCL's CollApi event
     return submit(op);
+}
+
+// A Config form's configuration (2.31), as NCCL checks it: NULL is the plain call; otherwise NCCL's magic and at least
+// 2.31's members (its `size` is the caller's sizeof: 2.32's is longer, and what lies past 2.31's is not read).
+// Sets `user_tag` to its userProfilerTag.
+ncclResult_t read_config(const ncw_coll_config_t* config, const char* fn, uint64_t& user_tag) {
+    user_tag = 0;
+    if (config == nullptr) return ncclSuccess;
+    const auto* c = reinterpret_cast<const nccl_abi::CollConfig*>(config);
+    if (c->magic != nccl_abi::kApiMagic) {
+        return invalid(std::string(fn) +
+                       ": config->magic is not NCCL_API_MAGIC (not from NCCL_COLLCONFIG_INITIALIZER?)");
+    }
+    if (c->size < offsetof(nccl_abi::CollConfig, launch_completion_event)) {
+        return invalid(std::string(fn) + ": config->size " + std::to_string(c->size) + " is smaller than 2.31's");
+    }
+    user_tag = c->user_profiler_tag;
+    static std::atomic<bool> said{false};  // once a process: enough to tell the NCCL's own form was called
+    if (!said.exchange(true))
+        debug("%s: called with NCCL's configuration, userProfilerTag %llu", fn,
+              static_cast<unsigned long long>(user_tag));
+    return ncclSuccess;
 }
 
 // ncclDataType_t's sizes, in nccl.h's order (int8 .. float8e5m2).
@@ -56,6 +84,16 @@ ncclResult_t p2p(ncclComm_t comm, OpKind kind, size_t count, ncclDataType_t data
     return submit(op);
 }
 
+// The one-sided calls (2.29) check their communicator and peer, and succeed without moving or waiting for anything:
+// the double has no windows nor signals (a put writes nothing, a wait returns at once), which is enough for a program
+// and the shim to go through them. A test of one-sided semantics needs a model of them first.
+ncclResult_t one_sided(ncclComm_t comm, int peer, const char* fn) {
+    Comm* c = from_handle(comm, fn);
+    if (c == nullptr) return group_error(ncclInvalidArgument);
+    if (peer < 0 || peer >= c->nranks) return invalid(std::string(fn) + ": invalid peer " + std::to_string(peer));
+    return ncclSuccess;
+}
+
 ncclResult_t init_checked(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
                           const char* fn) {
     if (comm == nullptr) return invalid(std::string(fn) + ": comm is NULL");
@@ -75,7 +113,7 @@ using namespace ncw::fake;
 
 NCW_EXPORT ncclResult_t pncclGetVersion(int* version) {
     if (version == nullptr) return invalid("GetVersion: version is NULL");
-    *version = NCCL_VERSION_CODE;
+    *version = version_code();  // the variant's, not the nccl.h it was built with
     return ncclSuccess;
 }
 NCW_ALIAS(ncclGetVersion)
@@ -356,3 +394,134 @@ NCW_EXPORT ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     return group_simulate_end();
 }
 NCW_ALIAS(ncclGroupSimulateEnd)
+
+// ---- NCCL 2.29: a communicator's unique id for growing it, and one-sided communication into registered windows ----
+
+NCW_EXPORT ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+    if (from_handle(comm, "CommGetUniqueId") == nullptr) return ncclInvalidArgument;
+    if (uniqueId == nullptr) return invalid("CommGetUniqueId: uniqueId is NULL");
+    return new_unique_id(uniqueId);
+}
+NCW_ALIAS(ncclCommGetUniqueId)
+
+NCW_EXPORT ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+    if (from_handle(comm, "WinGetUserPtr") == nullptr) return ncclInvalidArgument;
+    if (outUserPtr == nullptr) return invalid("WinGetUserPtr: outUserPtr is NULL");
+    *outUserPtr = static_cast<void*>(win);  // CommWindowRegister's token is the buffer itself
+    return ncclSuccess;
+}
+NCW_ALIAS(ncclWinGetUserPtr)
+
+NCW_EXPORT ncclResult_t pncclCommGrow(ncclComm_t /*comm*/, int /*nRanks*/, const ncclUniqueId* /*uniqueId*/,
+                                      int /*rank*/, ncclComm_t* newcomm, ncclConfig_t* /*config*/) {
+    if (newcomm != nullptr) *newcomm = nullptr;
+    // New ranks joining a live segment would need a segment that grows; no test needs one yet.
+    return report(ncclInvalidUsage, "CommGrow: the test NCCL does not grow communicators");
+}
+NCW_ALIAS(ncclCommGrow)
+
+NCW_EXPORT ncclResult_t pncclPutSignal(const void* /*localbuff*/, size_t /*count*/, ncclDataType_t /*datatype*/,
+                                       int peer, ncclWindow_t /*peerWin*/, size_t /*peerWinOffset*/, int /*sigIdx*/,
+                                       int /*ctx*/, unsigned int /*flags*/, ncclComm_t comm, cudaStream_t /*stream*/) {
+    return one_sided(comm, peer, "PutSignal");
+}
+NCW_ALIAS(ncclPutSignal)
+
+NCW_EXPORT ncclResult_t pncclSignal(int peer, int /*sigIdx*/, int /*ctx*/, unsigned int /*flags*/, ncclComm_t comm,
+                                    cudaStream_t /*stream*/) {
+    return one_sided(comm, peer, "Signal");
+}
+NCW_ALIAS(ncclSignal)
+
+NCW_EXPORT ncclResult_t pncclWaitSignal(int nDesc, ncw_wait_signal_desc_t* signalDescs, ncclComm_t comm,
+                                        cudaStream_t /*stream*/) {
+    if (nDesc < 0 || (nDesc > 0 && signalDescs == nullptr)) return invalid("WaitSignal: bad descriptors");
+    if (from_handle(comm, "WaitSignal") == nullptr) return group_error(ncclInvalidArgument);
+    for (int i = 0; i < nDesc; ++i) {
+        const auto& d = reinterpret_cast<const ncw::nccl_abi::WaitSignalDesc*>(signalDescs)[i];
+        if (ncclResult_t r = one_sided(comm, d.peer, "WaitSignal"); r != ncclSuccess) return r;
+    }
+    return ncclSuccess;
+}
+NCW_ALIAS(ncclWaitSignal)
+
+// ---- NCCL 2.29.7: a communicator's resources released and taken back (nothing to release here) ----
+
+NCW_EXPORT ncclResult_t pncclCommSuspend(ncclComm_t comm, int /*flags*/) {
+    return from_handle(comm, "CommSuspend") != nullptr ? ncclSuccess : ncclInvalidArgument;
+}
+NCW_ALIAS(ncclCommSuspend)
+
+NCW_EXPORT ncclResult_t pncclCommResume(ncclComm_t comm) {
+    return from_handle(comm, "CommResume") != nullptr ? ncclSuccess : ncclInvalidArgument;
+}
+NCW_ALIAS(ncclCommResume)
+
+// ---- NCCL 2.31: the collectives with a per-call configuration, each its plain form (NULL: the plain call itself),
+// its userProfilerTag passed to the profiler's v7 descriptors ----
+
+NCW_EXPORT ncclResult_t pncclAllReduceConfig(const void*, void*, size_t count, ncclDataType_t datatype, ncclRedOp_t,
+                                             ncclComm_t comm, cudaStream_t stream, const ncw_coll_config_t* config) {
+    uint64_t tag = 0;
+    if (ncclResult_t r = read_config(config, "AllReduceConfig", tag); r != ncclSuccess) return r;
+    return collective(comm, "AllReduce", count, datatype, stream, 0, tag);
+}
+NCW_ALIAS(ncclAllReduceConfig)
+
+NCW_EXPORT ncclResult_t pncclBroadcastConfig(const void*, void*, size_t count, ncclDataType_t datatype, int root,
+                                             ncclComm_t comm, cudaStream_t stream, const ncw_coll_config_t* config) {
+    uint64_t tag = 0;
+    if (ncclResult_t r = read_config(config, "BroadcastConfig", tag); r != ncclSuccess) return r;
+    return collective(comm, "Broadcast", count, datatype, stream, root, tag);
+}
+NCW_ALIAS(ncclBroadcastConfig)
+
+NCW_EXPORT ncclResult_t pncclReduceConfig(const void*, void*, size_t count, ncclDataType_t datatype, ncclRedOp_t,
+                                          int root, ncclComm_t comm, cudaStream_t stream,
+                                          const ncw_coll_config_t* config) {
+    uint64_t tag = 0;
+    if (ncclResult_t r = read_config(config, "ReduceConfig", tag); r != ncclSuccess) return r;
+    return collective(comm, "Reduce", count, datatype, stream, root, tag);
+}
+NCW_ALIAS(ncclReduceConfig)
+
+NCW_EXPORT ncclResult_t pncclAllGatherConfig(const void*, void*, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                                             cudaStream_t stream, const ncw_coll_config_t* config) {
+    uint64_t tag = 0;
+    if (ncclResult_t r = read_config(config, "AllGatherConfig", tag); r != ncclSuccess) return r;
+    return collective(comm, "AllGather", count, datatype, stream, 0, tag);
+}
+NCW_ALIAS(ncclAllGatherConfig)
+
+NCW_EXPORT ncclResult_t pncclReduceScatterConfig(const void*, void*, size_t count, ncclDataType_t datatype, ncclRedOp_t,
+                                                 ncclComm_t comm, cudaStream_t stream,
+                                                 const ncw_coll_config_t* config) {
+    uint64_t tag = 0;
+    if (ncclResult_t r = read_config(config, "ReduceScatterConfig", tag); r != ncclSuccess) return r;
+    return collective(comm, "ReduceScatter", count, datatype, stream, 0, tag);
+}
+NCW_ALIAS(ncclReduceScatterConfig)
+
+NCW_EXPORT ncclResult_t pncclAlltoAllConfig(const void*, void*, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                                            cudaStream_t stream, const ncw_coll_config_t* config) {
+    uint64_t tag = 0;
+    if (ncclResult_t r = read_config(config, "AlltoAllConfig", tag); r != ncclSuccess) return r;
+    return collective(comm, "AlltoAll", count, datatype, stream, 0, tag);
+}
+NCW_ALIAS(ncclAlltoAllConfig)
+
+NCW_EXPORT ncclResult_t pncclGatherConfig(const void*, void*, size_t count, ncclDataType_t datatype, int root,
+                                          ncclComm_t comm, cudaStream_t stream, const ncw_coll_config_t* config) {
+    uint64_t tag = 0;
+    if (ncclResult_t r = read_config(config, "GatherConfig", tag); r != ncclSuccess) return r;
+    return collective(comm, "Gather", count, datatype, stream, root, tag);
+}
+NCW_ALIAS(ncclGatherConfig)
+
+NCW_EXPORT ncclResult_t pncclScatterConfig(const void*, void*, size_t count, ncclDataType_t datatype, int root,
+                                           ncclComm_t comm, cudaStream_t stream, const ncw_coll_config_t* config) {
+    uint64_t tag = 0;
+    if (ncclResult_t r = read_config(config, "ScatterConfig", tag); r != ncclSuccess) return r;
+    return collective(comm, "Scatter", count, datatype, stream, root, tag);
+}
+NCW_ALIAS(ncclScatterConfig)

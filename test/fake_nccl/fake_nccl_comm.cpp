@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -194,6 +195,20 @@ ncclResult_t report(ncclResult_t result, const std::string& message) {
 }
 
 const char* last_error() { return g_last_error; }
+
+void debug(const char* fmt, ...) {
+    static const bool on = [] {
+        const char* v = std::getenv("FAKE_NCCL_TRACE");
+        return v != nullptr && *v != '\0';
+    }();
+    if (!on) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    std::fprintf(stderr, "fake-nccl: %s\n", line);
+}
 
 Comm* from_handle(ncclComm_t handle, const char* fn) {
     auto* c = reinterpret_cast<Comm*>(handle);

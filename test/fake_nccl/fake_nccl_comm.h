@@ -51,6 +51,7 @@ struct Op {
     static constexpr int kChannels = 2;  // NCCL channels the op "runs" on, each with a profiler KernelCh event
     void* channels[kChannels] = {};      // their event handles, once posted (nullptr again once stopped)
     void* coll_api = nullptr;  // v5: the plugin's handle for the op's CollApi (P2pApi) event, taken at the call
+    uint64_t user_tag = 0;     // a Config call's userProfilerTag (2.31), for the v7 descriptors; 0: a plain call
 };
 
 // Settings read once from the environment: FAKE_NCCL_TIMEOUT_SEC (default 120, fractions allowed) and
@@ -64,6 +65,12 @@ const Settings& settings();
 // Records the message for ncclGetLastError and writes it to stderr as "fake-nccl: <message>". Returns `result`.
 ncclResult_t report(ncclResult_t result, const std::string& message);
 const char* last_error();
+
+// With FAKE_NCCL_TRACE set (non-empty), writes "fake-nccl: <message>" to stderr: what a test cannot see from outside
+// (the profiler table this NCCL took, the mask its plugin asked for, that a Config form was called). Not
+// FAKE_NCCL_DEBUG: the linker would store "NCCL_DEBUG" as that string's tail, and the shim's environment probe, which
+// must find NCCL_DEBUG among the library's own strings (known_env_names.cpp), would no longer see it.
+void debug(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // The Comm behind a handle, or nullptr (after report()) when it is NULL, destroyed or not ours.
 Comm* from_handle(ncclComm_t handle, const char* fn);

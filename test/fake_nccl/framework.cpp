@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +26,7 @@
 
 #include "fake_cuda.h"
 #include "fw_options.h"
+#include "ncclwatch/nccl_newer_api.h"
 
 namespace ncw::fw {
 namespace {
@@ -104,6 +107,60 @@ bool load_fake_cuda(FakeCuda& f, std::string& error) {
         return false;
     }
     return true;
+}
+
+// NCCL's newer entry points (nccl_newer_api.h), found at run time as a framework built against a newer nccl.h finds
+// them where it may run on an older NCCL: a direct call would not even load on one that lacks them. dlsym from here
+// sees the process's global scope first (a preloaded shim's exports) and then this library's own libnccl.so.2.
+struct NewerNccl {
+    decltype(&ncclAllReduceConfig) all_reduce_config = nullptr;
+    decltype(&ncclBroadcastConfig) broadcast_config = nullptr;
+    decltype(&ncclCommWindowRegister) window_register = nullptr;  // 2.27: not in every NCCL this library loads on
+    decltype(&ncclCommWindowDeregister) window_deregister = nullptr;
+    decltype(&ncclPutSignal) put_signal = nullptr;
+    decltype(&ncclWaitSignal) wait_signal = nullptr;
+};
+
+// --config-calls: the Config forms of the collectives the scenario issues. False (and `error`) when one is missing.
+bool find_config_calls(NewerNccl& n, std::string& error) {
+    n.all_reduce_config = reinterpret_cast<decltype(n.all_reduce_config)>(dlsym(RTLD_DEFAULT, "ncclAllReduceConfig"));
+    n.broadcast_config = reinterpret_cast<decltype(n.broadcast_config)>(dlsym(RTLD_DEFAULT, "ncclBroadcastConfig"));
+    if (n.all_reduce_config && n.broadcast_config) return true;
+    int version = 0;
+    ncclGetVersion(&version);
+    error = "--config-calls: the process has no " +
+            std::string(n.all_reduce_config ? "ncclBroadcastConfig" : "ncclAllReduceConfig") + " (NCCL " +
+            std::to_string(version) + "; the Config forms came with 2.31)";
+    return false;
+}
+
+// --one-sided: ncclPutSignal and ncclWaitSignal where the NCCL has them. The version is asked too: a preloaded shim
+// exports every entry point it knows, so a symbol found proves nothing about the NCCL under it.
+bool find_one_sided(NewerNccl& n) {
+    int version = 0;
+    if (ncclGetVersion(&version) != ncclSuccess || version < 22902) return false;
+    auto find = [](auto& fn, const char* name) {
+        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(RTLD_DEFAULT, name));
+        return fn != nullptr;
+    };
+    if (find(n.window_register, "ncclCommWindowRegister") && find(n.window_deregister, "ncclCommWindowDeregister") &&
+        find(n.put_signal, "ncclPutSignal") && find(n.wait_signal, "ncclWaitSignal"))
+        return true;
+    n.put_signal = nullptr;  // one_sided_step's sign that the calls are skipped
+    return false;
+}
+
+// NCCL_COLLCONFIG_INITIALIZER of a program built against 2.31 (whose sizeof ends at the user tag): every int
+// NCCL_CONFIG_UNDEF_INT and every pointer NULL but the forced algorithm selection, with the call's own tag.
+nccl_abi::CollConfig coll_config(uint64_t user_tag) {
+    nccl_abi::CollConfig c{};
+    c.size = offsetof(nccl_abi::CollConfig, launch_completion_event);
+    c.magic = nccl_abi::kApiMagic;
+    c.version = 23102;
+    c.min_ctas = c.max_ctas = c.nvls_ctas = c.cga_cluster_size = c.cta_policy = INT_MIN;
+    c.force_alg_selection = 1;
+    c.user_profiler_tag = user_tag;
+    return c;
 }
 
 // Rank 0 creates the unique id and publishes it atomically (write a temporary file, then rename); the others poll.
@@ -194,6 +251,10 @@ public:
             std::fprintf(stderr, "fake-framework: rank %d: %s\n", rank_, error.c_str());
             return kUsageError;
         }
+        if (o_.config_calls && !find_config_calls(newer_, error)) {
+            std::fprintf(stderr, "fake-framework: rank %d: %s\n", rank_, error.c_str());
+            return kUsageError;
+        }
         if (!exchange_id(rank_, world_, id, error)) {
             std::fprintf(stderr, "fake-framework: rank %d: %s\n", rank_, error.c_str());
             return kUsageError;
@@ -243,6 +304,7 @@ public:
             }
         }
         if (!many_comms()) return kNcclError;
+        if (o_.one_sided && !open_window()) return kNcclError;
         if (o_.async_watchdog_ms > 0) start_async_watchdog();
         if (o_.torch_timeout_ms > 0) start_torch_timeout_watchdog();
         for (step_ = 0; step_ < o_.steps; ++step_) {
@@ -398,12 +460,49 @@ private:
     }
 
     bool broadcast(int root) {
-        const char* name = o_.bcast_legacy ? "ncclBcast" : "ncclBroadcast";
-        ncclResult_t r =
-            o_.bcast_legacy
-                ? ncclBcast(buf(0), o_.count, ncclFloat32, root, world_comm_, stream(world_comm_))
-                : ncclBroadcast(buf(0), buf(0), o_.count, ncclFloat32, root, world_comm_, stream(world_comm_));
-        return check(r, name) && settle(world_comm_, name);
+        if (o_.bcast_legacy) {  // no Config form: plain under --config-calls too
+            return check(ncclBcast(buf(0), o_.count, ncclFloat32, root, world_comm_, stream(world_comm_)),
+                         "ncclBcast") &&
+                   settle(world_comm_, "ncclBcast");
+        }
+        return broadcast_on(world_comm_, root, buf(0)) && settle(world_comm_, "ncclBroadcast");
+    }
+
+    // ncclBroadcast from buf(0) into `recv`, or its Config form (--config-calls).
+    bool broadcast_on(ncclComm_t comm, int root, void* recv) {
+        if (!o_.config_calls)
+            return check(ncclBroadcast(buf(0), recv, o_.count, ncclFloat32, root, comm, stream(comm)), "ncclBroadcast");
+        const nccl_abi::CollConfig config = coll_config(++config_tags_);
+        return check(newer_.broadcast_config(buf(0), recv, o_.count, ncclFloat32, root, comm, stream(comm),
+                                             reinterpret_cast<const ncw_coll_config_t*>(&config)),
+                     "ncclBroadcastConfig");
+    }
+
+    // --one-sided: the window the previous rank puts into, registered once (collective: every rank registers).
+    bool open_window() {
+        if (!find_one_sided(newer_)) {
+            std::fprintf(stderr,
+                         "fake-framework: rank %d: --one-sided: this NCCL has no ncclPutSignal/ncclWaitSignal "
+                         "(2.29 or later): skipped\n",
+                         rank_);
+            return true;
+        }
+        return check(newer_.window_register(world_comm_, buf(1), o_.count * sizeof(float), &window_, 0),
+                     "ncclCommWindowRegister");
+    }
+
+    // --one-sided: a signal put into rank + 1's window, and a wait for rank - 1's.
+    bool one_sided_step() {
+        if (!newer_.put_signal) return true;
+        const int next = (rank_ + 1) % world_, prev = (rank_ + world_ - 1) % world_;
+        nccl_abi::WaitSignalDesc wait{1, prev, 0, 0};
+        return check(newer_.put_signal(buf(0), o_.count, ncclFloat32, next, window_, 0, 0, 0, 0, world_comm_,
+                                       stream(world_comm_)),
+                     "ncclPutSignal") &&
+               check(newer_.wait_signal(1, reinterpret_cast<ncw_wait_signal_desc_t*>(&wait), world_comm_,
+                                        stream(world_comm_)),
+                     "ncclWaitSignal") &&
+               settle(world_comm_, "one-sided");
     }
 
     // The communicator of the step's main collective: the world, the tensor-parallel group with --grid, or the last
@@ -457,8 +556,15 @@ private:
         g_coll_count.store(count);
         g_coll_seq.fetch_add(1);
         g_coll_since_ns.store(steady_ns());
-        const bool ok =
-            check(ncclAllReduce(buf(0), buf(1), count, dtype, ncclSum, comm, stream(comm)), "ncclAllReduce");
+        bool ok;
+        if (o_.config_calls) {
+            const nccl_abi::CollConfig config = coll_config(++config_tags_);
+            ok = check(newer_.all_reduce_config(buf(0), buf(1), count, dtype, ncclSum, comm, stream(comm),
+                                                reinterpret_cast<const ncw_coll_config_t*>(&config)),
+                       "ncclAllReduceConfig");
+        } else {
+            ok = check(ncclAllReduce(buf(0), buf(1), count, dtype, ncclSum, comm, stream(comm)), "ncclAllReduce");
+        }
         g_coll_since_ns.store(0);
         // torch enqueues the work after the launch, under the lock its watchdog holds while it waits for the Flight
         // Recorder's dump: the next collective's call returns, and the thread waits there for the abort.
@@ -496,10 +602,7 @@ private:
             switch (o_.mismatch_kind) {
                 case MismatchKind::Count: return all_reduce(main_comm(), o_.count / 2, ncclFloat32);
                 case MismatchKind::Dtype: return all_reduce(main_comm(), o_.count, ncclFloat16);
-                case MismatchKind::Op:
-                    return check(
-                        ncclBroadcast(buf(0), buf(1), o_.count, ncclFloat32, 0, main_comm(), stream(main_comm())),
-                        "ncclBroadcast");
+                case MismatchKind::Op: return broadcast_on(main_comm(), 0, buf(1));
                 case MismatchKind::Root:
                 case MismatchKind::None: break;  // root mismatches happen in the broadcast
             }
@@ -619,6 +722,7 @@ private:
         if (o_.grid > 0 && !all_reduce(dp_comm_, o_.count, ncclFloat32)) return false;
         if (o_.group && !check(ncclGroupEnd(), "ncclGroupEnd")) return false;
         if (!settle_all("step")) return false;
+        if (o_.one_sided && !one_sided_step()) return false;
 
         bool root_mismatch = o_.mismatch_kind == MismatchKind::Root && step_ == o_.mismatch_step;
         if ((o_.bcast_every > 0 && step_ % o_.bcast_every == 0) || root_mismatch) {
@@ -709,6 +813,9 @@ private:
     }
 
     bool teardown() {
+        if (window_ != nullptr && o_.teardown != Teardown::None &&
+            !check(newer_.window_deregister(world_comm_, window_), "ncclCommWindowDeregister"))
+            return false;
         std::vector<ncclComm_t> comms(many_.rbegin(), many_.rend());
         for (ncclComm_t c : {dp_comm_, tp_comm_, sub_comm_, world_comm_}) comms.push_back(c);
         for (ncclComm_t comm : comms) {
@@ -731,6 +838,9 @@ private:
 
     const Options& o_;
     FakeCuda cuda_;
+    NewerNccl newer_;                 // --config-calls, --one-sided
+    uint64_t config_tags_ = 0;        // --config-calls: the Config calls made, each call's tag its number
+    ncclWindow_t window_ = nullptr;   // --one-sided
     void* graph_exec_ = nullptr;      // --graph-step: the instantiated graph of the captured all_reduce
     std::vector<void*> sync_events_;  // --torch-sync: one per collective stream
     int rank_;

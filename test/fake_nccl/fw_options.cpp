@@ -68,6 +68,11 @@ const char* usage_text() {
            "  --ring                  before the step's all_reduce, one group of a send to rank + 1 and a receive\n"
            "                          from rank - 1 (batch_isend_irecv), the all_reduce outside it\n"
            "  --ring-skip-recv-rank R --ring-skip-recv-step S   rank R leaves its receive out of step S's group\n"
+           "  --config-calls          issue every collective through its Config form (ncclAllReduceConfig, NCCL\n"
+           "                          2.31), found with dlsym at run time, each with userProfilerTag = its number;\n"
+           "                          none found: exit 2 (ncclBcast, with no Config form, stays plain)\n"
+           "  --one-sided             each step, after its collectives: ncclPutSignal to rank + 1 into its window,\n"
+           "                          ncclWaitSignal for rank - 1's (NCCL 2.29; skipped, said once, on an older one)\n"
            "  --nonblocking           init with config.blocking = 0; poll ncclCommGetAsyncError after each op\n"
            "  --async-watchdog-ms M   a thread polls ncclCommGetAsyncError on the world communicator every M ms, as\n"
            "                          PyTorch's watchdog; on an error it aborts the communicator (the blocked call\n"
@@ -176,6 +181,8 @@ bool parse_options(int argc, char** argv, Options& o, std::string& error) {
         {"--group", &o.group},
         {"--pipeline", &o.pipeline},
         {"--bcast-legacy", &o.bcast_legacy},
+        {"--config-calls", &o.config_calls},
+        {"--one-sided", &o.one_sided},
         {"--a2a", &o.a2a},
         {"--swap-pair", &o.swap_pair},
         {"--ring", &o.ring},

@@ -55,6 +55,12 @@ struct Options {
     // rank + 1 and a receive from rank - 1), the all_reduce outside it.
     bool ring = false;
     bool bcast_legacy = false;
+    // Every collective through its Config form (ncclAllReduceConfig, NCCL 2.31), looked up at run time as a framework
+    // built against 2.31 does, each with its own userProfilerTag (ncclBcast has none: it stays plain).
+    bool config_calls = false;
+    // Each step also puts a signal to rank + 1 and waits for rank - 1's (ncclPutSignal, ncclWaitSignal: NCCL 2.29),
+    // on an NCCL that has them.
+    bool one_sided = false;
     bool never_nccl = false;
     bool nonblocking = false;
     bool absorb_term = false;  // a SIGTERM handler that notes the signal and goes on (a checkpoint on preemption)
