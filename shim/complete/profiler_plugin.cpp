@@ -654,15 +654,17 @@ void profiler_publish_one(CommRuntime& cr) {
     const bool p2p_exact = !p2p_unfollowed && (p2p_offered || !pl->p2p_early.load(std::memory_order_relaxed));
     const bool exact = (first || p2p_offered) && lost == 0 && !desynced && !comm_broken(*s) && colls_exact &&
                        p2p_exact && unseen_open == 0;
+    // At debug level, as the next: notes of what this NCCL's events cannot give, in jobs that may be healthy (a
+    // healthy job prints nothing); a verdict built on such counts says "lower bounds" itself.
     if (p2p_unfollowed && !desynced && !pl->p2p_logged.exchange(true, std::memory_order_relaxed))
-        log().info(
+        log().debug(
             "communicator {:016x}: sends and receives take CUDA events here ({}): from then on its counts are lower "
             "bounds",
             cr.comm_id,
             pl->by_identity() ? "nonblocking or captured, or NCCL's P2pApi event did not name one"
                               : "NCCL's profiler before 2.28 names no send or receive");
     if (lost && !pl->by_identity() && !pl->withdrawal_logged.exchange(true, std::memory_order_relaxed))
-        log().info(
+        log().debug(
             "communicator {:016x}: a collective offered to NCCL's profiler events got none within its call "
             "(NCCL launched it later, or its sequence numbers differ from ours): from then on its counts are "
             "lower bounds (CUDA events)",
