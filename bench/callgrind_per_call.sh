@@ -13,7 +13,8 @@
 # the shim. A one-rank communicator gets no profiler event (as in NCCL, whose one-rank collectives are local copies),
 # so the profiler path is counted at 2 ranks.
 # NCW_CALL_COST_CALLBACKS=1 among them: NCCL's calls into the shim as its profiler plugin (ncw::prof_cb::*, inside the
-# real call) are counted too, so that each profiler version's cost shows (FAKE_NCCL_PROFILER_VERSION picks it).
+# real call) are counted too, so that each profiler version's cost shows (FAKE_NCCL_PROFILER_VERSION caps it), and
+# NCW_CALL_COST_NCCL=PATH preloads a variant of the test NCCL (test/fake_nccl: libnccl-2.31.so.2 asks for v7).
 # Prints "N instructions per op (M ops); L locked per op". Without SHIM_SO ("") the count is the fake NCCL's own
 # instructions per call (and no locked count).
 set -u
@@ -27,10 +28,12 @@ read -r -a more <<<"${NCW_CALL_COST_ARGS:-}"
 ranks=1
 envs=()
 callbacks=()
+nccl_pre=""
 for a in "$@"; do
     case $a in
     NCW_CALL_COST_RANKS=*) ranks=${a#*=} ;;
     NCW_CALL_COST_CALLBACKS=1) callbacks=(--toggle-collect='ncw::prof_cb::*') ;;
+    NCW_CALL_COST_NCCL=*) nccl_pre=" ${a#*=}" ;;  # after the shim: its wrappers come first
     *) envs+=("$a") ;;
     esac
 done
@@ -40,13 +43,13 @@ peers=()
 if [ "$ranks" -gt 1 ]; then
     idf="$NCCLWATCH_DIR/nccl-id"
     for ((r = 1; r < ranks; r++)); do
-        env "${envs[@]}" LD_PRELOAD="$build/test/fake_cuda/libcuda.so.1" "$build/bench/call_cost_fake" \
+        env "${envs[@]}" LD_PRELOAD="$build/test/fake_cuda/libcuda.so.1$nccl_pre" "$build/bench/call_cost_fake" \
             --nranks "$ranks" --rank "$r" --id-file "$idf" "${args[@]}" >/dev/null 2>&1 &
         peers+=($!)
     done
     args+=(--nranks "$ranks" --rank 0 --id-file "$idf")
 fi
-env "${envs[@]}" LD_PRELOAD="$build/test/fake_cuda/libcuda.so.1 $shim" valgrind --tool=callgrind --dump-instr=yes \
+env "${envs[@]}" LD_PRELOAD="$build/test/fake_cuda/libcuda.so.1 $shim$nccl_pre" valgrind --tool=callgrind --dump-instr=yes \
     --toggle-collect=ncclAllReduce --toggle-collect=ncclGroupStart --toggle-collect=ncclGroupEnd "${callbacks[@]}" \
     --callgrind-out-file="$out" "$build/bench/call_cost_fake" "${args[@]}" >/dev/null 2>&1 ||
     { echo "callgrind failed" >&2; kill "${peers[@]}" 2>/dev/null; exit 1; }
