@@ -11,12 +11,15 @@
 #      progress comes from NCCL's profiler, except on 2.21 (no profiler interface) and 2.31 (the shim asks it for no
 #      events: its kernel-phase fence), where it comes from CUDA events, as a note here says. The clean job also puts
 #      and waits for signals (--one-sided) where the NCCL has them.
+#      The environment audit knows each version's variables: NCCL_NUM_RMA_CTX (2.29) is found unread by the scan of
+#      2.21 to 2.28, and read from 2.29 on (each variant embeds the names its version added).
 #   3. The same skip and mismatch with every collective through its Config form (--config-calls): on 2.31 and 2.32
 #      the NCCL's own, on 2.28 the shim's export, which says once that the NCCL lacks it and passes the plain call on.
 # The tracks (one per version, and per Config run) run side by side: their jobs mostly wait on the 2 s timeout.
 . "$(dirname "$0")/lib.sh"
 unset NCCL_PROFILER_PLUGIN FAKE_NCCL_PROFILER_VERSION NCCLWATCH_PROFILER NCCLWATCH_COLLECTOR
 export NCCLWATCH_TIMEOUT_SEC=2 FAKE_NCCL_TRACE=1
+export NCCL_NUM_RMA_CTX=2  # read from NCCL 2.29 on: the environment audit of each version (the skip job)
 # At the default level a healthy job prints nothing, on every version: the shim's notes of what an NCCL cannot give
 # (2.31's profiler asked for no events, 2.26's naming no send or receive) are debug lines.
 export NCCLWATCH_LOG_LEVEL=info
@@ -108,6 +111,20 @@ track() {
     else
         tfail "skip: no stall report from ranks 0 and 1 in 20 s: $(grep -v '^fake-nccl' "$d/skip/err" | tail -3)"
     fi
+    # The environment audit: NCCL_NUM_RMA_CTX (set for every job here) is read from NCCL 2.29 on, so the scan of an
+    # older variant finds it unread, and of a newer one read (the probe's facts, written while the ranks hang).
+    probed() { tr '\0' '\n' <"$1" | grep -qx 'ncclwatch.probe=done'; }
+    for r in "$d"/skip/dumps/*/rank0-*.ncw; do
+        if wait_for 10 probed "$r"; then
+            if tr '\0' '\n' <"$r" | grep -q '^ncclwatch.no_effect=.*NCCL_NUM_RMA_CTX'; then
+                echo "rma_ctx unread" >>"$d/facts"
+            else
+                echo "rma_ctx read" >>"$d/facts"
+            fi
+        else
+            tfail "skip: the environment probe's facts did not appear in $(basename "$r")"
+        fi
+    done
     end_job "$JOB_PID"
 
     # Rank 1 all-reduces half the elements at step 2 (the 3rd): reported while the job runs, without a stall.
@@ -180,6 +197,11 @@ for vc in $VERSIONS; do
     want "$v" "nccl_version $code" "every rank file's NCCL is the variant"
     [ "$(grep -c '^nccl_version' "$WORK/$v/facts")" = 1 ] || check_fail "$v: rank files of several NCCL versions"
     want "$v" "collectives 8/8" "6 all_reduces and 2 broadcasts, all completed"
+    if [ "$code" -ge 22900 ]; then
+        want "$v" "rma_ctx read" "NCCL_NUM_RMA_CTX, a 2.29 variable, is read by NCCL $v: not flagged"
+    else
+        want "$v" "rma_ctx unread" "NCCL_NUM_RMA_CTX, a 2.29 variable, is flagged on NCCL $v"
+    fi
     case $v in
         2.21)
             want "$v" "profiler none" "2.21 looks up no profiler plugin"
