@@ -227,7 +227,7 @@ for vc in $VERSIONS; do
             want "$v" "gpu_source nccl-profiler" "GPU progress from NCCL's profiler"
             if [ "$v" = 2.26 ]; then
                 echo "NOTE: NCCL 2.26's profiler (v3) names no send or receive: those take CUDA events, and a" \
-                    "communicator with both has lower-bound counts (the shim says so); the verdicts are the same"
+                    "communicator with both has lower-bound counts (a debug line says so); the verdicts are the same"
             fi
             if [ "$code" -ge 22902 ]; then
                 want "$v" "one_sided 6 6" "a put and a wait each step"
