@@ -181,8 +181,8 @@
 #define NCW_PROFILER_VERSIONS(X) X(3) X(4) X(5) X(6) X(7)
 
 // NCCL versions whose profiler costs the job much more with our events on than without: the shim asks them for
-// none (GPU progress then comes from CUDA events) and says why once (NCCLWATCH_LOG_LEVEL=debug shows it). X(first, last, why), each an
-// NCCL_VERSION_CODE.
+// none (GPU progress then comes from CUDA events) and says why once (NCCLWATCH_LOG_LEVEL=debug shows it).
+// X(first, last, why), first and last each an NCCL_VERSION_CODE.
 #define NCW_PROFILER_REGRESSIONS(X)                                                                                  \
     X(23100, 23199,                                                                                                  \
       "with kernel-channel events on, NCCL 2.31 also writes kernel-phase timestamps behind a system fence "          \

@@ -26,7 +26,7 @@ struct CollConfig {
     const char* alg_selection;  // NULL or "": automatic
     int force_alg_selection;
     int cta_policy;
-    uint64_t user_profiler_tag;    // passed verbatim to the profiler plugin (v7's userTag); 0: none
+    uint64_t user_profiler_tag;     // passed verbatim to the profiler plugin (v7's userTag); 0: none
     void* launch_completion_event;  // 2.32: a cudaEvent_t recorded when the kernel has launched (not completed)
 };
 static_assert(offsetof(CollConfig, alg_selection) == 40 && offsetof(CollConfig, user_profiler_tag) == 56 &&
@@ -58,9 +58,9 @@ extern "C" {
 // 2.29.2: growing a communicator, and one-sided communication into a peer's registered window.
 ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
                           ncclConfig_t* config);
-ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
-                           ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
-                           ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+                           size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                           cudaStream_t stream);
 ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclWaitSignal(int nDesc, ncw_wait_signal_desc_t* signalDescs, ncclComm_t comm, cudaStream_t stream);
 // 2.29.7: a communicator's resources released and taken back.

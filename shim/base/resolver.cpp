@@ -83,9 +83,10 @@ void* resolve_slow(RealFn& fn, bool quiet) {
 void config_form_missing(const char* name, const char* plain) {
     static std::atomic<bool> said{false};
     if (said.exchange(true)) return;
-    log().warn("the loaded NCCL has no {} (NCCL 2.31 and later): ncclwatch passes the call on as {}, without its "
-               "per-call configuration (said once for every such call)",
-               name, plain);
+    log().warn(
+        "the loaded NCCL has no {} (NCCL 2.31 and later): ncclwatch passes the call on as {}, without its "
+        "per-call configuration (said once for every such call)",
+        name, plain);
 }
 
 std::string real_nccl_path() {

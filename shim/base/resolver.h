@@ -20,7 +20,8 @@ struct RealFn {
     const char* name;
     std::atomic<void*> ptr{nullptr};
     std::atomic<bool> miss_logged{false};
-    std::atomic<bool> absent{false};  // the loaded libnccl.so.2 has no such function (an older NCCL): never looked up again
+    std::atomic<bool> absent{
+        false};  // the loaded libnccl.so.2 has no such function (an older NCCL): never looked up again
 };
 
 void* resolve_slow(RealFn& fn, bool quiet = false);

@@ -599,9 +599,10 @@ void profiler_log_setup(const Runtime& rt) {
             g_setup.user_plugin);
     } else if (const char* why = profiler_regression(rt.nccl_version); why && g_setup.mode == ProfilerMode::Auto) {
         // At debug level: it changes nothing the user does (a healthy job prints nothing), and every rank says it.
-        log().debug("NCCL {}: {}; ncclwatch asks it for no profiler events, and GPU progress comes from CUDA events "
-                   "(sampled: lower bounds)",
-                   rt.nccl_version, why);
+        log().debug(
+            "NCCL {}: {}; ncclwatch asks it for no profiler events, and GPU progress comes from CUDA events "
+            "(sampled: lower bounds)",
+            rt.nccl_version, why);
     } else if (g_setup.mode == ProfilerMode::Empty) {
         log().warn("NCCLWATCH_PROFILER=empty: NCCL's profiler events are on but ignored (a cost measurement only)");
     }

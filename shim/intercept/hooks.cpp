@@ -442,8 +442,8 @@ ncclResult_t ncclPutSignal(CallScope& s, const void* localbuff, size_t count, nc
                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
                            ncclComm_t comm, cudaStream_t stream) {
     errno = s.saved_errno();
-    ncclResult_t r = NCW_CALL_REAL(ncclPutSignal, localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx,
-                                   ctx, flags, comm, stream);
+    ncclResult_t r = NCW_CALL_REAL(ncclPutSignal, localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx,
+                                   flags, comm, stream);
     ErrnoKeeper keep;
     s.tid();  // cached for the record: no syscall on a frequent call
     note_comm_call(comm, disk::OpType::PutSignal, r, peer);

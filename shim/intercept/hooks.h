@@ -1,8 +1,8 @@
 // Hand-written hooks for the NCW_NCCL_HOOKED part of the API table (include/ncclwatch/api_table.h): groups,
-// communicator lifecycle and one-sided calls. Each calls the real function exactly once through `real` and returns its result. The
-// declarations come from the table, so a hook's parameters are the wrapped function's: shim/intercept/hooks.cpp (the
-// lifecycle) and group_hooks.cpp (the groups) define ncclResult_t <name>(CallScope& s, <the function's parameters>)
-// for every row.
+// communicator lifecycle and one-sided calls. Each calls the real function exactly once through `real` and returns its
+// result. The declarations come from the table, so a hook's parameters are the wrapped function's:
+// shim/intercept/hooks.cpp (the lifecycle) and group_hooks.cpp (the groups) define ncclResult_t <name>(CallScope& s,
+// <the function's parameters>) for every row.
 #pragma once
 
 #include <nccl.h>

@@ -1,6 +1,6 @@
 // The tables NCCL looks up by name in its profiler plugin (nccl_profiler_abi.h): NCCL 2.26 takes v3, 2.27 v4, 2.28
-// v5, 2.29 and 2.30 v6, 2.31 v7, each the newest it knows. They live in the shared library itself (not the static core) so that the
-// linker keeps them, and the version script exports them (exports.map.h).
+// v5, 2.29 and 2.30 v6, 2.31 v7, each the newest it knows. They live in the shared library itself (not the static
+// core) so that the linker keeps them, and the version script exports them (exports.map.h).
 #include "ncclwatch/nccl_profiler_abi.h"
 #include "shim/complete/profiler_plugin.h"
 

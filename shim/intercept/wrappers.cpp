@@ -24,18 +24,18 @@
     }
 
 // A loaded NCCL older than the config form (a program that found our export of it) gets the plain call.
-#define NCW_CONFIG_OP_WRAPPER(name, since, plain, params, args, plain_args, desc)                  \
-    NCW_EXPORT ncclResult_t name params {                                                          \
-        ::ncw::CallScope scope;                                                                    \
-        auto call = [&]() -> ncclResult_t {                                                        \
-            if (__builtin_expect(!::ncw::real_available(::ncw::real::name), 0)) {                  \
-                ::ncw::config_form_missing(#name, #plain);                                         \
-                return NCW_CALL_REAL(plain, NCW_UNPACK plain_args);                                \
-            }                                                                                      \
-            return NCW_CALL_REAL(name, NCW_UNPACK args);                                           \
-        };                                                                                         \
-        if (scope.nested()) return call();                                                         \
-        return ::ncw::run_op(scope, NCW_DESC desc, call);                                          \
+#define NCW_CONFIG_OP_WRAPPER(name, since, plain, params, args, plain_args, desc) \
+    NCW_EXPORT ncclResult_t name params {                                         \
+        ::ncw::CallScope scope;                                                   \
+        auto call = [&]() -> ncclResult_t {                                       \
+            if (__builtin_expect(!::ncw::real_available(::ncw::real::name), 0)) { \
+                ::ncw::config_form_missing(#name, #plain);                        \
+                return NCW_CALL_REAL(plain, NCW_UNPACK plain_args);               \
+            }                                                                     \
+            return NCW_CALL_REAL(name, NCW_UNPACK args);                          \
+        };                                                                        \
+        if (scope.nested()) return call();                                        \
+        return ::ncw::run_op(scope, NCW_DESC desc, call);                         \
     }
 
 #define NCW_HOOKED_WRAPPER(name, since, params, args)                                                          \

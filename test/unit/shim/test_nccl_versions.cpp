@@ -68,12 +68,12 @@ TEST_CASE("the API table names each entry point once, with the NCCL version that
 
 TEST_CASE("each config form is its plain collective's, newer than it") {
     int n = 0;
-#define NCW_T_PAIR(name, since, plain, params, args, plain_args, desc)                      \
-    {                                                                                     \
-        INFO(#name);                                                                      \
-        CHECK(std::string(#name) == std::string(#plain) + "Config");                      \
-        CHECK(since > since_of(#plain));                                                  \
-        ++n;                                                                              \
+#define NCW_T_PAIR(name, since, plain, params, args, plain_args, desc) \
+    {                                                                  \
+        INFO(#name);                                                   \
+        CHECK(std::string(#name) == std::string(#plain) + "Config");   \
+        CHECK(since > since_of(#plain));                               \
+        ++n;                                                           \
     }
     NCW_NCCL_CONFIG_OPS(NCW_T_PAIR)
 #undef NCW_T_PAIR
