@@ -130,9 +130,12 @@ bool aborted_by_torch(const RankCommState& r) { return r.abort_mono_ns && torch_
 }  // namespace
 
 bool ended_by_torch_watchdog(const RankCommState& r) {
+    // An abort by torch's thread counts where it came first: a rank its launcher had already told to end (a SIGTERM
+    // after a peer's death) whose watchdog then aborted was ended by the launcher.
     return (r.end_kind == uint32_t(disk::EndKind::FatalSignal) && r.end_status == SIGABRT &&
             torch_thread(r.end_thread)) ||
-           (aborted_by_torch(r) && r.end_kind != uint32_t(disk::EndKind::None));
+           (aborted_by_torch(r) && r.end_kind != uint32_t(disk::EndKind::None) &&
+            (!r.end_mono_ns || r.abort_mono_ns <= r.end_mono_ns));
 }
 
 uint64_t torch_watchdog_end_ns(const RankCommState& r) {

@@ -49,7 +49,8 @@ std::string end_words(const RankCommState& r);
 // Whether torch's NCCL watchdog ended the process: SIGABRT raised in one of its threads (format 1.12 end_thread):
 // pt_nccl_watchdg on a collective past the process group's timeout (or an error it caught), pt_nccl_heartbt when the
 // watchdog itself stopped. A wait given up, not a death of the rank's own.
-// Or its communicators aborted from such a thread (TORCH_NCCL_ASYNC_ERROR_HANDLING=1 or 2), the process ended since.
+// Or its communicators aborted from such a thread (TORCH_NCCL_ASYNC_ERROR_HANDLING=1 or 2), the process ended since
+// (not before: a rank already ending on its launcher's SIGTERM was ended by the launcher).
 bool ended_by_torch_watchdog(const RankCommState& r);
 // When: the watchdog's abort where one came first, else the end.
 uint64_t torch_watchdog_end_ns(const RankCommState& r);

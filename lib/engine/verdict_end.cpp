@@ -124,9 +124,12 @@ void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<W
         for (const auto& e : ends) v.waiting.push_back(e.comm_rank);
     std::sort(v.waiting.begin(), v.waiting.end());
     v.waiting.erase(std::unique(v.waiting.begin(), v.waiting.end()), v.waiting.end());
+    // How: the first of its ends (the ones after follow from it).
+    const WatchdogEnd& first =
+        *std::min_element(ends.begin(), ends.end(), [](const auto& a, const auto& b) { return a.at_ns < b.at_ns; });
     v.summary =
         fmt::format("torch's NCCL watchdog ended {} ({} in its thread {}); {}", ranks_word(v.waiting),
-                    how_words(ends.front().signal), ends.front().thread,
+                    how_words(first.signal), first.thread,
                     cause.empty() ? "no op of theirs had waited a second: an error torch's own log names (it logs the "
                                     "reason before it ends the process)"
                                   : cause);

@@ -44,6 +44,14 @@ TEST_CASE("verdict: an end by torch's NCCL watchdog", "[verdict]") {
         CHECK(torch_watchdog_end_ns(r) == ago(12.0));
         r.end_kind = 0;  // aborted, still running (TORCH_NCCL_ASYNC_ERROR_HANDLING=2): not an end
         CHECK_FALSE(ended_by_torch_watchdog(r));
+        // Its launcher's SIGTERM first (a peer had died), the watchdog's abort after: the launcher ended it.
+        r.end_kind = uint32_t(ncw::disk::EndKind::Terminated);
+        r.end_status = 15;
+        r.end_thread = "python";
+        r.end_mono_ns = ago(13.0);
+        CHECK_FALSE(ended_by_torch_watchdog(r));
+        r.end_mono_ns = ago(11.0);  // the abort first: the watchdog's
+        CHECK(ended_by_torch_watchdog(r));
     }
     SECTION("the causal order: the ended ranks gave up waiting, the launcher's SIGTERM a consequence; no DEAD") {
         CommView v = timed_out();
