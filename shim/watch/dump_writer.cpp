@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 
 #include "ncclwatch/version.h"
 #include "read/rank_file.h"
@@ -29,13 +30,19 @@ std::string now_wall() { return report::wall_time(now_real_ns()); }
 
 // Whether process `pid`'s stderr is this process's (one pipe, file or terminal): a log the ranks share, where a line
 // pointing to that process's report would only repeat it. false when not known (its /proc entry is not ours to read).
+// Callers hold DumpWriter::mu_. A reporter found sharing our stderr is remembered: at the job's end it may be gone
+// (its /proc entry with it) before we say our final words, and it said them on that stderr already.
 bool shares_stderr_with(int64_t pid) {
+    static std::set<int64_t>& shared = *new std::set<int64_t>;  // leaked: used by the exit path
+    if (shared.count(pid)) return true;
     struct stat mine = {};
     struct stat theirs = {};
     if (fstat(STDERR_FILENO, &mine) != 0) return false;
     const std::string fd = "/proc/" + std::to_string(pid) + "/fd/2";
     if (stat(fd.c_str(), &theirs) != 0) return false;
-    return mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+    const bool same = mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+    if (same && shared.size() < 4096) shared.insert(pid);
+    return same;
 }
 
 }  // namespace
@@ -146,6 +153,9 @@ int node_order(const verdict::RankCommState& r) { return r.local_rank >= 0 ? r.l
 
 report::Elsewhere DumpWriter::node_reporter(const CommResult& c, const std::vector<int>* among, bool ending) const {
     report::Elsewhere out;
+    // No rank named (a GPU that has not reached the op: nobody waits in it): the node's ranks of the communicator,
+    // or every rank would print its own copy.
+    if (among && among->empty()) among = nullptr;
     const verdict::RankCommState* reporter = nullptr;
     for (const auto& r : c.view.ranks)
         if (r.host == rt_.id.host && (r.alive || (ending && r.end_kind == uint32_t(disk::EndKind::Terminated))) &&

@@ -32,9 +32,10 @@ for f in "$SHIM" "$COLLECTOR"; do [ -f "$f" ] || { echo "missing $f (build and c
 rm -rf "$W"
 mkdir -p "$W" "$OUT"
 # `ncclwatch run` takes the library and the collector beside its package, as the wheel lays them out.
+mkdir -p python/ncclwatch/bin
 cp "$SHIM" python/ncclwatch/libncclwatch.so
-cp "$COLLECTOR" python/ncclwatch/ncclwatch-collector
-chmod +x python/ncclwatch/ncclwatch-collector
+cp "$COLLECTOR" python/ncclwatch/bin/ncclwatch-collector
+chmod +x python/ncclwatch/bin/ncclwatch-collector
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export PYTHONPATH="$REPO/python${PYTHONPATH:+:$PYTHONPATH}"
 
@@ -110,7 +111,8 @@ for name, (kind, arc) in want.items():
     an_first = an[0] if an else ""
     an_rc = read(os.path.join(d, "analyze.rc"), "?").strip()
     job_rc = read(os.path.join(d, "rc"), "?").strip()
-    verdicts = [l for l in ours if re.search(r"\] (%s)\b" % kind, l)] if name != "healthy" else []
+    lead = r"\] (FINAL \(SIG[A-Z]+\): |JOB VERDICT \(live collector\): )?(%s)\b" % kind
+    verdicts = [l for l in ours if re.search(lead, l)] if name != "healthy" else []
     if name == "healthy":
         ok = not ours and an_first.startswith("OK") and an_rc == "0"
     else:
@@ -141,6 +143,6 @@ EOF
 cat "$OUT/issue43.txt"
 echo "issue 43: $(($(date +%s) - T)) s"
 (cd "$W" && tar czf "$OUT/issue43-evidence.tgz" --exclude=ncw ./*) 2>/dev/null
-rm -f python/ncclwatch/libncclwatch.so python/ncclwatch/ncclwatch-collector
+rm -f python/ncclwatch/libncclwatch.so python/ncclwatch/bin/ncclwatch-collector
 grep -q "| FAIL |" "$OUT/issue43.txt" && exit 1
 exit 0
