@@ -36,8 +36,12 @@ struct LongestWait {
     bool completed = false;
 };
 
+// Waits within this share of the longest count as as long (ops queued behind the same late rank end together).
+constexpr double kSameWait = 0.95;
+
 LongestWait longest_wait(const CommView& view, const std::vector<WatchdogEnd>& ends) {
     LongestWait best;
+    std::vector<LongestWait> all;
     for (const auto& e : ends) {
         if (e.comm_id != view.comm_id) continue;
         const RankCommState* r = state_of_rank(view, e.comm_rank);
@@ -61,12 +65,19 @@ LongestWait longest_wait(const CommView& view, const std::vector<WatchdogEnd>& e
             const std::vector<int>& late = never ? never_issued : last_issuer;
             const uint64_t until = never ? e.at_ns : std::min(last, e.at_ns);
             const double wait = ns_to_s(until - s.t_issue_ns);
-            if (wait > best.wait_s && !late.empty()) {
-                best = {wait, s, late, !never && r->completed >= s.seq};
-                std::sort(best.late.begin(), best.late.end());
-            }
+            if (late.empty()) continue;
+            LongestWait w{wait, s, late, !never && r->completed >= s.seq};
+            std::sort(w.late.begin(), w.late.end());
+            all.push_back(std::move(w));
         }
     }
+    // Torch's watchdog checks its work in issue order: of the ops that waited about as long as the longest (queued
+    // one behind another on the same late rank), the oldest is the one it timed out ("SeqNum=" in its message).
+    double longest = 0;
+    for (const auto& w : all) longest = std::max(longest, w.wait_s);
+    for (auto& w : all)
+        if (w.wait_s > 0 && w.wait_s >= longest * kSameWait && (!best.op.seq || w.op.seq < best.op.seq))
+            best = std::move(w);
     return best;
 }
 

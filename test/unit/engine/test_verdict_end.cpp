@@ -111,6 +111,27 @@ TEST_CASE("verdict: an end by torch's NCCL watchdog", "[verdict]") {
         CHECK(contains(vs[0].summary, "the longest wait on them: AllReduce #10"));
         CHECK(contains(vs[0].summary, "it completed, after torch's timeout had passed"));
     }
+    SECTION("ops queued behind the same late rank: the oldest named, as torch's watchdog times its work in order") {
+        // Ranks 1-3 issued #9 30 s ago and #10 29.9 s ago; rank 0 issued #9 5.5 s ago and #10 5 s ago: #9 waited
+        // 24.5 s, #10 24.9 s. Torch timed out #9 (its "SeqNum="), the older, queued first on the same late rank.
+        std::vector<RankCommState> ranks{idle(0, 10, 4.0)};
+        ranks[0].recent.mut()[ranks[0].recent.size() - 2].t_issue_ns = ago(5.5);
+        ranks[0].recent.mut().back().t_issue_ns = ago(5.0);
+        for (int r = 1; r < 4; ++r) {
+            RankCommState s = idle(r, 10, 4.0);
+            s.recent.mut()[s.recent.size() - 2].t_issue_ns = ago(30.0);
+            s.recent.mut().back().t_issue_ns = ago(29.9);
+            ranks.push_back(torch_ended(s, 0.5));
+        }
+        CommView v = view(4, std::move(ranks));
+        std::vector<Verdict> vs;
+        std::vector<CommVerdicts> cv{{&v, &vs}};
+        lead_with_torch_watchdog(cv, torch_watchdog_ends({&v}));
+        REQUIRE(vs.size() == 1);
+        CHECK(vs[0].seq == 9);
+        CHECK(vs[0].culprits == Ranks{0});
+        CHECK(vs[0].stalled_for_s == Approx(24.5).margin(0.01));
+    }
     SECTION("one node's files, the rank it waited for on the other: the op named, its holder out of sight") {
         CommView v = timed_out();
         v.ranks.erase(v.ranks.begin());  // rank 0's file is on the other node
