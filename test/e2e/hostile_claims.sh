@@ -52,30 +52,10 @@ answered() {
         [ "$(cat "$WORK"/fifteen?.err | grep -c "sent 5000")" = 3 ]
 }
 wait_for 10 answered || check_fail "the collector did not answer the claims within 10 s ($(tail -1 "$WORK/serve.err"))"
-launch_job 4 --steps 10 --count 4096 --skip-rank 2 --skip-step 5 --hold-ms 60000
-tl=$(now_ms)
-report() { ls "$WORK"/serve/*/live-report.json 2>/dev/null | grep -v -e '/claims-' -e '/fifteen/' | head -1; }
-has_report() { [ -n "$(report)" ]; }
-if wait_for 20 has_report; then
-    r=$(report)
-    k=$(json_get "$r" "d['verdicts'][0]['kind']")
-    c=$(json_get "$r" "d['verdicts'][0]['culprits']")
-    late=$(json_get "$r" "round(d['verdicts'][0]['stalled_for_s'] - d['timeout_s'], 2)")
-    echo "the real hang: reported $(($(now_ms) - tl)) ms after the launch, $late s after it was due: $k $c"
-    [ "$k" = NOT_JOINED ] && [ "$c" = "[2]" ] || check_fail "wrong live verdict under the claims: $k $c"
-    awk -v l="$late" 'BEGIN { exit !(l <= 2) }' ||
-        check_fail "the real hang was reported $late s after it was due (> 2 s)"
-else
-    check_fail "the real hang was not reported within 20 s of the launch ($(tail -2 "$WORK/serve.err"))"
-fi
-c1=$(cpu_ticks "$SERVE_PID")
-t1=$(now_ms)
-hwm=$(hwm_kb "$SERVE_PID")
-cores=$(awk -v c=$((c1 - c0)) -v t=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
-    'BEGIN { printf "%.2f", c / hz / (t / 1000) }')
-echo "serve under the claims: VmHWM $hwm kB, $cores core(s) over $(((t1 - t0) / 1000)) s"
-[ "${hwm:-999999}" -lt 150000 ] || check_fail "peak RSS ${hwm:-?} kB >= 150 MB"
-awk -v c="$cores" 'BEGIN { exit !(c < 0.5) }' || check_fail "$cores cores busy under the claims (>= 0.5)"
+real_hang_reported 20 '/claims-|/fifteen/' "under the claims" 2
+serve_usage "$t0" "$c0" "under the claims"
+[ "${HWM:-999999}" -lt 150000 ] || check_fail "peak RSS ${HWM:-?} kB >= 150 MB"
+awk -v c="$CORES" 'BEGIN { exit !(c < 0.5) }' || check_fail "$CORES cores busy under the claims (>= 0.5)"
 nfull=$(grep -c "collector full" "$WORK/launch.err")
 [ "$nfull" = 0 ] || check_fail "real ranks were refused: $(grep -m1 "collector full" "$WORK/launch.err")"
 

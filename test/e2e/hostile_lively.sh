@@ -33,29 +33,9 @@ settled() {
 }
 wait_for 10 settled || check_fail "the collector's rank count did not settle"
 echo "ranks the collector holds before the real job: $(ranks_of)"
-launch_job 4 --steps 10 --count 4096 --skip-rank 2 --skip-step 5 --hold-ms 60000
-tl=$(now_ms)
-report() { ls "$WORK"/serve/*/live-report.json 2>/dev/null | grep -v '/lively-' | head -1; }
-has_report() { [ -n "$(report)" ]; }
-if wait_for 15 has_report; then
-    r=$(report)
-    k=$(json_get "$r" "d['verdicts'][0]['kind']")
-    c=$(json_get "$r" "d['verdicts'][0]['culprits']")
-    late=$(json_get "$r" "round(d['verdicts'][0]['stalled_for_s'] - d['timeout_s'], 2)")
-    echo "the real hang: reported $(($(now_ms) - tl)) ms after the launch, $late s after it was due: $k $c"
-    [ "$k" = NOT_JOINED ] && [ "$c" = "[2]" ] || check_fail "wrong live verdict beside the lively jobs: $k $c"
-    awk -v l="$late" 'BEGIN { exit !(l <= 2) }' ||
-        check_fail "the real hang was reported $late s after it was due (> 2 s)"
-else
-    check_fail "the real hang was not reported within 15 s of the launch"
-fi
-c1=$(cpu_ticks "$SERVE_PID")
-t1=$(now_ms)
-hwm=$(hwm_kb "$SERVE_PID")
-cores=$(awk -v c=$((c1 - c0)) -v t=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" \
-    'BEGIN { printf "%.2f", c / hz / (t / 1000) }')
-echo "serve beside the lively jobs: VmHWM $hwm kB, $cores core(s) over $(((t1 - t0) / 1000)) s"
-[ "${hwm:-999999}" -lt 150000 ] || check_fail "peak RSS ${hwm:-?} kB >= 150 MB"
+real_hang_reported 15 '/lively-' "beside the lively jobs" 2
+serve_usage "$t0" "$c0" "beside the lively jobs"
+[ "${HWM:-999999}" -lt 150000 ] || check_fail "peak RSS ${HWM:-?} kB >= 150 MB"
 nfull=$(grep -c "collector full" "$WORK/launch.err")
 echo "real ranks told 'collector full': $nfull log line(s)"
 [ "$nfull" = 0 ] || check_fail "real ranks were refused: $(grep -m1 "collector full" "$WORK/launch.err")"

@@ -30,26 +30,10 @@ BG_PIDS="$BG_PIDS $!"
 FLOOD_PY=$(pgrep -P "$!" | head -1)
 held() { [ "$(ls "/proc/$FLOOD_PY/fd" 2>/dev/null | wc -l)" -ge 4096 ]; }
 wait_for 10 held || check_fail "the flood did not open its 4,096 connections"
-launch_job 4 --steps 10 --count 4096 --skip-rank 2 --skip-step 5 --hold-ms 60000
-tl=$(now_ms)
-report() { ls "$WORK"/serve/*/live-report.json 2>/dev/null | grep -v -e '/huge-[0-9]*/' -e '/flood-[0-9]*/' | head -1; }
-has_report() { [ -n "$(report)" ]; }
-if wait_for 15 has_report; then
-    r=$(report)
-    k=$(json_get "$r" "d['verdicts'][0]['kind']")
-    c=$(json_get "$r" "d['verdicts'][0]['culprits']")
-    echo "serve: the real hang reported $(( $(now_ms) - tl )) ms after the launch (job timeout 3 s): $k $c"
-    [ "$k" = NOT_JOINED ] && [ "$c" = "[2]" ] || check_fail "serve: wrong live verdict under the flood: $k $c"
-else
-    check_fail "serve: the real hang was not reported within 15 s of the launch"
-fi
-c1=$(cpu_ticks "$SERVE_PID")
-t1=$(now_ms)
-hwm=$(hwm_kb "$SERVE_PID")
-cores=$(awk -v c=$((c1 - c0)) -v t=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", c / hz / (t / 1000) }')
-echo "serve under the flood: VmHWM $hwm kB, $cores core(s) over $(( (t1 - t0) / 1000 )) s"
-[ "$hwm" -lt 150000 ] || check_fail "serve: peak RSS $hwm kB >= 150 MB"
-awk -v c="$cores" 'BEGIN { exit !(c < 0.5) }' || check_fail "serve: $cores cores busy under the flood (>= 0.5)"
+real_hang_reported 15 '/huge-[0-9]*/|/flood-[0-9]*/' "under the flood"
+serve_usage "$t0" "$c0" "under the flood"
+[ "$HWM" -lt 150000 ] || check_fail "serve: peak RSS $HWM kB >= 150 MB"
+awk -v c="$CORES" 'BEGIN { exit !(c < 0.5) }' || check_fail "serve: $CORES cores busy under the flood (>= 0.5)"
 nfull=$(grep -c "collector full" "$WORK/launch.err")
 [ "$nfull" = 0 ] || check_fail "serve: real ranks were refused: $(grep -m1 "collector full" "$WORK/launch.err")"
 stop_bg
