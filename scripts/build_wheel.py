@@ -74,7 +74,8 @@ BUNDLED_NEEDED = {"libnccl.so.2"}
 EXECUTABLES = ("ncclwatch/bin/ncclwatch-collector", "ncclwatch/demo/fake_rank", "ncclwatch/demo/fake_launch")
 BINARIES = ("ncclwatch/libncclwatch.so", "ncclwatch/bin/ncclwatch-collector") + DEMO
 PACKAGE = {"ncclwatch/__init__.py", "ncclwatch/__main__.py", "ncclwatch/_cli.py", "ncclwatch/_demo.py",
-           "ncclwatch/_boot/ncclwatch_last_words.py", "ncclwatch/_boot/sitecustomize.py",
+           "ncclwatch/_boot/ncclwatch_last_words.py", "ncclwatch/_boot/ncclwatch_torch_timeout.py",
+           "ncclwatch/_boot/sitecustomize.py",
            "ncclwatch-last-words.pth"} | set(BINARIES)
 DIST_INFO = {"METADATA", "WHEEL", "RECORD", "entry_points.txt", "LICENSE"}
 

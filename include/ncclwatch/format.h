@@ -35,8 +35,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 // not followed by CUDA events is its issue time (one clock read per op); 1.12: who ended the process and who
 // aborted a communicator first, by their threads' names (FileHeader::end_thread, abort_*, appended last); 1.13: the
 // last SIGTERM or SIGINT the program's own handler took and went on after (FileHeader::absorbed_*, appended last);
-// 1.14: NCCL 2.29's calls as records (OpType CommGrow .. WaitSignal).
-inline constexpr uint16_t kFormatMinor = 14;
+// 1.14: NCCL 2.29's calls as records (OpType CommGrow .. WaitSignal); 1.15: the shortest timeout of torch's process
+// groups and the lines the process printed on stderr (FileHeader::torch_timeout_ms, stderr_lines, appended last).
+inline constexpr uint16_t kFormatMinor = 15;
 
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kMaxComms = 64;
@@ -250,6 +251,15 @@ struct FileHeader {
     std::atomic<uint64_t> absorbed_mono_ns;  // 0: none (the time of the last one, kAbsorbedWindowNs below)
     std::atomic<int32_t> absorbed_signal;
     uint32_t reserved4;
+
+    // Format 1.15, appended last (zero: not known, or a writer before it): the shortest timeout this process's torch
+    // process groups were made with (`timeout=` of init_process_group and new_group, or torch's default where none
+    // was given), in ms, noted by the launcher's Python hook through ncclwatch_note_torch_timeout. torch's NCCL
+    // watchdog ends a process whose collective outlives its group's timeout.
+    std::atomic<uint32_t> torch_timeout_ms;
+    // Format 1.15: the lines this process printed on stderr at the default level. The ranks of a node that share one
+    // stderr share one budget of lines for a job's story (report/stderr_budget.h): each adds the others' to its own.
+    std::atomic<uint32_t> stderr_lines;
 };
 static_assert(sizeof(FileHeader) <= kHeaderBytes, "FileHeader must fit in its page");
 // How long a SIGTERM / SIGINT the program's own handler took keeps its end recorded (the shim undoes it after, the
@@ -384,7 +394,8 @@ static_assert(sizeof(FileHeader) ==
                               NCW_HEADER_LAST_WORDS_FIELDS(NCW_HEADER_BYTES)
                                   NCW_HEADER_TEARDOWN_FIELDS(NCW_HEADER_BYTES)
                                       NCW_HEADER_END_CAUSE_FIELDS(NCW_HEADER_BYTES)
-                                          NCW_HEADER_ABSORBED_FIELDS(NCW_HEADER_BYTES) +
+                                          NCW_HEADER_ABSORBED_FIELDS(NCW_HEADER_BYTES)
+                                              NCW_HEADER_NOTES_FIELDS(NCW_HEADER_BYTES) +
                       sizeof(FileHeader::reserved2) + sizeof(FileHeader::reserved3) + sizeof(FileHeader::reserved4),
               "FileHeader and the NCW_HEADER_*_FIELDS lists disagree");
 static_assert(sizeof(CommSlot) == 0 NCW_COMM_FIELDS(NCW_COMM_BYTES) + sizeof(CommSlot::generation) +

@@ -231,6 +231,12 @@
     X(u64, absorbed_mono_ns, 0, mono)                                                                                \
     X(i32, absorbed_signal, 0, num)
 
+// FileHeader, part 11 (1.15, zero before): what the writer notes for the node's other ranks: the shortest timeout of
+// its torch process groups, the lines it printed on stderr (format.h). Not in the live protocol.
+#define NCW_HEADER_NOTES_FIELDS(X)                                                                                   \
+    X(u32, torch_timeout_ms, 0, num)                                                                                 \
+    X(u32, stderr_lines, 0, num)
+
 // CommSlot, every field but its seqlock and the signature window: the fields up to 1.5, then those of 1.6 on. The
 // live protocol writes the second list after the signatures and GPU spans of a comm block (wire_fields.cpp), where
 // an older decoder stops reading; every other use expands NCW_COMM_FIELDS, both lists.

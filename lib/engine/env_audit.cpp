@@ -3,6 +3,8 @@
 // findings.
 #include "engine/env_audit.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
@@ -621,6 +623,44 @@ void audit_combinations(const std::vector<Proc>& procs, std::vector<Finding>& ou
                 {"if the hosts have InfiniBand or RoCE, this is much slower and more sensitive to NIC choice"});
 }
 
+// "10 s", "10 min", "1.5 s": a timeout as the user set it.
+std::string timeout_words(uint32_t ms) {
+    if (ms % 60000 == 0) return std::to_string(ms / 60000) + " min";
+    if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
+    return fmt::format("{:g} s", ms / 1000.0);
+}
+
+// torch's process-group timeout (format 1.15, where the launcher's hook read it) beside NCCLWATCH_TIMEOUT_SEC: the
+// watchdog that ends the job and the one that names the culprit. ncclwatch reports a stall before torch ends the job
+// only where its timeout is the shorter.
+void audit_timeouts(const std::vector<Proc>& procs, std::vector<Finding>& out) {
+    uint32_t torch_ms = 0, ours_ms = 0;
+    std::vector<const Proc*> known, late;
+    for (const auto& p : procs) {
+        if (!p.h->torch_timeout_ms) continue;
+        known.push_back(&p);
+        if (!torch_ms || p.h->torch_timeout_ms < torch_ms) torch_ms = p.h->torch_timeout_ms;
+        if (p.h->timeout_ms && (!ours_ms || p.h->timeout_ms < ours_ms)) ours_ms = p.h->timeout_ms;
+    }
+    if (known.empty()) return;
+    for (const Proc* p : known)
+        if (p->h->timeout_ms && p->h->timeout_ms >= p->h->torch_timeout_ms) late.push_back(p);
+    const std::string both = "torch's process-group timeout " + timeout_words(torch_ms) +
+                             (ours_ms ? ", NCCLWATCH_TIMEOUT_SEC " + timeout_words(ours_ms) : std::string());
+    if (!late.empty()) {
+        add_grouped(out, late, Severity::Warning, "timeouts",
+                    both +
+                        ": ncclwatch's timeout is not the shorter, so torch's NCCL watchdog ends a hung job "
+                        "before ncclwatch names its culprit",
+                    {"set NCCLWATCH_TIMEOUT_SEC below the timeout= of init_process_group and new_group"});
+        return;
+    }
+    add_grouped(out, known, Severity::Info, "timeouts",
+                both + ": ncclwatch names a stall's culprit before torch's NCCL watchdog ends the job",
+                {"torch's timeout is the shortest timeout= of init_process_group and new_group (torch's default for "
+                 "the backend where none was given), read by ncclwatch's launcher hook"});
+}
+
 }  // namespace
 
 const char* must_agree_why(std::string_view name) {
@@ -669,6 +709,7 @@ std::vector<Finding> audit_job(const std::vector<ProcessFacts>& facts) {
         audit_gpus(procs, out);
         audit_no_effect(procs, out);
         audit_combinations(procs, out);
+        audit_timeouts(procs, out);
         // Most severe first; stable, so each kind keeps the order above.
         std::stable_sort(out.begin(), out.end(),
                          [](const Finding& a, const Finding& b) { return int(a.severity) > int(b.severity); });

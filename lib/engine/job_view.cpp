@@ -426,6 +426,11 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
             (ranks_timeout_s <= 0 || f->header.timeout_ms / 1000.0 < ranks_timeout_s))
             ranks_timeout_s = f->header.timeout_ms / 1000.0;
     const double hung_timeout_s = opt.timeout_s > 0 ? opt.timeout_s : ranks_timeout_s;
+    double torch_timeout_s = 0;  // the shortest timeout of the ranks' torch process groups (0: not known)
+    for (const FileSnapshot* f : job_files)
+        if (f && f->ok && f->header.torch_timeout_ms &&
+            (torch_timeout_s <= 0 || f->header.torch_timeout_ms / 1000.0 < torch_timeout_s))
+            torch_timeout_s = f->header.torch_timeout_ms / 1000.0;
     if ((causal.ended_together || causal.first_from_outside) &&
         verdict::hung_before(views, causal.first_ns, hung_timeout_s)) {
         // A hang that a scheduler, a launcher or a person ended (every rank at once, or node by node as torchrun
@@ -467,7 +472,7 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
         verdict::lead_with_settings(audit::must_agree_differences(facts), cv);
     }
     // torch's watchdog ended ranks: FAILED leads, naming what it timed out.
-    if (!cv.empty()) verdict::lead_with_torch_watchdog(cv, torch_ends, ranks_timeout_s);
+    if (!cv.empty()) verdict::lead_with_torch_watchdog(cv, torch_ends, ranks_timeout_s, torch_timeout_s);
     // Suspicions take part in the cascade pass as the stalls they may become, beside the stalls there are (copies:
     // their verdicts have their roles already).
     if (std::any_of(jr.comms.begin(), jr.comms.end(), [](const CommResult& c) { return !c.suspected.empty(); })) {

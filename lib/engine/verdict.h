@@ -130,6 +130,8 @@ struct Verdict {
     bool unposted = false;
     // SETTING_DIFFERS: the difference in the audit's words ("NCCL_ALGO differs across ranks: rank 3 has 'Tree'; ...").
     std::string setting;
+    // FAILED: the shortest timeout of the ended ranks' torch process groups (format 1.15), 0 when not known.
+    double torch_timeout_s = 0;
 };
 
 // A stall is present when some visible rank has issued a collective (or a send/recv, when p2p counts are known) and

@@ -94,7 +94,7 @@ std::string how_words(int sig) {
 }  // namespace
 
 void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<WatchdogEnd>& ends,
-                              double ranks_timeout_s) {
+                              double ranks_timeout_s, double torch_timeout_s) {
     if (ends.empty()) return;
     // What the watchdog timed out: the op that had waited longest on the ranks it ended (torch times every op from its
     // issue), and the stall judged there, where one was.
@@ -108,6 +108,7 @@ void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<W
     if (stall && (stall->consequence || stall->seq != best.op.seq)) stall = nullptr;
     Verdict v;
     v.kind = Kind::Failed;
+    v.torch_timeout_s = torch_timeout_s;
     std::string cause;
     if (where) {
         v.comm_id = where->view->comm_id;
@@ -161,6 +162,11 @@ void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<W
         "(TORCH_NCCL_ASYNC_ERROR_HANDLING=3, "
         "the default: SIGABRT once its Flight Recorder dump is done), even where the late rank arrives after");
     // The two timeouts side by side: ncclwatch's report comes before torch's end only where its timeout is shorter.
+    if (torch_timeout_s > 0)
+        v.evidence.push_back(fmt::format(
+            "torch's process-group timeout: {:g} s (the shortest timeout= of init_process_group and new_group, or "
+            "torch's default, as ncclwatch's launcher hook read it)",
+            torch_timeout_s));
     if (v.seq && ranks_timeout_s > 0)
         v.evidence.push_back(
             ranks_timeout_s < v.stalled_for_s

@@ -29,8 +29,9 @@ std::vector<WatchdogEnd> torch_watchdog_ends(const std::vector<CommView*>& views
 // One FAILED verdict for the job where `ends` is not empty, put first on the communicator of the op it names: the
 // stall there at the moment the ranks were ended (its culprits), else the op that had waited longest on them, else
 // none (an error torch's own log names). The stall keeps its place after it.
-// `ranks_timeout_s`: the shortest NCCLWATCH_TIMEOUT_SEC the ranks ran with (0: not known), set beside the wait.
+// `ranks_timeout_s`: the shortest NCCLWATCH_TIMEOUT_SEC the ranks ran with (0: not known), set beside the wait;
+// `torch_timeout_s`: the shortest timeout of the ranks' torch process groups (0: not known).
 void lead_with_torch_watchdog(std::vector<CommVerdicts>& cv, const std::vector<WatchdogEnd>& ends,
-                              double ranks_timeout_s = 0);
+                              double ranks_timeout_s = 0, double torch_timeout_s = 0);
 
 }  // namespace ncw::verdict

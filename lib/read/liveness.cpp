@@ -101,6 +101,7 @@ void to_rank_comm_state(const HeaderInfo& h, const CommInfo& c, const std::strin
         s.abort_mono_ns = h.abort_mono_ns;
         s.absorbed_signal = h.absorbed_signal;
         s.absorbed_mono_ns = h.absorbed_mono_ns;
+        s.stderr_lines = h.stderr_lines;
         s.last_words = h.last_words;
         s.last_words_mono_ns = h.last_words_mono_ns;
         s.last_words_main = h.last_words_main != 0;

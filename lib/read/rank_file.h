@@ -69,6 +69,9 @@ struct HeaderInfo {
     // Format 1.13: the last SIGTERM / SIGINT the program's own handler took (format.h), 0 when none. Sent live
     // (protocol 1.15).
     NCW_HEADER_ABSORBED_FIELDS(NCW_READER_MEMBER)
+    // Format 1.15: the shortest timeout of the writer's torch process groups and the lines it printed on stderr
+    // (format.h), 0 when not known. Not in the live protocol.
+    NCW_HEADER_NOTES_FIELDS(NCW_READER_MEMBER)
 
     // Communicators the writer watched without a comm slot (format_fields.h NCW_HEADER_TAIL_FIELDS). Not in the live
     // protocol: a live digest carries those communicators themselves.

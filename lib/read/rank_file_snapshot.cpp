@@ -121,6 +121,7 @@ HeaderInfo RankFile::header() const noexcept {
             NCW_HEADER_ABSORBED_FIELDS(NCW_LOAD_FIELD)
             if (!out.absorbed_mono_ns) out.absorbed_signal = 0;  // not published yet
         }
+        if (out.minor >= 15) NCW_HEADER_NOTES_FIELDS(NCW_LOAD_FIELD)
         out.env = env_entries(ld(in->env_bytes));
         if (!out.timeout_ms) out.timeout_ms = ms_from_env(out.env, "timeout_sec", "NCCLWATCH_TIMEOUT_SEC", 1000);
         if (!out.poll_ms) out.poll_ms = ms_from_env(out.env, "poll_ms", "NCCLWATCH_POLL_MS", 1);

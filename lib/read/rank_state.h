@@ -163,6 +163,8 @@ struct RankCommState {
     // clock; 0: none).
     int32_t absorbed_signal = 0;
     uint64_t absorbed_mono_ns = 0;
+    // Format 1.15: the lines the process printed on stderr (the node's ranks that share one share a budget).
+    uint32_t stderr_lines = 0;
     // Format 1.9: the process's last words (an uncaught Python exception: "torch.OutOfMemoryError: ... (train.py:88)"),
     // when they were noted (the view's clock), and whether in the main thread (the process is then on its way out).
     std::string last_words;

@@ -522,8 +522,9 @@ std::string verdict_headline(const JobResult& job, const CommResult& c, const ve
                                                           v.missing.size() == 1 ? "has" : "have");
             s = fmt::format(
                 "torch's NCCL watchdog ended {} after {} on {} had waited {:.1f} s for {}: the process group's timeout "
-                "was shorter than that wait",
-                ended, op, comm, v.stalled_for_s, held_by);
+                "{}was shorter than that wait",
+                ended, op, comm, v.stalled_for_s, held_by,
+                v.torch_timeout_s > 0 ? fmt::format("({:g} s) ", v.torch_timeout_s) : std::string());
             break;
         }
         case Kind::TeardownHang:

@@ -139,6 +139,7 @@ json header_json(const HeaderInfo& in) {
         NCW_HEADER_END_CAUSE_FIELDS(NCW_SHOW_FIELD)
         NCW_HEADER_ABSORBED_FIELDS(NCW_SHOW_FIELD)
     }
+    if (in.minor >= 15) NCW_HEADER_NOTES_FIELDS(NCW_SHOW_FIELD)
     return j;
 }
 

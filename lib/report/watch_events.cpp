@@ -36,31 +36,39 @@ struct Draft {
     void add(std::string s, int need) { lines.emplace_back(std::move(s), lines.empty() ? kAnswer : need); }
 };
 
-// The stderr form: the answer, then what fits of the rest (`budget` lines: kEvidenceLines, less the one that says
+// The stderr form of `e` from its draft: the answer, then what fits of the rest (`budget` lines, less the one that says
 // where the rest is when some is left out), the most needed first, shown in their order; the rest into `more`.
-// say_more: the writer ends the lines with more_lines_note (false: the line says where the rest is itself).
+void choose(WatchEvent& e, size_t budget) {
+    e.lines.clear();
+    e.more.clear();
+    const auto& lines = e.draft;
+    if (lines.empty()) return;
+    const size_t rest = lines.size() - 1;
+    if (rest > budget && e.say_more && budget > 0) --budget;  // the last line says where the others are
+    std::vector<size_t> order;
+    for (size_t i = 1; i < lines.size(); ++i) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lines[a].second < lines[b].second; });
+    // The other ranks' rows are a table: all of it or none (a few rows of it would say nothing of the others).
+    const size_t rows =
+        size_t(std::count_if(lines.begin() + 1, lines.end(), [](const auto& l) { return l.second == kRow; }));
+    if (rows && rest - rows < budget && rest > budget)
+        order.erase(std::remove_if(order.begin(), order.end(), [&](size_t i) { return lines[i].second == kRow; }),
+                    order.end());
+    std::vector<bool> shown(lines.size(), false);
+    shown[0] = true;
+    for (size_t k = 0; k < order.size() && k < budget; ++k) shown[order[k]] = true;
+    for (size_t i = 0; i < lines.size(); ++i) (shown[i] ? e.lines : e.more).push_back(lines[i].first);
+}
+
+// The event, its stderr form chosen with `budget` lines of evidence (kEvidenceLines by default).
+// say_more: the writer ends the lines with more_lines_note (false: the line says where the others are itself).
 WatchEvent finish(Draft d, bool warning, json event, size_t budget = kEvidenceLines, bool say_more = true) {
     WatchEvent e;
     e.warning = warning;
     e.event = std::move(event);
     e.say_more = say_more;
-    if (d.lines.empty()) return e;
-    const size_t rest = d.lines.size() - 1;
-    if (rest > budget && say_more && budget > 0) --budget;  // the last line says where the others are
-    std::vector<size_t> order;
-    for (size_t i = 1; i < d.lines.size(); ++i) order.push_back(i);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return d.lines[a].second < d.lines[b].second; });
-    // The other ranks' rows are a table: all of it or none (a few rows of it would say nothing of the others).
-    const size_t rows =
-        size_t(std::count_if(d.lines.begin() + 1, d.lines.end(), [](const auto& l) { return l.second == kRow; }));
-    if (rows && rest - rows < budget && rest > budget)
-        order.erase(std::remove_if(order.begin(), order.end(), [&](size_t i) { return d.lines[i].second == kRow; }),
-                    order.end());
-    std::vector<bool> shown(d.lines.size(), false);
-    shown[0] = true;
-    for (size_t k = 0; k < order.size() && k < budget; ++k) shown[order[k]] = true;
-    for (size_t i = 0; i < d.lines.size(); ++i) (shown[i] ? e.lines : e.more).push_back(std::move(d.lines[i].first));
+    e.draft = std::move(d.lines);
+    choose(e, budget);
     return e;
 }
 
@@ -151,6 +159,10 @@ std::string partial_view_line(const CommResult* view) {
 }
 
 }  // namespace
+
+void refit(WatchEvent& e, size_t evidence_lines) {
+    if (!e.draft.empty()) choose(e, evidence_lines);
+}
 
 std::string more_lines_note(size_t n, const std::string& report_json_path) {
     return fmt::format("  {} more {} in {} (NCCLWATCH_LOG_LEVEL=debug prints them here)", n, n == 1 ? "line" : "lines",

@@ -32,7 +32,14 @@ struct WatchEvent {
     std::vector<std::string> more;
     bool say_more = true;  // end `lines` with more_lines_note when `more` has lines (false: lines[0] says where)
     nlohmann::json event;
+    // Every line before the stderr form was chosen, each with how much it is needed (the first: the answer), so that
+    // a writer short of room can choose again with fewer (refit). Empty for a one-line event.
+    std::vector<std::pair<std::string, int>> draft;
 };
+
+// The stderr form chosen again from the event's draft with at most `evidence_lines` after the answer (the one that
+// says where the rest is included, when say_more); the rest into `more`. Nothing changes without a draft.
+void refit(WatchEvent& e, size_t evidence_lines);
 
 // The last line of an event whose evidence did not all fit: how many lines, and the file that has them.
 std::string more_lines_note(size_t n, const std::string& report_json_path);

@@ -72,6 +72,8 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
 
 }  // namespace
 
+bool Logger::enabled(LogLevel level) const { return sink_logger().should_log(to_spdlog(level)); }
+
 void Logger::vlog(LogLevel level, fmt::string_view format, fmt::format_args args) {
     spdlog::logger& l = sink_logger();
     const auto lvl = to_spdlog(level);

@@ -44,6 +44,8 @@ public:
     void critical(fmt::format_string<A...> f, A&&... a) {
         vlog(LogLevel::critical, f, fmt::make_format_args(a...));
     }
+    // Whether a line at `level` is written (the level set by NCCLWATCH_LOG_LEVEL).
+    bool enabled(LogLevel level) const;
     // Formats and writes the line when the level is enabled (log.cpp).
     void vlog(LogLevel level, fmt::string_view format, fmt::format_args args);
 };

@@ -1,5 +1,5 @@
 /* Preprocessed into the linker version script: the exported symbols are exactly the API table's wrappers (NCCL's,
-   and the CUDA runtime's graph calls), NCCL's profiler-plugin tables, _exit/_Exit and ncclwatch_note_exception. */
+   and the CUDA runtime's graph calls), NCCL's profiler-plugin tables, _exit/_Exit, ncclwatch_note_exception and ncclwatch_note_torch_timeout. */
 #include "ncclwatch/api_table.h"
 // clang-format off
 #define NCW_EXPORT_OP(name, since, params, args, desc) name;
@@ -18,6 +18,8 @@
     /* How the process ended (process_end.cpp): recorded, then the real one; and its last words (an uncaught
        Python exception, from the launcher's hook). */
     _exit; _Exit; ncclwatch_note_exception;
+    /* The timeout of a torch process group (from the launcher's hook). */
+    ncclwatch_note_torch_timeout;
   local: *;
 };
 // clang-format on

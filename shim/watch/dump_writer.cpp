@@ -74,7 +74,24 @@ void DumpWriter::append_event(json event) {
     rt_.file.hdr->reports_written.fetch_add(1);
 }
 
-void DumpWriter::emit(report::WatchEvent e, bool quiet) {
+size_t DumpWriter::node_others_lines(const JobResult* job) const {
+    if (!job) return 0;
+    std::map<int64_t, uint32_t> lines;
+    for (const CommResult& c : job->comms)
+        for (const verdict::RankCommState& r : c.view.ranks)
+            if (r.host == rt_.id.host && r.pid && r.pid != rt_.id.pid && r.stderr_lines)
+                lines[r.pid] = std::max(lines[r.pid], r.stderr_lines);
+    size_t sum = 0;
+    for (const auto& [pid, n] : lines)
+        if (shares_stderr_with(pid)) sum += n;
+    return sum;
+}
+
+void DumpWriter::emit(report::WatchEvent e, bool quiet, bool final, const JobResult* job) {
+    // At debug level everything is said anyway: the budget is the default level's, one per stderr: the node's ranks
+    // that share it share it.
+    if (!quiet && !log().enabled(LogLevel::debug) && !budget_.shape(e, final, node_others_lines(job))) quiet = true;
+    if (!quiet) rt_.file.hdr->stderr_lines.store(uint32_t(budget_.used()), std::memory_order_relaxed);
     if (!e.more.empty() && e.say_more)
         e.lines.push_back(report::more_lines_note(e.more.size(), rt_.file.base_path + ".report.json"));
     for (const std::string& line : e.lines) {
@@ -121,7 +138,7 @@ bool DumpWriter::report_stall(const CommRuntime& cr, const JobResult* job, const
     if (!elsewhere.any() && !e.lines.empty()) printed_answers_.push_back(e.lines.front());
     // Its one line where the reporter's stderr is not this process's (each rank's own log); nothing but debug where
     // it is: the full report is right there.
-    emit(std::move(e), elsewhere.printed_here || (elsewhere.pid && shares_stderr_with(elsewhere.pid)));
+    emit(std::move(e), elsewhere.printed_here || (elsewhere.pid && shares_stderr_with(elsewhere.pid)), false, job);
     return !elsewhere.any();
 }
 
@@ -201,7 +218,7 @@ void DumpWriter::report_suspected(const CommRuntime& cr, const JobResult* job, c
     if (view && !view->suspected.empty()) reporter = node_reporter(*view, &view->suspected.front().waiting);
     reporter_of_[cr.comm_id] = reporter.pid;
     emit(report::suspected_event(job, view, own_stall(cr, waited_s), suspect_after_s, gap_p99_ns),
-         reporter.pid && shares_stderr_with(reporter.pid));
+         reporter.pid && shares_stderr_with(reporter.pid), false, job);
 }
 
 void DumpWriter::report_init_suspected(const disk::CommSlot& slot, const JobResult& job, const CommResult& view,
@@ -210,7 +227,7 @@ void DumpWriter::report_init_suspected(const disk::CommSlot& slot, const JobResu
     // Said once per node: by the node's reporter among this host's ranks that entered the init.
     const report::Elsewhere reporter = node_reporter(view, nullptr);
     emit(report::init_suspected_event(job, view, slot.comm_id, slot.rank, waited_s, rt_.cfg.timeout_sec),
-         reporter.pid && shares_stderr_with(reporter.pid));
+         reporter.pid && shares_stderr_with(reporter.pid), false, &job);
 }
 
 void DumpWriter::report_teardown_hang(uint64_t comm_id, int rank, const char* call, const JobResult* job,
@@ -223,7 +240,7 @@ void DumpWriter::report_teardown_hang(uint64_t comm_id, int rank, const char* ca
         for (const auto& v : view->verdicts)
             if (v.kind == verdict::Kind::TeardownHang) reporter = node_reporter(*view, &v.culprits);
     emit(report::teardown_hang_event(job, view, comm_id, rank, call, waited_s),
-         reporter.pid && shares_stderr_with(reporter.pid));
+         reporter.pid && shares_stderr_with(reporter.pid), false, job);
 }
 
 void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* job, const CommResult* view,
@@ -233,7 +250,7 @@ void DumpWriter::report_init_hang(const disk::CommSlot& slot, const JobResult* j
     // the init (each judges it from the same files).
     const report::Elsewhere reporter = view ? node_reporter(*view, nullptr) : report::Elsewhere{};
     emit(report::init_hang_event(job, view, slot.comm_id, slot.rank, slot.nranks, waited_s, job_verdict),
-         reporter.pid && shares_stderr_with(reporter.pid));
+         reporter.pid && shares_stderr_with(reporter.pid), false, job);
 }
 
 void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, const verdict::Verdict& v,
@@ -245,19 +262,19 @@ void DumpWriter::report_mismatch(const JobResult& job, const CommResult& view, c
         const verdict::RankCommState* first = nullptr;
         for (const auto& r : view.view.ranks)
             if (r.host == rt_.id.host && (!first || node_order(r) < node_order(*first))) first = &r;
-        emit(report::mismatch_event(job, view, v, job_verdict, {}), first && first->pid != rt_.id.pid);
+        emit(report::mismatch_event(job, view, v, job_verdict, {}), first && first->pid != rt_.id.pid, false, &job);
         return;
     }
     // One full report per node, as a stall's: by the node's reporter among this host's ranks of the communicator
     // (each judges it alone, from the same files); the others point to it, or say nothing where they share its stderr.
     const report::Elsewhere elsewhere = node_reporter(view, nullptr);
     emit(report::mismatch_event(job, view, v, job_verdict, elsewhere),
-         elsewhere.pid && shares_stderr_with(elsewhere.pid));
+         elsewhere.pid && shares_stderr_with(elsewhere.pid), false, &job);
 }
 
 void DumpWriter::report_straggler(const JobResult& job, const CommResult& view, const verdict::Verdict& v) {
     std::lock_guard<std::mutex> lock(mu_);
-    emit(report::straggler_event(job, view, v));
+    emit(report::straggler_event(job, view, v), false, false, &job);
 }
 
 void DumpWriter::report_recovered(const CommRuntime& cr, double waited_s, bool by_error, bool suspicion_only) {
@@ -280,7 +297,25 @@ void DumpWriter::report_final(const char* why, const JobResult* job, const std::
         const report::Elsewhere other = node_reporter(*comms.front(), nullptr, true);
         quiet = other.pid && shares_stderr_with(other.pid);
     }
-    emit(report::final_event(why, job, comms, job_verdict), quiet);
+    emit(report::final_event(why, job, comms, job_verdict), quiet, true, job);
+}
+
+void DumpWriter::say_node_dumps(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (log().enabled(LogLevel::debug) || budget_.take_note_line()) {
+        log().info("{}", line);
+        rt_.file.hdr->stderr_lines.store(uint32_t(budget_.used()), std::memory_order_relaxed);
+    } else {
+        log().debug("{}", line);
+    }
+}
+
+void DumpWriter::learn_node_stderr(const CommResult& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const verdict::RankCommState& r : c.view.ranks)
+        if (r.host == rt_.id.host && r.alive && r.pid && r.pid != rt_.id.pid && stderr_checked_.size() < 4096 &&
+            stderr_checked_.insert(r.pid).second)
+            shares_stderr_with(r.pid);
 }
 
 bool DumpWriter::write_dump(const char* reason, disk::PyStacksReason py_reason, bool capture_py, bool announce) {

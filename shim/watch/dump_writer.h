@@ -11,10 +11,12 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "engine/job_view.h"
+#include "report/stderr_budget.h"
 #include "report/watch_events.h"
 #include "shim/record/runtime.h"
 
@@ -67,10 +69,20 @@ public:
     bool printed_full_report() const { return !printed_leads_.empty(); }
     // The glob of this host's dump files in the job folder ("<job dir>/rank*-<host>-*.dump.json").
     std::string node_dumps_pattern() const;
+    // The line that says where this node's dumps of a stall are (report::node_dumps_line): on stderr where the job's
+    // budget of lines leaves room, else at debug level.
+    void say_node_dumps(const std::string& line);
+    // Where this node's ranks of `c` write their stderr, learnt while they are alive (a rank gone by the end has no
+    // /proc entry left to compare with).
+    void learn_node_stderr(const CommResult& c);
 
 private:
-    // Its lines on stderr (quiet: at debug level only), what did not fit at debug level, its event into .report.json.
-    void emit(report::WatchEvent e, bool quiet = false);
+    // Its lines on stderr (quiet: at debug level only) as the node's budget of lines shapes them (final: the final
+    // verdict; job: the analysis it was judged from, whose ranks of this host say what they printed), what did not fit
+    // at debug level, its event into .report.json.
+    void emit(report::WatchEvent e, bool quiet = false, bool final = false, const JobResult* job = nullptr);
+    // The lines this host's other ranks that share our stderr printed, as `job`'s rank files last said.
+    size_t node_others_lines(const JobResult* job) const;
     report::OwnStall own_stall(const CommRuntime& cr, double stalled_for_s) const;
     void append_event(nlohmann::json event);
     nlohmann::json process_json() const;
@@ -87,6 +99,8 @@ private:
     std::vector<std::pair<uint64_t, uint64_t>> printed_leads_;  // (comm id, seq) of the stalls printed in full
     std::vector<std::string> printed_answers_;                  // their first lines (the lead's words)
     std::map<uint64_t, int64_t> reporter_of_;  // per communicator, who said its latest stall or suspicion (0: here)
+    report::StderrBudget budget_;              // what this process has said on stderr over the job
+    std::set<int64_t> stderr_checked_;         // the node's ranks whose stderr was compared with ours
     nlohmann::json events_ = nlohmann::json::array();
     // Each file's first failed write is logged (path and reason), each once: a full disk that failed the dump must
     // not leave the report's failure unsaid, nor fill the log at every event.

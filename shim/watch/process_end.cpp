@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
 #include "read/redact.h"
@@ -23,6 +24,20 @@ namespace {
 
 std::atomic<disk::FileHeader*> g_hdr{nullptr};
 std::atomic<int64_t> g_owner_pid{0};
+std::atomic<uint32_t> g_torch_timeout_ms{0};  // the shortest torch process-group timeout noted (0: none yet)
+
+// `slot` becomes `ms` where that is shorter, or where it held none.
+void keep_shortest(std::atomic<uint32_t>& slot, uint32_t ms) {
+    uint32_t old = slot.load(std::memory_order_relaxed);
+    while ((old == 0 || ms < old) && !slot.compare_exchange_weak(old, ms, std::memory_order_relaxed)) {
+    }
+}
+
+// The noted timeout into this process's rank file (not a forked child's copy of its parent's).
+void note_torch_timeout_into(disk::FileHeader* h) {
+    const uint32_t ms = g_torch_timeout_ms.load(std::memory_order_relaxed);
+    if (h && ms && getpid() == g_owner_pid.load(std::memory_order_relaxed)) keep_shortest(h->torch_timeout_ms, ms);
+}
 std::atomic<int> g_final{0};
 std::atomic<int> g_final_sig{0};
 std::atomic<uint64_t> g_absorbed_ns{0};  // when the program's handler took a SIGTERM or SIGINT and went on (absorbed)
@@ -194,6 +209,7 @@ void install_end_paths(Runtime& rt) {
     static bool done = false;
     g_owner_pid.store(getpid(), std::memory_order_relaxed);
     g_hdr.store(rt.file.hdr, std::memory_order_release);
+    note_torch_timeout_into(rt.file.hdr);  // one noted before the first communicator (torch's lazy init)
     if (done) return;
     done = true;
     if (sem_init(&g_wake, 0, 0) == 0) g_wake_ready.store(true, std::memory_order_release);
@@ -294,6 +310,22 @@ extern "C" __attribute__((visibility("default"))) int ncclwatch_note_exception(c
         const uint64_t now = ncw::mono_now();
         h->last_words_mono_ns.store(now ? now : 1, std::memory_order_release);
         if (main_thread) ncw::tell_live_end();
+        rc = 0;
+    }
+    errno = saved;
+    return rc;
+}
+
+// The timeout of a torch process group this process made (format 1.15), from the launcher's Python hook through
+// ctypes, in seconds: the shortest is kept, the one torch's NCCL watchdog acts on first. torch makes its NCCL
+// communicators lazily (at the first collective, without device_id), so a timeout noted before the rank file exists is
+// held here and written when it does (install_end_paths). Returns 0 when kept, 1 when not (a value out of range).
+extern "C" __attribute__((visibility("default"))) int ncclwatch_note_torch_timeout(double seconds) {
+    const int saved = errno;
+    int rc = 1;
+    if (seconds > 0 && seconds < 4.0e6) {
+        ncw::keep_shortest(ncw::g_torch_timeout_ms, std::max<uint32_t>(1, uint32_t(seconds * 1000.0 + 0.5)));
+        ncw::note_torch_timeout_into(ncw::g_hdr.load(std::memory_order_acquire));
         rc = 0;
     }
     errno = saved;

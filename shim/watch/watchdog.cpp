@@ -392,6 +392,7 @@ private:
             j = find_job(a, rt_.id.job_id);
             c = find_comm(j, cr.comm_id);
         }
+        if (c) dumps_.learn_node_stderr(*c);
         uint64_t last_poll = rt_.tracker ? rt_.tracker->last_poll_ns() : 0;
         bool tracker_stuck = rt_.tracker && last_poll < now && now - last_poll > 2000000000ull;
         // This node's files cannot name the culprit (it is on another node): the job's verdict is the live
@@ -488,8 +489,8 @@ private:
             }
             std::sort(late.begin(), late.end());
             const size_t asked = it->asked.size() + 1;  // and this process
-            log().info("{}",
-                       report::node_dumps_line("stall", asked - late.size(), asked, dumps_.node_dumps_pattern(), late));
+            dumps_.say_node_dumps(
+                report::node_dumps_line("stall", asked - late.size(), asked, dumps_.node_dumps_pattern(), late));
             it = node_dumps_.erase(it);
         }
     }
@@ -554,6 +555,7 @@ private:
                                           : rt_owns(c.comm_id);
                 if (!mine) continue;
                 if (!c.missing.empty()) sees_part_ = true;
+                dumps_.learn_node_stderr(c);
                 CommWatch& w = watch_[c.comm_id];
                 bool held = false;
                 for (const verdict::Verdict& v : c.verdicts) {

@@ -4,7 +4,10 @@
 # second Python thread (a "loader") is there so that the report must pick the thread that issued NCCL calls. Rank
 # RAISE_RANK dies at step RAISE_STEP of an uncaught exception (as torch's CUDA out-of-memory error), and its exit then
 # takes EXIT_SLOW_SEC (atexit work, as torch's teardown) before the process is gone; RAISE_MESSAGE, if set, is the
-# exception's message.
+# exception's message. With TORCH_TIMEOUT_SEC, as a torch job (test/e2e/fake_torch: torch.distributed's API, nothing
+# of its work): init_process_group(timeout=...) before the first collective (torch's lazy init), a gloo group and an
+# NCCL group with a longer timeout, and torch's NCCL watchdog: a thread named pt_nccl_watchdg that aborts the process
+# (SIGABRT) when an all_reduce outlives the timeout, as torch's does once its Flight Recorder dump is done.
 import ctypes
 import os
 import sys
@@ -66,8 +69,38 @@ def exchange_id():
     return uid
 
 
+in_collective_since = [0.0]  # when the all_reduce in flight began (0: none), for the watchdog
+
+
 def all_reduce(comm, buf):
+    in_collective_since[0] = time.monotonic()
     check(lib.ncclAllReduce(buf, buf, 16, 7, 0, comm, None), "ncclAllReduce")  # WAIT_LINE
+    in_collective_since[0] = 0.0
+
+
+def torch_watchdog(timeout_s):
+    libc = ctypes.CDLL(None)
+    libc.prctl(15, b"pt_nccl_watchdg", 0, 0, 0)  # PR_SET_NAME, as torch's thread is named
+    while True:
+        since = in_collective_since[0]
+        if since and time.monotonic() - since > timeout_s:
+            print(f"py_stall: rank {rank}: Watchdog caught collective operation timeout: Timeout(ms)="
+                  f"{int(timeout_s * 1000)}", file=sys.stderr, flush=True)
+            os.abort()
+        time.sleep(0.05)
+
+
+def init_torch():
+    """torch.distributed as a user calls it; the watchdog thread. The groups' timeouts: the shortest is the one noted."""
+    import datetime
+
+    import torch.distributed as dist
+
+    timeout_s = float(os.environ["TORCH_TIMEOUT_SEC"])
+    dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=timeout_s))
+    dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=timeout_s / 10))  # not NCCL's: not noted
+    dist.new_group(timeout=datetime.timedelta(seconds=timeout_s * 10))
+    threading.Thread(target=torch_watchdog, args=(timeout_s,), daemon=True).start()
 
 
 def slow_eval():
@@ -102,6 +135,8 @@ def train(comm):
 
 def main():
     threading.Thread(target=loader, daemon=True).start()
+    if os.environ.get("TORCH_TIMEOUT_SEC"):
+        init_torch()
     uid = exchange_id()
     comm = ctypes.c_void_p()
     check(lib.ncclCommInitRank(ctypes.byref(comm), world, uid, rank), "ncclCommInitRank")

@@ -67,6 +67,7 @@ job() {
     echo "$t0" >"$d/t0"
     python3 -m ncclwatch analyze "$d/ncw" >"$d/analyze.txt" 2>&1
     echo $? >"$d/analyze.rc"
+    python3 -m ncclwatch analyze --json "$d/ncw" >"$d/analyze.json" 2>/dev/null
 }
 
 run_jobs() {
@@ -110,22 +111,26 @@ for name, (kind, arc) in want.items():
     an = read(os.path.join(d, "analyze.txt")).splitlines()
     an_first = an[0] if an else ""
     an_rc = read(os.path.join(d, "analyze.rc"), "?").strip()
+    # analyze's lead kind, from its JSON (the text's first line is "VERDICT  <headline>" or "OK ...").
+    try:
+        vs = json.loads(read(os.path.join(d, "analyze.json"), "{}")).get("verdicts") or []
+        an_kind = vs[0].get("kind", "") if vs else "OK"
+    except ValueError:
+        an_kind = "?"
     job_rc = read(os.path.join(d, "rc"), "?").strip()
     lead = r"\] (FINAL \(SIG[A-Z]+\): |JOB VERDICT \(live collector\): )?(%s)\b" % kind
     verdicts = [l for l in ours if re.search(lead, l)] if name != "healthy" else []
     if name == "healthy":
-        ok = not ours and an_first.startswith("OK") and an_rc == "0"
+        ok = not ours and an_first.startswith("OK") and an_kind == "OK" and an_rc == "0"
     else:
         live_ok = bool(verdicts) and len(ours) <= 12
-        end_ok = re.match(r"(%s)\b" % kind, an_first) is not None and (arc is None or an_rc == str(arc))
-        if name == "silent_mismatch":
-            end_ok = "MISMATCH" in an_first
+        end_ok = re.fullmatch(kind, an_kind) is not None and (arc is None or an_rc == str(arc))
         ok = live_ok and end_ok
     rows.append((name, "PASS" if ok else "FAIL", job_rc, len(ours), len(verdicts),
-                 f"{tf - dep:.1f}" if tf and dep else "-", f"{tf - t0:.1f}" if tf else "-", an_rc, first, an_first))
+                 f"{tf - dep:.1f}" if tf and dep else "-", f"{tf - t0:.1f}" if tf else "-", an_rc, an_kind, first, an_first))
 print("| job | result | job exit | ncclwatch lines | verdict lines | first line after departure (s) | "
-      "after launch (s) | analyze exit | first line | analyze's first line |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+      "after launch (s) | analyze exit | analyze's lead | first line | analyze's first line |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     print("| " + " | ".join(str(x).replace("|", "/")[:300] for x in r) + " |")
 print()

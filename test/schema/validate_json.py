@@ -147,7 +147,7 @@ SHAPES = {
     "header": (["NCW_HEADER_LAYOUT_FIELDS", "NCW_HEADER_WRITER_FIELDS", "NCW_HEADER_LIVE_FIELDS",
                 "NCW_HEADER_PY_STACKS_FIELDS", "NCW_HEADER_TAIL_FIELDS", "NCW_HEADER_PY_HELD_FIELDS",
                 "NCW_HEADER_LAST_WORDS_FIELDS", "NCW_HEADER_TEARDOWN_FIELDS",
-                "NCW_HEADER_END_CAUSE_FIELDS", "NCW_HEADER_ABSORBED_FIELDS"],
+                "NCW_HEADER_END_CAUSE_FIELDS", "NCW_HEADER_ABSORBED_FIELDS", "NCW_HEADER_NOTES_FIELDS"],
                {"format", "actual_size", "heartbeat_ms", "py_stacks_ms", "py_held_ms"}),
     "comm": (["NCW_COMM_FIELDS_1_5", "NCW_COMM_FIELDS_1_6"], {"slot", "recent"}),
     "sig": (["NCW_SIG_FIELDS_1_9", "NCW_SIG_FIELDS_1_10"], set()),

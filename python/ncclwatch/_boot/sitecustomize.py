@@ -1,5 +1,6 @@
-"""Put first on PYTHONPATH by `ncclwatch run`: installs the last-words hook (ncclwatch_last_words.py), then runs the
-sitecustomize this one shadows (the next on sys.path), as Python would have, under its own module name."""
+"""Put first on PYTHONPATH by `ncclwatch run`: installs the last-words hook (ncclwatch_last_words.py) and the torch
+timeout hook (ncclwatch_torch_timeout.py), then runs the sitecustomize this one shadows (the next on sys.path), as
+Python would have, under its own module name."""
 import os
 import sys
 
@@ -7,6 +8,12 @@ try:
     import ncclwatch_last_words
 
     ncclwatch_last_words.install()
+except Exception:
+    pass
+try:
+    import ncclwatch_torch_timeout
+
+    ncclwatch_torch_timeout.install()
 except Exception:
     pass
 
