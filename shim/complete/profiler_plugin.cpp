@@ -587,16 +587,20 @@ const char* profiler_regression(int nccl_version) {
 }
 
 void profiler_log_setup(const Runtime& rt) {
+    // Said once per node (its first local rank; every rank where the launcher says none), or at debug level where it
+    // only repeats the user's own setting: a healthy job prints nothing it need not.
+    const bool node_voice = rt.id.local_rank <= 0;
     if (g_setup.mode == ProfilerMode::Off) {
-        log().info("{}", rt.cfg.gpu_events
-                             ? "NCCLWATCH_PROFILER=off: GPU progress comes from CUDA events"
-                             : "NCCLWATCH_PROFILER=off and NCCLWATCH_GPU_EVENTS=0: no GPU progress is tracked "
-                               "(completion means the call returned)");
+        log().debug("{}", rt.cfg.gpu_events
+                              ? "NCCLWATCH_PROFILER=off: GPU progress comes from CUDA events"
+                              : "NCCLWATCH_PROFILER=off and NCCLWATCH_GPU_EVENTS=0: no GPU progress is tracked "
+                                "(completion means the call returned)");
     } else if (g_setup.user_plugin) {
-        log().warn(
-            "NCCL_PROFILER_PLUGIN={} is set: ncclwatch keeps that plugin, and GPU progress comes from CUDA "
-            "events (sampled: lower bounds) instead of NCCL's profiler events",
-            g_setup.user_plugin);
+        if (node_voice)
+            log().warn(
+                "NCCL_PROFILER_PLUGIN={} is set: ncclwatch keeps that plugin, and GPU progress comes from CUDA "
+                "events (sampled: lower bounds) instead of NCCL's profiler events",
+                g_setup.user_plugin);
     } else if (const char* why = profiler_regression(rt.nccl_version); why && g_setup.mode == ProfilerMode::Auto) {
         // At debug level: it changes nothing the user does (a healthy job prints nothing), and every rank says it.
         log().debug(
@@ -604,7 +608,8 @@ void profiler_log_setup(const Runtime& rt) {
             "(sampled: lower bounds)",
             rt.nccl_version, why);
     } else if (g_setup.mode == ProfilerMode::Empty) {
-        log().warn("NCCLWATCH_PROFILER=empty: NCCL's profiler events are on but ignored (a cost measurement only)");
+        if (node_voice)
+            log().warn("NCCLWATCH_PROFILER=empty: NCCL's profiler events are on but ignored (a cost measurement only)");
     }
 }
 

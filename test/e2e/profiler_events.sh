@@ -104,6 +104,7 @@ rm -rf "$NCCLWATCH_DIR"
 NCCLWATCH_PROFILER=off run_job 2 --steps 5
 [ "$JOB_RC" = 0 ] || fail "off: job exit $JOB_RC"
 check_files none 0 0
+grep -q "NCCLWATCH_PROFILER=off" "$WORK/launch.err" && fail "the user's own NCCLWATCH_PROFILER=off echoed on stderr"
 echo "ok: NCCLWATCH_PROFILER=off"
 
 rm -rf "$NCCLWATCH_DIR"
@@ -111,6 +112,8 @@ NCCL_PROFILER_PLUGIN=/opt/inspector/libnccl-profiler-inspector.so run_job 2 --st
 [ "$JOB_RC" = 0 ] || fail "user plugin: job exit $JOB_RC"
 grep -q "NCCL_PROFILER_PLUGIN=/opt/inspector/libnccl-profiler-inspector.so is set: ncclwatch keeps that plugin" \
     "$WORK/launch.err" || fail "no word that the user's plugin is kept"
+[ "$(grep -c "is set: ncclwatch keeps that plugin" "$WORK/launch.err")" = 1 ] ||
+    fail "the user's plugin said $(grep -c "is set: ncclwatch keeps that plugin" "$WORK/launch.err") times on one node"
 check_files none 0 0
 echo "ok: a plugin the user set is kept"
 
