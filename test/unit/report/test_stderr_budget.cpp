@@ -9,41 +9,15 @@
 #include "report/stderr_budget.h"
 #include "report/watch_events.h"
 #include "verdict_fixtures.h"
+#include "watch_fixtures.h"
 
 using namespace verdict_fixtures;
+using namespace watch_fixtures;
 using ncw::CommResult;
 using ncw::JobResult;
 namespace report = ncw::report;
 
 namespace {
-
-// Eight ranks of one host, rank 2 idle after #9, the seven others waiting in #10 for `for_s`.
-JobResult eight_rank_stall(double for_s) {
-    std::vector<RankCommState> ranks;
-    for (int r = 0; r < 8; ++r) ranks.push_back(r == 2 ? idle(r, 9, for_s) : waiting(r, 9, for_s));
-    JobResult job;
-    job.job_id = "job-b";
-    job.now_mono_ns = kNow;
-    CommResult c;
-    c.job_id = job.job_id;
-    c.comm_id = kComm;
-    c.view = view(8, ranks);
-    c.verdicts = diagnose_stall(c.view, kNow, kTimeout);
-    job.comms.push_back(std::move(c));
-    return job;
-}
-
-report::OwnStall own_of(const CommResult& c, double for_s) {
-    report::OwnStall own;
-    own.comm_id = c.comm_id;
-    own.rank = 0;
-    own.nranks = 8;
-    own.counts = c.view.ranks[0];
-    own.stalled_for_s = for_s;
-    own.timeout_s = kTimeout;
-    own.job_dir = "/tmp/ncw/job-b";
-    return own;
-}
 
 // The lines the writer prints: the event's, and the note that says where the rest is.
 size_t printed(const report::WatchEvent& e) { return e.lines.size() + (e.say_more && !e.more.empty() ? 1 : 0); }
@@ -93,13 +67,13 @@ TEST_CASE("a whole story at 8 ranks fits kJobLines: suspicion, stall, collector,
     size_t lines = 0;
 
     // The suspicion: one line, said.
-    report::WatchEvent sus = report::suspected_event(&early, &early.comms.front(), own_of(c, 4.0), 4.0, 1000000);
+    report::WatchEvent sus = report::suspected_event(&early, &early.comms.front(), own_of(c, 0, 4.0), 4.0, 1000000);
     REQUIRE(budget.shape(sus));
     CHECK(sus.lines.size() == 1);
     lines += printed(sus);
 
     // The stall: the verdict, said in full as far as it leaves the reserve.
-    report::WatchEvent stall = report::stall_event(&job, &c, own_of(c, 12.0));
+    report::WatchEvent stall = report::stall_event(&job, &c, own_of(c, 0, 12.0));
     const std::string answer = stall.lines.front();
     REQUIRE(budget.shape(stall));
     CHECK(stall.lines.front() == answer);
@@ -109,15 +83,15 @@ TEST_CASE("a whole story at 8 ranks fits kJobLines: suspicion, stall, collector,
 
     // The suspicion again, the stall again (another rank's reading a moment later), the collector's same verdict:
     // nothing more.
-    report::WatchEvent sus2 = report::suspected_event(&early, &early.comms.front(), own_of(c, 4.5), 4.0, 1000000);
+    report::WatchEvent sus2 = report::suspected_event(&early, &early.comms.front(), own_of(c, 0, 4.5), 4.0, 1000000);
     CHECK_FALSE(budget.shape(sus2));
     // One that names no verdict: once per communicator.
-    report::WatchEvent bare = report::suspected_event(nullptr, nullptr, own_of(c, 4.0), 4.0, 1000000);
+    report::WatchEvent bare = report::suspected_event(nullptr, nullptr, own_of(c, 0, 4.0), 4.0, 1000000);
     REQUIRE(budget.shape(bare));
     ++lines;
-    report::WatchEvent bare2 = report::suspected_event(nullptr, nullptr, own_of(c, 5.0), 4.0, 1000000);
+    report::WatchEvent bare2 = report::suspected_event(nullptr, nullptr, own_of(c, 0, 5.0), 4.0, 1000000);
     CHECK_FALSE(budget.shape(bare2));
-    report::WatchEvent stall2 = report::stall_event(&job, &c, own_of(c, 13.0));
+    report::WatchEvent stall2 = report::stall_event(&job, &c, own_of(c, 0, 13.0));
     CHECK_FALSE(budget.shape(stall2));
     const std::string verdict_line = ncw::report::verdict_lines(job, c, c.verdicts.front()).front();
     report::WatchEvent collector = report::collector_verdict_event(verdict_line);
@@ -147,7 +121,7 @@ TEST_CASE("the final verdict restates a verdict said before in its one first lin
     report::StderrBudget budget;
     const JobResult job = eight_rank_stall(12.0);
     const CommResult& c = job.comms.front();
-    report::WatchEvent stall = report::stall_event(&job, &c, own_of(c, 12.0));
+    report::WatchEvent stall = report::stall_event(&job, &c, own_of(c, 0, 12.0));
     REQUIRE(budget.shape(stall));
     const size_t after_stall = budget.used();
     const JobResult later = eight_rank_stall(60.0);
@@ -167,7 +141,7 @@ TEST_CASE("new verdicts past the budget still say their answer, and nothing else
     for (ncw::verdict::Kind k : kinds) {
         JobResult j = job;
         j.comms.front().verdicts.front().kind = k;
-        report::WatchEvent e = report::stall_event(&j, &j.comms.front(), own_of(j.comms.front(), 12.0));
+        report::WatchEvent e = report::stall_event(&j, &j.comms.front(), own_of(j.comms.front(), 0, 12.0));
         REQUIRE(budget.shape(e));
         CHECK(e.lines.front().find(ncw::verdict::kind_name(k)) != std::string::npos);
         if (budget.used() > report::kJobLines) CHECK(printed(e) == 1);
@@ -185,14 +159,14 @@ TEST_CASE("a mismatch said, then the hang it became: said again as the hang, onc
     REQUIRE(budget.shape(mismatch));
     report::WatchEvent again = report::mismatch_event(job, c, v);
     CHECK_FALSE(budget.shape(again));  // the next check's reading of the same mismatch
-    report::WatchEvent hang = report::stall_event(&job, &c, own_of(c, 12.0));
+    report::WatchEvent hang = report::stall_event(&job, &c, own_of(c, 0, 12.0));
     REQUIRE(budget.shape(hang));
     CHECK(hang.lines.front().rfind("MISMATCH: ", 0) == 0);
-    report::WatchEvent hang2 = report::stall_event(&job, &c, own_of(c, 14.0));
+    report::WatchEvent hang2 = report::stall_event(&job, &c, own_of(c, 0, 14.0));
     CHECK_FALSE(budget.shape(hang2));
     // The others' lines on the same stderr count: with the node's budget spent, an answer alone.
     report::StderrBudget other;
-    report::WatchEvent full = report::stall_event(&job, &c, own_of(c, 12.0));
+    report::WatchEvent full = report::stall_event(&job, &c, own_of(c, 0, 12.0));
     REQUIRE(other.shape(full, false, report::kJobLines));
     CHECK(printed(full) == 1);
 }

@@ -10,41 +10,15 @@
 #include "engine/job_view.h"
 #include "report/watch_events.h"
 #include "verdict_fixtures.h"
+#include "watch_fixtures.h"
 
 using namespace verdict_fixtures;
+using namespace watch_fixtures;
 using ncw::CommResult;
 using ncw::JobResult;
 namespace report = ncw::report;
 
 namespace {
-
-// Eight ranks of one host, rank 2 idle after #9, the seven others waiting in #10 for 12 s.
-JobResult eight_rank_stall() {
-    std::vector<RankCommState> ranks;
-    for (int r = 0; r < 8; ++r) ranks.push_back(r == 2 ? idle(r, 9, 12.0) : waiting(r, 9, 12.0));
-    JobResult job;
-    job.job_id = "job-q";
-    job.now_mono_ns = kNow;
-    CommResult c;
-    c.job_id = job.job_id;
-    c.comm_id = kComm;
-    c.view = view(8, ranks);
-    c.verdicts = diagnose_stall(c.view, kNow, kTimeout);
-    job.comms.push_back(std::move(c));
-    return job;
-}
-
-report::OwnStall own_of(const CommResult& c, int rank) {
-    report::OwnStall own;
-    own.comm_id = c.comm_id;
-    own.rank = rank;
-    own.nranks = 8;
-    own.counts = c.view.ranks[size_t(rank)];
-    own.stalled_for_s = 12.0;
-    own.timeout_s = kTimeout;
-    own.job_dir = "/tmp/ncw/job-q";
-    return own;
-}
 
 size_t index_of(const std::vector<std::string>& lines, const std::string& needle) {
     for (size_t i = 0; i < lines.size(); ++i)
