@@ -23,10 +23,11 @@
 
 namespace ncw::report {
 
-inline constexpr size_t kJobLines = 12;  // lines one node's stderr carries for a job, every event told
-inline constexpr size_t kReserve = 5;    // kept by an event for those that may follow it
-inline constexpr size_t kNoteReserve =
-    3;  // kept by the dumps' line (a recovery, a final verdict's answer and one more)
+// Lines one node's stderr carries for a job, every event told; kept by an event for those that may follow it; kept by
+// the dumps' line (a recovery, a final verdict's answer and one more).
+inline constexpr size_t kJobLines = 12;
+inline constexpr size_t kReserve = 5;
+inline constexpr size_t kNoteReserve = 3;
 
 // The identity of the verdict a line states, whatever else the line says: the kind and its subject (culprits, op,
 // communicator) without the prefixes of the event that carries it ("FINAL (SIGTERM): ", "JOB VERDICT (live
