@@ -240,9 +240,12 @@ private:
         last_digest_.clear();
         send_.clear();
         connected_at_ = clock_mono_ns();
-        // A connection is quiet (debug level); a lost one is warned and its return said.
-        if (ever_connected_)
+        // A connection is quiet (debug level); a lost one that was warned of has its return said, one that was not
+        // (rank 0's collector in auto mode, a moment's outage under load) returns quietly too.
+        if (ever_connected_ && failures_logged_)
             log().info("reconnected to the live collector at {}", where());
+        else if (ever_connected_)
+            log().debug("reconnected to the live collector at {}", where());
         else
             log().debug("sending live digests to the collector at {}", where());
         const bool resumed = ever_connected_;
