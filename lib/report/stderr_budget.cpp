@@ -95,6 +95,9 @@ bool StderrBudget::shape(WatchEvent& e, bool final, size_t others) {
     } else if (!key.empty()) {
         said_.insert(key);
     }
+    // Said before as ranks that differ, now as what holds the job up: the answer says which.
+    const bool became_hang = !suspicion && !differs && !final && type != "straggler" && !verdict.empty() &&
+                             said_.count("differs|" + verdict);
     // The answer always; its evidence as far as it leaves room for what may follow.
     const size_t keep = final ? 0 : kReserve;
     const size_t used = used_ + others;
@@ -104,6 +107,7 @@ bool StderrBudget::shape(WatchEvent& e, bool final, size_t others) {
         if (room == 0) e.say_more = false;
         refit(e, room);
     }
+    if (became_hang) e.lines.front() += " [it now holds the job up]";
     used_ += e.lines.size() + (e.say_more && !e.more.empty() ? 1 : 0);
     return true;
 }

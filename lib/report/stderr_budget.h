@@ -7,7 +7,7 @@
 //  - a verdict said in full once is not said again: a later event that leads with it (the stall that follows its
 //    suspicion, a teardown held up by it, the live collector's same verdict) goes to the report file only, and the
 //    final verdict at the end restates it in its one first line. A mismatch (or drift) that then holds the job up is
-//    said again, as the hang it became;
+//    said again, as the hang it became ("[it now holds the job up]");
 //  - a suspicion is one line, once per verdict, and never counts as the verdict said;
 //  - a new verdict's first line is always said (it is the answer); its evidence gets what fits, leaving kReserve lines
 //    for what may follow (the node's dumps, a recovery, the final verdict), the final verdict itself leaving none;

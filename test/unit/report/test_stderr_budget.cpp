@@ -162,6 +162,7 @@ TEST_CASE("a mismatch said, then the hang it became: said again as the hang, onc
     report::WatchEvent hang = report::stall_event(&job, &c, own_of(c, 0, 12.0));
     REQUIRE(budget.shape(hang));
     CHECK(hang.lines.front().rfind("MISMATCH: ", 0) == 0);
+    CHECK(hang.lines.front().find("[it now holds the job up]") != std::string::npos);
     report::WatchEvent hang2 = report::stall_event(&job, &c, own_of(c, 0, 14.0));
     CHECK_FALSE(budget.shape(hang2));
     // The others' lines on the same stderr count: with the node's budget spent, an answer alone.
