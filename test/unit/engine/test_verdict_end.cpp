@@ -89,6 +89,19 @@ TEST_CASE("verdict: an end by torch's NCCL watchdog", "[verdict]") {
                        "pt_nccl_watchdg); the stall they were in: NOT_JOINED"));
         CHECK(vs[1].kind == Kind::NotJoined);
         CHECK_FALSE(vs[1].consequence);
+        CHECK(vs[0].torch_timeout_s == 0);  // not known: the launcher's hook did not run
+    }
+    SECTION("torch's timeout, where the launcher's hook read it, is the verdict's and beside ncclwatch's") {
+        CommView v = timed_out();
+        const auto ends = torch_watchdog_ends({&v});
+        order_causally({&v}, kNow);
+        std::vector<Verdict> vs = diagnose_stall(v, ago(10.0), 0.0);
+        std::vector<CommVerdicts> cv{{&v, &vs}};
+        lead_with_torch_watchdog(cv, ends, 10.0, 15.0);
+        REQUIRE(vs[0].kind == Kind::Failed);
+        CHECK(vs[0].torch_timeout_s == 15.0);
+        CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(),
+                          [](const std::string& e) { return contains(e, "torch's process-group timeout: 15 s"); }));
     }
     SECTION("the wait over before the end: the op that waited longest on them, and the rank whose issue released it") {
         // Rank 0 issued #10 25 s after the others (5 s ago); all completed it; the watchdog ended ranks 1-3 just now.
