@@ -405,6 +405,15 @@ void judge_comm(CommResult& r, uint64_t now_mono_ns, const AnalysisOptions& opt,
     }
 }
 
+// The shortest nonzero value of a header's field in milliseconds (a timeout) among the job's readable files, in
+// seconds; 0: no file has one.
+double shortest_s(const JobFiles& job_files, uint32_t HeaderInfo::*field_ms) {
+    uint32_t ms = 0;
+    for (const FileSnapshot* f : job_files)
+        if (f && f->ok && f->header.*field_ms && (!ms || f->header.*field_ms < ms)) ms = f->header.*field_ms;
+    return ms / 1000.0;
+}
+
 // Every communicator's verdicts, then the job-level ones: which stalled communicator initiated and which wait
 // because of it, and the environment audit of the job's processes.
 void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& opt,
@@ -420,17 +429,10 @@ void judge_job(JobResult& jr, const JobFiles& job_files, const AnalysisOptions& 
     const std::string job_name = "job " + (jr.job_id.empty() ? std::string("(no job id)") : jr.job_id);
     // Whether it hung before it was ended: at the timeout asked for, else the shortest the ranks ran with (an
     // `analyze` after the end judges stalls at 0, which would call any job killed mid-step hung).
-    double ranks_timeout_s = 0;  // the shortest NCCLWATCH_TIMEOUT_SEC the ranks ran with (0: not known)
-    for (const FileSnapshot* f : job_files)
-        if (f && f->ok && f->header.timeout_ms &&
-            (ranks_timeout_s <= 0 || f->header.timeout_ms / 1000.0 < ranks_timeout_s))
-            ranks_timeout_s = f->header.timeout_ms / 1000.0;
+    // The shortest NCCLWATCH_TIMEOUT_SEC the ranks ran with, and the shortest timeout of their torch process groups.
+    const double ranks_timeout_s = shortest_s(job_files, &HeaderInfo::timeout_ms);
     const double hung_timeout_s = opt.timeout_s > 0 ? opt.timeout_s : ranks_timeout_s;
-    double torch_timeout_s = 0;  // the shortest timeout of the ranks' torch process groups (0: not known)
-    for (const FileSnapshot* f : job_files)
-        if (f && f->ok && f->header.torch_timeout_ms &&
-            (torch_timeout_s <= 0 || f->header.torch_timeout_ms / 1000.0 < torch_timeout_s))
-            torch_timeout_s = f->header.torch_timeout_ms / 1000.0;
+    const double torch_timeout_s = shortest_s(job_files, &HeaderInfo::torch_timeout_ms);
     if ((causal.ended_together || causal.first_from_outside) &&
         verdict::hung_before(views, causal.first_ns, hung_timeout_s)) {
         // A hang that a scheduler, a launcher or a person ended (every rank at once, or node by node as torchrun

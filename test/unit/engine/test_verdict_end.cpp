@@ -68,13 +68,18 @@ TEST_CASE("verdict: an end by torch's NCCL watchdog", "[verdict]") {
         CHECK(vs[0].culprits == Ranks{0});
         CHECK(find_kind(vs, Kind::Dead) == nullptr);
     }
-    SECTION("FAILED leads, the stall it timed out keeps its words after it") {
+    // The timed-out job's verdicts as the engine orders them: its stall's, then FAILED put first.
+    auto judged = [](double ranks_timeout_s, double torch_timeout_s) {
         CommView v = timed_out();
         const auto ends = torch_watchdog_ends({&v});
         order_causally({&v}, kNow);
         std::vector<Verdict> vs = diagnose_stall(v, ago(10.0), 0.0);
         std::vector<CommVerdicts> cv{{&v, &vs}};
-        lead_with_torch_watchdog(cv, ends, 60.0);
+        lead_with_torch_watchdog(cv, ends, ranks_timeout_s, torch_timeout_s);
+        return vs;
+    };
+    SECTION("FAILED leads, the stall it timed out keeps its words after it") {
+        const std::vector<Verdict> vs = judged(60.0, 0.0);
         REQUIRE(vs.size() >= 2);
         CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(), [](const std::string& e) {
             return contains(e, "NCCLWATCH_TIMEOUT_SEC=60 is longer than the 20.0 s wait torch's timeout ended");
@@ -92,12 +97,7 @@ TEST_CASE("verdict: an end by torch's NCCL watchdog", "[verdict]") {
         CHECK(vs[0].torch_timeout_s == 0);  // not known: the launcher's hook did not run
     }
     SECTION("torch's timeout, where the launcher's hook read it, is the verdict's and beside ncclwatch's") {
-        CommView v = timed_out();
-        const auto ends = torch_watchdog_ends({&v});
-        order_causally({&v}, kNow);
-        std::vector<Verdict> vs = diagnose_stall(v, ago(10.0), 0.0);
-        std::vector<CommVerdicts> cv{{&v, &vs}};
-        lead_with_torch_watchdog(cv, ends, 10.0, 15.0);
+        const std::vector<Verdict> vs = judged(10.0, 15.0);
         REQUIRE(vs[0].kind == Kind::Failed);
         CHECK(vs[0].torch_timeout_s == 15.0);
         CHECK(std::any_of(vs[0].evidence.begin(), vs[0].evidence.end(),
